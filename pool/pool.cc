@@ -1,0 +1,411 @@
+// File: pool/pool.cc
+//
+// The slow paths of the pools: creating, retiring, emptying and releasing pools, frees from other
+// threads, explicit arenas and thread exit. See pool.h for the model.
+//
+// The retire handshake. While a pool is kOwned, only its owner writes `marks` and `live`; another thread
+// that frees one of its blocks sets the block's bit in `remote` instead. To retire the pool (it cannot
+// fit a request and still holds live blocks, or its thread ends), the owner
+//   1. folds in the remote bits set so far,
+//   2. publishes `live_shared = live + 1` (the +1 is the owner's own reference, held until step 5),
+//   3. swaps `state` to kRetired (seq_cst),
+//   4. waits until `in_flight` is zero, then folds in the remote bits set meanwhile, clearing their marks
+//      with atomic RMWs from now on,
+//   5. subtracts what it folded in step 4 plus its reference from `live_shared`.
+// A remote free increments `in_flight` (seq_cst), then reads `state`: kOwned -> sets its remote bit and
+// decrements `in_flight`; kRetired -> decrements `in_flight` and clears its mark and `live_shared` itself.
+// Because both sides use seq_cst on (`in_flight` then `state`) and (`state` then `in_flight`), either the
+// freeing thread sees kRetired or the owner sees it in flight and waits, so no bit is set after the
+// owner's last look. Whoever brings `live_shared` to zero owns the empty pool: it zeroes it and adopts it.
+#include "pool/pool.h"
+
+#include <sched.h>
+
+#include <new>
+
+namespace poolscope {
+namespace pool {
+
+namespace {
+
+inline size_t RoundUp(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
+
+inline void CountFreeError(PoolStats* stats, Domain::FreeResult r) {
+  if (stats == nullptr) return;
+  if (r == Domain::FreeResult::kDouble) {
+    ++stats->double_frees;
+  } else {
+    ++stats->invalid_frees;
+  }
+}
+
+// Classifies a failed free from the two mark bits of its granule.
+inline Domain::FreeResult Classify(uint64_t bits) {
+  return (bits & 2) ? Domain::FreeResult::kDouble : Domain::FreeResult::kInvalid;
+}
+
+}  // namespace
+
+const char* MissReasonName(int reason) {
+  switch (reason) {
+    case kMissTooLarge: return "too_large";
+    case kMissAlignment: return "alignment";
+    case kMissPoolFull: return "pool_full";
+    case kMissUntagged: return "untagged";
+    case kMissDisabled: return "disabled";
+  }
+  return "unknown";
+}
+
+void AddStats(PoolStats* into, const PoolStats& from) {
+  const uint64_t* src = reinterpret_cast<const uint64_t*>(&from);
+  uint64_t* dst = reinterpret_cast<uint64_t*>(into);
+  for (size_t i = 0; i < sizeof(PoolStats) / sizeof(uint64_t); ++i) dst[i] += src[i];
+}
+
+Domain::Domain(const Config& config, Backend* backend, std::atomic<PoolMap::Leaf*>* map_root)
+    : config_(config), backend_(backend), map_(map_root, backend) {
+  if (config_.pool_size < kMinPoolSize) config_.pool_size = kMinPoolSize;
+  if (config_.pool_size > kMaxPoolSize) config_.pool_size = kMaxPoolSize;
+  if (config_.max_cached < 0) config_.max_cached = 0;
+  if (config_.max_cached > kMaxCachedPools) config_.max_cached = kMaxCachedPools;
+  pool_bytes_ = RoundUp(config_.pool_size, kLine);
+  size_t granules = pool_bytes_ / kGranule;
+  mark_words_ = static_cast<uint32_t>(RoundUp(granules * 2, 64) / 64);
+  remote_words_ = static_cast<uint32_t>(RoundUp(granules, 64) / 64);
+  meta_bytes_ = sizeof(PoolHeader) + RoundUp(mark_words_ * 8, kLine) + RoundUp(remote_words_ * 8, kLine);
+}
+
+PoolHeader* Domain::CreatePool(PoolStats* stats) {
+  void* mem = backend_->AllocPool(pool_bytes_);
+  if (mem == nullptr) return nullptr;
+  void* meta = backend_->AllocMeta(meta_bytes_);
+  if (meta == nullptr) {
+    backend_->FreePool(mem);
+    return nullptr;
+  }
+  PoolHeader* h = new (meta) PoolHeader();
+  char* words = static_cast<char*>(meta) + sizeof(PoolHeader);
+  h->base = static_cast<char*>(mem);
+  h->kind = kImplicit;
+  h->mark_words = mark_words_;
+  h->marks = reinterpret_cast<std::atomic<uint64_t>*>(words);
+  h->remote = reinterpret_cast<std::atomic<uint64_t>*>(words + RoundUp(mark_words_ * 8, kLine));
+  h->remote_words = remote_words_;
+  for (uint32_t i = 0; i < mark_words_; ++i) h->marks[i].store(0, std::memory_order_relaxed);
+  for (uint32_t i = 0; i < remote_words_; ++i) h->remote[i].store(0, std::memory_order_relaxed);
+  h->state.store(kOwned, std::memory_order_relaxed);
+  if (!map_.Insert(mem, pool_bytes_, h)) {
+    backend_->FreeMeta(meta, meta_bytes_);
+    backend_->FreePool(mem);
+    return nullptr;
+  }
+  // The real allocator may hand back memory that held other data.
+  memset(mem, 0, pool_bytes_);
+  ++stats->pools_created;
+  return h;
+}
+
+void Domain::ZeroPool(PoolHeader* h, char* used_end) {
+  if (used_end > h->base) memset(h->base, 0, static_cast<size_t>(used_end - h->base));
+  size_t used_granules = static_cast<size_t>(used_end - h->base) / kGranule + 1;
+  uint32_t words = static_cast<uint32_t>(RoundUp(used_granules * 2, 64) / 64);
+  if (words > h->mark_words) words = h->mark_words;
+  for (uint32_t i = 0; i < words; ++i) h->marks[i].store(0, std::memory_order_relaxed);
+  h->live = 0;
+  h->owner = nullptr;
+  h->arena = nullptr;
+  h->kind = kImplicit;
+  h->remote_pending.store(0, std::memory_order_relaxed);
+  h->live_shared.store(0, std::memory_order_relaxed);
+  h->used_end.store(nullptr, std::memory_order_relaxed);
+  h->state.store(kOwned, std::memory_order_release);
+}
+
+void Domain::ReleasePool(PoolHeader* h, PoolStats* stats) {
+  map_.Erase(h->base, pool_bytes_);
+  backend_->FreePool(h->base);
+  h->~PoolHeader();
+  backend_->FreeMeta(h, meta_bytes_);
+  ++stats->pools_released;
+}
+
+void Domain::PoolEmptied(ThreadCache* tc, PoolHeader* h) {
+  ZeroPool(h, h->used_end.load(std::memory_order_acquire));
+  if (tc != nullptr) {
+    tc->Adopt(h);
+  } else {
+    // A thread without a cache (it never pooled): count the release nowhere but in the pool totals of
+    // the caller's fallback, which the shim gives us as a cache; reaching here means none exists.
+    PoolStats discard = {};
+    ReleasePool(h, &discard);
+  }
+}
+
+Domain::FreeResult Domain::FreeSlow(ThreadCache* tc, PoolHeader* h, void* p) {
+  PoolStats* stats = tc != nullptr ? &tc->stats_ : nullptr;
+  size_t off = static_cast<size_t>(static_cast<char*>(p) - h->base);
+  if (h->kind == kExplicit) {
+    FreeResult r = FreeResult::kArenaBlock;
+    if (stats != nullptr) ++stats->invalid_frees;
+    return r;
+  }
+  if ((off & 7) != 0 || off >= config_.pool_size) {
+    if (stats != nullptr) ++stats->invalid_frees;
+    return FreeResult::kInvalid;
+  }
+  std::atomic<uint64_t>& word = h->marks[off >> 8];
+  unsigned shift = static_cast<unsigned>(off >> 2) & 62;
+  if (h->owner == tc) {
+    // The owner's fast path refused it: not a live block start.
+    FreeResult r = Classify(word.load(std::memory_order_relaxed) >> shift);
+    CountFreeError(stats, r);
+    return r;
+  }
+  size_t g = off / kGranule;
+  uint64_t bit = uint64_t{1} << (g & 63);
+  h->in_flight.fetch_add(1, std::memory_order_seq_cst);
+  if (h->state.load(std::memory_order_seq_cst) == kOwned) {
+    uint64_t v = word.load(std::memory_order_acquire) >> shift;
+    if ((v & 3) != 3) {
+      h->in_flight.fetch_sub(1, std::memory_order_release);
+      FreeResult r = Classify(v);
+      CountFreeError(stats, r);
+      return r;
+    }
+    uint64_t old = h->remote[g >> 6].fetch_or(bit, std::memory_order_acq_rel);
+    if ((old & bit) == 0) h->remote_pending.fetch_add(1, std::memory_order_relaxed);
+    h->in_flight.fetch_sub(1, std::memory_order_release);
+    if (old & bit) {
+      CountFreeError(stats, FreeResult::kDouble);
+      return FreeResult::kDouble;
+    }
+    if (stats != nullptr) ++stats->pooled_frees;
+    return FreeResult::kFreed;
+  }
+  h->in_flight.fetch_sub(1, std::memory_order_release);
+  // Retired: clear the live bit ourselves.
+  uint64_t old = word.fetch_and(~(uint64_t{1} << shift), std::memory_order_acq_rel) >> shift;
+  if ((old & 3) != 3) {
+    FreeResult r = Classify(old);
+    CountFreeError(stats, r);
+    return r;
+  }
+  if (stats != nullptr) ++stats->pooled_frees;
+  if (h->live_shared.fetch_sub(1, std::memory_order_acq_rel) == 1) PoolEmptied(tc, h);
+  return FreeResult::kFreed;
+}
+
+size_t Domain::UsableSize(const PoolHeader* h, const void* p) const {
+  if (h->kind == kExplicit) return 0;
+  size_t off = static_cast<size_t>(static_cast<const char*>(p) - h->base);
+  if ((off & 7) != 0 || off >= config_.pool_size) return 0;
+  size_t g = off / kGranule;
+  if (((h->marks[g >> 5].load(std::memory_order_relaxed) >> ((g & 31) * 2)) & 3) != 3) return 0;
+  // The block ends where the next block starts, or where carving stopped.
+  uintptr_t end;
+  ThreadCache* owner = h->owner;
+  char* used = h->used_end.load(std::memory_order_acquire);
+  if (owner != nullptr) {
+    end = owner->cur_;
+  } else if (used != nullptr) {
+    end = reinterpret_cast<uintptr_t>(used);
+  } else {
+    end = reinterpret_cast<uintptr_t>(h->base) + config_.pool_size;
+  }
+  size_t end_g = (end - reinterpret_cast<uintptr_t>(h->base)) / kGranule;
+  for (size_t k = g + 1; k < end_g; ++k) {
+    if ((h->marks[k >> 5].load(std::memory_order_relaxed) >> ((k & 31) * 2)) & 2) {
+      end_g = k;
+      break;
+    }
+  }
+  return (end_g - g) * kGranule;
+}
+
+// ---- ThreadCache -------------------------------------------------------------------------------------
+
+PoolHeader* ThreadCache::TakePool() {
+  if (ncached_ > 0) {
+    ++stats_.pools_reused;
+    return cache_[--ncached_];
+  }
+  return domain_->CreatePool(&stats_);
+}
+
+void ThreadCache::Adopt(PoolHeader* h) {
+  if (!dead_ && ncached_ < domain_->config_.max_cached) {
+    cache_[ncached_++] = h;
+  } else {
+    domain_->ReleasePool(h, &stats_);
+  }
+}
+
+void ThreadCache::FoldRemoteFrees(PoolHeader* h) {
+  if (h->remote_pending.load(std::memory_order_acquire) == 0) return;
+  int64_t n = 0;
+  for (uint32_t i = 0; i < h->remote_words; ++i) {
+    uint64_t m = h->remote[i].exchange(0, std::memory_order_acq_rel);
+    while (m != 0) {
+      size_t g = i * 64 + static_cast<size_t>(__builtin_ctzll(m));
+      m &= m - 1;
+      std::atomic<uint64_t>& word = h->marks[g >> 5];
+      word.store(word.load(std::memory_order_relaxed) & ~(uint64_t{1} << ((g & 31) * 2)),
+                 std::memory_order_relaxed);
+      ++n;
+    }
+  }
+  h->remote_pending.fetch_sub(n, std::memory_order_relaxed);
+  h->live -= n;
+}
+
+void ThreadCache::ResetInPlace() {
+  // The owner's current pool has no live block left (and no remote bit pending: those count as live).
+  domain_->ZeroPool(pool_, reinterpret_cast<char*>(cur_));
+  pool_->owner = this;
+  cur_ = reinterpret_cast<uintptr_t>(pool_->base);
+  ++stats_.resets_in_place;
+}
+
+void ThreadCache::Retire(PoolHeader* h, char* used_end) {
+  h->used_end.store(used_end, std::memory_order_relaxed);
+  h->live_shared.store(h->live + 1, std::memory_order_relaxed);
+  h->owner = nullptr;
+  h->state.exchange(kRetired, std::memory_order_seq_cst);
+  while (h->in_flight.load(std::memory_order_seq_cst) != 0) sched_yield();
+  int64_t n = 0;
+  for (uint32_t i = 0; i < h->remote_words; ++i) {
+    uint64_t m = h->remote[i].exchange(0, std::memory_order_acq_rel);
+    while (m != 0) {
+      size_t g = i * 64 + static_cast<size_t>(__builtin_ctzll(m));
+      m &= m - 1;
+      h->marks[g >> 5].fetch_and(~(uint64_t{1} << ((g & 31) * 2)), std::memory_order_acq_rel);
+      ++n;
+    }
+  }
+  h->remote_pending.store(0, std::memory_order_relaxed);
+  if (h->live_shared.fetch_sub(n + 1, std::memory_order_acq_rel) == n + 1) domain_->PoolEmptied(this, h);
+}
+
+void* ThreadCache::CarveSlow(size_t n) {
+  if (pool_ != nullptr) {
+    FoldRemoteFrees(pool_);
+    if (pool_->live == 0) {
+      ResetInPlace();
+    } else {
+      PoolHeader* old = pool_;
+      char* used = reinterpret_cast<char*>(cur_);
+      pool_ = nullptr;
+      cur_ = end_ = 0;
+      Retire(old, used);
+    }
+  }
+  if (pool_ == nullptr) {
+    PoolHeader* h = TakePool();
+    if (h == nullptr) return nullptr;
+    h->owner = this;
+    h->kind = kImplicit;
+    pool_ = h;
+    cur_ = reinterpret_cast<uintptr_t>(h->base);
+    end_ = cur_ + domain_->config_.pool_size;
+  }
+  // n <= pool_size, so a fresh or reset pool always fits.
+  return Carve(n);
+}
+
+void* ThreadCache::ArenaCarve(Arena* arena, size_t size, size_t align, int* reason) {
+  if (!domain_->config_.enabled) {
+    *reason = kMissDisabled;
+    return nullptr;
+  }
+  if (size > domain_->config_.pool_size) {
+    *reason = kMissTooLarge;
+    return nullptr;
+  }
+  if (align > kLine) {
+    *reason = kMissAlignment;
+    return nullptr;
+  }
+  if (arena->pool == nullptr) {
+    PoolHeader* h = TakePool();
+    if (h == nullptr) {
+      *reason = kMissPoolFull;
+      return nullptr;
+    }
+    h->kind = kExplicit;
+    h->arena = arena;
+    arena->pool = h;
+    arena->cur = h->base;
+    arena->end = h->base + domain_->config_.pool_size;
+  }
+  size_t a = align < kGranule ? kGranule : align;
+  uintptr_t p = (reinterpret_cast<uintptr_t>(arena->cur) + a - 1) & ~(uintptr_t{a} - 1);
+  size_t rounded = size == 0 ? kGranule : RoundUp(size, kGranule);
+  if (p + rounded > reinterpret_cast<uintptr_t>(arena->end)) {
+    *reason = kMissPoolFull;
+    return nullptr;
+  }
+  arena->cur = reinterpret_cast<char*>(p + rounded);
+  ++arena->pooled_blocks;
+  ++stats_.hits;
+  return reinterpret_cast<void*>(p);
+}
+
+void ThreadCache::ArenaClosePool(Arena* arena) {
+  PoolHeader* h = arena->pool;
+  if (h == nullptr) return;
+  stats_.pooled_frees += arena->pooled_blocks;
+  domain_->ZeroPool(h, arena->cur);
+  arena->pool = nullptr;
+  arena->cur = arena->end = nullptr;
+  Adopt(h);
+}
+
+void ThreadCache::Drain() {
+  while (ncached_ > 0) domain_->ReleasePool(cache_[--ncached_], &stats_);
+  if (pool_ != nullptr) {
+    FoldRemoteFrees(pool_);
+    if (pool_->live == 0) {
+      domain_->ZeroPool(pool_, reinterpret_cast<char*>(cur_));
+      domain_->ReleasePool(pool_, &stats_);
+      pool_ = nullptr;
+      cur_ = end_ = 0;
+    }
+  }
+}
+
+void ThreadCache::Shutdown() {
+  dead_ = true;
+  Drain();
+  if (pool_ != nullptr) {
+    PoolHeader* old = pool_;
+    char* used = reinterpret_cast<char*>(cur_);
+    pool_ = nullptr;
+    cur_ = end_ = 0;
+    Retire(old, used);
+  }
+}
+
+void ThreadCache::AdoptFromDeadThread(ThreadCache* other) {
+  // Only this thread exists (fork child): whatever the other thread was doing to its pools is void.
+  if (other->pool_ != nullptr) {
+    PoolHeader* h = other->pool_;
+    h->in_flight.store(0, std::memory_order_relaxed);
+    char* used = reinterpret_cast<char*>(other->cur_);
+    other->pool_ = nullptr;
+    other->cur_ = other->end_ = 0;
+    FoldRemoteFrees(h);
+    h->owner = other;  // Retire() clears it
+    if (h->live == 0) {
+      domain_->ZeroPool(h, used);
+      Adopt(h);
+    } else {
+      Retire(h, used);
+    }
+  }
+  while (other->ncached_ > 0) Adopt(other->cache_[--other->ncached_]);
+  other->dead_ = true;
+}
+
+}  // namespace pool
+}  // namespace poolscope

@@ -1,0 +1,288 @@
+// File: pool/pool.h
+//
+// Per-thread pooled caches, after JDK 28's pooled confined arenas: small blocks are carved
+// sequentially from pools (one real, 64-byte aligned, zero-filled allocation of `pool_size` usable
+// bytes each), and a pool goes back to a per-thread cache of at most `max_cached` pools when it empties.
+//
+// This is a plain library: it knows nothing of preloading. Everything it needs from below (real
+// allocations for pools, poolscope's own memory for headers and map leaves) comes through `Backend`, so
+// tests inject a fake that counts.
+//
+// Two kinds of arena own a pool:
+//  - the implicit arena of a thread (malloc/free model): blocks are freed one by one, from any thread. A
+//    pool counts its live blocks; the current pool resets in place when its count drops to zero; a pool
+//    that cannot fit a request is retired, and whichever thread frees its last block zeroes it and takes
+//    it into its own cache (or releases it when that cache is full).
+//  - explicit arenas (JDK model): at most one pool, taken lazily on the first request that fits; what does
+//    not fit takes the regular path and is freed at close; close zeroes the used part and returns the
+//    pool to the closing thread's cache.
+//
+// Memory handed out from a pool is always zero: a pool is zeroed when created and before it is reused.
+//
+// Thread-safety: a ThreadCache and its arenas are used only by their thread, except that any thread may
+// free a block of another thread's implicit pool (Domain::Free). The owner's fast paths (carve, free of
+// its own block) use no atomic read-modify-write; a free from another thread marks a bit in the pool's
+// remote bitmap (one cache line away from the owner's fields) and the owner folds those bits in on its
+// slow path. The retire handshake between the two is documented in pool.cc.
+#ifndef POOLSCOPE_POOL_POOL_H_
+#define POOLSCOPE_POOL_POOL_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "pool/pool_map.h"
+
+namespace poolscope {
+namespace pool {
+
+#define POOLSCOPE_LIKELY(x) __builtin_expect(!!(x), 1)
+#define POOLSCOPE_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+constexpr size_t kLine = 64;
+constexpr size_t kGranule = 8;         // the smallest block alignment and size step
+constexpr size_t kMinPoolSize = 8;
+constexpr size_t kMaxPoolSize = size_t{1} << 20;
+constexpr int kMaxCachedPools = 8;
+
+// Why a request that could have been pooled was not.
+enum MissReason : int {
+  kMissTooLarge = 0,  // above pool_size
+  kMissAlignment,     // an alignment the pool cannot guarantee (above 64 bytes)
+  kMissPoolFull,      // an explicit arena whose one pool has no room left
+  kMissUntagged,      // not selected by the `tag` option
+  kMissDisabled,      // pooling is off
+  kNumMissReasons,
+};
+const char* MissReasonName(int reason);
+
+// Per-thread pool counters: plain writes by the owning thread, summed at thread exit and report time.
+struct PoolStats {
+  uint64_t hits;             // logical allocations served from a pool
+  uint64_t pooled_frees;     // pooled blocks released (free of a pooled block, or an arena's close)
+  uint64_t misses[kNumMissReasons];
+  uint64_t pools_created;    // real allocations made for pools
+  uint64_t pools_reused;     // pools taken from a thread cache instead of created
+  uint64_t pools_released;   // real frees of pools (cache full, thread exit, drain)
+  uint64_t resets_in_place;  // current pool emptied and reused where it stands
+  uint64_t spills;           // reallocs that moved a pooled block to a real block
+  uint64_t absorbs;          // reallocs that moved a real block into a pool
+  uint64_t invalid_frees;    // free of an address inside a pool that is no block start (or arena block)
+  uint64_t double_frees;     // free of a pooled block already freed
+};
+void AddStats(PoolStats* into, const PoolStats& from);
+
+// What the pool needs from below.
+class Backend : public LeafSource {
+ public:
+  // A real allocation of `bytes` (a multiple of 64), 64-byte aligned; nullptr when out of memory.
+  virtual void* AllocPool(size_t bytes) = 0;
+  virtual void FreePool(void* p) = 0;
+  // poolscope's own memory, zeroed, never from the program's allocator.
+  virtual void* AllocMeta(size_t bytes) = 0;
+  virtual void FreeMeta(void* p, size_t bytes) = 0;
+};
+
+struct Config {
+  bool enabled = true;
+  size_t pool_size = 64;  // usable bytes per pool
+  int max_cached = 4;     // pools kept per thread cache
+  bool align8 = false;    // malloc_align=8: min(16, largest power of two <= size), at least 8
+};
+
+class ThreadCache;
+struct Arena;
+
+enum PoolState : int { kOwned = 0, kRetired = 1 };
+enum PoolKind : uint32_t { kImplicit = 0, kExplicit = 1 };
+
+// The metadata of one pool, in poolscope's own memory (the pool's real allocation holds only the
+// program's blocks). Line 0 is written by the thread that holds the pool; line 1 by any thread.
+struct alignas(kLine) PoolHeader {
+  char* base;           // the real allocation; blocks are carved from [base, base + pool_size)
+  ThreadCache* owner;   // the thread whose implicit arena's current pool this is, else nullptr
+  Arena* arena;         // the explicit arena that holds it, else nullptr
+  int64_t live;         // live blocks, as the owner sees them (remote frees not yet folded in count)
+  PoolKind kind;
+  uint32_t mark_words;  // words of `marks`
+  // Two bits per 8-byte granule: bit 2g = a live block starts here, bit 2g+1 = a block started here
+  // since the last reset (tells a double free from an interior one).
+  std::atomic<uint64_t>* marks;
+  // One bit per granule: blocks freed by other threads while the pool is owned, not yet folded in.
+  std::atomic<uint64_t>* remote;
+  uint32_t remote_words;
+
+  alignas(kLine) std::atomic<int> state;  // PoolState
+  std::atomic<int> in_flight;             // remote frees between reading `state` and marking
+  std::atomic<int64_t> remote_pending;    // bits set in `remote`, a hint for the owner
+  std::atomic<int64_t> live_shared;       // live blocks once retired (plus one while retiring)
+  std::atomic<char*> used_end;            // end of the carved bytes, published at retire
+};
+
+// The state every thread shares: options, the pool map, and the memory below.
+class Domain {
+ public:
+  Domain(const Config& config, Backend* backend, std::atomic<PoolMap::Leaf*>* map_root);
+
+  const Config& config() const { return config_; }
+  Backend* backend() const { return backend_; }
+  const PoolMap& map() const { return map_; }
+
+  // The pool holding `p`, or nullptr for a pointer that is not in any pool (a real block).
+  PoolHeader* Find(const void* p) const { return map_.Find(p); }
+
+  enum class FreeResult { kFreed, kInvalid, kDouble, kArenaBlock };
+  // Frees a block of the pool `h` (found by Find) on behalf of `tc` (the calling thread's cache, which may
+  // be nullptr for a thread that has none). Never touches the real allocator except to release an
+  // emptied pool. Out of line: the owner's fast path is ThreadCache::FreeOwn.
+  FreeResult FreeSlow(ThreadCache* tc, PoolHeader* h, void* p);
+
+  // Usable size of the pooled block at `p` (the distance to the next block start or the carve end), or 0
+  // when `p` is not a live block start of `h`.
+  size_t UsableSize(const PoolHeader* h, const void* p) const;
+
+  // Creates a pool (pools_created) or nullptr.
+  PoolHeader* CreatePool(PoolStats* stats);
+  // Zeroes the used part of an emptied pool and resets its marks.
+  void ZeroPool(PoolHeader* h, char* used_end);
+  // Releases a pool: map entries, real free, header (pools_released).
+  void ReleasePool(PoolHeader* h, PoolStats* stats);
+
+  size_t pool_bytes() const { return pool_bytes_; }
+
+ private:
+  friend class ThreadCache;
+  void PoolEmptied(ThreadCache* tc, PoolHeader* h);  // a retired pool's last block was freed
+
+  Config config_;
+  Backend* backend_;
+  PoolMap map_;
+  size_t pool_bytes_;    // the real allocation: pool_size rounded up to 64
+  size_t meta_bytes_;    // header + bitmaps
+  uint32_t mark_words_;
+  uint32_t remote_words_;
+};
+
+// A block allocated on an explicit arena's regular path, freed at close.
+struct RegularBlock {
+  RegularBlock* next;
+  void* p;
+};
+
+// An explicit arena (poolscope_arena_open). Confined to its thread.
+struct Arena {
+  char* cur;
+  char* end;
+  PoolHeader* pool;
+  ThreadCache* tc;
+  RegularBlock* regular;
+  uint64_t pooled_blocks;
+  uint64_t regular_blocks;
+};
+
+// One per thread: the implicit arena's current pool, the cache of free pools, and the counters.
+class ThreadCache {
+ public:
+  explicit ThreadCache(Domain* domain) : domain_(domain) {}
+  ThreadCache(const ThreadCache&) = delete;
+  ThreadCache& operator=(const ThreadCache&) = delete;
+
+  Domain* domain() const { return domain_; }
+  PoolStats& stats() { return stats_; }
+  const PoolStats& stats() const { return stats_; }
+  int cached() const { return ncached_; }
+  bool dead() const { return dead_; }
+  PoolHeader* current() const { return pool_; }
+
+  // Carves a malloc-family block of `n` bytes (1 <= n <= pool_size) from the implicit arena.
+  // Fast path: two compares and a few stores when the current pool has room; no atomic RMW.
+  // Returns nullptr only when no pool can be had (out of memory).
+  inline void* Carve(size_t n) {
+    uintptr_t size, p;
+    if (POOLSCOPE_LIKELY(!domain_->config_.align8)) {
+      size = (n + 15) & ~uintptr_t{15};
+      p = cur_;
+    } else {
+      size = (n + 7) & ~uintptr_t{7};
+      uintptr_t a = n >= 16 ? 16 : 8;
+      p = (cur_ + a - 1) & ~(a - 1);
+    }
+    // An empty thread starts with cur_ == end_ == 0, so its first request lands in CarveSlow.
+    if (POOLSCOPE_UNLIKELY(p + size > end_)) return CarveSlow(n);
+    cur_ = p + size;
+    Mark(pool_, reinterpret_cast<char*>(p));
+    ++pool_->live;
+    ++stats_.hits;
+    return reinterpret_cast<void*>(p);
+  }
+
+  // Frees `p`, a block of `h` (from Domain::Find). The owner's own current pool takes the fast path.
+  inline Domain::FreeResult Free(PoolHeader* h, void* p) {
+    if (POOLSCOPE_LIKELY(h->owner == this)) {
+      size_t off = static_cast<size_t>(static_cast<char*>(p) - h->base);
+      std::atomic<uint64_t>& word = h->marks[off >> 8];
+      unsigned shift = static_cast<unsigned>(off >> 2) & 62;
+      uint64_t v = word.load(std::memory_order_relaxed);
+      if (POOLSCOPE_LIKELY((off & 7) == 0 && ((v >> shift) & 3) == 3)) {
+        word.store(v & ~(uint64_t{1} << shift), std::memory_order_relaxed);
+        ++stats_.pooled_frees;
+        if (POOLSCOPE_UNLIKELY(--h->live == 0)) ResetInPlace();
+        return Domain::FreeResult::kFreed;
+      }
+    }
+    return domain_->FreeSlow(this, h, p);
+  }
+
+  // Explicit arenas.
+  // Carves `size` bytes aligned to `align` (a power of two) from `arena`'s pool, taking one lazily; sets
+  // *reason and returns nullptr when the request must take the regular path.
+  void* ArenaCarve(Arena* arena, size_t size, size_t align, int* reason);
+  // Zeroes and returns the arena's pool to this thread's cache (or releases it).
+  void ArenaClosePool(Arena* arena);
+
+  // Takes a pool into this cache (or releases it when the cache is full or the thread is ending).
+  void Adopt(PoolHeader* h);
+
+  // Thread exit: the current pool is released if empty or orphaned if it still holds live blocks;
+  // cached pools are released. Afterwards pools emptied by this thread are released at once.
+  void Shutdown();
+  // Releases every cached pool, and the current pool if it holds no live block (drain_at_exit).
+  void Drain();
+  // fork() child: adopts `other`'s pools (its thread is gone) and marks it dead.
+  void AdoptFromDeadThread(ThreadCache* other);
+
+  // For the report: the current pool holds live blocks or is held.
+  bool has_current() const { return pool_ != nullptr; }
+
+ private:
+  friend class Domain;
+  friend class ThreadCachePeer;
+
+  static inline void Mark(PoolHeader* h, char* p) {
+    size_t off = static_cast<size_t>(p - h->base);
+    std::atomic<uint64_t>& word = h->marks[off >> 8];
+    word.store(word.load(std::memory_order_relaxed) | (uint64_t{3} << ((off >> 2) & 62)),
+               std::memory_order_relaxed);
+  }
+
+  void* CarveSlow(size_t n);
+  void ResetInPlace();
+  void FoldRemoteFrees(PoolHeader* h);
+  void Retire(PoolHeader* h, char* used_end);
+  PoolHeader* TakePool();
+
+  Domain* domain_;
+  uintptr_t cur_ = 0;  // next free byte of the current pool
+  uintptr_t end_ = 0;  // base + pool_size of the current pool
+  PoolHeader* pool_ = nullptr;
+  PoolHeader* cache_[kMaxCachedPools] = {};
+  int ncached_ = 0;
+  bool dead_ = false;
+  PoolStats stats_ = {};
+};
+
+}  // namespace pool
+}  // namespace poolscope
+
+#endif  // POOLSCOPE_POOL_POOL_H_

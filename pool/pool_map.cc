@@ -1,0 +1,50 @@
+// File: pool/pool_map.cc
+//
+// Leaf reservation and range marking for PoolMap; see pool_map.h.
+#include "pool/pool_map.h"
+
+namespace poolscope {
+namespace pool {
+
+PoolMap::Leaf* PoolMap::LeafFor(uintptr_t a, bool create) {
+  std::atomic<Leaf*>& slot = root_[a >> kLeafShift];
+  Leaf* leaf = slot.load(std::memory_order_acquire);
+  if (leaf != nullptr || !create) return leaf;
+  Leaf* fresh = static_cast<Leaf*>(source_->ReserveLeaf(sizeof(Leaf)));
+  if (fresh == nullptr) return nullptr;
+  if (slot.compare_exchange_strong(leaf, fresh, std::memory_order_acq_rel)) return fresh;
+  // Another thread installed one first. The reservation is not returned: leaves are few (one per GiB
+  // of address space that holds pools) and never freed.
+  return leaf;
+}
+
+bool PoolMap::Insert(const void* begin, size_t bytes, PoolHeader* h) {
+  uintptr_t a = reinterpret_cast<uintptr_t>(begin);
+  uintptr_t end = a + bytes;
+  if ((end - 1) >> kAddressBits) return false;
+  // Reserve every leaf first so that a failure leaves nothing half-marked.
+  for (uintptr_t l = a >> kLeafShift; l <= (end - 1) >> kLeafShift; ++l) {
+    if (LeafFor(l << kLeafShift, true) == nullptr) return false;
+  }
+  for (uintptr_t line = a; line < end; line += uintptr_t{1} << kLineShift) {
+    Leaf* leaf = LeafFor(line, false);
+    leaf->page[(line >> kPageShift) & (kPagesPerLeaf - 1)]
+        .line[(line >> kLineShift) & (kLinesPerPage - 1)]
+        .store(h, std::memory_order_relaxed);
+  }
+  return true;
+}
+
+void PoolMap::Erase(const void* begin, size_t bytes) {
+  uintptr_t a = reinterpret_cast<uintptr_t>(begin);
+  for (uintptr_t line = a; line < a + bytes; line += uintptr_t{1} << kLineShift) {
+    Leaf* leaf = LeafFor(line, false);
+    if (leaf == nullptr) continue;
+    leaf->page[(line >> kPageShift) & (kPagesPerLeaf - 1)]
+        .line[(line >> kLineShift) & (kLinesPerPage - 1)]
+        .store(nullptr, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace pool
+}  // namespace poolscope

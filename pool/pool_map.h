@@ -1,0 +1,83 @@
+// File: pool/pool_map.h
+//
+// PoolMap answers "is this pointer inside one of our pools, and which?" for every free(), so the
+// negative answer (a real block) must be cheap: two dependent loads and a null test.
+//
+// Pools are 64-byte aligned and a whole number of 64-byte lines long. The map is a two-level radix
+// tree over 47-bit user addresses: a root of 2^17 leaf pointers (one per GiB), each leaf 2^18 pages of
+// 64 line slots (one per 64-byte line of a 4 KiB page). A slot holds the header of the pool that owns
+// the line, or null. Leaves are reserved with mmap(MAP_NORESERVE) on first use, so only the map pages
+// that describe pool memory are ever backed (512 bytes of map per 4 KiB page that holds pools).
+//
+// Thread-safety: Find() may run on any thread at any time, concurrently with Insert()/Erase() of other
+// pools. Insert() and Erase() of one pool must not race with each other (a pool is inserted once when it
+// is created and erased once when it is released). Slots are relaxed atomics: a pointer can only be
+// found in a pool's lines while that pool is live, and the real allocator orders its own reuse.
+#ifndef POOLSCOPE_POOL_POOL_MAP_H_
+#define POOLSCOPE_POOL_POOL_MAP_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace poolscope {
+namespace pool {
+
+struct PoolHeader;
+
+// Where the map's leaves come from: poolscope's own mmap'd memory, never the program's allocator.
+class LeafSource {
+ public:
+  virtual ~LeafSource() = default;
+  // Returns `bytes` of zeroed memory that is never returned, or nullptr.
+  virtual void* ReserveLeaf(size_t bytes) = 0;
+};
+
+class PoolMap {
+ public:
+  static constexpr int kAddressBits = 47;
+  static constexpr int kLineShift = 6;   // 64-byte lines
+  static constexpr int kPageShift = 12;  // 4 KiB pages: 64 lines each
+  static constexpr int kLeafShift = 30;  // one leaf per GiB
+  static constexpr size_t kRootSize = size_t{1} << (kAddressBits - kLeafShift);
+  static constexpr size_t kPagesPerLeaf = size_t{1} << (kLeafShift - kPageShift);
+  static constexpr size_t kLinesPerPage = size_t{1} << (kPageShift - kLineShift);
+
+  struct Page {
+    std::atomic<PoolHeader*> line[kLinesPerPage];
+  };
+  struct Leaf {
+    Page page[kPagesPerLeaf];
+  };
+
+  // `root` must point to kRootSize zero-initialised slots that outlive the map (static storage in the
+  // preload library, so the map needs no allocation to answer "not ours").
+  PoolMap(std::atomic<Leaf*>* root, LeafSource* source) : root_(root), source_(source) {}
+
+  // The header of the pool whose lines contain `p`, or nullptr. Fast path: inline, no lock.
+  inline PoolHeader* Find(const void* p) const {
+    uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    if (__builtin_expect(a >> kAddressBits, 0)) return nullptr;
+    Leaf* leaf = root_[a >> kLeafShift].load(std::memory_order_acquire);
+    if (leaf == nullptr) return nullptr;
+    const Page& page = leaf->page[(a >> kPageShift) & (kPagesPerLeaf - 1)];
+    return page.line[(a >> kLineShift) & (kLinesPerPage - 1)].load(std::memory_order_relaxed);
+  }
+
+  // Marks [begin, begin + bytes) (64-byte aligned, a multiple of 64) as owned by `h`.
+  // Returns false (and marks nothing) if a leaf could not be reserved.
+  bool Insert(const void* begin, size_t bytes, PoolHeader* h);
+  // Clears what Insert() marked.
+  void Erase(const void* begin, size_t bytes);
+
+ private:
+  Leaf* LeafFor(uintptr_t a, bool create);
+
+  std::atomic<Leaf*>* root_;
+  LeafSource* source_;
+};
+
+}  // namespace pool
+}  // namespace poolscope
+
+#endif  // POOLSCOPE_POOL_POOL_MAP_H_

@@ -1,0 +1,250 @@
+// File: pool/pool_test.cc
+//
+// Single-threaded tests of the pools against a counting fake backend.
+#include "pool/pool.h"
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "pool/fake_backend.h"
+
+namespace poolscope {
+namespace pool {
+namespace {
+
+Config Cfg(size_t pool_size = 64, int max_cached = 4, bool align8 = false) {
+  Config c;
+  c.pool_size = pool_size;
+  c.max_cached = max_cached;
+  c.align8 = align8;
+  return c;
+}
+
+bool AllZero(const void* p, size_t n) {
+  const unsigned char* c = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n; ++i) {
+    if (c[i] != 0) return false;
+  }
+  return true;
+}
+
+TEST(PoolTest, FirstCarveCreatesOneZeroedPool) {
+  TestDomain t(Cfg());
+  ThreadCache tc(&t.domain);
+  EXPECT_EQ(t.backend.pool_allocs, 0);  // lazy: nothing before the first request
+  void* p = tc.Carve(5);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 16, 0u);
+  EXPECT_EQ(t.backend.pool_allocs, 1);
+  EXPECT_TRUE(AllZero(p, 16)) << "the backend filled the pool with 0xA5; the pool must zero it";
+  EXPECT_EQ(t.domain.Find(p), tc.current());
+  EXPECT_EQ(tc.stats().hits, 1u);
+  EXPECT_EQ(tc.stats().pools_created, 1u);
+}
+
+TEST(PoolTest, MillionSmallAllocFreePairsUseOnePool) {
+  TestDomain t(Cfg());
+  ThreadCache tc(&t.domain);
+  for (int i = 0; i < 1000000; ++i) {
+    void* p = tc.Carve(5);
+    ASSERT_NE(p, nullptr);
+    static_cast<char*>(p)[0] = 1;
+    ASSERT_EQ(tc.Free(t.domain.Find(p), p), Domain::FreeResult::kFreed);
+  }
+  EXPECT_EQ(t.backend.pool_allocs, 1);
+  EXPECT_EQ(tc.stats().hits, 1000000u);
+  EXPECT_EQ(tc.stats().pooled_frees, 1000000u);
+  EXPECT_EQ(tc.stats().resets_in_place, 1000000u);
+}
+
+TEST(PoolTest, RealPointersAreNotFound) {
+  TestDomain t(Cfg());
+  ThreadCache tc(&t.domain);
+  void* pooled = tc.Carve(8);
+  std::vector<void*> real;
+  for (int i = 0; i < 100; ++i) real.push_back(malloc(static_cast<size_t>(i % 70) + 1));
+  for (void* r : real) EXPECT_EQ(t.domain.Find(r), nullptr);
+  for (void* r : real) free(r);
+  EXPECT_NE(t.domain.Find(pooled), nullptr);
+  EXPECT_EQ(t.domain.Find(nullptr), nullptr);
+}
+
+TEST(PoolTest, FullPoolRetiresAndEmptiedPoolGoesToCacheZeroed) {
+  TestDomain t(Cfg());
+  ThreadCache tc(&t.domain);
+  void* a[4];
+  for (auto& p : a) {
+    p = tc.Carve(16);
+    memset(p, 0x5E, 16);  // secrets
+  }
+  PoolHeader* first = tc.current();
+  void* b = tc.Carve(16);  // no room: the first pool retires with 4 live blocks
+  EXPECT_NE(t.domain.Find(b), first);
+  EXPECT_EQ(t.backend.pool_allocs, 2);
+  EXPECT_EQ(tc.cached(), 0);
+  for (auto& p : a) EXPECT_EQ(tc.Free(t.domain.Find(p), p), Domain::FreeResult::kFreed);
+  EXPECT_EQ(tc.cached(), 1);           // the last free emptied it
+  EXPECT_TRUE(AllZero(a[0], 64));      // and it was zeroed
+  EXPECT_EQ(t.backend.pool_frees, 0);  // kept, not released
+  // Fill the second pool so the next pool comes from the cache.
+  for (int i = 0; i < 3; ++i) tc.Carve(16);
+  void* c = tc.Carve(16);
+  EXPECT_EQ(t.domain.Find(c), first);
+  EXPECT_EQ(tc.stats().pools_reused, 1u);
+  EXPECT_TRUE(AllZero(c, 64));
+}
+
+TEST(PoolTest, CacheFullReleases) {
+  TestDomain t(Cfg(64, 1));
+  ThreadCache tc(&t.domain);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 4 * 4; ++i) blocks.push_back(tc.Carve(16));  // fills 4 pools
+  blocks.push_back(tc.Carve(16));                                  // a fifth pool becomes current
+  EXPECT_EQ(t.backend.pool_allocs, 5);
+  for (int i = 0; i < 16; ++i) tc.Free(t.domain.Find(blocks[i]), blocks[i]);
+  EXPECT_EQ(tc.cached(), 1);
+  EXPECT_EQ(t.backend.pool_frees, 3);
+  EXPECT_EQ(tc.stats().pools_released, 3u);
+}
+
+TEST(PoolTest, DoubleAndInteriorFreesAreCaughtAndChangeNothing) {
+  TestDomain t(Cfg());
+  ThreadCache tc(&t.domain);
+  char* p = static_cast<char*>(tc.Carve(16));
+  char* q = static_cast<char*>(tc.Carve(16));
+  q[0] = 7;
+  EXPECT_EQ(tc.Free(t.domain.Find(p + 8), p + 8), Domain::FreeResult::kInvalid);
+  EXPECT_EQ(tc.Free(t.domain.Find(p + 3), p + 3), Domain::FreeResult::kInvalid);
+  EXPECT_EQ(tc.Free(t.domain.Find(p), p), Domain::FreeResult::kFreed);
+  EXPECT_EQ(tc.Free(t.domain.Find(p), p), Domain::FreeResult::kDouble);
+  EXPECT_EQ(tc.stats().invalid_frees, 2u);
+  EXPECT_EQ(tc.stats().double_frees, 1u);
+  EXPECT_EQ(q[0], 7);  // the live neighbour is untouched (no reset happened)
+  EXPECT_EQ(tc.stats().resets_in_place, 0u);
+  EXPECT_EQ(tc.Free(t.domain.Find(q), q), Domain::FreeResult::kFreed);
+  EXPECT_EQ(tc.stats().resets_in_place, 1u);
+}
+
+TEST(PoolTest, UsableSizeCoversTheRequest) {
+  TestDomain t(Cfg(256));
+  ThreadCache tc(&t.domain);
+  for (size_t n : {1, 5, 16, 17, 33, 64}) {
+    void* p = tc.Carve(n);
+    size_t u = t.domain.UsableSize(t.domain.Find(p), p);
+    EXPECT_GE(u, n);
+    EXPECT_EQ(u, (n + 15) & ~size_t{15}) << n;
+  }
+  void* p = tc.Carve(8);
+  tc.Free(t.domain.Find(p), p);
+  EXPECT_EQ(t.domain.UsableSize(t.domain.Find(p), p), 0u);  // not live
+}
+
+TEST(PoolTest, Align8Rule) {
+  TestDomain t(Cfg(64, 4, true));
+  ThreadCache tc(&t.domain);
+  char* a = static_cast<char*>(tc.Carve(5));   // 8 bytes, 8-aligned
+  char* b = static_cast<char*>(tc.Carve(8));   // 8 bytes, 8-aligned, right after
+  char* c = static_cast<char*>(tc.Carve(16));  // 16-aligned
+  EXPECT_EQ(b - a, 8);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(c) % 16, 0u);
+  EXPECT_EQ(c - b, 8);
+  EXPECT_EQ(t.domain.UsableSize(t.domain.Find(a), a), 8u);
+}
+
+TEST(PoolTest, PoolSizeIsClampedToTheSpecRange) {
+  TestDomain small(Cfg(1));
+  EXPECT_EQ(small.domain.config().pool_size, kMinPoolSize);
+  TestDomain big(Cfg(size_t{1} << 30));
+  EXPECT_EQ(big.domain.config().pool_size, kMaxPoolSize);
+  TestDomain many(Cfg(64, 99));
+  EXPECT_EQ(many.domain.config().max_cached, kMaxCachedPools);
+}
+
+TEST(PoolTest, LargePoolBlocksFoundAcrossPages) {
+  TestDomain t(Cfg(size_t{1} << 20));
+  ThreadCache tc(&t.domain);
+  std::vector<char*> blocks;
+  for (int i = 0; i < 250; ++i) blocks.push_back(static_cast<char*>(tc.Carve(4000)));
+  PoolHeader* h = tc.current();
+  for (char* b : blocks) EXPECT_EQ(t.domain.Find(b + 3999), h);
+  for (char* b : blocks) EXPECT_EQ(tc.Free(h, b), Domain::FreeResult::kFreed);
+  EXPECT_EQ(tc.stats().resets_in_place, 1u);
+  EXPECT_TRUE(AllZero(blocks[0], 250 * 4000));
+}
+
+TEST(PoolTest, BackendFailureReturnsNull) {
+  TestDomain t(Cfg());
+  t.backend.fail_pools = true;
+  ThreadCache tc(&t.domain);
+  EXPECT_EQ(tc.Carve(8), nullptr);
+  EXPECT_EQ(tc.stats().hits, 0u);
+}
+
+TEST(ArenaTest, LazyPoolZeroedAlignedAndReturnedOnClose) {
+  TestDomain t(Cfg());
+  ThreadCache tc(&t.domain);
+  Arena arena = {};
+  arena.tc = &tc;
+  EXPECT_EQ(t.backend.pool_allocs, 0);
+  int reason = -1;
+  void* i = tc.ArenaCarve(&arena, 4, 4, &reason);
+  ASSERT_NE(i, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(i) % 4, 0u);
+  void* s = tc.ArenaCarve(&arena, 20, 32, &reason);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(s) % 32, 0u);
+  EXPECT_TRUE(AllZero(s, 20));
+  memset(s, 0x77, 20);
+  EXPECT_EQ(tc.ArenaCarve(&arena, 65, 8, &reason), nullptr);
+  EXPECT_EQ(reason, kMissTooLarge);
+  EXPECT_EQ(tc.ArenaCarve(&arena, 8, 128, &reason), nullptr);
+  EXPECT_EQ(reason, kMissAlignment);
+  EXPECT_EQ(tc.ArenaCarve(&arena, 40, 8, &reason), nullptr);  // 64 - 52 used: does not fit
+  EXPECT_EQ(reason, kMissPoolFull);
+  // free() of an arena block is invalid and changes nothing.
+  EXPECT_EQ(t.domain.FreeSlow(&tc, t.domain.Find(s), s), Domain::FreeResult::kArenaBlock);
+  tc.ArenaClosePool(&arena);
+  EXPECT_EQ(tc.cached(), 1);
+  EXPECT_TRUE(AllZero(s, 20));
+  EXPECT_EQ(t.backend.pool_allocs, 1);
+}
+
+TEST(ArenaTest, NestedArenasNeverSharePools) {
+  TestDomain t(Cfg());
+  ThreadCache tc(&t.domain);
+  Arena outer = {}, inner = {};
+  int reason;
+  void* a = tc.ArenaCarve(&outer, 8, 8, &reason);
+  void* b = tc.ArenaCarve(&inner, 8, 8, &reason);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(t.domain.Find(a), t.domain.Find(b));
+  tc.ArenaClosePool(&inner);
+  void* c = tc.ArenaCarve(&outer, 8, 8, &reason);
+  EXPECT_EQ(t.domain.Find(c), t.domain.Find(a));  // outer keeps its own pool
+  tc.ArenaClosePool(&outer);
+  EXPECT_EQ(tc.cached(), 2);
+}
+
+TEST(ThreadExitTest, ShutdownReleasesCachedAndOrphansLivePool) {
+  TestDomain t(Cfg());
+  auto* dying = new ThreadCache(&t.domain);
+  ThreadCache survivor(&t.domain);
+  void* keep[4];
+  for (auto& p : keep) p = dying->Carve(16);  // one full pool, current
+  void* extra = dying->Carve(8);              // second pool becomes current, first retired
+  dying->Free(t.domain.Find(extra), extra);   // second pool resets in place
+  dying->Shutdown();                          // empty current pool released, live one orphaned
+  EXPECT_EQ(t.backend.pool_frees, 1);
+  EXPECT_EQ(t.backend.live_pools(), 1);
+  for (auto& p : keep) EXPECT_EQ(survivor.Free(t.domain.Find(p), p), Domain::FreeResult::kFreed);
+  EXPECT_EQ(survivor.current(), nullptr);
+  EXPECT_EQ(survivor.cached(), 1);  // the orphan came home to the thread that freed its last block
+  delete dying;
+}
+
+}  // namespace
+}  // namespace pool
+}  // namespace poolscope

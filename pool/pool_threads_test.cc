@@ -1,0 +1,163 @@
+// File: pool/pool_threads_test.cc
+//
+// Cross-thread frees against the retire handshake; run under --config=tsan too.
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "pool/fake_backend.h"
+#include "pool/pool.h"
+
+namespace poolscope {
+namespace pool {
+namespace {
+
+// A single-producer single-consumer ring of pointers.
+class Ring {
+ public:
+  bool Push(void* p) {
+    size_t h = head_.load(std::memory_order_relaxed);
+    if (h - tail_.load(std::memory_order_acquire) == kSize) return false;
+    slots_[h % kSize] = p;
+    head_.store(h + 1, std::memory_order_release);
+    return true;
+  }
+  void* Pop() {
+    size_t t = tail_.load(std::memory_order_relaxed);
+    if (t == head_.load(std::memory_order_acquire)) return nullptr;
+    void* p = slots_[t % kSize];
+    tail_.store(t + 1, std::memory_order_release);
+    return p;
+  }
+
+ private:
+  static constexpr size_t kSize = 256;
+  void* slots_[kSize];
+  std::atomic<size_t> head_{0}, tail_{0};
+};
+
+struct Totals {
+  long created = 0, released = 0, pooled_frees = 0, hits = 0, errors = 0;
+  void Add(const PoolStats& s) {
+    created += static_cast<long>(s.pools_created);
+    released += static_cast<long>(s.pools_released);
+    pooled_frees += static_cast<long>(s.pooled_frees);
+    hits += static_cast<long>(s.hits);
+    errors += static_cast<long>(s.invalid_frees + s.double_frees);
+  }
+};
+
+TEST(PoolThreadsTest, CrossThreadFreesNeverLeakSecretsOrPools) {
+  TestDomain t(Config{true, 64, 4, false});
+  constexpr int kBlocks = 200000;
+  Ring ring;
+  std::atomic<bool> done{false};
+  std::atomic<long> dirty{0};
+  ThreadCache producer_tc(&t.domain);
+  ThreadCache consumer_tc(&t.domain);
+  std::thread producer([&] {
+    for (int i = 0; i < kBlocks; ++i) {
+      size_t n = 1 + static_cast<size_t>(i % 48);
+      char* p = static_cast<char*>(producer_tc.Carve(n));
+      for (size_t k = 0; k < n; ++k) {
+        if (p[k] != 0) ++dirty;
+      }
+      memset(p, 0xEE, n);  // a secret the next owner of these bytes must never see
+      while (!ring.Push(p)) std::this_thread::yield();
+    }
+    done.store(true);
+  });
+  std::thread consumer([&] {
+    long freed = 0;
+    while (freed < kBlocks) {
+      void* p = ring.Pop();
+      if (p == nullptr) {
+        std::this_thread::yield();
+        continue;
+      }
+      PoolHeader* h = t.domain.Find(p);
+      ASSERT_NE(h, nullptr);
+      ASSERT_EQ(consumer_tc.Free(h, p), Domain::FreeResult::kFreed);
+      ++freed;
+      // The consumer allocates too, from pools the producer's frees may have handed it.
+      char* q = static_cast<char*>(consumer_tc.Carve(24));
+      for (int k = 0; k < 24; ++k) {
+        if (q[k] != 0) ++dirty;
+      }
+      memset(q, 0xDD, 24);
+      consumer_tc.Free(t.domain.Find(q), q);
+    }
+  });
+  producer.join();
+  consumer.join();
+  EXPECT_EQ(dirty.load(), 0);
+  Totals totals;
+  totals.Add(producer_tc.stats());
+  totals.Add(consumer_tc.stats());
+  EXPECT_EQ(totals.errors, 0);
+  EXPECT_EQ(totals.pooled_frees, totals.hits);
+  // Every pool the backend holds is somebody's current pool or cached.
+  long held = producer_tc.cached() + consumer_tc.cached() + (producer_tc.has_current() ? 1 : 0) +
+              (consumer_tc.has_current() ? 1 : 0);
+  EXPECT_EQ(t.backend.live_pools(), held);
+  EXPECT_EQ(totals.created - totals.released, held);
+  producer_tc.Shutdown();
+  consumer_tc.Shutdown();
+  EXPECT_EQ(t.backend.live_pools(), 0);
+}
+
+TEST(PoolThreadsTest, RemoteDoubleFreeIsCaught) {
+  TestDomain t(Config{true, 64, 4, false});
+  ThreadCache owner(&t.domain);
+  ThreadCache other(&t.domain);
+  void* p = owner.Carve(8);
+  std::thread([&] {
+    EXPECT_EQ(other.Free(t.domain.Find(p), p), Domain::FreeResult::kFreed);
+    EXPECT_EQ(other.Free(t.domain.Find(p), p), Domain::FreeResult::kDouble);
+  }).join();
+  EXPECT_EQ(other.stats().double_frees, 1u);
+  // The owner folds the remote free in on its slow path: the pool resets instead of retiring.
+  owner.Carve(64);
+  EXPECT_EQ(t.backend.pool_allocs, 1);
+  EXPECT_EQ(owner.stats().resets_in_place, 1u);
+}
+
+TEST(PoolThreadsTest, ManyThreadsChurn) {
+  TestDomain t(Config{true, 128, 2, false});
+  constexpr int kThreads = 8;
+  std::vector<std::atomic<void*>> mailbox(kThreads * 64);
+  for (auto& m : mailbox) m.store(nullptr);
+  std::vector<ThreadCache*> caches;
+  for (int i = 0; i < kThreads; ++i) caches.push_back(new ThreadCache(&t.domain));
+  std::vector<std::thread> threads;
+  for (int id = 0; id < kThreads; ++id) {
+    threads.emplace_back([&, id] {
+      ThreadCache* tc = caches[static_cast<size_t>(id)];
+      for (int round = 0; round < 20000; ++round) {
+        void* p = tc->Carve(static_cast<size_t>(1 + (round * 7 + id) % 100));
+        // Swap it into a random mailbox and free what was there (often another thread's block).
+        size_t slot = static_cast<size_t>((round * 31 + id * 17) % (kThreads * 64));
+        void* old = mailbox[slot].exchange(p);
+        if (old != nullptr) ASSERT_EQ(tc->Free(t.domain.Find(old), old), Domain::FreeResult::kFreed);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (auto& m : mailbox) {
+    void* p = m.exchange(nullptr);
+    if (p != nullptr) caches[0]->Free(t.domain.Find(p), p);
+  }
+  Totals totals;
+  for (auto* tc : caches) totals.Add(tc->stats());
+  EXPECT_EQ(totals.errors, 0);
+  EXPECT_EQ(totals.hits, totals.pooled_frees);
+  for (auto* tc : caches) tc->Shutdown();
+  EXPECT_EQ(t.backend.live_pools(), 0) << "every pool comes back once all its blocks are freed";
+  for (auto* tc : caches) delete tc;
+}
+
+}  // namespace
+}  // namespace pool
+}  // namespace poolscope
