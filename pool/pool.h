@@ -185,6 +185,9 @@ struct Arena {
 class ThreadCache {
  public:
   explicit ThreadCache(Domain* domain) : domain_(domain) {}
+  // For thread_local storage: constant-initialised, attached to its domain by Init() on first use.
+  constexpr ThreadCache() {}
+  void Init(Domain* domain) { domain_ = domain; }
   ThreadCache(const ThreadCache&) = delete;
   ThreadCache& operator=(const ThreadCache&) = delete;
 
@@ -272,7 +275,7 @@ class ThreadCache {
   void Retire(PoolHeader* h, char* used_end);
   PoolHeader* TakePool();
 
-  Domain* domain_;
+  Domain* domain_ = nullptr;
   uintptr_t cur_ = 0;  // next free byte of the current pool
   uintptr_t end_ = 0;  // base + pool_size of the current pool
   PoolHeader* pool_ = nullptr;

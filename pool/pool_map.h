@@ -52,7 +52,7 @@ class PoolMap {
 
   // `root` must point to kRootSize zero-initialised slots that outlive the map (static storage in the
   // preload library, so the map needs no allocation to answer "not ours").
-  PoolMap(std::atomic<Leaf*>* root, LeafSource* source) : root_(root), source_(source) {}
+  constexpr PoolMap(std::atomic<Leaf*>* root, LeafSource* source) : root_(root), source_(source) {}
 
   // The header of the pool whose lines contain `p`, or nullptr. Fast path: inline, no lock.
   inline PoolHeader* Find(const void* p) const {

@@ -1,0 +1,91 @@
+// File: interpose/counters.h
+//
+// The two ledgers. Every call the program makes is counted once as it made it (logical) and once as it
+// reached the next allocator (real). Counters are plain per-thread integers written only by their
+// thread: no lock, no shared atomic on the allocation path (one shared counter is what collapsed
+// OpenJDK's shared arenas from 30 ns at 1 thread to 4,400 ns at 48). They are summed when a thread ends
+// and when a report is written.
+#ifndef POOLSCOPE_INTERPOSE_COUNTERS_H_
+#define POOLSCOPE_INTERPOSE_COUNTERS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace poolscope {
+
+// Entry points, keyed in the report by the C name or the C++ operator. Each form of an operator
+// (nothrow, sized, aligned) counts under the operator.
+#define POOLSCOPE_APIS(X)                  \
+  X(kMalloc, "malloc")                     \
+  X(kCalloc, "calloc")                     \
+  X(kRealloc, "realloc")                   \
+  X(kReallocarray, "reallocarray")         \
+  X(kPosixMemalign, "posix_memalign")      \
+  X(kAlignedAlloc, "aligned_alloc")        \
+  X(kMemalign, "memalign")                 \
+  X(kValloc, "valloc")                     \
+  X(kPvalloc, "pvalloc")                   \
+  X(kFree, "free")                         \
+  X(kNew, "new")                           \
+  X(kNewArray, "new[]")                    \
+  X(kDelete, "delete")                     \
+  X(kDeleteArray, "delete[]")              \
+  X(kArenaAlloc, "poolscope_arena_alloc")  \
+  X(kArenaClose, "poolscope_arena_close")
+
+enum Api : int {
+#define POOLSCOPE_API_ENUM(e, name) e,
+  POOLSCOPE_APIS(POOLSCOPE_API_ENUM)
+#undef POOLSCOPE_API_ENUM
+      kNumApis
+};
+const char* ApiName(int api);
+
+// One ledger, jemalloc-style: n<verb> counts, all since start.
+struct Ledger {
+  uint64_t nallocs;    // blocks created (successful allocating calls, realloc(NULL, n) included)
+  uint64_t nfrees;     // blocks released (a realloc that frees included)
+  uint64_t nreallocs;  // resizes of an existing block
+  uint64_t nbytes;     // bytes requested by the blocks created
+  uint64_t ncalls[kNumApis];  // calls per entry point, failed calls and free(NULL) included
+};
+
+constexpr int kSizeBuckets = 48;  // bucket k: requests of n bytes with 2^(k-1) < n <= 2^k (0, 1 in 0)
+
+inline int SizeBucket(size_t n) {
+  int b = n <= 1 ? 0 : 64 - __builtin_clzll(n - 1);
+  return b < kSizeBuckets ? b : kSizeBuckets - 1;
+}
+
+struct ThreadCounters {
+  Ledger logical;
+  Ledger real;
+  uint64_t sizes[kSizeBuckets];  // logical request sizes
+};
+
+inline void AddLedger(Ledger* into, const Ledger& from) {
+  const uint64_t* s = reinterpret_cast<const uint64_t*>(&from);
+  uint64_t* d = reinterpret_cast<uint64_t*>(into);
+  for (size_t i = 0; i < sizeof(Ledger) / sizeof(uint64_t); ++i) d[i] += s[i];
+}
+
+inline void AddCounters(ThreadCounters* into, const ThreadCounters& from) {
+  const uint64_t* s = reinterpret_cast<const uint64_t*>(&from);
+  uint64_t* d = reinterpret_cast<uint64_t*>(into);
+  for (size_t i = 0; i < sizeof(ThreadCounters) / sizeof(uint64_t); ++i) d[i] += s[i];
+}
+
+// What poolscope used for itself; process-wide, updated on slow paths only.
+struct InternalCounters {
+  uint64_t nmmaps;
+  uint64_t nmunmaps;
+  uint64_t mapped_bytes;
+  uint64_t bootstrap_allocs;
+  uint64_t bootstrap_bytes;
+  uint64_t passthrough_allocs;  // calls made by poolscope's own libc calls, passed straight through
+  uint64_t passthrough_frees;
+};
+
+}  // namespace poolscope
+
+#endif  // POOLSCOPE_INTERPOSE_COUNTERS_H_

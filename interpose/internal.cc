@@ -1,0 +1,129 @@
+// File: interpose/internal.cc
+//
+// mmap-backed memory for poolscope's own needs; see internal.h.
+#include "interpose/internal.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "interpose/counters.h"
+
+namespace poolscope {
+namespace {
+
+constexpr int kMinClassShift = 6;   // 64 B
+constexpr int kMaxClassShift = 16;  // 64 KiB
+constexpr size_t kChunk = size_t{1} << 20;
+
+struct FreeNode {
+  FreeNode* next;
+};
+
+SpinLock g_lock;
+FreeNode* g_free[kMaxClassShift + 1];
+char* g_bump = nullptr;
+char* g_bump_end = nullptr;
+std::atomic<uint64_t> g_mmaps{0}, g_munmaps{0}, g_mapped{0};
+
+void* Map(size_t bytes, bool noreserve) {
+  int flags = MAP_PRIVATE | MAP_ANONYMOUS | (noreserve ? MAP_NORESERVE : 0);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  g_mmaps.fetch_add(1, std::memory_order_relaxed);
+  g_mapped.fetch_add(bytes, std::memory_order_relaxed);
+  return p;
+}
+
+int ClassOf(size_t bytes) {
+  int c = kMinClassShift;
+  while ((size_t{1} << c) < bytes) ++c;
+  return c;
+}
+
+size_t PageRound(size_t n) { return (n + 4095) & ~size_t{4095}; }
+
+}  // namespace
+
+void* InternalAlloc(size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  if (bytes > (size_t{1} << kMaxClassShift)) return Map(PageRound(bytes), false);
+  int c = ClassOf(bytes);
+  size_t size = size_t{1} << c;
+  SpinLockHolder h(&g_lock);
+  if (FreeNode* n = g_free[c]) {
+    g_free[c] = n->next;
+    memset(n, 0, size);
+    return n;
+  }
+  if (g_bump == nullptr || static_cast<size_t>(g_bump_end - g_bump) < size) {
+    char* chunk = static_cast<char*>(Map(kChunk, false));
+    if (chunk == nullptr) return nullptr;
+    g_bump = chunk;
+    g_bump_end = chunk + kChunk;
+  }
+  void* p = g_bump;  // sizes are powers of two >= 64 carved from a 1 MiB chunk: naturally aligned
+  g_bump += size;
+  return p;
+}
+
+void InternalFree(void* p, size_t bytes) {
+  if (p == nullptr) return;
+  if (bytes == 0) bytes = 1;
+  if (bytes > (size_t{1} << kMaxClassShift)) {
+    munmap(p, PageRound(bytes));
+    g_munmaps.fetch_add(1, std::memory_order_relaxed);
+    g_mapped.fetch_sub(PageRound(bytes), std::memory_order_relaxed);
+    return;
+  }
+  int c = ClassOf(bytes);
+  SpinLockHolder h(&g_lock);
+  FreeNode* n = static_cast<FreeNode*>(p);
+  n->next = g_free[c];
+  g_free[c] = n;
+}
+
+void* InternalReserve(size_t bytes) { return Map(PageRound(bytes), true); }
+
+void* InternalRealloc(void* p, size_t old_bytes, size_t new_bytes) {
+  if (p == nullptr) return InternalAlloc(new_bytes);
+  void* q = mremap(p, PageRound(old_bytes), PageRound(new_bytes), MREMAP_MAYMOVE);
+  if (q == MAP_FAILED) return nullptr;
+  g_mapped.fetch_add(PageRound(new_bytes) - PageRound(old_bytes), std::memory_order_relaxed);
+  return q;
+}
+
+void InternalForkPrepare() { g_lock.Lock(); }
+void InternalForkParent() { g_lock.Unlock(); }
+void InternalForkChild() { g_lock.Reset(); }
+
+void InternalSnapshot(InternalCounters* out) {
+  out->nmmaps = g_mmaps.load(std::memory_order_relaxed);
+  out->nmunmaps = g_munmaps.load(std::memory_order_relaxed);
+  out->mapped_bytes = g_mapped.load(std::memory_order_relaxed);
+}
+
+void RawWrite(int fd, const char* s, size_t n) {
+  int saved = errno;
+  while (n > 0) {
+    ssize_t w = write(fd, s, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    s += w;
+    n -= static_cast<size_t>(w);
+  }
+  errno = saved;
+}
+
+void RawLine(const char* line) {
+  char buf[2048];
+  size_t n = strlen(line);
+  if (n > sizeof buf - 1) n = sizeof buf - 1;
+  memcpy(buf, line, n);
+  buf[n] = '\n';
+  RawWrite(2, buf, n + 1);
+}
+
+}  // namespace poolscope

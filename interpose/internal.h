@@ -1,0 +1,66 @@
+// File: interpose/internal.h
+//
+// poolscope's own memory and locks. Memory comes from mmap, never from the program's allocator, so it
+// never shows up in either ledger nor in a leak detector below us (the report's `internal` section
+// counts it). SpinLock is for slow paths only (thread registry, metadata free lists, report writing).
+#ifndef POOLSCOPE_INTERPOSE_INTERNAL_H_
+#define POOLSCOPE_INTERPOSE_INTERNAL_H_
+
+#include <sched.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace poolscope {
+
+class SpinLock {
+ public:
+  void Lock() {
+    while (locked_.exchange(true, std::memory_order_acquire)) {
+      while (locked_.load(std::memory_order_relaxed)) sched_yield();
+    }
+  }
+  void Unlock() { locked_.store(false, std::memory_order_release); }
+  // fork() child: the lock may have been held by a thread that no longer exists.
+  void Reset() { locked_.store(false, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<bool> locked_{false};
+};
+
+class SpinLockHolder {
+ public:
+  explicit SpinLockHolder(SpinLock* l) : l_(l) { l_->Lock(); }
+  ~SpinLockHolder() { l_->Unlock(); }
+  SpinLockHolder(const SpinLockHolder&) = delete;
+  SpinLockHolder& operator=(const SpinLockHolder&) = delete;
+
+ private:
+  SpinLock* l_;
+};
+
+// Zeroed memory from mmap, in power-of-two size classes of 64 B .. 64 KiB kept on free lists; larger
+// requests are mapped and unmapped directly. Thread-safe.
+void* InternalAlloc(size_t bytes);
+void InternalFree(void* p, size_t bytes);
+// Reserves address space (MAP_NORESERVE) that is never returned.
+void* InternalReserve(size_t bytes);
+// Grows or shrinks a direct mapping made by InternalAlloc (> 64 KiB); may move it.
+void* InternalRealloc(void* p, size_t old_bytes, size_t new_bytes);
+
+// fork() handlers for the internal locks.
+void InternalForkPrepare();
+void InternalForkParent();
+void InternalForkChild();
+
+struct InternalCounters;
+void InternalSnapshot(InternalCounters* out);
+
+// Writes to stderr without allocating. Lines are written whole with one write(2).
+void RawWrite(int fd, const char* s, size_t n);
+void RawLine(const char* line);  // "poolscope: " is not added; a newline is
+
+}  // namespace poolscope
+
+#endif  // POOLSCOPE_INTERPOSE_INTERNAL_H_

@@ -1,0 +1,134 @@
+// File: interpose/libc_override.cc
+//
+// The exported entry points: the malloc family, every form of operator new and delete, and the
+// poolscope_* C API. Forwarding only; the logic is in shim.cc. Only the symbols named in exports.lds leave
+// the library.
+#include <cstddef>
+#include <new>
+
+#include "interpose/poolscope.h"
+#include "interpose/shim.h"
+
+namespace poolscope {
+extern const char* const kVersion;
+const char* const kVersion = "0.1.0";
+
+const char* ApiName(int api) {
+  static const char* const kNames[] = {
+#define POOLSCOPE_API_NAME(e, name) name,
+      POOLSCOPE_APIS(POOLSCOPE_API_NAME)
+#undef POOLSCOPE_API_NAME
+  };
+  return api >= 0 && api < kNumApis ? kNames[api] : "unknown";
+}
+}  // namespace poolscope
+
+using poolscope::Api;
+namespace ps = poolscope;
+
+#define RA __builtin_return_address(0)
+#define EXPORT extern "C" __attribute__((visibility("default")))
+
+EXPORT void* malloc(size_t n) { return ps::Malloc(ps::kMalloc, n, RA); }
+EXPORT void free(void* p) { ps::Free(ps::kFree, p); }
+EXPORT void* calloc(size_t n, size_t m) { return ps::Calloc(n, m, RA); }
+EXPORT void* realloc(void* p, size_t n) { return ps::Realloc(ps::kRealloc, p, n, 0, RA); }
+EXPORT void* reallocarray(void* p, size_t n, size_t m) { return ps::Realloc(ps::kReallocarray, p, n, m, RA); }
+EXPORT int posix_memalign(void** out, size_t align, size_t n) { return ps::PosixMemalign(out, align, n, RA); }
+EXPORT void* aligned_alloc(size_t align, size_t n) { return ps::AlignedEntry(ps::kAlignedAlloc, align, n, RA); }
+EXPORT void* memalign(size_t align, size_t n) { return ps::AlignedEntry(ps::kMemalign, align, n, RA); }
+EXPORT void* valloc(size_t n) { return ps::AlignedEntry(ps::kValloc, 0, n, RA); }
+EXPORT void* pvalloc(size_t n) { return ps::AlignedEntry(ps::kPvalloc, 0, n, RA); }
+EXPORT size_t malloc_usable_size(void* p) { return ps::UsableSize(p); }
+
+#define NEW_ATTR __attribute__((visibility("default")))
+NEW_ATTR void* operator new(size_t n) { return ps::New(ps::kNew, n); }
+NEW_ATTR void* operator new[](size_t n) { return ps::New(ps::kNewArray, n); }
+NEW_ATTR void* operator new(size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return ps::NewForm(ps::kNew, n, 0, true);
+  } catch (...) {
+    return nullptr;
+  }
+}
+NEW_ATTR void* operator new[](size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return ps::NewForm(ps::kNewArray, n, 0, true);
+  } catch (...) {
+    return nullptr;
+  }
+}
+NEW_ATTR void* operator new(size_t n, std::align_val_t al) {
+  return ps::NewForm(ps::kNew, n, static_cast<size_t>(al), false);
+}
+NEW_ATTR void* operator new[](size_t n, std::align_val_t al) {
+  return ps::NewForm(ps::kNewArray, n, static_cast<size_t>(al), false);
+}
+NEW_ATTR void* operator new(size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {
+  try {
+    return ps::NewForm(ps::kNew, n, static_cast<size_t>(al), true);
+  } catch (...) {
+    return nullptr;
+  }
+}
+NEW_ATTR void* operator new[](size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {
+  try {
+    return ps::NewForm(ps::kNewArray, n, static_cast<size_t>(al), true);
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+NEW_ATTR void operator delete(void* p) noexcept { ps::Free(ps::kDelete, p); }
+NEW_ATTR void operator delete[](void* p) noexcept { ps::Free(ps::kDeleteArray, p); }
+NEW_ATTR void operator delete(void* p, size_t n) noexcept { ps::DeleteForm(ps::kDelete, p, n, 0, false); }
+NEW_ATTR void operator delete[](void* p, size_t n) noexcept { ps::DeleteForm(ps::kDeleteArray, p, n, 0, false); }
+NEW_ATTR void operator delete(void* p, const std::nothrow_t&) noexcept {
+  ps::DeleteForm(ps::kDelete, p, 0, 0, true);
+}
+NEW_ATTR void operator delete[](void* p, const std::nothrow_t&) noexcept {
+  ps::DeleteForm(ps::kDeleteArray, p, 0, 0, true);
+}
+NEW_ATTR void operator delete(void* p, std::align_val_t al) noexcept {
+  ps::DeleteForm(ps::kDelete, p, 0, static_cast<size_t>(al), false);
+}
+NEW_ATTR void operator delete[](void* p, std::align_val_t al) noexcept {
+  ps::DeleteForm(ps::kDeleteArray, p, 0, static_cast<size_t>(al), false);
+}
+NEW_ATTR void operator delete(void* p, size_t n, std::align_val_t al) noexcept {
+  ps::DeleteForm(ps::kDelete, p, n, static_cast<size_t>(al), false);
+}
+NEW_ATTR void operator delete[](void* p, size_t n, std::align_val_t al) noexcept {
+  ps::DeleteForm(ps::kDeleteArray, p, n, static_cast<size_t>(al), false);
+}
+NEW_ATTR void operator delete(void* p, std::align_val_t al, const std::nothrow_t&) noexcept {
+  ps::DeleteForm(ps::kDelete, p, 0, static_cast<size_t>(al), true);
+}
+NEW_ATTR void operator delete[](void* p, std::align_val_t al, const std::nothrow_t&) noexcept {
+  ps::DeleteForm(ps::kDeleteArray, p, 0, static_cast<size_t>(al), true);
+}
+
+// The C API, under its public names (for programs that look it up themselves) and as poolscope_impl_*
+// (what the client library looks up, so the client's own definitions never shadow these).
+EXPORT poolscope_arena* poolscope_impl_arena_open(void) {
+  return static_cast<poolscope_arena*>(ps::ArenaOpen());
+}
+EXPORT void* poolscope_impl_arena_alloc(poolscope_arena* a, size_t size, size_t align) {
+  return ps::ArenaAlloc(a, size, align);
+}
+EXPORT void poolscope_impl_arena_close(poolscope_arena* a) { ps::ArenaClose(a); }
+EXPORT void poolscope_impl_tag_push(const char*) { ps::TagPush(); }
+EXPORT void poolscope_impl_tag_pop(void) { ps::TagPop(); }
+EXPORT int poolscope_impl_active(void) { return ps::Active(); }
+
+EXPORT poolscope_arena* poolscope_arena_open(void) { return poolscope_impl_arena_open(); }
+EXPORT void* poolscope_arena_alloc(poolscope_arena* a, size_t size, size_t align) {
+  return poolscope_impl_arena_alloc(a, size, align);
+}
+EXPORT void poolscope_arena_close(poolscope_arena* a) { poolscope_impl_arena_close(a); }
+EXPORT void poolscope_tag_push(const char* label) { poolscope_impl_tag_push(label); }
+EXPORT void poolscope_tag_pop(void) { poolscope_impl_tag_pop(); }
+EXPORT int poolscope_active(void) { return poolscope_impl_active(); }
+
+__attribute__((constructor(101))) static void poolscope_load() { ps::OnLoad(); }
+__attribute__((destructor(101))) static void poolscope_unload() { ps::OnUnload(); }

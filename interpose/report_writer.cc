@@ -1,0 +1,512 @@
+// File: interpose/report_writer.cc
+//
+// Writes the JSON report (docs/report-schema.md) at exit and on snapshots: rendered into mmap'd memory,
+// then written atomically (a temporary file in the same folder, then rename; mode 0600; O_NOFOLLOW, so a
+// symbolic link is never followed). A path that names an existing character device or pipe is written
+// to directly. Runs under the caller's reentrancy guard: libc calls made here pass straight through.
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "interpose/internal.h"
+#include "interpose/shim.h"
+#include "interpose/snapshot.h"
+#include "report/json_writer.h"
+
+namespace poolscope {
+
+extern const char* const kVersion;
+
+namespace {
+
+class MappedSink : public report::JsonSink {
+ public:
+  ~MappedSink() override {
+    if (buf_ != nullptr) InternalFree(buf_, cap_);
+  }
+  void Append(const char* s, size_t n) override {
+    if (failed_) return;
+    if (len_ + n > cap_) {
+      size_t cap = cap_ == 0 ? (size_t{256} << 10) : cap_ * 2;
+      while (cap < len_ + n) cap *= 2;
+      char* b = static_cast<char*>(cap_ == 0 ? InternalAlloc(cap) : InternalRealloc(buf_, cap_, cap));
+      if (b == nullptr) {
+        failed_ = true;
+        return;
+      }
+      buf_ = b;
+      cap_ = cap;
+    }
+    memcpy(buf_ + len_, s, n);
+    len_ += n;
+  }
+  const char* data() const { return buf_; }
+  size_t size() const { return len_; }
+  bool failed() const { return failed_; }
+
+ private:
+  char* buf_ = nullptr;
+  size_t len_ = 0;
+  size_t cap_ = 0;
+  bool failed_ = false;
+};
+
+struct BadFree {
+  uintptr_t address;
+  bool is_double;
+  int tid;
+};
+constexpr int kMaxBadFrees = 64;
+BadFree g_bad_frees[kMaxBadFrees];
+std::atomic<int> g_nbad{0};
+
+SpinLock g_write_lock;
+bool g_exit_written = false;
+
+void Warn(const Options& o, const char* what, const char* path) {
+  if (o.quiet) return;
+  char line[1400];
+  snprintf(line, sizeof line, "poolscope: warning: %s %s: %s", what, path, strerror(errno));
+  RawLine(line);
+}
+
+const char* Basename(const char* path) {
+  const char* slash = strrchr(path, '/');
+  return slash != nullptr ? slash + 1 : path;
+}
+
+// Expands %p %e %t and resolves a relative path against the start-up folder. False if it does not fit.
+bool ExpandPath(const Options& o, const ProcessInfo& p, char* out, size_t cap) {
+  size_t n = 0;
+  auto put = [&](const char* s) {
+    size_t k = strlen(s);
+    if (n + k >= cap) return false;
+    memcpy(out + n, s, k);
+    n += k;
+    return true;
+  };
+  const char* in = o.report;
+  if (in[0] != '/' && p.cwd[0] != '\0') {
+    if (!put(p.cwd) || !put("/")) return false;
+  }
+  bool has_pid = false;
+  char num[32];
+  for (const char* c = in; *c != '\0'; ++c) {
+    if (c[0] == '%' && c[1] == 'p') {
+      snprintf(num, sizeof num, "%d", static_cast<int>(p.pid));
+      if (!put(num)) return false;
+      has_pid = true;
+      ++c;
+    } else if (c[0] == '%' && c[1] == 'e') {
+      if (!put(Basename(p.exe))) return false;
+      ++c;
+    } else if (c[0] == '%' && c[1] == 't') {
+      snprintf(num, sizeof num, "%llu", static_cast<unsigned long long>(p.start_ns / 1000000000ull));
+      if (!put(num)) return false;
+      ++c;
+    } else {
+      char ch[2] = {*c, '\0'};
+      if (!put(ch)) return false;
+    }
+  }
+  // Two processes never share one report: a fork() child, or an exec'd descendant of `poolscope run`,
+  // gets its pid appended when the path has no %p.
+  bool descendant = p.forked_from != 0 || (p.root_pid != 0 && p.root_pid != p.pid);
+  if (!has_pid && descendant) {
+    snprintf(num, sizeof num, ".%d", static_cast<int>(p.pid));
+    if (!put(num)) return false;
+  }
+  out[n] = '\0';
+  return true;
+}
+
+void WriteLedger(report::JsonWriter& w, const char* key, const Ledger& l, bool with_live) {
+  w.Key(key);
+  w.BeginObject();
+  w.Field("allocs", l.nallocs);
+  w.Field("frees", l.nfrees);
+  w.Field("reallocs", l.nreallocs);
+  w.Field("bytes_requested", l.nbytes);
+  if (with_live) {
+    w.FieldInt("live_blocks", static_cast<int64_t>(l.nallocs - l.nfrees));
+    w.Key("live_bytes");
+    w.Null();  // needs the live-block table (track=1), see docs/report-schema.md
+  }
+  w.Key("by_api");
+  w.BeginObject();
+  for (int api = 0; api < kNumApis; ++api) w.Field(ApiName(api), l.ncalls[api]);
+  w.EndObject();
+  w.EndObject();
+}
+
+void WritePoolCounters(report::JsonWriter& w, const pool::PoolStats& s) {
+  w.Field("hits", s.hits);
+  w.Key("misses");
+  w.BeginObject();
+  for (int r = 0; r < pool::kNumMissReasons; ++r) w.Field(pool::MissReasonName(r), s.misses[r]);
+  w.EndObject();
+  w.Field("pools_created", s.pools_created);
+  w.Field("pools_reused", s.pools_reused);
+  w.Field("pools_released", s.pools_released);
+  w.Field("resets_in_place", s.resets_in_place);
+  w.Field("spills", s.spills);
+  w.Field("absorbs", s.absorbs);
+}
+
+void WriteThread(report::JsonWriter& w, int tid, bool ended, const ThreadCounters& c,
+                 const pool::PoolStats& ps, int cached) {
+  w.BeginObject();
+  w.FieldInt("tid", tid);
+  w.FieldBool("ended", ended);
+  WriteLedger(w, "logical", c.logical, true);
+  WriteLedger(w, "real", c.real, true);
+  w.Key("pool");
+  w.BeginObject();
+  WritePoolCounters(w, ps);
+  w.FieldInt("pools_cached", cached);
+  w.EndObject();
+  w.EndObject();
+}
+
+void Render(report::JsonWriter& w, const char* reason, const Options& o, const ProcessInfo& p,
+            const Snapshot& s, const char* path) {
+  const ThreadCounters& t = s.totals;
+  w.BeginObject();
+  w.FieldStr("schema", "poolscope.report/1");
+  w.FieldStr("poolscope_version", kVersion);
+
+  w.Key("process");
+  w.BeginObject();
+  w.FieldInt("pid", p.pid);
+  w.FieldInt("ppid", p.ppid);
+  w.FieldStr("exe", p.exe);
+  w.Key("argv");
+  w.BeginArray();
+  for (size_t off = 0; p.argv != nullptr && off < p.argv_bytes;) {
+    size_t len = strnlen(p.argv + off, p.argv_bytes - off);
+    w.String(p.argv + off, len);
+    off += len + 1;
+  }
+  w.EndArray();
+  w.Field("start_ns", p.start_ns);
+  w.Field("end_ns", NowNs());
+  w.FieldStr("reason", reason);
+  w.Key("forked_from");
+  if (p.forked_from != 0) {
+    w.Int(p.forked_from);
+  } else {
+    w.Null();
+  }
+  w.FieldStr("report_path", path);
+  w.EndObject();
+
+  w.Key("options");
+  w.BeginObject();
+  w.FieldInt("pool", o.pool);
+  w.FieldInt("pool_size", o.pool_size);
+  w.FieldInt("pools", o.pools);
+  char tag[600];
+  snprintf(tag, sizeof tag, "%s%s",
+           o.tag == TagMode::kSmall ? "small" : o.tag == TagMode::kExplicit ? "explicit" : "caller:",
+           o.tag == TagMode::kCaller ? o.tag_globs : "");
+  w.FieldStr("tag", tag);
+  w.FieldInt("malloc_align", o.malloc_align);
+  w.FieldInt("track", o.track);
+  w.FieldInt("stack_depth", o.stack_depth);
+  w.FieldStr("report", o.report);
+  w.FieldInt("drain_at_exit", o.drain_at_exit);
+  w.FieldInt("snapshot_interval", o.snapshot_interval);
+  w.FieldInt("quiet", o.quiet);
+  w.FieldInt("leak_exitcode", o.leak_exitcode);
+  w.FieldInt("valgrind", o.valgrind);
+  w.FieldInt("help", o.help);
+  w.EndObject();
+
+  WriteLedger(w, "logical", t.logical, true);
+  WriteLedger(w, "real", t.real, true);
+
+  w.Key("internal");
+  w.BeginObject();
+  w.Field("mmaps", s.internal.nmmaps);
+  w.Field("munmaps", s.internal.nmunmaps);
+  w.Field("mapped_bytes", s.internal.mapped_bytes);
+  w.Field("bootstrap_allocs", s.internal.bootstrap_allocs);
+  w.Field("bootstrap_bytes", s.internal.bootstrap_bytes);
+  w.Field("passthrough_allocs", s.internal.passthrough_allocs);
+  w.Field("passthrough_frees", s.internal.passthrough_frees);
+  w.Field("real_blocks_held", 0);
+  w.EndObject();
+
+  uint64_t pools_live = s.pool.pools_created - s.pool.pools_released;
+  uint64_t in_use = pools_live - s.pools_cached;
+  w.Key("pool");
+  w.BeginObject();
+  w.FieldBool("enabled", s.pooling);
+  w.Field("pool_size", s.pool_size);
+  w.FieldInt("pools_per_thread", s.pools_per_thread);
+  WritePoolCounters(w, s.pool);
+  w.Field("pools_cached_at_exit", s.pools_cached);
+  w.Field("pools_in_use_at_exit", in_use);
+  w.Field("pooled_live_blocks", s.pool.hits - s.pool.pooled_frees);
+  w.EndObject();
+
+  w.Key("threads");
+  w.BeginArray();
+  for (int i = 0; i < s.live_threads; ++i) {
+    const LiveThread& lt = s.live[i];
+    WriteThread(w, lt.tid, false, lt.c, lt.pool, lt.cached);
+  }
+  for (const ThreadRecord* r = s.records; r != nullptr; r = r->next) {
+    WriteThread(w, r->tid, true, r->c, r->pool, 0);
+  }
+  w.EndArray();
+  w.Field("threads_omitted", s.records_omitted);
+
+  w.Key("sizes");
+  w.BeginObject();
+  uint64_t total = 0, small = 0;
+  w.Key("buckets");
+  w.BeginArray();
+  for (int b = 0; b < kSizeBuckets; ++b) {
+    uint64_t count = t.sizes[b];
+    total += count;
+    uint64_t le = uint64_t{1} << b;
+    if (le <= s.pool_size) small += count;
+    if (count == 0) continue;
+    w.BeginObject();
+    w.Field("le", le);
+    w.Field("count", count);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Field("pool_size", s.pool_size);
+  w.Field("at_or_below_pool_size", small);
+  w.Field("total", total);
+  w.Key("share_at_or_below_pool_size");
+  w.Double(total != 0 ? static_cast<double>(small) / static_cast<double>(total) : 0.0);
+  w.EndObject();
+
+  w.Key("sites");
+  w.BeginArray();
+  w.EndArray();
+  w.Key("leaks");
+  w.BeginArray();
+  w.EndArray();
+
+  // real live = the program's live real blocks + every pool that exists.
+  int64_t real_live = static_cast<int64_t>(t.real.nallocs - t.real.nfrees);
+  int64_t logical_live = static_cast<int64_t>(t.logical.nallocs - t.logical.nfrees);
+  int64_t pooled_live = static_cast<int64_t>(s.pool.hits - s.pool.pooled_frees);
+  int64_t unpooled_live = logical_live - pooled_live;
+  int64_t cached = static_cast<int64_t>(s.pools_cached);
+  int64_t used = static_cast<int64_t>(in_use);
+  bool balanced = real_live == unpooled_live + cached + used;
+  w.Key("reconciliation");
+  w.BeginObject();
+  w.FieldInt("real_live_blocks", real_live);
+  w.FieldInt("unpooled_live_blocks", unpooled_live);
+  w.FieldInt("pooled_live_blocks", pooled_live);
+  w.FieldInt("pools_cached", cached);
+  w.FieldInt("pools_in_use", used);
+  w.FieldBool("balanced", balanced);
+  w.Key("detector_view");
+  w.BeginObject();
+  w.FieldInt("unfreed_blocks", real_live);
+  w.Key("unfreed_bytes");
+  w.Null();
+  w.FieldInt("program_leak_blocks", unpooled_live);
+  w.FieldInt("pool_blocks", cached + used);
+  w.FieldInt("internal_blocks", 0);
+  char verdict[600];
+  if (cached + used == 0) {
+    snprintf(verdict, sizeof verdict,
+             "A malloc/free-counting leak detector would see %lld unfreed blocks, all of them the "
+             "program's own: poolscope holds no pool at %s.",
+             static_cast<long long>(real_live), reason);
+  } else {
+    snprintf(verdict, sizeof verdict,
+             "A malloc/free-counting leak detector would see %lld unfreed blocks: %lld are the "
+             "program's own and %lld are poolscope's pools (%lld cached, %lld in use), which are not "
+             "leaks%s.",
+             static_cast<long long>(real_live), static_cast<long long>(unpooled_live),
+             static_cast<long long>(cached + used), static_cast<long long>(cached),
+             static_cast<long long>(used), o.drain_at_exit ? "" : " (drain_at_exit=1 releases the cached ones)");
+  }
+  w.FieldStr("verdict", verdict);
+  w.EndObject();
+  w.EndObject();
+
+  w.Key("errors");
+  w.BeginObject();
+  w.Field("invalid_frees", s.pool.invalid_frees);
+  w.Field("double_frees", s.pool.double_frees);
+  w.Key("cases");
+  w.BeginArray();
+  int nbad = g_nbad.load(std::memory_order_acquire);
+  for (int i = 0; i < nbad && i < kMaxBadFrees; ++i) {
+    w.BeginObject();
+    w.FieldStr("kind", g_bad_frees[i].is_double ? "double_free" : "invalid_free");
+    char addr[32];
+    snprintf(addr, sizeof addr, "0x%llx", static_cast<unsigned long long>(g_bad_frees[i].address));
+    w.FieldStr("address", addr);
+    w.FieldInt("tid", g_bad_frees[i].tid);
+    w.Key("stack");
+    w.BeginArray();
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+
+  w.EndObject();
+}
+
+bool WriteAll(int fd, const char* data, size_t n) {
+  while (n > 0) {
+    ssize_t k = write(fd, data, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    data += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+// Returns true when the report was written.
+bool WriteReport(const char* reason, char* path_out, size_t path_cap) {
+  const Options& o = CurrentOptions();
+  if (strcmp(o.report, "none") == 0) return false;
+  const ProcessInfo& p = CurrentProcess();
+  if (!ExpandPath(o, p, path_out, path_cap)) {
+    errno = ENAMETOOLONG;
+    Warn(o, "cannot write the report to", o.report);
+    return false;
+  }
+  auto* snap = static_cast<Snapshot*>(InternalAlloc(sizeof(Snapshot)));
+  if (snap == nullptr) return false;
+  TakeSnapshot(snap);
+  MappedSink sink;
+  report::JsonWriter w(&sink);
+  Render(w, reason, o, p, *snap, path_out);
+  InternalFree(snap, sizeof(Snapshot));
+  if (sink.failed()) {
+    errno = ENOMEM;
+    Warn(o, "out of memory writing the report to", path_out);
+    return false;
+  }
+  struct stat st;
+  if (stat(path_out, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
+    int fd = open(path_out, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+    bool ok = fd >= 0 && WriteAll(fd, sink.data(), sink.size());
+    if (!ok) Warn(o, "cannot write the report to", path_out);
+    if (fd >= 0) close(fd);
+    return ok;
+  }
+  char tmp[1200];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%d", path_out, static_cast<int>(getpid()));
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    Warn(o, "cannot write the report to", path_out);
+    return false;
+  }
+  bool ok = WriteAll(fd, sink.data(), sink.size());
+  int saved = errno;
+  ok = (close(fd) == 0) && ok;
+  if (!ok || rename(tmp, path_out) != 0) {
+    if (ok) saved = errno;
+    unlink(tmp);
+    errno = saved;
+    Warn(o, "cannot write the report to", path_out);
+    return false;
+  }
+  return true;
+}
+
+void* SnapshotLoop(void* arg) {
+  // This thread is poolscope's own: everything it allocates passes straight through.
+  ++CurrentThread().guard;
+  int interval = *static_cast<int*>(arg);
+  for (;;) {
+    struct timespec ts = {interval, 0};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+    SpinLockHolder lock(&g_write_lock);
+    if (g_exit_written) break;
+    char path[1200];
+    WriteReport("snapshot", path, sizeof path);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+uint64_t NowNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void InitProcessInfo(ProcessInfo* p, const Options& o) {
+  (void)o;
+  p->pid = getpid();
+  p->ppid = getppid();
+  p->forked_from = 0;
+  p->start_ns = NowNs();
+  const char* root = getenv("POOLSCOPE_ROOT_PID");
+  p->root_pid = root != nullptr ? static_cast<pid_t>(atoi(root)) : 0;
+  ssize_t n = readlink("/proc/self/exe", p->exe, sizeof p->exe - 1);
+  p->exe[n > 0 ? n : 0] = '\0';
+  if (getcwd(p->cwd, sizeof p->cwd) == nullptr) p->cwd[0] = '\0';
+  int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    constexpr size_t kCap = 64 << 10;
+    p->argv = static_cast<char*>(InternalAlloc(kCap));
+    size_t len = 0;
+    ssize_t k;
+    while (p->argv != nullptr && len < kCap && (k = read(fd, p->argv + len, kCap - len)) > 0) {
+      len += static_cast<size_t>(k);
+    }
+    p->argv_bytes = len;
+    close(fd);
+  }
+}
+
+void RecordBadFree(const void* p, bool is_double) {
+  int i = g_nbad.load(std::memory_order_relaxed);
+  if (i >= kMaxBadFrees) return;
+  i = g_nbad.fetch_add(1, std::memory_order_acq_rel);
+  if (i >= kMaxBadFrees) return;
+  g_bad_frees[i] = BadFree{reinterpret_cast<uintptr_t>(p), is_double, CurrentThread().tid};
+}
+
+void StartSnapshots(const Options& o) {
+  if (o.snapshot_interval <= 0 || strcmp(o.report, "none") == 0) return;
+  static int interval = o.snapshot_interval;
+  pthread_t thread;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_create(&thread, &attr, SnapshotLoop, &interval);
+  pthread_attr_destroy(&attr);
+}
+
+void WriteReportAtExit(const Options& o) {
+  SpinLockHolder lock(&g_write_lock);
+  if (g_exit_written) return;
+  g_exit_written = true;
+  char path[1200];
+  if (WriteReport("exit", path, sizeof path) && !o.quiet) {
+    char line[1400];
+    snprintf(line, sizeof line, "poolscope: report written to %s", path);
+    RawLine(line);
+  }
+}
+
+}  // namespace poolscope

@@ -1,0 +1,858 @@
+// File: interpose/shim.cc
+//
+// Slow paths of the entry points, thread and process life cycle, and the C API. See shim.h.
+//
+// Lock order (fork() takes them in this order): g_registry_lock, then the internal memory lock.
+#include "interpose/shim.h"
+
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "interpose/internal.h"
+#include "interpose/real.h"
+#include "interpose/snapshot.h"
+
+namespace poolscope {
+
+thread_local ThreadState t_state __attribute__((tls_model("initial-exec"))) = {};
+
+namespace {
+
+std::atomic<pool::PoolMap::Leaf*> g_map_root[pool::PoolMap::kRootSize];
+
+class ShimBackend : public pool::Backend {
+ public:
+  void* AllocPool(size_t bytes) override {
+    ThreadState& ts = t_state;
+    void* p = nullptr;
+    int rc = g_real.posix_memalign(&p, pool::kLine, bytes);
+    ++ts.c.real.ncalls[kPosixMemalign];
+    if (rc != 0) return nullptr;
+    ++ts.c.real.nallocs;
+    ts.c.real.nbytes += bytes;
+    return p;
+  }
+  void FreePool(void* p) override {
+    ThreadState& ts = t_state;
+    ++ts.c.real.ncalls[kFree];
+    ++ts.c.real.nfrees;
+    g_real.free(p);
+  }
+  void* AllocMeta(size_t bytes) override { return InternalAlloc(bytes); }
+  void FreeMeta(void* p, size_t bytes) override { InternalFree(p, bytes); }
+  void* ReserveLeaf(size_t bytes) override { return InternalReserve(bytes); }
+};
+
+ShimBackend g_backend;
+alignas(pool::Domain) char g_domain_storage[sizeof(pool::Domain)];
+pool::Domain* g_domain = nullptr;
+
+Options g_options;
+bool g_pooling = false;
+size_t g_pool_size = 0;
+size_t g_max_align = 16;
+
+std::atomic<int> g_init{0};  // 0 not yet, 1 in progress, 2 done
+pthread_key_t g_key;
+
+SpinLock g_registry_lock;
+ThreadState* g_threads = nullptr;
+ThreadCounters g_ended;
+pool::PoolStats g_ended_pool;
+ThreadRecord* g_records = nullptr;
+ThreadRecord** g_records_tail = &g_records;
+int g_nrecords = 0;
+uint64_t g_records_omitted = 0;
+constexpr int kMaxRecords = 256;
+uint64_t g_bootstrap_allocs = 0, g_bootstrap_bytes = 0;
+std::atomic<uint64_t> g_passthrough_allocs{0}, g_passthrough_frees{0};
+
+ProcessInfo g_process;
+
+int GetTid() { return static_cast<int>(syscall(SYS_gettid)); }
+
+// Marks poolscope's own work on this thread: calls it makes into libc pass straight through.
+class Guard {
+ public:
+  explicit Guard(ThreadState& ts) : ts_(ts), limit_(ts.pool_limit) {
+    ++ts_.guard;
+    ts_.pool_limit = 0;
+  }
+  ~Guard() {
+    --ts_.guard;
+    ts_.pool_limit = limit_;
+  }
+  Guard(const Guard&) = delete;
+  Guard& operator=(const Guard&) = delete;
+
+ private:
+  ThreadState& ts_;
+  size_t limit_;
+};
+
+size_t LimitFor(const ThreadState& ts) {
+  if (!g_pooling || ts.phase != kActive) return 0;
+  switch (g_options.tag) {
+    case TagMode::kSmall: return g_pool_size;
+    case TagMode::kExplicit: return ts.tag_depth > 0 ? g_pool_size : 0;
+    case TagMode::kCaller: return 0;
+  }
+  return 0;
+}
+
+void WarnLine(void*, const char* line) {
+  char buf[700];
+  snprintf(buf, sizeof buf, "poolscope: warning: %s", line);
+  if (!g_options.quiet) RawLine(buf);
+}
+
+void EmitLine(void*, const char* line) { RawLine(line); }
+
+void FoldInto(ThreadState& ts, ThreadRecord* record) {
+  AddCounters(&g_ended, ts.c);
+  pool::AddStats(&g_ended_pool, ts.tc.stats());
+  if (record != nullptr) {
+    record->c = ts.c;
+    record->pool = ts.tc.stats();
+  }
+  memset(&ts.c, 0, sizeof ts.c);
+  ts.tc.stats() = pool::PoolStats{};
+}
+
+ThreadRecord* NewRecord(const ThreadState& ts) {
+  if (g_nrecords >= kMaxRecords) {
+    ++g_records_omitted;
+    return nullptr;
+  }
+  auto* r = static_cast<ThreadRecord*>(InternalAlloc(sizeof(ThreadRecord)));
+  if (r == nullptr) return nullptr;
+  r->tid = ts.tid;
+  r->ended = true;
+  *g_records_tail = r;
+  g_records_tail = &r->next;
+  ++g_nrecords;
+  return r;
+}
+
+void Unregister(ThreadState& ts) {
+  if (ts.prev != nullptr) ts.prev->next = ts.next;
+  if (ts.next != nullptr) ts.next->prev = ts.prev;
+  if (g_threads == &ts) g_threads = ts.next;
+  ts.next = ts.prev = nullptr;
+}
+
+void OnThreadExit(void* arg) {
+  ThreadState& ts = *static_cast<ThreadState*>(arg);
+  if (ts.phase != kActive) return;
+  Guard guard(ts);
+  ts.tc.Shutdown();
+  SpinLockHolder lock(&g_registry_lock);
+  Unregister(ts);
+  FoldInto(ts, NewRecord(ts));
+  ts.phase = kDead;
+}
+
+// A thread past its exit handler still allocates (other TLS destructors): its counts go straight to
+// the ended totals.
+void FoldDead(ThreadState& ts) {
+  SpinLockHolder lock(&g_registry_lock);
+  FoldInto(ts, nullptr);
+}
+
+void ForkPrepare() {
+  g_registry_lock.Lock();
+  InternalForkPrepare();
+}
+
+void ForkParent() {
+  InternalForkParent();
+  g_registry_lock.Unlock();
+}
+
+void ForkChild() {
+  InternalForkChild();
+  g_registry_lock.Reset();
+  ThreadState& self = t_state;
+  g_process.forked_from = g_process.pid;
+  g_process.pid = getpid();
+  g_process.ppid = getppid();
+  g_process.start_ns = NowNs();
+  if (self.phase == kActive) self.tid = GetTid();
+  // Every other thread is gone: fold its counters, take its pools.
+  Guard guard(self);
+  for (ThreadState* ts = g_threads; ts != nullptr;) {
+    ThreadState* next = ts->next;
+    if (ts != &self) {
+      if (self.phase == kActive) self.tc.AdoptFromDeadThread(&ts->tc);
+      Unregister(*ts);
+      FoldInto(*ts, NewRecord(*ts));
+      ts->phase = kDead;
+    }
+    ts = next;
+  }
+}
+
+void InitGlobal(ThreadState& ts) {
+  Guard guard(ts);
+  const char* text = getenv("POOLSCOPE_OPTIONS");
+  Options parsed;
+  // quiet applies to the warnings of the same string, wherever it stands in it.
+  if (text != nullptr && (strstr(text, "quiet=1") != nullptr)) g_options.quiet = 1;
+  ParseOptions(text, &parsed, WarnLine, nullptr);
+  g_options = parsed;
+  g_pooling = g_options.pooling();
+  pool::Config config;
+  config.enabled = g_pooling;
+  config.pool_size = g_options.pool_size > 0 ? static_cast<size_t>(g_options.pool_size) : 64;
+  config.max_cached = g_options.pools;
+  config.align8 = g_options.malloc_align == 8;
+  g_domain = new (g_domain_storage) pool::Domain(config, &g_backend, g_map_root);
+  g_pool_size = g_domain->config().pool_size;
+  g_max_align = config.align8 ? 8 : 16;
+  pthread_key_create(&g_key, OnThreadExit);
+  pthread_atfork(ForkPrepare, ForkParent, ForkChild);
+  InitProcessInfo(&g_process, g_options);
+  if (g_options.help) DescribeOptions(g_options, EmitLine, nullptr);
+}
+
+// Returns false when this call must not be counted (poolscope's own, or before the real allocator is
+// known); the caller then passes through or uses the bootstrap buffer.
+bool EnsureGlobal(ThreadState& ts) {
+  int s = g_init.load(std::memory_order_acquire);
+  if (POOLSCOPE_LIKELY(s == 2)) return true;
+  if (!ResolveReal()) return false;
+  int expected = 0;
+  if (g_init.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+    InitGlobal(ts);
+    g_init.store(2, std::memory_order_release);
+    return true;
+  }
+  if (ts.guard > 0) return false;
+  while (g_init.load(std::memory_order_acquire) != 2) sched_yield();
+  return true;
+}
+
+void InitThread(ThreadState& ts) {
+  if (!EnsureGlobal(ts)) return;
+  if (ts.phase != kFresh || ts.guard > 0) return;
+  Guard guard(ts);
+  ts.tc.Init(g_domain);
+  ts.tid = GetTid();
+  pthread_setspecific(g_key, &ts);
+  {
+    SpinLockHolder lock(&g_registry_lock);
+    ts.next = g_threads;
+    ts.prev = nullptr;
+    if (g_threads != nullptr) g_threads->prev = &ts;
+    g_threads = &ts;
+  }
+  ts.phase = kActive;
+}
+
+enum class Mode { kCounted, kPassthrough, kBootstrap };
+
+// Every slow path starts here.
+inline Mode Enter(ThreadState& ts) {
+  if (POOLSCOPE_LIKELY(ts.phase == kActive && ts.guard == 0)) return Mode::kCounted;
+  if (ts.guard > 0 || InResolve()) return RealResolved() ? Mode::kPassthrough : Mode::kBootstrap;
+  if (ts.phase == kFresh) {
+    InitThread(ts);
+    if (ts.phase != kActive) return RealResolved() ? Mode::kPassthrough : Mode::kBootstrap;
+    ts.pool_limit = LimitFor(ts);
+    return Mode::kCounted;
+  }
+  return Mode::kCounted;  // kDead: counted, then folded by Scope
+}
+
+// Folds a dead thread's counts after each call.
+class Scope {
+ public:
+  explicit Scope(ThreadState& ts) : ts_(ts) {}
+  ~Scope() {
+    if (POOLSCOPE_UNLIKELY(ts_.phase == kDead)) FoldDead(ts_);
+  }
+
+ private:
+  ThreadState& ts_;
+};
+
+void* Bootstrap(size_t n, size_t align) {
+  void* p = BootstrapAlloc(n, align);
+  ++g_bootstrap_allocs;
+  g_bootstrap_bytes += n;
+  return p;
+}
+
+// -1: pool it; otherwise the miss reason.
+inline int Decide(const ThreadState& ts, size_t n, size_t align) {
+  if (!g_pooling || ts.phase != kActive) return pool::kMissDisabled;
+  if (n > g_pool_size) return pool::kMissTooLarge;
+  if (align > g_max_align) return pool::kMissAlignment;
+  switch (g_options.tag) {
+    case TagMode::kSmall: return -1;
+    case TagMode::kExplicit: return ts.tag_depth > 0 ? -1 : pool::kMissUntagged;
+    case TagMode::kCaller: return pool::kMissUntagged;  // caller ranges: see CallerTagged
+  }
+  return -1;
+}
+
+// Tries the pool for a logical allocation; counts the hit or the miss.
+inline void* TryPool(ThreadState& ts, Api api, size_t n, size_t align) {
+  int reason = Decide(ts, n, align);
+  if (reason < 0) {
+    void* p = ts.tc.Carve(n == 0 ? 1 : n);
+    if (p != nullptr) {
+      CountPooled(ts, api, n);
+      return p;
+    }
+    reason = pool::kMissPoolFull;
+  }
+  ++ts.tc.stats().misses[reason];
+  return nullptr;
+}
+
+inline void CountAlloc(Ledger& l, Api api, size_t n, bool ok) {
+  ++l.ncalls[api];
+  if (ok) {
+    ++l.nallocs;
+    l.nbytes += n;
+  }
+}
+
+// A logical allocation that took the regular path: both ledgers, same entry point.
+inline void CountRegular(ThreadState& ts, Api api, size_t n, bool ok) {
+  CountAlloc(ts.c.logical, api, n, ok);
+  CountAlloc(ts.c.real, api, n, ok);
+  ++ts.c.sizes[SizeBucket(n)];
+}
+
+inline void CountFree(Ledger& l, Api api, bool freed) {
+  ++l.ncalls[api];
+  if (freed) ++l.nfrees;
+}
+
+// A pooled block released by free/delete (h from the pool map).
+void FreePooled(ThreadState& ts, Api api, void* p, pool::PoolHeader* h) {
+  pool::Domain::FreeResult r = ts.tc.Free(h, p);
+  CountFree(ts.c.logical, api, r == pool::Domain::FreeResult::kFreed);
+  if (r != pool::Domain::FreeResult::kFreed) RecordBadFree(p, r == pool::Domain::FreeResult::kDouble);
+}
+
+void RealDelete(Api api, void* p, size_t size, size_t align, bool nothrow) {
+  const RealFns& r = g_real;
+  std::align_val_t al = static_cast<std::align_val_t>(align);
+  std::nothrow_t nt;
+  if (api == kFree) return r.free(p);
+  bool array = api == kDeleteArray;
+  auto plain = array ? r.op_delete_array : r.op_delete;
+  if (align != 0) {
+    auto sized_al = array ? r.op_delete_array_sized_aligned : r.op_delete_sized_aligned;
+    auto nt_al = array ? r.op_delete_array_aligned_nothrow : r.op_delete_aligned_nothrow;
+    auto just_al = array ? r.op_delete_array_aligned : r.op_delete_aligned;
+    if (size != 0 && sized_al != nullptr) return sized_al(p, size, al);
+    if (nothrow && nt_al != nullptr) return nt_al(p, al, nt);
+    if (just_al != nullptr) return just_al(p, al);
+  } else {
+    auto sized = array ? r.op_delete_array_sized : r.op_delete_sized;
+    auto nt_plain = array ? r.op_delete_array_nothrow : r.op_delete_nothrow;
+    if (size != 0 && sized != nullptr) return sized(p, size);
+    if (nothrow && nt_plain != nullptr) return nt_plain(p, nt);
+  }
+  if (plain != nullptr) return plain(p);
+  r.free(p);
+}
+
+}  // namespace
+
+pool::PoolMap g_pool_map(g_map_root, &g_backend);
+
+// ---- malloc family ------------------------------------------------------------------------------------
+
+void* AllocSlow(Api api, size_t n, void* ra) {
+  (void)ra;
+  ThreadState& ts = t_state;
+  switch (Enter(ts)) {
+    case Mode::kBootstrap: return Bootstrap(n, 16);
+    case Mode::kPassthrough:
+      g_passthrough_allocs.fetch_add(1, std::memory_order_relaxed);
+      return g_real.malloc(n);
+    case Mode::kCounted: break;
+  }
+  Scope scope(ts);
+  if (void* p = TryPool(ts, api, n, 16)) return p;
+  void* p = g_real.malloc(n);
+  CountRegular(ts, api, n, p != nullptr);
+  return p;
+}
+
+void FreeSlow(Api api, void* p, pool::PoolHeader* h) {
+  ThreadState& ts = t_state;
+  if (IsBootstrap(p)) return;
+  Mode mode = Enter(ts);
+  if (mode != Mode::kCounted && h == nullptr) {
+    if (p == nullptr) return;
+    g_passthrough_frees.fetch_add(1, std::memory_order_relaxed);
+    if (RealResolved()) RealDelete(api, p, 0, 0, false);
+    return;
+  }
+  Scope scope(ts);
+  if (h != nullptr) return FreePooled(ts, api, p, h);
+  CountFree(ts.c.logical, api, p != nullptr);
+  CountFree(ts.c.real, api, p != nullptr);
+  if (api == kFree) return g_real.free(p);
+  Guard guard(ts);
+  RealDelete(api, p, 0, 0, false);
+}
+
+void* Calloc(size_t n, size_t m, void* ra) {
+  (void)ra;
+  ThreadState& ts = t_state;
+  size_t total;
+  bool overflow = __builtin_mul_overflow(n, m, &total);
+  if (POOLSCOPE_LIKELY(!overflow && total - 1 < ts.pool_limit)) {
+    void* p = ts.tc.Carve(total);  // pool memory is always zero
+    if (POOLSCOPE_LIKELY(p != nullptr)) {
+      CountPooled(ts, kCalloc, total);
+      return p;
+    }
+  }
+  switch (Enter(ts)) {
+    case Mode::kBootstrap: return overflow ? nullptr : Bootstrap(total, 16);  // static: zero
+    case Mode::kPassthrough:
+      g_passthrough_allocs.fetch_add(1, std::memory_order_relaxed);
+      return g_real.calloc(n, m);
+    case Mode::kCounted: break;
+  }
+  Scope scope(ts);
+  if (!overflow) {
+    if (void* p = TryPool(ts, kCalloc, total, 16)) return p;
+  }
+  void* p = g_real.calloc(n, m);
+  CountRegular(ts, kCalloc, overflow ? ~size_t{0} : total, p != nullptr);
+  return p;
+}
+
+void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
+  (void)ra;
+  ThreadState& ts = t_state;
+  size_t total = n;
+  bool overflow = api == kReallocarray && __builtin_mul_overflow(n, m, &total);
+  Mode mode = Enter(ts);
+  pool::PoolHeader* h = p != nullptr ? g_pool_map.Find(p) : nullptr;
+  if (mode == Mode::kBootstrap || (IsBootstrap(p) && mode == Mode::kPassthrough)) {
+    if (overflow) return nullptr;
+    void* q = mode == Mode::kBootstrap ? Bootstrap(total, 16) : g_real.malloc(total);
+    if (q != nullptr && p != nullptr) {
+      size_t old = BootstrapSize(p);
+      memcpy(q, p, old < total ? old : total);
+    }
+    return q;
+  }
+  if (mode == Mode::kPassthrough && h == nullptr) {
+    g_passthrough_allocs.fetch_add(1, std::memory_order_relaxed);
+    return api == kRealloc ? g_real.realloc(p, n) : g_real.reallocarray(p, n, m);
+  }
+  Scope scope(ts);
+  auto real_call = [&]() { return api == kRealloc ? g_real.realloc(p, n) : g_real.reallocarray(p, n, m); };
+  if (p == nullptr || IsBootstrap(p)) {
+    // realloc(NULL, n) is an allocation.
+    if (!overflow && p == nullptr) {
+      if (void* q = TryPool(ts, api, total, 16)) return q;
+    }
+    void* q;
+    if (p == nullptr) {
+      q = real_call();
+    } else {
+      q = overflow ? nullptr : g_real.malloc(total);
+      if (q != nullptr) memcpy(q, p, BootstrapSize(p) < total ? BootstrapSize(p) : total);
+    }
+    CountRegular(ts, api, total, q != nullptr);
+    return q;
+  }
+  ++ts.c.logical.ncalls[api];
+  if (h == nullptr) {
+    // A real block: the next allocator resizes it.
+    ++ts.c.real.ncalls[api];
+    void* q = real_call();
+    if (q != nullptr) {
+      ++ts.c.logical.nreallocs;
+      ++ts.c.real.nreallocs;
+    } else if (total == 0 && !overflow) {
+      ++ts.c.logical.nfrees;  // glibc: realloc(p, 0) frees p
+      ++ts.c.real.nfrees;
+    }
+    return q;
+  }
+  // A pooled block.
+  if (overflow) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (total == 0) {
+    pool::Domain::FreeResult r = ts.tc.Free(h, p);
+    if (r == pool::Domain::FreeResult::kFreed) {
+      ++ts.c.logical.nfrees;
+    } else {
+      RecordBadFree(p, r == pool::Domain::FreeResult::kDouble);
+    }
+    return nullptr;
+  }
+  size_t old = g_domain->UsableSize(h, p);
+  if (old == 0) {
+    // Not a live block of ours: reported like a bad free, and nothing changes.
+    bool dbl = h->kind == pool::kImplicit;
+    if (dbl) {
+      ++ts.tc.stats().invalid_frees;
+    } else {
+      ++ts.tc.stats().invalid_frees;
+    }
+    RecordBadFree(p, false);
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (total <= old) {
+    ++ts.c.logical.nreallocs;
+    return p;
+  }
+  void* q = nullptr;
+  if (Decide(ts, total, 16) < 0) {
+    q = ts.tc.Carve(total);
+    if (q != nullptr) --ts.tc.stats().hits;  // a move, not a logical allocation
+  }
+  bool spill = q == nullptr;
+  if (spill) {
+    q = g_real.malloc(total);
+    ++ts.c.real.ncalls[kMalloc];
+    if (q == nullptr) return nullptr;
+    ++ts.c.real.nallocs;
+    ts.c.real.nbytes += total;
+    ++ts.tc.stats().spills;
+  }
+  memcpy(q, p, old);
+  ts.tc.Free(g_pool_map.Find(p), p);
+  if (!spill) --ts.tc.stats().pooled_frees;  // the block moved within the pools
+  ++ts.c.logical.nreallocs;
+  return q;
+}
+
+int PosixMemalign(void** out, size_t align, size_t n, void* ra) {
+  (void)ra;
+  ThreadState& ts = t_state;
+  bool valid = align >= sizeof(void*) && (align & (align - 1)) == 0;
+  switch (Enter(ts)) {
+    case Mode::kBootstrap:
+      if (!valid) return EINVAL;
+      *out = Bootstrap(n, align);
+      return *out != nullptr ? 0 : ENOMEM;
+    case Mode::kPassthrough:
+      g_passthrough_allocs.fetch_add(1, std::memory_order_relaxed);
+      return g_real.posix_memalign(out, align, n);
+    case Mode::kCounted: break;
+  }
+  Scope scope(ts);
+  if (valid) {
+    if (void* p = TryPool(ts, kPosixMemalign, n, align)) {
+      *out = p;
+      return 0;
+    }
+  }
+  int rc = g_real.posix_memalign(out, align, n);
+  CountRegular(ts, kPosixMemalign, n, rc == 0);
+  return rc;
+}
+
+void* AlignedEntry(Api api, size_t align, size_t n, void* ra) {
+  (void)ra;
+  ThreadState& ts = t_state;
+  size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  auto real_call = [&]() -> void* {
+    switch (api) {
+      case kAlignedAlloc: return g_real.aligned_alloc(align, n);
+      case kMemalign: return g_real.memalign(align, n);
+      case kValloc: return g_real.valloc(n);
+      default: return g_real.pvalloc(n);
+    }
+  };
+  if (api == kValloc || api == kPvalloc) align = page;
+  switch (Enter(ts)) {
+    case Mode::kBootstrap: return Bootstrap(api == kPvalloc ? (n + page - 1) & ~(page - 1) : n, align);
+    case Mode::kPassthrough:
+      g_passthrough_allocs.fetch_add(1, std::memory_order_relaxed);
+      return real_call();
+    case Mode::kCounted: break;
+  }
+  Scope scope(ts);
+  if (align != 0 && (align & (align - 1)) == 0) {
+    if (void* p = TryPool(ts, api, n, align)) return p;
+  } else {
+    ++ts.tc.stats().misses[pool::kMissAlignment];
+  }
+  void* p = real_call();
+  CountRegular(ts, api, n, p != nullptr);
+  return p;
+}
+
+size_t UsableSize(void* p) {
+  if (p == nullptr) return 0;
+  if (IsBootstrap(p)) return BootstrapSize(p);
+  if (pool::PoolHeader* h = g_pool_map.Find(p)) return g_domain->UsableSize(h, p);
+  if (!RealResolved() && !ResolveReal()) return 0;
+  return g_real.malloc_usable_size != nullptr ? g_real.malloc_usable_size(p) : 0;
+}
+
+// ---- C++ operators ------------------------------------------------------------------------------------
+
+void* NewSlow(Api api, size_t n) { return NewForm(api, n, 0, false); }
+
+void* NewForm(Api api, size_t n, size_t align, bool nothrow) {
+  ThreadState& ts = t_state;
+  bool array = api == kNewArray;
+  std::align_val_t al = static_cast<std::align_val_t>(align);
+  const std::nothrow_t& nt = std::nothrow;
+  auto real_call = [&]() -> void* {
+    const RealFns& r = g_real;
+    if (align == 0) {
+      if (nothrow) {
+        auto f = array ? r.op_new_array_nothrow : r.op_new_nothrow;
+        return f != nullptr ? f(n, nt) : r.malloc(n);
+      }
+      auto f = array ? r.op_new_array : r.op_new;
+      if (f != nullptr) return f(n);
+    } else {
+      if (nothrow) {
+        auto f = array ? r.op_new_array_aligned_nothrow : r.op_new_aligned_nothrow;
+        if (f != nullptr) return f(n, al, nt);
+        void* p = nullptr;
+        return r.posix_memalign(&p, align < sizeof(void*) ? sizeof(void*) : align, n) == 0 ? p : nullptr;
+      }
+      auto f = array ? r.op_new_array_aligned : r.op_new_aligned;
+      if (f != nullptr) return f(n, al);
+    }
+    // No C++ runtime below us: behave like it.
+    void* p = nullptr;
+    if (align == 0) {
+      p = r.malloc(n);
+    } else if (r.posix_memalign(&p, align < sizeof(void*) ? sizeof(void*) : align, n) != 0) {
+      p = nullptr;
+    }
+    if (p == nullptr) throw std::bad_alloc();
+    return p;
+  };
+  switch (Enter(ts)) {
+    case Mode::kBootstrap: {
+      void* p = Bootstrap(n, align == 0 ? 16 : align);
+      if (p == nullptr && !nothrow) throw std::bad_alloc();
+      return p;
+    }
+    case Mode::kPassthrough:
+      g_passthrough_allocs.fetch_add(1, std::memory_order_relaxed);
+      return real_call();
+    case Mode::kCounted: break;
+  }
+  Scope scope(ts);
+  if (void* p = TryPool(ts, api, n, align == 0 ? 16 : align)) return p;
+  // Counted before the call: operator new may throw.
+  ++ts.c.logical.ncalls[api];
+  ++ts.c.real.ncalls[api];
+  ++ts.c.sizes[SizeBucket(n)];
+  void* p;
+  {
+    Guard guard(ts);  // libstdc++'s operator new calls malloc: passed through, uncounted
+    p = real_call();
+  }
+  if (p != nullptr) {
+    ++ts.c.logical.nallocs;
+    ts.c.logical.nbytes += n;
+    ++ts.c.real.nallocs;
+    ts.c.real.nbytes += n;
+  }
+  return p;
+}
+
+void DeleteForm(Api api, void* p, size_t size, size_t align, bool nothrow) {
+  pool::PoolHeader* h = g_pool_map.Find(p);
+  ThreadState& ts = t_state;
+  if (IsBootstrap(p)) return;
+  Mode mode = Enter(ts);
+  if (mode != Mode::kCounted && h == nullptr) {
+    if (p == nullptr) return;
+    g_passthrough_frees.fetch_add(1, std::memory_order_relaxed);
+    if (RealResolved()) RealDelete(api, p, size, align, nothrow);
+    return;
+  }
+  Scope scope(ts);
+  if (h != nullptr) return FreePooled(ts, api, p, h);
+  CountFree(ts.c.logical, api, p != nullptr);
+  CountFree(ts.c.real, api, p != nullptr);
+  Guard guard(ts);
+  RealDelete(api, p, size, align, nothrow);
+}
+
+// ---- the C API ----------------------------------------------------------------------------------------
+
+void* ArenaOpen() {
+  ThreadState& ts = t_state;
+  if (Enter(ts) != Mode::kCounted) return nullptr;
+  auto* a = static_cast<pool::Arena*>(InternalAlloc(sizeof(pool::Arena)));
+  if (a == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  a->tc = &ts.tc;
+  return a;
+}
+
+void* ArenaAlloc(void* arena, size_t size, size_t align) {
+  ThreadState& ts = t_state;
+  auto* a = static_cast<pool::Arena*>(arena);
+  if (a == nullptr || Enter(ts) != Mode::kCounted) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (align == 0) align = 16;
+  if ((align & (align - 1)) != 0) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  Scope scope(ts);
+  ++ts.c.logical.ncalls[kArenaAlloc];
+  ++ts.c.sizes[SizeBucket(size)];
+  int reason = pool::kMissDisabled;
+  void* p = g_pooling ? ts.tc.ArenaCarve(a, size, align, &reason) : nullptr;
+  if (p != nullptr) {
+    ++ts.c.logical.nallocs;
+    ts.c.logical.nbytes += size;
+    return p;
+  }
+  ++ts.tc.stats().misses[reason];
+  // The regular path: a real, zeroed block, freed when the arena closes.
+  auto* node = static_cast<pool::RegularBlock*>(InternalAlloc(sizeof(pool::RegularBlock)));
+  if (node == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (align <= 16) {
+    p = g_real.calloc(1, size == 0 ? 1 : size);
+    CountAlloc(ts.c.real, kCalloc, size, p != nullptr);
+  } else {
+    int rc = g_real.posix_memalign(&p, align, size == 0 ? 1 : size);
+    if (rc != 0) p = nullptr;
+    if (p != nullptr) memset(p, 0, size);
+    CountAlloc(ts.c.real, kPosixMemalign, size, p != nullptr);
+  }
+  if (p == nullptr) {
+    InternalFree(node, sizeof *node);
+    errno = ENOMEM;
+    return nullptr;
+  }
+  node->p = p;
+  node->next = a->regular;
+  a->regular = node;
+  ++a->regular_blocks;
+  ++ts.c.logical.nallocs;
+  ts.c.logical.nbytes += size;
+  return p;
+}
+
+void ArenaClose(void* arena) {
+  ThreadState& ts = t_state;
+  auto* a = static_cast<pool::Arena*>(arena);
+  if (Enter(ts) != Mode::kCounted) return;
+  Scope scope(ts);
+  ++ts.c.logical.ncalls[kArenaClose];
+  if (a == nullptr) return;
+  ts.c.logical.nfrees += a->pooled_blocks + a->regular_blocks;
+  for (pool::RegularBlock* b = a->regular; b != nullptr;) {
+    pool::RegularBlock* next = b->next;
+    CountFree(ts.c.real, kFree, true);
+    g_real.free(b->p);
+    InternalFree(b, sizeof *b);
+    b = next;
+  }
+  ts.tc.ArenaClosePool(a);
+  InternalFree(a, sizeof *a);
+}
+
+void TagPush() {
+  ThreadState& ts = t_state;
+  if (Enter(ts) != Mode::kCounted) return;
+  ++ts.tag_depth;
+  ts.pool_limit = LimitFor(ts);
+}
+
+void TagPop() {
+  ThreadState& ts = t_state;
+  if (Enter(ts) != Mode::kCounted) return;
+  if (ts.tag_depth > 0) --ts.tag_depth;
+  ts.pool_limit = LimitFor(ts);
+}
+
+int Active() {
+  ThreadState& ts = t_state;
+  Enter(ts);
+  return g_pooling ? 1 : 0;
+}
+
+// ---- process life cycle and snapshots -----------------------------------------------------------------
+
+void OnLoad() {
+  ThreadState& ts = t_state;
+  Enter(ts);
+  if (ts.phase == kActive) {
+    ts.pool_limit = LimitFor(ts);
+    StartSnapshots(g_options);
+  }
+}
+
+void OnUnload() {
+  ThreadState& ts = t_state;
+  if (g_init.load(std::memory_order_acquire) != 2) return;
+  Guard guard(ts);
+  if (g_options.drain_at_exit && ts.phase == kActive) ts.tc.Drain();
+  WriteReportAtExit(g_options);
+}
+
+const Options& CurrentOptions() { return g_options; }
+const ProcessInfo& CurrentProcess() { return g_process; }
+
+void TakeSnapshot(Snapshot* s) {
+  ThreadState& self = t_state;
+  SpinLockHolder lock(&g_registry_lock);
+  s->totals = g_ended;
+  s->pool = g_ended_pool;
+  s->records = g_records;
+  s->records_omitted = g_records_omitted;
+  s->live_threads = 0;
+  s->pools_cached = 0;
+  for (ThreadState* ts = g_threads; ts != nullptr; ts = ts->next) {
+    AddCounters(&s->totals, ts->c);
+    pool::AddStats(&s->pool, ts->tc.stats());
+    s->pools_cached += static_cast<uint64_t>(ts->tc.cached());
+    if (s->live_threads < Snapshot::kMaxLive) {
+      LiveThread& lt = s->live[s->live_threads++];
+      lt.tid = ts->tid;
+      lt.self = ts == &self;
+      lt.c = ts->c;
+      lt.pool = ts->tc.stats();
+      lt.cached = ts->tc.cached();
+    }
+  }
+  s->pooling = g_pooling;
+  s->pool_size = g_pool_size;
+  s->pools_per_thread = g_domain != nullptr ? g_domain->config().max_cached : g_options.pools;
+  InternalSnapshot(&s->internal);
+  s->internal.bootstrap_allocs = g_bootstrap_allocs;
+  s->internal.bootstrap_bytes = g_bootstrap_bytes;
+  s->internal.passthrough_allocs = g_passthrough_allocs.load(std::memory_order_relaxed);
+  s->internal.passthrough_frees = g_passthrough_frees.load(std::memory_order_relaxed);
+}
+
+ThreadState& CurrentThread() { return t_state; }
+
+}  // namespace poolscope

@@ -1,0 +1,129 @@
+// File: interpose/shim.h
+//
+// The logic behind every interposed entry point. libc_override.cc only forwards to these functions.
+//
+// Each entry point has one inlined fast path and leaves through named NOINLINE slow paths. The pooled
+// fast path of malloc assumes: the thread is initialised and not inside poolscope's own code
+// (pool_limit is 0 otherwise, so an uninitialised thread, a thread inside poolscope, and a process with
+// pooling off all fall through to the slow path without testing anything else), and 1 <= n <= pool_size.
+// It costs one TLS-relative compare, the pool carve (a compare and three stores) and four counter
+// increments: no lock, no atomic read-modify-write, no call.
+//
+// Thread-safety: every function may be called from any thread, re-entrantly from poolscope's own libc
+// calls (those pass straight through, uncounted as logical or real), from signal handlers no more safely
+// than malloc itself.
+#ifndef POOLSCOPE_INTERPOSE_SHIM_H_
+#define POOLSCOPE_INTERPOSE_SHIM_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+
+#include "interpose/counters.h"
+#include "interpose/options.h"
+#include "pool/pool.h"
+
+namespace poolscope {
+
+enum ThreadPhase : int { kFresh = 0, kActive = 1, kDead = 2 };
+
+struct ThreadState {
+  size_t pool_limit;  // requests of 1..pool_limit bytes try the pooled fast path; 0 turns it off
+  int guard;          // > 0 while poolscope itself runs on this thread
+  int phase;          // ThreadPhase
+  int tag_depth;      // poolscope_tag_push nesting
+  int tid;
+  ThreadCounters c;
+  pool::ThreadCache tc;
+  ThreadState* next;  // the registry of live threads
+  ThreadState* prev;
+};
+
+extern thread_local ThreadState t_state __attribute__((tls_model("initial-exec")));
+extern pool::PoolMap g_pool_map;
+
+// Slow paths.
+void* AllocSlow(Api api, size_t n, void* ra);
+void FreeSlow(Api api, void* p, pool::PoolHeader* h);
+void* NewSlow(Api api, size_t n);
+
+inline void CountPooled(ThreadState& ts, Api api, size_t n) {
+  ++ts.c.logical.ncalls[api];
+  ++ts.c.logical.nallocs;
+  ts.c.logical.nbytes += n;
+  ++ts.c.sizes[SizeBucket(n)];
+}
+
+// malloc, and plain operator new (api kNew/kNewArray): the hot path.
+inline void* Malloc(Api api, size_t n, void* ra) {
+  ThreadState& ts = t_state;
+  if (POOLSCOPE_LIKELY(n - 1 < ts.pool_limit)) {
+    void* p = ts.tc.Carve(n);
+    if (POOLSCOPE_LIKELY(p != nullptr)) {
+      CountPooled(ts, api, n);
+      return p;
+    }
+  }
+  return AllocSlow(api, n, ra);
+}
+
+inline void* New(Api api, size_t n) {
+  ThreadState& ts = t_state;
+  if (POOLSCOPE_LIKELY(n - 1 < ts.pool_limit)) {
+    void* p = ts.tc.Carve(n);
+    if (POOLSCOPE_LIKELY(p != nullptr)) {
+      CountPooled(ts, api, n);
+      return p;
+    }
+  }
+  return NewSlow(api, n);
+}
+
+// free and plain operator delete: a pooled block of this thread's current pool is freed inline.
+inline void Free(Api api, void* p) {
+  pool::PoolHeader* h = g_pool_map.Find(p);
+  ThreadState& ts = t_state;
+  if (POOLSCOPE_LIKELY(h != nullptr && h->owner == &ts.tc)) {
+    size_t off = static_cast<size_t>(static_cast<char*>(p) - h->base);
+    std::atomic<uint64_t>& word = h->marks[off >> 8];
+    unsigned shift = static_cast<unsigned>(off >> 2) & 62;
+    uint64_t v = word.load(std::memory_order_relaxed);
+    if (POOLSCOPE_LIKELY((off & 7) == 0 && ((v >> shift) & 3) == 3 && h->live > 1)) {
+      word.store(v & ~(uint64_t{1} << shift), std::memory_order_relaxed);
+      --h->live;
+      ++ts.tc.stats().pooled_frees;
+      ++ts.c.logical.ncalls[api];
+      ++ts.c.logical.nfrees;
+      return;
+    }
+  }
+  FreeSlow(api, p, h);
+}
+
+// The other entry points; see shim.cc.
+void* Calloc(size_t n, size_t m, void* ra);
+void* Realloc(Api api, void* p, size_t n, size_t m, void* ra);
+int PosixMemalign(void** out, size_t align, size_t n, void* ra);
+void* AlignedEntry(Api api, size_t align, size_t n, void* ra);
+size_t UsableSize(void* p);
+void* NewForm(Api api, size_t n, size_t align, bool nothrow);
+void DeleteForm(Api api, void* p, size_t size, size_t align, bool nothrow);
+
+// The C API.
+struct ArenaImpl;
+void* ArenaOpen();
+void* ArenaAlloc(void* arena, size_t size, size_t align);
+void ArenaClose(void* arena);
+void TagPush();
+void TagPop();
+int Active();
+
+ThreadState& CurrentThread();
+
+// Process start and end (library constructor and destructor).
+void OnLoad();
+void OnUnload();
+
+}  // namespace poolscope
+
+#endif  // POOLSCOPE_INTERPOSE_SHIM_H_

@@ -1,0 +1,74 @@
+// File: interpose/snapshot.h
+//
+// What the report is made of: process facts gathered at start-up, per-thread records of ended threads,
+// and a snapshot of every counter taken under the registry lock. Also the report writer's entry points.
+// Nothing here runs on the allocation path.
+#ifndef POOLSCOPE_INTERPOSE_SNAPSHOT_H_
+#define POOLSCOPE_INTERPOSE_SNAPSHOT_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+
+#include "interpose/counters.h"
+#include "interpose/options.h"
+#include "pool/pool.h"
+
+namespace poolscope {
+
+struct ProcessInfo {
+  pid_t pid;
+  pid_t ppid;
+  pid_t forked_from;  // 0 unless a child of fork() that has not exec'd
+  pid_t root_pid;     // POOLSCOPE_ROOT_PID, 0 when unset
+  uint64_t start_ns;
+  char exe[1024];
+  char cwd[1024];
+  char* argv;  // NUL-separated, from /proc/self/cmdline (internal memory)
+  size_t argv_bytes;
+};
+
+struct ThreadRecord {
+  int tid;
+  bool ended;
+  ThreadCounters c;
+  pool::PoolStats pool;
+  ThreadRecord* next;
+};
+
+struct LiveThread {
+  int tid;
+  bool self;
+  int cached;
+  ThreadCounters c;
+  pool::PoolStats pool;
+};
+
+struct Snapshot {
+  static constexpr int kMaxLive = 64;
+  ThreadCounters totals;
+  pool::PoolStats pool;
+  InternalCounters internal;
+  uint64_t pools_cached;
+  bool pooling;
+  size_t pool_size;
+  int pools_per_thread;
+  const ThreadRecord* records;
+  uint64_t records_omitted;
+  int live_threads;
+  LiveThread live[kMaxLive];
+};
+
+uint64_t NowNs();
+void InitProcessInfo(ProcessInfo* p, const Options& o);
+void TakeSnapshot(Snapshot* s);
+const Options& CurrentOptions();
+const ProcessInfo& CurrentProcess();
+// Remembers a bad free of a pooled block for the report's `errors` (the count is in the pool stats).
+void RecordBadFree(const void* p, bool is_double);
+void StartSnapshots(const Options& o);
+void WriteReportAtExit(const Options& o);
+
+}  // namespace poolscope
+
+#endif  // POOLSCOPE_INTERPOSE_SNAPSHOT_H_

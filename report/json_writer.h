@@ -1,0 +1,70 @@
+// File: report/json_writer.h
+//
+// A streaming JSON writer that never allocates: it appends to a JsonSink, which the preload library backs
+// with mmap'd memory (so a report can be written from a process's exit path without touching malloc)
+// and tests back with a std::string. Output is indented two spaces per level, one member per line.
+//
+// Thread-safety: a writer is used by one thread at a time.
+#ifndef POOLSCOPE_REPORT_JSON_WRITER_H_
+#define POOLSCOPE_REPORT_JSON_WRITER_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace poolscope {
+namespace report {
+
+class JsonSink {
+ public:
+  virtual ~JsonSink() = default;
+  virtual void Append(const char* s, size_t n) = 0;
+};
+
+class JsonWriter {
+ public:
+  explicit JsonWriter(JsonSink* sink) : sink_(sink) {}
+
+  void BeginObject() { Open('{'); }
+  void EndObject() { Close('}'); }
+  void BeginArray() { Open('['); }
+  void EndArray() { Close(']'); }
+  // The key of the next value inside an object.
+  void Key(const char* k);
+
+  void String(const char* s);
+  void String(const char* s, size_t n);
+  void Int(int64_t v);
+  void UInt(uint64_t v);
+  void Double(double v);  // finite values; NaN and infinities become null
+  void Bool(bool v);
+  void Null();
+
+  // Key + value in one call.
+  void Field(const char* k, uint64_t v) { Key(k), UInt(v); }
+  void FieldInt(const char* k, int64_t v) { Key(k), Int(v); }
+  void FieldStr(const char* k, const char* v) { Key(k), String(v); }
+  void FieldBool(const char* k, bool v) { Key(k), Bool(v); }
+
+  // True when every object and array opened was closed.
+  bool complete() const { return depth_ == 0 && wrote_any_; }
+
+ private:
+  static constexpr int kMaxDepth = 32;
+  void Open(char c);
+  void Close(char c);
+  void BeforeValue();
+  void Newline();
+  void Quoted(const char* s, size_t n);
+  void Raw(const char* s, size_t n) { sink_->Append(s, n); }
+
+  JsonSink* sink_;
+  int depth_ = 0;
+  bool first_[kMaxDepth + 1] = {true};
+  bool after_key_ = false;
+  bool wrote_any_ = false;
+};
+
+}  // namespace report
+}  // namespace poolscope
+
+#endif  // POOLSCOPE_REPORT_JSON_WRITER_H_
