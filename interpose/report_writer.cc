@@ -307,7 +307,7 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   int64_t unpooled_live = logical_live - pooled_live;
   int64_t cached = static_cast<int64_t>(s.pools_cached);
   int64_t used = static_cast<int64_t>(in_use);
-  bool balanced = real_live == unpooled_live + cached + used;
+  bool balanced = ReconciliationGap(s) == 0;
   w.Key("reconciliation");
   w.BeginObject();
   w.FieldInt("real_live_blocks", real_live);
@@ -315,6 +315,7 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   w.FieldInt("pooled_live_blocks", pooled_live);
   w.FieldInt("pools_cached", cached);
   w.FieldInt("pools_in_use", used);
+  w.FieldInt("interrupted_by_fork", s.fork_carryover);
   w.FieldBool("balanced", balanced);
   w.Key("detector_view");
   w.BeginObject();
@@ -446,6 +447,15 @@ void* SnapshotLoop(void* arg) {
 }
 
 }  // namespace
+
+int64_t ReconciliationGap(const Snapshot& s) {
+  const ThreadCounters& t = s.totals;
+  int64_t real_live = static_cast<int64_t>(t.real.nallocs - t.real.nfrees);
+  int64_t logical_live = static_cast<int64_t>(t.logical.nallocs - t.logical.nfrees);
+  int64_t pooled_live = static_cast<int64_t>(s.pool.hits - s.pool.pooled_frees);
+  int64_t pools = static_cast<int64_t>(s.pool.pools_created - s.pool.pools_released);
+  return real_live - (logical_live - pooled_live) - pools - s.fork_carryover;
+}
 
 uint64_t NowNs() {
   struct timespec ts;

@@ -74,6 +74,7 @@ uint64_t g_bootstrap_allocs = 0, g_bootstrap_bytes = 0;
 std::atomic<uint64_t> g_passthrough_allocs{0}, g_passthrough_frees{0};
 
 ProcessInfo g_process;
+int64_t g_fork_carryover = 0;
 
 int GetTid() { return static_cast<int>(syscall(SYS_gettid)); }
 
@@ -195,6 +196,15 @@ void ForkChild() {
       ts->phase = kDead;
     }
     ts = next;
+  }
+  // The other threads were stopped by fork() wherever they stood, some between two counter updates of
+  // one allocation. Whatever that left unbalanced is measured now, while nothing else runs, and
+  // reported as its own term of the reconciliation.
+  Snapshot* snap = static_cast<Snapshot*>(InternalAlloc(sizeof(Snapshot)));
+  if (snap != nullptr) {
+    TakeSnapshot(snap);
+    g_fork_carryover += ReconciliationGap(*snap);
+    InternalFree(snap, sizeof(Snapshot));
   }
 }
 
@@ -846,6 +856,7 @@ void TakeSnapshot(Snapshot* s) {
   s->pooling = g_pooling;
   s->pool_size = g_pool_size;
   s->pools_per_thread = g_domain != nullptr ? g_domain->config().max_cached : g_options.pools;
+  s->fork_carryover = g_fork_carryover;
   InternalSnapshot(&s->internal);
   s->internal.bootstrap_allocs = g_bootstrap_allocs;
   s->internal.bootstrap_bytes = g_bootstrap_bytes;

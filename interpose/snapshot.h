@@ -55,9 +55,15 @@ struct Snapshot {
   int pools_per_thread;
   const ThreadRecord* records;
   uint64_t records_omitted;
+  int64_t fork_carryover;  // see ReconciliationGap
   int live_threads;
   LiveThread live[kMaxLive];
 };
+
+// real_live_blocks - (unpooled_live_blocks + pools_cached + pools_in_use) - fork_carryover: zero when the
+// reconciliation balances. fork_carryover is the gap a fork() child inherited from threads that fork
+// stopped between two counter updates of one call (measured in the child before it runs on).
+int64_t ReconciliationGap(const Snapshot& s);
 
 uint64_t NowNs();
 void InitProcessInfo(ProcessInfo* p, const Options& o);
