@@ -29,7 +29,10 @@ namespace ps = poolscope;
 #define RA __builtin_return_address(0)
 #define EXPORT extern "C" __attribute__((visibility("default")))
 
-EXPORT void* malloc(size_t n) { return ps::Malloc(ps::kMalloc, n, RA); }
+EXPORT void* malloc(size_t n) {
+  if (void* p = ps::TryPooled(ps::kMalloc, n)) return p;
+  return ps::AllocSlow(ps::kMalloc, n, RA);
+}
 EXPORT void free(void* p) { ps::Free(ps::kFree, p); }
 EXPORT void* calloc(size_t n, size_t m) { return ps::Calloc(n, m, RA); }
 EXPORT void* realloc(void* p, size_t n) { return ps::Realloc(ps::kRealloc, p, n, 0, RA); }
@@ -42,8 +45,14 @@ EXPORT void* pvalloc(size_t n) { return ps::AlignedEntry(ps::kPvalloc, 0, n, RA)
 EXPORT size_t malloc_usable_size(void* p) { return ps::UsableSize(p); }
 
 #define NEW_ATTR __attribute__((visibility("default")))
-NEW_ATTR void* operator new(size_t n) { return ps::New(ps::kNew, n); }
-NEW_ATTR void* operator new[](size_t n) { return ps::New(ps::kNewArray, n); }
+NEW_ATTR void* operator new(size_t n) {
+  if (void* p = ps::TryPooled(ps::kNew, n)) return p;
+  return ps::NewSlow(ps::kNew, n);
+}
+NEW_ATTR void* operator new[](size_t n) {
+  if (void* p = ps::TryPooled(ps::kNewArray, n)) return p;
+  return ps::NewSlow(ps::kNewArray, n);
+}
 NEW_ATTR void* operator new(size_t n, const std::nothrow_t&) noexcept {
   try {
     return ps::NewForm(ps::kNew, n, 0, true);

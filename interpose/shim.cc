@@ -20,7 +20,7 @@
 
 namespace poolscope {
 
-thread_local ThreadState t_state __attribute__((tls_model("initial-exec"))) = {};
+__thread ThreadState t_state __attribute__((tls_model("initial-exec"))) = {};
 
 namespace {
 

@@ -39,7 +39,9 @@ struct ThreadState {
   ThreadState* prev;
 };
 
-extern thread_local ThreadState t_state __attribute__((tls_model("initial-exec")));
+// __thread, not thread_local: the state is constant-initialised (all zero), and __thread tells every
+// translation unit so, which keeps the access a single %fs-relative load with no TLS-init wrapper call.
+extern __thread ThreadState t_state __attribute__((tls_model("initial-exec")));
 extern pool::PoolMap g_pool_map;
 
 // Slow paths.
@@ -54,48 +56,28 @@ inline void CountPooled(ThreadState& ts, Api api, size_t n) {
   ++ts.c.sizes[SizeBucket(n)];
 }
 
-// malloc, and plain operator new (api kNew/kNewArray): the hot path.
-inline void* Malloc(Api api, size_t n, void* ra) {
+// malloc, calloc and plain operator new: the hot path. Returns nullptr when the request must take the
+// slow path (the exported function then calls AllocSlow/NewSlow with the caller's address).
+inline void* TryPooled(Api api, size_t n) {
   ThreadState& ts = t_state;
   if (POOLSCOPE_LIKELY(n - 1 < ts.pool_limit)) {
-    void* p = ts.tc.Carve(n);
+    void* p = ts.tc.TryCarve(n);
     if (POOLSCOPE_LIKELY(p != nullptr)) {
       CountPooled(ts, api, n);
       return p;
     }
   }
-  return AllocSlow(api, n, ra);
+  return nullptr;
 }
 
-inline void* New(Api api, size_t n) {
-  ThreadState& ts = t_state;
-  if (POOLSCOPE_LIKELY(n - 1 < ts.pool_limit)) {
-    void* p = ts.tc.Carve(n);
-    if (POOLSCOPE_LIKELY(p != nullptr)) {
-      CountPooled(ts, api, n);
-      return p;
-    }
-  }
-  return NewSlow(api, n);
-}
-
-// free and plain operator delete: a pooled block of this thread's current pool is freed inline.
+// free and plain operator delete: a live block of this thread's current pool is freed inline.
 inline void Free(Api api, void* p) {
   pool::PoolHeader* h = g_pool_map.Find(p);
   ThreadState& ts = t_state;
-  if (POOLSCOPE_LIKELY(h != nullptr && h->owner == &ts.tc)) {
-    size_t off = static_cast<size_t>(static_cast<char*>(p) - h->base);
-    std::atomic<uint64_t>& word = h->marks[off >> 8];
-    unsigned shift = static_cast<unsigned>(off >> 2) & 62;
-    uint64_t v = word.load(std::memory_order_relaxed);
-    if (POOLSCOPE_LIKELY((off & 7) == 0 && ((v >> shift) & 3) == 3 && h->live > 1)) {
-      word.store(v & ~(uint64_t{1} << shift), std::memory_order_relaxed);
-      --h->live;
-      ++ts.tc.stats().pooled_frees;
-      ++ts.c.logical.ncalls[api];
-      ++ts.c.logical.nfrees;
-      return;
-    }
+  if (POOLSCOPE_LIKELY(h != nullptr && ts.tc.FreeOwn(h, p))) {
+    ++ts.c.logical.ncalls[api];
+    ++ts.c.logical.nfrees;
+    return;
   }
   FreeSlow(api, p, h);
 }

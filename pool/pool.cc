@@ -310,7 +310,7 @@ void* ThreadCache::CarveSlow(size_t n) {
     end_ = cur_ + domain_->config_.pool_size;
   }
   // n <= pool_size, so a fresh or reset pool always fits.
-  return Carve(n);
+  return TryCarve(n);
 }
 
 void* ThreadCache::ArenaCarve(Arena* arena, size_t size, size_t align, int* reason) {

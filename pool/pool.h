@@ -184,10 +184,13 @@ struct Arena {
 // One per thread: the implicit arena's current pool, the cache of free pools, and the counters.
 class ThreadCache {
  public:
-  explicit ThreadCache(Domain* domain) : domain_(domain) {}
+  explicit ThreadCache(Domain* domain) : domain_(domain), align8_(domain->config().align8) {}
   // For thread_local storage: constant-initialised, attached to its domain by Init() on first use.
   constexpr ThreadCache() {}
-  void Init(Domain* domain) { domain_ = domain; }
+  void Init(Domain* domain) {
+    domain_ = domain;
+    align8_ = domain->config().align8;
+  }
   ThreadCache(const ThreadCache&) = delete;
   ThreadCache& operator=(const ThreadCache&) = delete;
 
@@ -198,12 +201,12 @@ class ThreadCache {
   bool dead() const { return dead_; }
   PoolHeader* current() const { return pool_; }
 
-  // Carves a malloc-family block of `n` bytes (1 <= n <= pool_size) from the implicit arena.
-  // Fast path: two compares and a few stores when the current pool has room; no atomic RMW.
-  // Returns nullptr only when no pool can be had (out of memory).
-  inline void* Carve(size_t n) {
+  // Carves a malloc-family block of `n` bytes (1 <= n <= pool_size) from the implicit arena's current
+  // pool, or returns nullptr when it has no room (or there is none yet). No call, no atomic RMW: a
+  // compare, the mark (a load and a store), and three increments.
+  inline void* TryCarve(size_t n) {
     uintptr_t size, p;
-    if (POOLSCOPE_LIKELY(!domain_->config_.align8)) {
+    if (POOLSCOPE_LIKELY(!align8_)) {
       size = (n + 15) & ~uintptr_t{15};
       p = cur_;
     } else {
@@ -211,29 +214,58 @@ class ThreadCache {
       uintptr_t a = n >= 16 ? 16 : 8;
       p = (cur_ + a - 1) & ~(a - 1);
     }
-    // An empty thread starts with cur_ == end_ == 0, so its first request lands in CarveSlow.
-    if (POOLSCOPE_UNLIKELY(p + size > end_)) return CarveSlow(n);
+    // An empty thread starts with cur_ == end_ == 0, so its first request finds no room.
+    if (POOLSCOPE_UNLIKELY(p + size > end_)) return nullptr;
     cur_ = p + size;
-    Mark(pool_, reinterpret_cast<char*>(p));
-    ++pool_->live;
+    PoolHeader* h = pool_;
+    Mark(h, reinterpret_cast<char*>(p));
+    ++h->live;
     ++stats_.hits;
     return reinterpret_cast<void*>(p);
   }
 
-  // Frees `p`, a block of `h` (from Domain::Find). The owner's own current pool takes the fast path.
-  inline Domain::FreeResult Free(PoolHeader* h, void* p) {
-    if (POOLSCOPE_LIKELY(h->owner == this)) {
-      size_t off = static_cast<size_t>(static_cast<char*>(p) - h->base);
-      std::atomic<uint64_t>& word = h->marks[off >> 8];
-      unsigned shift = static_cast<unsigned>(off >> 2) & 62;
-      uint64_t v = word.load(std::memory_order_relaxed);
-      if (POOLSCOPE_LIKELY((off & 7) == 0 && ((v >> shift) & 3) == 3)) {
-        word.store(v & ~(uint64_t{1} << shift), std::memory_order_relaxed);
-        ++stats_.pooled_frees;
-        if (POOLSCOPE_UNLIKELY(--h->live == 0)) ResetInPlace();
-        return Domain::FreeResult::kFreed;
+  // TryCarve, else a fresh pool (the current one reset in place, or retired). nullptr only when no pool
+  // can be had (out of memory).
+  inline void* Carve(size_t n) {
+    if (void* p = TryCarve(n)) return p;
+    return CarveSlow(n);
+  }
+
+  // Frees `p` if it is a live block of this thread's current pool `h`: the owner's fast path, no atomic
+  // read-modify-write. When the pool empties and little of it was used, it is zeroed and reset in place
+  // right here (the malloc+free loop's every pair). Returns false for anything else.
+  inline bool FreeOwn(PoolHeader* h, void* p) {
+    if (POOLSCOPE_UNLIKELY(h->owner != this)) return false;
+    size_t off = static_cast<size_t>(static_cast<char*>(p) - h->base);
+    std::atomic<uint64_t>& word = h->marks[off >> 8];
+    unsigned shift = static_cast<unsigned>(off >> 2) & 62;
+    uint64_t v = word.load(std::memory_order_relaxed);
+    if (POOLSCOPE_UNLIKELY((off & 7) != 0 || ((v >> shift) & 3) != 3)) return false;
+    word.store(v & ~(uint64_t{1} << shift), std::memory_order_relaxed);
+    ++stats_.pooled_frees;
+    if (POOLSCOPE_UNLIKELY(--h->live == 0)) {
+      // No live block and no remote free pending (those count as live): zero what was carved.
+      uintptr_t base = reinterpret_cast<uintptr_t>(h->base);
+      size_t used = cur_ - base;
+      if (POOLSCOPE_LIKELY(used <= 256)) {  // one mark word covers the first 256 bytes
+        for (size_t i = 0; i < used; i += 16) {
+          uint64_t* q = reinterpret_cast<uint64_t*>(base + i);
+          q[0] = 0;
+          q[1] = 0;
+        }
+        h->marks[0].store(0, std::memory_order_relaxed);
+        cur_ = base;
+        ++stats_.resets_in_place;
+      } else {
+        ResetInPlace();
       }
     }
+    return true;
+  }
+
+  // Frees `p`, a block of `h` (from Domain::Find), from any thread.
+  inline Domain::FreeResult Free(PoolHeader* h, void* p) {
+    if (POOLSCOPE_LIKELY(FreeOwn(h, p))) return Domain::FreeResult::kFreed;
     return domain_->FreeSlow(this, h, p);
   }
 
@@ -276,6 +308,7 @@ class ThreadCache {
   PoolHeader* TakePool();
 
   Domain* domain_ = nullptr;
+  bool align8_ = false;  // a copy of the domain's, to keep the carve free of a dependent load
   uintptr_t cur_ = 0;  // next free byte of the current pool
   uintptr_t end_ = 0;  // base + pool_size of the current pool
   PoolHeader* pool_ = nullptr;
