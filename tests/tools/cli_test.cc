@@ -1,0 +1,176 @@
+// File: tests/tools/cli_test.cc
+//
+// The command line in process (tools::Main with string streams): help on every level, every
+// subcommand over the recorded reports, and every error path: exactly one line on stderr of the
+// form "poolscope: SUBJECT: problem", nothing on stdout, exit status 2. `run` and `compare` with
+// a real child are in run_test.sh.
+#include "tools/commands.h"
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace poolscope::tools {
+namespace {
+
+struct Outcome {
+  int status;
+  std::string out;
+  std::string err;
+};
+
+Outcome Call(std::vector<std::string> args) {
+  args.insert(args.begin(), "poolscope");
+  std::ostringstream out, err;
+  int status = Main(args, out, err);
+  return {status, out.str(), err.str()};
+}
+
+const std::string kOn = "tests/testdata/report_on.json";
+const std::string kOff = "tests/testdata/report_off.json";
+
+// One error line, exactly, with this text.
+void ExpectUsageError(const std::vector<std::string>& args, const std::string& line) {
+  Outcome outcome = Call(args);
+  std::string joined;
+  for (const std::string& arg : args) joined += arg + " ";
+  EXPECT_EQ(outcome.status, 2) << joined;
+  EXPECT_EQ(outcome.out, "") << joined;
+  EXPECT_EQ(outcome.err, line + "\n") << joined;
+}
+
+TEST(HelpTest, EveryLevelPrintsUsageOnStdout) {
+  for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
+           {"--help"}, {"-h"}, {"help"}, {"run", "--help"}, {"run", "-h"}, {"compare", "--help"},
+           {"compare", "-h"}, {"diff", "--help"}, {"diff", "-h"}, {"report", "--help"},
+           {"report", "-h"}, {"suppressions", "--help"}, {"suppressions", "-h"},
+           {"help", "report"}, {"report", kOn, "--help"}}) {
+    Outcome outcome = Call(args);
+    EXPECT_EQ(outcome.status, 0) << args[0];
+    EXPECT_EQ(outcome.out.rfind("usage: poolscope", 0), 0u) << args[0] << outcome.out;
+    EXPECT_EQ(outcome.err, "");
+  }
+  EXPECT_NE(Call({"run", "--help"}).out.find("exit status: CMD's exit status"), std::string::npos);
+  EXPECT_NE(Call({"compare", "--help"}).out.find("--fail-on-leak"), std::string::npos);
+  EXPECT_EQ(Call({"--version"}).status, 0);
+}
+
+TEST(TopLevelTest, NoCommandAndUnknownCommand) {
+  Outcome none = Call({});
+  EXPECT_EQ(none.status, 2);
+  EXPECT_EQ(none.err.rfind("usage: poolscope", 0), 0u);
+  ExpectUsageError({"frobnicate"},
+                   "poolscope: frobnicate: unknown command (run, compare, diff, report, "
+                   "suppressions; see poolscope --help)");
+  ExpectUsageError({"--bogus=1"}, "poolscope: --bogus: unknown flag (see poolscope --help)");
+}
+
+TEST(ReportCommandTest, Formats) {
+  Outcome text = Call({"report", kOn});
+  EXPECT_EQ(text.status, 0);
+  EXPECT_EQ(text.out.rfind("poolscope report " + kOn + "\n", 0), 0u);
+  EXPECT_EQ(Call({"report", "--format=text", kOn}).out, text.out);
+  EXPECT_EQ(Call({"report", kOn, "--format", "folded"}).out.substr(0, 23),
+            "__libc_start_call_main;");
+  EXPECT_EQ(Call({"report", "-f", "html", kOn}).out.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_EQ(Call({"report", "--format=json", kOn}).out.rfind("{\n  \"errors\"", 0), 0u);
+}
+
+TEST(ReportCommandTest, Errors) {
+  ExpectUsageError({"report"}, "poolscope: report: missing operand R.json");
+  ExpectUsageError({"report", "--format=pdf", kOn},
+                   "poolscope: --format: expected text, html, folded or json, got 'pdf'");
+  ExpectUsageError({"report", "--format"}, "poolscope: --format: needs a value");
+  ExpectUsageError({"report", "--colour", kOn},
+                   "poolscope: --colour: unknown flag (see poolscope report --help)");
+  ExpectUsageError({"report", kOn, kOff},
+                   "poolscope: " + kOff + ": unexpected operand (one report at a time)");
+  ExpectUsageError({"report", "tests/testdata/nope.json"},
+                   "poolscope: tests/testdata/nope.json: no such file");
+  ExpectUsageError({"report", "tests/testdata/truncated.json"},
+                   "poolscope: tests/testdata/truncated.json: truncated JSON (the document ends "
+                   "early, at byte 1500)");
+  ExpectUsageError({"report", "tests/testdata/other_schema.json"},
+                   "poolscope: tests/testdata/other_schema.json: unsupported schema "
+                   "\"poolscope.report/2\" (this poolscope reads \"poolscope.report/1\")");
+  for (const char* bad : {"not_json.json", "empty.json", "wrong_type.json"}) {
+    Outcome outcome = Call({"report", std::string("tests/testdata/") + bad});
+    EXPECT_EQ(outcome.status, 2) << bad;
+    EXPECT_EQ(outcome.out, "");
+    EXPECT_EQ(outcome.err.rfind(std::string("poolscope: tests/testdata/") + bad + ": ", 0), 0u);
+    EXPECT_EQ(outcome.err.find('\n'), outcome.err.size() - 1) << outcome.err;
+  }
+}
+
+TEST(DiffCommandTest, TableAndFailOnLeak) {
+  Outcome diff = Call({"diff", kOff, kOn});
+  EXPECT_EQ(diff.status, 0);
+  EXPECT_EQ(diff.err, "");
+  EXPECT_NE(diff.out.find("real allocations                         1,606             208  "
+                          "-1,398 (-87.0%)"),
+            std::string::npos)
+      << diff.out;
+  Outcome fail = Call({"diff", "--fail-on-leak", kOff, kOn});
+  EXPECT_EQ(fail.status, 1);
+  EXPECT_EQ(fail.out, diff.out);
+  EXPECT_EQ(fail.err,
+            "poolscope: --fail-on-leak: the program leaks (6 blocks before, 2 after)\n");
+}
+
+TEST(DiffCommandTest, Errors) {
+  ExpectUsageError({"diff"}, "poolscope: diff: missing operands A.json B.json");
+  ExpectUsageError({"diff", kOff}, "poolscope: diff: missing operand B.json");
+  ExpectUsageError({"diff", kOff, kOn, kOn},
+                   "poolscope: " + kOn + ": unexpected operand (diff takes two reports)");
+  ExpectUsageError({"diff", "--fail-on-leak=yes", kOff, kOn},
+                   "poolscope: --fail-on-leak: takes no value");
+  ExpectUsageError({"diff", kOff, "tests/testdata/not_json.json"},
+                   "poolscope: tests/testdata/not_json.json: not JSON (syntax error at byte 2)");
+}
+
+TEST(SuppressionsCommandTest, FormatsAndErrors) {
+  Outcome lsan = Call({"suppressions", kOn, "--format=lsan"});
+  EXPECT_EQ(lsan.status, 0);
+  EXPECT_NE(lsan.out.find("\nleak:libpoolscope.so\n"), std::string::npos);
+  Outcome valgrind = Call({"suppressions", "--format=valgrind", kOn});
+  EXPECT_NE(valgrind.out.find("   Memcheck:Leak\n"), std::string::npos);
+  EXPECT_NE(valgrind.out.find("   obj:*/libpoolscope.so\n"), std::string::npos);
+  EXPECT_EQ(Call({"suppressions", "--format=heaptrack", kOn}).status, 0);
+  ExpectUsageError({"suppressions", kOn}, "poolscope: --format: required: lsan, valgrind or heaptrack");
+  ExpectUsageError({"suppressions", "--format=asan", kOn},
+                   "poolscope: --format: expected lsan, valgrind or heaptrack, got 'asan'");
+  ExpectUsageError({"suppressions", "--format=lsan"},
+                   "poolscope: suppressions: missing operand R.json");
+  ExpectUsageError({"suppressions", "--format=lsan", "tests/testdata/empty.json"},
+                   "poolscope: tests/testdata/empty.json: empty file (the program wrote no "
+                   "report, or it is still being written)");
+}
+
+TEST(RunCommandTest, UsageErrorsBeforeAnythingRuns) {
+  ExpectUsageError({"run"}, "poolscope: run: missing CMD (usage: poolscope run [FLAGS] -- CMD "
+                            "[ARGS...])");
+  ExpectUsageError({"run", "--pool=maybe", "--", "true"},
+                   "poolscope: --pool: expected on or off, got 'maybe'");
+  ExpectUsageError({"run", "--options=pool_size", "--", "true"},
+                   "poolscope: --options: 'pool_size' is not key=value");
+  ExpectUsageError({"run", "--options=pool=0", "--", "true"},
+                   "poolscope: --options: pool= is set by this command");
+  ExpectUsageError({"run", "--lib=/nonexistent/libpoolscope.so", "--", "true"},
+                   "poolscope: --lib: /nonexistent/libpoolscope.so: no such file");
+  ExpectUsageError({"run", "--frob", "--", "true"},
+                   "poolscope: --frob: unknown flag (see poolscope run --help)");
+  ExpectUsageError({"run", "-o"}, "poolscope: -o: needs a value");
+}
+
+TEST(CompareCommandTest, UsageErrorsBeforeAnythingRuns) {
+  ExpectUsageError({"compare", "--options=report=/tmp/x"},
+                   "poolscope: --options: report= is set by this command");
+  ExpectUsageError({"compare", "--lib=/nonexistent/libpoolscope.so"},
+                   "poolscope: --lib: /nonexistent/libpoolscope.so: no such file");
+  ExpectUsageError({"compare", "--fail-on-leak=1"}, "poolscope: --fail-on-leak: takes no value");
+}
+
+}  // namespace
+}  // namespace poolscope::tools

@@ -1,0 +1,48 @@
+// File: tools/child_runner.h
+//
+// Running the profiled program: fork, then execvp (never through a shell) with the environment
+// the preload library reads (LD_PRELOAD, POOLSCOPE_OPTIONS, POOLSCOPE_ROOT_PID), then wait4 for its
+// status, wall time and peak RSS. While the child runs, SIGINT and SIGQUIT are ignored in
+// poolscope (as system(3) does) so that ^C reaches the program and poolscope still reports.
+//
+// Thread-safety: forks; call from a single-threaded process.
+#ifndef POOLSCOPE_TOOLS_CHILD_RUNNER_H_
+#define POOLSCOPE_TOOLS_CHILD_RUNNER_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace poolscope::tools {
+
+struct ChildSpec {
+  std::vector<std::string> argv;        // argv[0] is looked up in PATH, like execvp.
+  std::string preload;                  // absolute path of libpoolscope.so
+  std::string options;                  // the full POOLSCOPE_OPTIONS value
+  std::string progress_label;           // non-empty: show "LABEL: 1.2 s" on stderr while it runs
+};
+
+struct ChildResult {
+  bool started = false;      // false: fork or exec failed; see `problem`.
+  std::string problem;       // "No such file or directory" and the like.
+  int exec_errno = 0;        // errno of the failed exec, 0 otherwise
+  int exit_status = 0;       // the child's exit status, or 128 + signal
+  int signal = 0;            // the signal that ended the child, 0 when it exited
+  int pid = 0;
+  double wall_seconds = 0;
+  int64_t peak_rss_kib = 0;  // ru_maxrss of the child
+};
+
+// The environment of the child: the current one with LD_PRELOAD=`preload` put first (existing
+// entries kept after it), POOLSCOPE_OPTIONS=`options`, and POOLSCOPE_ROOT_PID left to fill in.
+// Exposed for tests.
+std::vector<std::string> ChildEnvironment(char** current, const std::string& preload,
+                                          const std::string& options);
+
+// Runs the child to its end.
+ChildResult RunChild(const ChildSpec& spec);
+
+}  // namespace poolscope::tools
+
+#endif  // POOLSCOPE_TOOLS_CHILD_RUNNER_H_

@@ -1,0 +1,142 @@
+// File: tools/ledger_table.cc
+//
+// See ledger_table.h. The row list is the contract of SPEC.md's `compare`: logical allocations,
+// real allocations and frees, real blocks live at exit, the detector view and its split, pool
+// figures, wall time and peak RSS.
+#include "tools/ledger_table.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "fmt/format.h"
+#include "tools/format_util.h"
+#include "tools/report_model.h"
+
+namespace poolscope::tools {
+namespace {
+
+using nlohmann::json;
+
+struct Row {
+  std::string label;
+  std::string before;
+  std::string after;
+  std::string change;
+};
+
+Row CountRow(const std::string& label, const json& before, const json& after,
+             std::string_view path) {
+  std::optional<int64_t> a = Count(before, path);
+  std::optional<int64_t> b = Count(after, path);
+  return {label, Thousands(a), Thousands(b), Change(a, b)};
+}
+
+std::optional<double> WallOf(const json& report, const RunFacts& facts) {
+  return facts.wall_seconds ? facts.wall_seconds : WallSeconds(report);
+}
+
+std::optional<int64_t> RssOf(const json& report, const RunFacts& facts) {
+  if (facts.peak_rss_kib) return facts.peak_rss_kib;
+  // Not part of schema 1; read it when a report carries it.
+  return Count(report, "process.max_rss_kib");
+}
+
+std::string Rss(std::optional<int64_t> kib) {
+  return kib ? Bytes(*kib * 1024) : std::string("n/a");
+}
+
+std::string RssChange(std::optional<int64_t> before, std::optional<int64_t> after) {
+  if (!before || !after) return "n/a";
+  int64_t delta = (*after - *before) * 1024;
+  std::string out = (delta > 0 ? "+" : "") + Bytes(delta);
+  if (*before > 0) {
+    out += fmt::format(" ({}{:.1f}%)", delta > 0 ? "+" : "",
+                       100.0 * static_cast<double>(*after - *before) / static_cast<double>(*before));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<int64_t> ProgramLeakBlocks(const json& report) {
+  return Count(report, "reconciliation.detector_view.program_leak_blocks");
+}
+
+std::string Verdict(const json& before, const json& after) {
+  std::optional<std::string> given = String(after, "reconciliation.detector_view.verdict");
+  if (given && !given->empty()) return OneLine(*given);
+  std::optional<int64_t> unfreed = Count(after, "reconciliation.detector_view.unfreed_blocks");
+  std::optional<int64_t> leaks = ProgramLeakBlocks(after);
+  std::optional<int64_t> pools = Count(after, "reconciliation.detector_view.pool_blocks");
+  std::optional<int64_t> leaks_before = ProgramLeakBlocks(before);
+  if (!unfreed || !leaks || !pools) {
+    return "The report carries no detector view, so poolscope cannot say what a leak detector "
+           "would see.";
+  }
+  std::string same =
+      leaks_before ? (*leaks_before == *leaks
+                          ? " (the same as with pooling off)"
+                          : fmt::format(" (against {} with pooling off)", Thousands(leaks_before)))
+                   : std::string();
+  if (*pools == 0) {
+    return fmt::format(
+        "A malloc/free-counting leak detector would see {} unfreed blocks, all of them the "
+        "program's own leaks{}.",
+        Thousands(unfreed), same);
+  }
+  return fmt::format(
+      "A malloc/free-counting leak detector would see {} unfreed blocks: {} are the program's "
+      "own leaks{} and {} are poolscope pools still cached or in use at exit, which are "
+      "expected.",
+      Thousands(unfreed), Thousands(leaks), same, Thousands(pools));
+}
+
+std::string LedgerTable(const json& before, const RunFacts& before_facts, const json& after,
+                        const RunFacts& after_facts, const std::string& before_label,
+                        const std::string& after_label) {
+  std::vector<Row> rows = {
+      CountRow("logical allocations", before, after, "logical.allocs"),
+      CountRow("real allocations", before, after, "real.allocs"),
+      CountRow("real frees", before, after, "real.frees"),
+      CountRow("real blocks live at exit", before, after, "real.live_blocks"),
+      CountRow("detector view: unfreed blocks", before, after,
+               "reconciliation.detector_view.unfreed_blocks"),
+      CountRow("  of which program leaks", before, after,
+               "reconciliation.detector_view.program_leak_blocks"),
+      CountRow("  of which pool blocks", before, after,
+               "reconciliation.detector_view.pool_blocks"),
+      CountRow("pool hits", before, after, "pool.hits"),
+      CountRow("pools created", before, after, "pool.pools_created"),
+      CountRow("pools reused", before, after, "pool.pools_reused"),
+      CountRow("pools cached at exit", before, after, "pool.pools_cached_at_exit"),
+  };
+  std::optional<double> wall_a = WallOf(before, before_facts);
+  std::optional<double> wall_b = WallOf(after, after_facts);
+  rows.push_back({"wall time", Seconds(wall_a), Seconds(wall_b), SecondsChange(wall_a, wall_b)});
+  std::optional<int64_t> rss_a = RssOf(before, before_facts);
+  std::optional<int64_t> rss_b = RssOf(after, after_facts);
+  rows.push_back({"peak RSS", Rss(rss_a), Rss(rss_b), RssChange(rss_a, rss_b)});
+
+  size_t w0 = 0, w1 = before_label.size(), w2 = after_label.size(), w3 = 6;
+  for (const Row& row : rows) {
+    w0 = std::max(w0, row.label.size());
+    w1 = std::max(w1, row.before.size());
+    w2 = std::max(w2, row.after.size());
+    w3 = std::max(w3, row.change.size());
+  }
+  std::string out;
+  out += fmt::format("{:<{}}  {:>{}}  {:>{}}  {}\n", "", w0, before_label, w1, after_label, w2,
+                     "change");
+  out += fmt::format("{}  {}  {}  {}\n", std::string(w0, '-'), std::string(w1, '-'),
+                     std::string(w2, '-'), std::string(w3, '-'));
+  for (const Row& row : rows) {
+    out += fmt::format("{:<{}}  {:>{}}  {:>{}}  {}\n", row.label, w0, row.before, w1, row.after,
+                       w2, row.change);
+  }
+  out += "\n";
+  out += Verdict(before, after);
+  out += "\n";
+  return out;
+}
+
+}  // namespace poolscope::tools

@@ -1,0 +1,83 @@
+// File: tools/suppressions.cc
+//
+// See suppressions.h. Formats, as their tools read them:
+// - LeakSanitizer: one `leak:PATTERN` per line, matched against the function, source file and
+//   module (object) name of every frame of a leak's allocation stack; `#` starts a comment.
+// - heaptrack_print --suppressions: the same `leak:` format.
+// - valgrind memcheck: a `{ name / Memcheck:Leak / match-leak-kinds: ... / frames }` block where a
+//   frame is `fun:GLOB` or `obj:GLOB` and `...` matches zero or more frames.
+#include "tools/suppressions.h"
+
+#include "fmt/format.h"
+#include "tools/format_util.h"
+#include "tools/report_model.h"
+
+namespace poolscope::tools {
+namespace {
+
+using nlohmann::json;
+
+std::string PoolFigures(const json& report) {
+  return fmt::format("{} pools created, {} cached and {} in use at exit",
+                     Thousands(Count(report, "pool.pools_created")),
+                     Thousands(Count(report, "pool.pools_cached_at_exit")),
+                     Thousands(Count(report, "pool.pools_in_use_at_exit")));
+}
+
+}  // namespace
+
+bool ParseSuppressionFormat(const std::string& name, SuppressionFormat* format) {
+  if (name == "lsan") {
+    *format = SuppressionFormat::kLsan;
+  } else if (name == "valgrind") {
+    *format = SuppressionFormat::kValgrind;
+  } else if (name == "heaptrack") {
+    *format = SuppressionFormat::kHeaptrack;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+std::string Suppressions(const json& report, const std::string& path, SuppressionFormat format) {
+  std::string source = OneLine(path);
+  std::string figures = PoolFigures(report);
+  switch (format) {
+    case SuppressionFormat::kLsan:
+    case SuppressionFormat::kHeaptrack: {
+      const char* tool = format == SuppressionFormat::kLsan
+                             ? "LeakSanitizer (LSAN_OPTIONS=suppressions=FILE)"
+                             : "heaptrack_print --suppressions=FILE";
+      return fmt::format(
+          "# poolscope: pool memory is expected at exit, not a leak. For {}.\n"
+          "# From {}: {}.\n"
+          "# Pools are allocated by libpoolscope.so (functions in namespace poolscope::).\n"
+          "leak:libpoolscope.so\n",
+          tool, source, figures);
+    }
+    case SuppressionFormat::kValgrind:
+      return fmt::format(
+          "# poolscope: pool memory is expected at exit, not a leak.\n"
+          "# For valgrind --suppressions=FILE. From {}: {}.\n"
+          "{{\n"
+          "   poolscope-pool-memory\n"
+          "   Memcheck:Leak\n"
+          "   match-leak-kinds: reachable,possible,definite\n"
+          "   ...\n"
+          "   obj:*/libpoolscope.so\n"
+          "   ...\n"
+          "}}\n"
+          "{{\n"
+          "   poolscope-pool-memory-by-function\n"
+          "   Memcheck:Leak\n"
+          "   match-leak-kinds: reachable,possible,definite\n"
+          "   ...\n"
+          "   fun:poolscope::*\n"
+          "   ...\n"
+          "}}\n",
+          source, figures);
+  }
+  return "";
+}
+
+}  // namespace poolscope::tools

@@ -1,0 +1,345 @@
+// File: tools/text_report.cc
+//
+// See text_report.h. Sections, in order: process, totals, the two ledgers side by side (with
+// by_api), the pool, the reconciliation and the detector view with its verdict, the largest leaks
+// with their stacks, errors. Every string taken from the report goes through OneLine() so that it
+// cannot break the layout.
+#include "tools/text_report.h"
+
+#include <algorithm>
+#include <array>
+#include <set>
+#include <vector>
+
+#include "fmt/format.h"
+#include "tools/format_util.h"
+#include "tools/ledger_table.h"
+#include "tools/report_model.h"
+
+namespace poolscope::tools {
+namespace {
+
+using nlohmann::json;
+
+// The by_api keys in the order of the schema; keys the report adds come after them.
+constexpr const char* kApiOrder[] = {
+    "malloc",  "calloc",   "realloc", "reallocarray", "posix_memalign",        "aligned_alloc",
+    "memalign", "valloc",  "pvalloc", "free",         "new",                   "new[]",
+    "delete",  "delete[]", "poolscope_arena_alloc",   "poolscope_arena_close",
+};
+
+std::string Basename(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string Heading(const std::string& title) { return fmt::format("\n{}\n", title); }
+
+}  // namespace
+
+std::vector<std::string> ApiKeys(const json& report) {
+  std::vector<std::string> keys(std::begin(kApiOrder), std::end(kApiOrder));
+  std::set<std::string> known(keys.begin(), keys.end());
+  for (const char* ledger : {"logical.by_api", "real.by_api"}) {
+    const json* by_api = Find(report, ledger);
+    if (by_api == nullptr || !by_api->is_object()) continue;
+    for (auto it = by_api->begin(); it != by_api->end(); ++it) {
+      if (known.insert(it.key()).second) keys.push_back(it.key());
+    }
+  }
+  return keys;
+}
+
+namespace {
+
+std::string ProcessSection(const json& report, const std::string& path) {
+  std::string out = fmt::format("poolscope report {}\n", OneLine(path));
+  std::string argv;
+  if (const json* args = Find(report, "process.argv"); args != nullptr && args->is_array()) {
+    for (const json& arg : *args) {
+      if (!argv.empty()) argv += ' ';
+      argv += arg.is_string() ? OneLine(arg.get<std::string>()) : OneLine(arg.dump());
+    }
+  }
+  out += fmt::format("process  pid {}  ppid {}  {}\n", Thousands(Count(report, "process.pid")),
+                     Thousands(Count(report, "process.ppid")),
+                     OneLine(String(report, "process.exe").value_or("(exe unknown)")));
+  if (!argv.empty()) out += fmt::format("         argv: {}\n", argv);
+  out += fmt::format("         ran {}", Seconds(WallSeconds(report)));
+  if (std::optional<std::string> reason = String(report, "process.reason")) {
+    out += fmt::format(", report written at {}", OneLine(*reason));
+  }
+  if (std::optional<int64_t> parent = Count(report, "process.forked_from")) {
+    out += fmt::format(", child of fork() from pid {}", *parent);
+  }
+  out += "\n";
+  if (const json* options = Find(report, "options"); options != nullptr && options->is_object()) {
+    std::string line;
+    for (auto it = options->begin(); it != options->end(); ++it) {
+      std::string value =
+          it->is_string() ? it->get<std::string>() : it->dump(-1, ' ', false,
+                                                              json::error_handler_t::replace);
+      line += fmt::format("{}{}={}", line.empty() ? "" : ":", it.key(), value);
+    }
+    out += fmt::format("         options {}\n", OneLine(line));
+  }
+  return out;
+}
+
+std::string TotalsSection(const json& report) {
+  std::optional<int64_t> logical = Count(report, "logical.allocs");
+  std::optional<int64_t> real = Count(report, "real.allocs");
+  std::optional<int64_t> hits = Count(report, "pool.hits");
+  std::string out = Heading("TOTALS");
+  out += fmt::format("  {} logical allocations became {} real allocations", Thousands(logical),
+                     Thousands(real));
+  if (hits) out += fmt::format("; {} served from pools ({})", Thousands(hits), Percent(hits, logical));
+  out += "\n";
+  if (const json* threads = Find(report, "threads"); threads != nullptr && threads->is_array()) {
+    int64_t ended = 0;
+    for (const json& thread : *threads) ended += Bool(thread, "ended").value_or(false) ? 1 : 0;
+    int64_t omitted = Count(report, "threads_omitted").value_or(0);
+    out += fmt::format("  threads: {} ({} ended before exit{})\n",
+                       Thousands(static_cast<int64_t>(threads->size()) + omitted),
+                       Thousands(ended),
+                       omitted > 0 ? fmt::format(", {} not listed", Thousands(omitted)) : "");
+  }
+  if (std::optional<double> share = Number(report, "sizes.share_at_or_below_pool_size")) {
+    out += fmt::format("  requests at or below the pool size ({}): {:.1f}% of {}\n",
+                       Bytes(Count(report, "sizes.pool_size")), *share * 100,
+                       Thousands(Count(report, "sizes.total")));
+  }
+  return out;
+}
+
+std::string LedgersSection(const json& report) {
+  std::vector<std::array<std::string, 3>> rows = {
+      {"allocs", Thousands(Count(report, "logical.allocs")), Thousands(Count(report, "real.allocs"))},
+      {"frees", Thousands(Count(report, "logical.frees")), Thousands(Count(report, "real.frees"))},
+      {"reallocs", Thousands(Count(report, "logical.reallocs")),
+       Thousands(Count(report, "real.reallocs"))},
+      {"bytes requested", Thousands(Count(report, "logical.bytes_requested")),
+       Thousands(Count(report, "real.bytes_requested"))},
+      {"live blocks at exit", Thousands(Count(report, "logical.live_blocks")),
+       Thousands(Count(report, "real.live_blocks"))},
+      {"live bytes at exit", Thousands(Count(report, "logical.live_bytes")),
+       Thousands(Count(report, "real.live_bytes"))},
+  };
+  bool header_done = false;
+  for (const std::string& key : ApiKeys(report)) {
+    const json* logical_by_api = Find(report, "logical.by_api");
+    const json* real_by_api = Find(report, "real.by_api");
+    std::optional<int64_t> l = logical_by_api && logical_by_api->contains(key) ? Count((*logical_by_api)[key], "")
+                                                        : std::nullopt;
+    std::optional<int64_t> r = real_by_api && real_by_api->contains(key)
+                                   ? Count((*real_by_api)[key], "")
+                                   : std::nullopt;
+    if (l.value_or(0) == 0 && r.value_or(0) == 0) continue;
+    if (!header_done) {
+      rows.push_back({"calls by entry point", "", ""});
+      header_done = true;
+    }
+    rows.push_back({"  " + OneLine(key), Thousands(l), Thousands(r)});
+  }
+  size_t w0 = 0, w1 = 7, w2 = 4;
+  for (const auto& row : rows) {
+    w0 = std::max(w0, row[0].size());
+    w1 = std::max(w1, row[1].size());
+    w2 = std::max(w2, row[2].size());
+  }
+  std::string out = Heading("LEDGERS (logical: as the program asked; real: as the allocator below saw)");
+  out += fmt::format("  {:<{}}  {:>{}}  {:>{}}\n", "", w0, "logical", w1, "real", w2);
+  for (const auto& row : rows) {
+    out += fmt::format("  {:<{}}  {:>{}}  {:>{}}\n", row[0], w0, row[1], w1, row[2], w2);
+  }
+  return out;
+}
+
+std::string PoolSection(const json& report) {
+  std::string out = Heading("POOL");
+  std::optional<bool> enabled = Bool(report, "pool.enabled");
+  if (enabled.has_value() && !*enabled) {
+    out += "  pooling off: every request went to the allocator below\n";
+  }
+  out += fmt::format("  pool size {}, {} pools per thread cache\n",
+                     Bytes(Count(report, "pool.pool_size")),
+                     Thousands(Count(report, "pool.pools_per_thread")));
+  out += fmt::format("  hits {}", Thousands(Count(report, "pool.hits")));
+  if (const json* misses = Find(report, "pool.misses"); misses != nullptr && misses->is_object()) {
+    std::string list;
+    int64_t total = 0;
+    for (auto it = misses->begin(); it != misses->end(); ++it) {
+      std::optional<int64_t> n = Count(*it, "");
+      total += n.value_or(0);
+      if (n.value_or(0) == 0) continue;
+      list += fmt::format("{}{} {}", list.empty() ? "" : ", ", OneLine(it.key()), Thousands(n));
+    }
+    out += fmt::format(", misses {}{}", Thousands(total), list.empty() ? "" : " (" + list + ")");
+  }
+  out += "\n";
+  out += fmt::format("  pools created {}, reused {}, released {}, reset in place {}\n",
+                     Thousands(Count(report, "pool.pools_created")),
+                     Thousands(Count(report, "pool.pools_reused")),
+                     Thousands(Count(report, "pool.pools_released")),
+                     Thousands(Count(report, "pool.resets_in_place")));
+  out += fmt::format("  at exit: pools cached {}, in use {}; spills {}, absorbs {}\n",
+                     Thousands(Count(report, "pool.pools_cached_at_exit")),
+                     Thousands(Count(report, "pool.pools_in_use_at_exit")),
+                     Thousands(Count(report, "pool.spills")),
+                     Thousands(Count(report, "pool.absorbs")));
+  return out;
+}
+
+std::string ReconciliationSection(const json& report) {
+  std::string out = Heading("RECONCILIATION (real blocks live at exit)");
+  std::optional<bool> balanced = Bool(report, "reconciliation.balanced");
+  out += fmt::format("  {} real live = {} unpooled live + {} pools cached + {} pools in use: {}\n",
+                     Thousands(Count(report, "reconciliation.real_live_blocks")),
+                     Thousands(Count(report, "reconciliation.unpooled_live_blocks")),
+                     Thousands(Count(report, "reconciliation.pools_cached")),
+                     Thousands(Count(report, "reconciliation.pools_in_use")),
+                     !balanced ? "n/a" : *balanced ? "balanced" : "NOT BALANCED");
+  out += Heading("DETECTOR VIEW (what a malloc/free-counting leak checker below poolscope sees)");
+  out += fmt::format("  {} unfreed blocks ({}): {} program leaks, {} pool blocks, {} internal\n",
+                     Thousands(Count(report, "reconciliation.detector_view.unfreed_blocks")),
+                     Bytes(Count(report, "reconciliation.detector_view.unfreed_bytes")),
+                     Thousands(Count(report, "reconciliation.detector_view.program_leak_blocks")),
+                     Thousands(Count(report, "reconciliation.detector_view.pool_blocks")),
+                     Thousands(Count(report, "reconciliation.detector_view.internal_blocks")));
+  out += fmt::format("  verdict: {}\n", Verdict(json::object(), report));
+  return out;
+}
+
+void AppendStack(const json& stack, const std::string& indent, std::string* out) {
+  if (!stack.is_array() || stack.empty()) {
+    *out += indent + "(no stack recorded)\n";
+    return;
+  }
+  for (const json& frame : stack) {
+    std::string where = FrameWhere(frame);
+    *out += fmt::format("{}{}{}{}\n", indent, FrameFunction(frame), where.empty() ? "" : "  ",
+                        where);
+  }
+}
+
+std::string LeaksSection(const json& report) {
+  const json* leaks = Find(report, "leaks");
+  size_t total = leaks != nullptr && leaks->is_array() ? leaks->size() : 0;
+  std::string out = Heading(
+      fmt::format("LARGEST LEAKS (live logical blocks at exit; {} of {} stacks, by bytes)",
+                  std::min<size_t>(total, kLeaksShown), total));
+  if (total == 0) return out + "  none\n";
+  std::vector<const json*> sorted;
+  for (const json& leak : *leaks) sorted.push_back(&leak);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const json* a, const json* b) {
+    return Count(*a, "bytes").value_or(0) > Count(*b, "bytes").value_or(0);
+  });
+  for (size_t i = 0; i < sorted.size() && i < static_cast<size_t>(kLeaksShown); ++i) {
+    const json& leak = *sorted[i];
+    std::optional<int64_t> blocks = Count(leak, "blocks");
+    out += fmt::format("  #{}  {} in {} block{}\n", i + 1, Bytes(Count(leak, "bytes")),
+                       Thousands(blocks), blocks == 1 ? "" : "s");
+    const json* stack = Find(leak, "stack");
+    AppendStack(stack ? *stack : json(), "      ", &out);
+  }
+  return out;
+}
+
+std::string ErrorsSection(const json& report) {
+  std::string out = Heading("ERRORS");
+  out += fmt::format("  invalid frees {}, double frees {}\n",
+                     Thousands(Count(report, "errors.invalid_frees")),
+                     Thousands(Count(report, "errors.double_frees")));
+  const json* cases = Find(report, "errors.cases");
+  if (cases == nullptr || !cases->is_array()) return out;
+  int shown = 0;
+  for (const json& error_case : *cases) {
+    if (++shown > kLeaksShown) {
+      out += fmt::format("  ... {} more\n", Thousands(static_cast<int64_t>(cases->size()) -
+                                                       kLeaksShown));
+      break;
+    }
+    std::string kind = OneLine(String(error_case, "kind").value_or("error"));
+    std::optional<int64_t> count = Count(error_case, "count");
+    std::optional<std::string> address = String(error_case, "address");
+    out += fmt::format("  {}{}{}\n", kind, address ? " of " + OneLine(*address) : "",
+                       count ? fmt::format(" ({} time{})", Thousands(count), *count == 1 ? "" : "s") : "");
+    const json* stack = Find(error_case, "stack");
+    AppendStack(stack ? *stack : json(), "      ", &out);
+  }
+  return out;
+}
+
+std::string FoldedFrame(const json& frame) {
+  std::string name = FrameFunction(frame);
+  // flamegraph.pl splits frames on ';' and the count on the last space.
+  std::replace(name.begin(), name.end(), ';', ':');
+  return name;
+}
+
+}  // namespace
+
+std::string FrameFunction(const json& frame) {
+  if (std::optional<std::string> function = String(frame, "function"); function && !function->empty()) {
+    return OneLine(*function);
+  }
+  if (std::optional<std::string> object = String(frame, "object"); object && !object->empty()) {
+    return "[" + OneLine(Basename(*object)) + "]";
+  }
+  if (std::optional<std::string> address = String(frame, "address")) return OneLine(*address);
+  return "??";
+}
+
+std::string FrameWhere(const json& frame) {
+  std::optional<std::string> file = String(frame, "file");
+  if (file && !file->empty()) {
+    std::optional<int64_t> line = Count(frame, "line");
+    return OneLine(*file) + (line && *line > 0 ? fmt::format(":{}", *line) : "");
+  }
+  std::optional<std::string> object = String(frame, "object");
+  if (object && !object->empty() && String(frame, "function")) return OneLine(*object);
+  return "";
+}
+
+std::string TextReport(const json& report, const std::string& path) {
+  std::string page = ProcessSection(report, path) + TotalsSection(report) +
+                     LedgersSection(report) + PoolSection(report) +
+                     ReconciliationSection(report) + LeaksSection(report) + ErrorsSection(report);
+  // Drop the spaces that column padding leaves at the ends of lines.
+  std::string out;
+  size_t start = 0;
+  while (start < page.size()) {
+    size_t end = page.find('\n', start);
+    if (end == std::string::npos) end = page.size();
+    std::string line = page.substr(start, end - start);
+    line.erase(line.find_last_not_of(' ') + 1);
+    out += line + "\n";
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string FoldedStacks(const json& report) {
+  std::string out;
+  const json* leaks = Find(report, "leaks");
+  if (leaks == nullptr || !leaks->is_array()) return out;
+  for (const json& leak : *leaks) {
+    std::string line;
+    const json* stack = Find(leak, "stack");
+    if (stack != nullptr && stack->is_array()) {
+      // The report lists the innermost frame first; flamegraph.pl wants the outermost first.
+      for (auto it = stack->rbegin(); it != stack->rend(); ++it) {
+        line += (line.empty() ? "" : ";") + FoldedFrame(*it);
+      }
+    }
+    if (line.empty()) line = "[no stack]";
+    out += fmt::format("{} {}\n", line, Count(leak, "bytes").value_or(0));
+  }
+  return out;
+}
+
+std::string PrettyJson(const json& report) {
+  return report.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace poolscope::tools

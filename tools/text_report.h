@@ -1,0 +1,42 @@
+// File: tools/text_report.h
+//
+// The renderings of one report that `poolscope report` prints as text: the page a person reads top
+// to bottom (--format=text), folded stacks for flamegraph.pl (--format=folded) and the validated
+// report re-emitted pretty-printed (--format=json). Also the helpers that name a stack frame,
+// shared with the HTML page.
+//
+// Thread-safety: pure functions.
+#ifndef POOLSCOPE_TOOLS_TEXT_REPORT_H_
+#define POOLSCOPE_TOOLS_TEXT_REPORT_H_
+
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+
+namespace poolscope::tools {
+
+// How many leak stacks the text page and the HTML page show.
+inline constexpr int kLeaksShown = 10;
+
+// The frame's function, else "[object]" (basename), else "??".
+std::string FrameFunction(const nlohmann::json& frame);
+
+// "file:line" when known, else the object's path, else "".
+std::string FrameWhere(const nlohmann::json& frame);
+
+// The by_api keys of both ledgers: the schema's in its order, then any others the report adds.
+std::vector<std::string> ApiKeys(const nlohmann::json& report);
+
+// The text page (--format=text). `path` is the report's file name, shown in the title.
+std::string TextReport(const nlohmann::json& report, const std::string& path);
+
+// One line per leak stack, "outermost;...;innermost bytes" (--format=folded).
+std::string FoldedStacks(const nlohmann::json& report);
+
+// The report pretty-printed with two-space indentation and a final newline (--format=json).
+std::string PrettyJson(const nlohmann::json& report);
+
+}  // namespace poolscope::tools
+
+#endif  // POOLSCOPE_TOOLS_TEXT_REPORT_H_
