@@ -7,6 +7,7 @@
 #include <new>
 
 #include "interpose/poolscope.h"
+#include "interpose/real.h"
 #include "interpose/shim.h"
 
 namespace poolscope {
@@ -138,6 +139,25 @@ EXPORT void poolscope_arena_close(poolscope_arena* a) { poolscope_impl_arena_clo
 EXPORT void poolscope_tag_push(const char* label) { poolscope_impl_tag_push(label); }
 EXPORT void poolscope_tag_pop(void) { poolscope_impl_tag_pop(); }
 EXPORT int poolscope_active(void) { return poolscope_impl_active(); }
+
+EXPORT __attribute__((noinline)) void* poolscope_pool_alloc(size_t bytes) {
+  void* p = nullptr;
+  if (ps::g_real.posix_memalign(&p, 64, bytes) != 0) p = nullptr;
+  __asm__ volatile("" : : "r"(p) : "memory");  // keep this frame: no tail call
+  return p;
+}
+
+EXPORT void _exit(int status) {
+  ps::OnExitCall();
+  ps::g_real.exit_(status);
+  __builtin_unreachable();
+}
+
+EXPORT void _Exit(int status) {
+  ps::OnExitCall();
+  ps::g_real.exit_(status);
+  __builtin_unreachable();
+}
 
 __attribute__((constructor(101))) static void poolscope_load() { ps::OnLoad(); }
 __attribute__((destructor(101))) static void poolscope_unload() { ps::OnUnload(); }

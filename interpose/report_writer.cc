@@ -268,6 +268,7 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   }
   w.EndArray();
   w.Field("threads_omitted", s.records_omitted);
+  w.Field("threads_lost_at_fork", s.threads_lost_at_fork);
 
   w.Key("sizes");
   w.BeginObject();

@@ -30,10 +30,9 @@ class ShimBackend : public pool::Backend {
  public:
   void* AllocPool(size_t bytes) override {
     ThreadState& ts = t_state;
-    void* p = nullptr;
-    int rc = g_real.posix_memalign(&p, pool::kLine, bytes);
+    void* p = poolscope_pool_alloc(bytes);
     ++ts.c.real.ncalls[kPosixMemalign];
-    if (rc != 0) return nullptr;
+    if (p == nullptr) return nullptr;
     ++ts.c.real.nallocs;
     ts.c.real.nbytes += bytes;
     return p;
@@ -75,6 +74,7 @@ std::atomic<uint64_t> g_passthrough_allocs{0}, g_passthrough_frees{0};
 
 ProcessInfo g_process;
 int64_t g_fork_carryover = 0;
+uint64_t g_threads_lost_at_fork = 0;
 
 int GetTid() { return static_cast<int>(syscall(SYS_gettid)); }
 
@@ -185,15 +185,20 @@ void ForkChild() {
   g_process.ppid = getppid();
   g_process.start_ns = NowNs();
   if (self.phase == kActive) self.tid = GetTid();
-  // Every other thread is gone: fold its counters, take its pools.
+  // Every other thread is gone. fork() stopped each wherever it stood, possibly between two counter
+  // updates of one call, so their counters are not taken into the child's ledgers (which therefore
+  // start from the forking thread's and the ended threads' totals, both consistent); their pools are
+  // taken over, and what that leaves unbalanced is measured below.
   Guard guard(self);
   for (ThreadState* ts = g_threads; ts != nullptr;) {
     ThreadState* next = ts->next;
     if (ts != &self) {
       if (self.phase == kActive) self.tc.AdoptFromDeadThread(&ts->tc);
       Unregister(*ts);
-      FoldInto(*ts, NewRecord(*ts));
+      memset(&ts->c, 0, sizeof ts->c);
+      ts->tc.stats() = pool::PoolStats{};
       ts->phase = kDead;
+      ++g_threads_lost_at_fork;
     }
     ts = next;
   }
@@ -469,7 +474,11 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
     return api == kRealloc ? g_real.realloc(p, n) : g_real.reallocarray(p, n, m);
   }
   Scope scope(ts);
-  auto real_call = [&]() { return api == kRealloc ? g_real.realloc(p, n) : g_real.reallocarray(p, n, m); };
+  // glibc's reallocarray calls realloc through the PLT: what it calls in turn passes through uncounted.
+  auto real_call = [&]() {
+    Guard guard(ts);
+    return api == kRealloc ? g_real.realloc(p, n) : g_real.reallocarray(p, n, m);
+  };
   if (p == nullptr || IsBootstrap(p)) {
     // realloc(NULL, n) is an allocation.
     if (!overflow && p == nullptr) {
@@ -572,7 +581,11 @@ int PosixMemalign(void** out, size_t align, size_t n, void* ra) {
       return 0;
     }
   }
-  int rc = g_real.posix_memalign(out, align, n);
+  int rc;
+  {
+    Guard guard(ts);
+    rc = g_real.posix_memalign(out, align, n);
+  }
   CountRegular(ts, kPosixMemalign, n, rc == 0);
   return rc;
 }
@@ -603,7 +616,11 @@ void* AlignedEntry(Api api, size_t align, size_t n, void* ra) {
   } else {
     ++ts.tc.stats().misses[pool::kMissAlignment];
   }
-  void* p = real_call();
+  void* p;
+  {
+    Guard guard(ts);  // valloc and pvalloc may call memalign through the PLT
+    p = real_call();
+  }
   CountRegular(ts, api, n, p != nullptr);
   return p;
 }
@@ -820,6 +837,15 @@ void OnLoad() {
   }
 }
 
+void OnExitCall() {
+  ThreadState& ts = t_state;
+  if (g_init.load(std::memory_order_acquire) != 2) return;
+  // A vfork() child shares its parent's memory and ran no fork handler: it must not touch our state.
+  if (getpid() != g_process.pid) return;
+  Guard guard(ts);
+  WriteReportAtExit(g_options);
+}
+
 void OnUnload() {
   ThreadState& ts = t_state;
   if (g_init.load(std::memory_order_acquire) != 2) return;
@@ -857,6 +883,7 @@ void TakeSnapshot(Snapshot* s) {
   s->pool_size = g_pool_size;
   s->pools_per_thread = g_domain != nullptr ? g_domain->config().max_cached : g_options.pools;
   s->fork_carryover = g_fork_carryover;
+  s->threads_lost_at_fork = g_threads_lost_at_fork;
   InternalSnapshot(&s->internal);
   s->internal.bootstrap_allocs = g_bootstrap_allocs;
   s->internal.bootstrap_bytes = g_bootstrap_bytes;

@@ -102,9 +102,20 @@ int Active();
 
 ThreadState& CurrentThread();
 
-// Process start and end (library constructor and destructor).
+// Process start and end (library constructor and destructor), and _exit()/_Exit(), which skip the
+// destructor (dash, and many fork() children, end that way).
 void OnLoad();
 void OnUnload();
+void OnExitCall();
+
+}  // namespace poolscope
+
+// Every pool's real allocation is made through this exported, never-inlined function, so that tools
+// below poolscope (LSan, valgrind, heaptrack) can tell pool memory from the program's own by one frame
+// name: `poolscope suppressions` writes rules that match it.
+extern "C" __attribute__((visibility("default"), noinline)) void* poolscope_pool_alloc(size_t bytes);
+
+namespace poolscope {
 
 }  // namespace poolscope
 

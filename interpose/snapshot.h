@@ -56,6 +56,7 @@ struct Snapshot {
   const ThreadRecord* records;
   uint64_t records_omitted;
   int64_t fork_carryover;  // see ReconciliationGap
+  uint64_t threads_lost_at_fork;  // other threads of the parent, whose counters a fork child drops
   int live_threads;
   LiveThread live[kMaxLive];
 };
