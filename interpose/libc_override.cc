@@ -48,42 +48,42 @@ EXPORT size_t malloc_usable_size(void* p) { return ps::UsableSize(p); }
 #define NEW_ATTR __attribute__((visibility("default")))
 NEW_ATTR void* operator new(size_t n) {
   if (void* p = ps::TryPooled(ps::kNew, n)) return p;
-  return ps::NewSlow(ps::kNew, n);
+  return ps::NewSlow(ps::kNew, n, RA);
 }
 NEW_ATTR void* operator new[](size_t n) {
   if (void* p = ps::TryPooled(ps::kNewArray, n)) return p;
-  return ps::NewSlow(ps::kNewArray, n);
+  return ps::NewSlow(ps::kNewArray, n, RA);
 }
 NEW_ATTR void* operator new(size_t n, const std::nothrow_t&) noexcept {
   try {
-    return ps::NewForm(ps::kNew, n, 0, true);
+    return ps::NewForm(ps::kNew, n, 0, true, RA);
   } catch (...) {
     return nullptr;
   }
 }
 NEW_ATTR void* operator new[](size_t n, const std::nothrow_t&) noexcept {
   try {
-    return ps::NewForm(ps::kNewArray, n, 0, true);
+    return ps::NewForm(ps::kNewArray, n, 0, true, RA);
   } catch (...) {
     return nullptr;
   }
 }
 NEW_ATTR void* operator new(size_t n, std::align_val_t al) {
-  return ps::NewForm(ps::kNew, n, static_cast<size_t>(al), false);
+  return ps::NewForm(ps::kNew, n, static_cast<size_t>(al), false, RA);
 }
 NEW_ATTR void* operator new[](size_t n, std::align_val_t al) {
-  return ps::NewForm(ps::kNewArray, n, static_cast<size_t>(al), false);
+  return ps::NewForm(ps::kNewArray, n, static_cast<size_t>(al), false, RA);
 }
 NEW_ATTR void* operator new(size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {
   try {
-    return ps::NewForm(ps::kNew, n, static_cast<size_t>(al), true);
+    return ps::NewForm(ps::kNew, n, static_cast<size_t>(al), true, RA);
   } catch (...) {
     return nullptr;
   }
 }
 NEW_ATTR void* operator new[](size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {
   try {
-    return ps::NewForm(ps::kNewArray, n, static_cast<size_t>(al), true);
+    return ps::NewForm(ps::kNewArray, n, static_cast<size_t>(al), true, RA);
   } catch (...) {
     return nullptr;
   }

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "interpose/caller_tag.h"
 #include "interpose/internal.h"
 #include "interpose/real.h"
 #include "interpose/snapshot.h"
@@ -233,6 +234,7 @@ void InitGlobal(ThreadState& ts) {
   pthread_key_create(&g_key, OnThreadExit);
   pthread_atfork(ForkPrepare, ForkParent, ForkChild);
   InitProcessInfo(&g_process, g_options);
+  if (g_options.tag == TagMode::kCaller) CallerTagInit(g_options.tag_globs);
   if (g_options.help) DescribeOptions(g_options, EmitLine, nullptr);
 }
 
@@ -305,21 +307,21 @@ void* Bootstrap(size_t n, size_t align) {
 }
 
 // -1: pool it; otherwise the miss reason.
-inline int Decide(const ThreadState& ts, size_t n, size_t align) {
+inline int Decide(const ThreadState& ts, size_t n, size_t align, const void* ra) {
   if (!g_pooling || ts.phase != kActive) return pool::kMissDisabled;
   if (n > g_pool_size) return pool::kMissTooLarge;
   if (align > g_max_align) return pool::kMissAlignment;
   switch (g_options.tag) {
     case TagMode::kSmall: return -1;
     case TagMode::kExplicit: return ts.tag_depth > 0 ? -1 : pool::kMissUntagged;
-    case TagMode::kCaller: return pool::kMissUntagged;  // caller ranges: see CallerTagged
+    case TagMode::kCaller: return CallerTagged(ra) ? -1 : pool::kMissUntagged;
   }
   return -1;
 }
 
 // Tries the pool for a logical allocation; counts the hit or the miss.
-inline void* TryPool(ThreadState& ts, Api api, size_t n, size_t align) {
-  int reason = Decide(ts, n, align);
+inline void* TryPool(ThreadState& ts, Api api, size_t n, size_t align, const void* ra) {
+  int reason = Decide(ts, n, align, ra);
   if (reason < 0) {
     void* p = ts.tc.Carve(n == 0 ? 1 : n);
     if (p != nullptr) {
@@ -390,7 +392,6 @@ pool::PoolMap g_pool_map(g_map_root, &g_backend);
 // ---- malloc family ------------------------------------------------------------------------------------
 
 void* AllocSlow(Api api, size_t n, void* ra) {
-  (void)ra;
   ThreadState& ts = t_state;
   switch (Enter(ts)) {
     case Mode::kBootstrap: return Bootstrap(n, 16);
@@ -400,7 +401,7 @@ void* AllocSlow(Api api, size_t n, void* ra) {
     case Mode::kCounted: break;
   }
   Scope scope(ts);
-  if (void* p = TryPool(ts, api, n, 16)) return p;
+  if (void* p = TryPool(ts, api, n, 16, ra)) return p;
   void* p = g_real.malloc(n);
   CountRegular(ts, api, n, p != nullptr);
   return p;
@@ -426,7 +427,6 @@ void FreeSlow(Api api, void* p, pool::PoolHeader* h) {
 }
 
 void* Calloc(size_t n, size_t m, void* ra) {
-  (void)ra;
   ThreadState& ts = t_state;
   size_t total;
   bool overflow = __builtin_mul_overflow(n, m, &total);
@@ -446,7 +446,7 @@ void* Calloc(size_t n, size_t m, void* ra) {
   }
   Scope scope(ts);
   if (!overflow) {
-    if (void* p = TryPool(ts, kCalloc, total, 16)) return p;
+    if (void* p = TryPool(ts, kCalloc, total, 16, ra)) return p;
   }
   void* p = g_real.calloc(n, m);
   CountRegular(ts, kCalloc, overflow ? ~size_t{0} : total, p != nullptr);
@@ -454,7 +454,6 @@ void* Calloc(size_t n, size_t m, void* ra) {
 }
 
 void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
-  (void)ra;
   ThreadState& ts = t_state;
   size_t total = n;
   bool overflow = api == kReallocarray && __builtin_mul_overflow(n, m, &total);
@@ -482,7 +481,7 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
   if (p == nullptr || IsBootstrap(p)) {
     // realloc(NULL, n) is an allocation.
     if (!overflow && p == nullptr) {
-      if (void* q = TryPool(ts, api, total, 16)) return q;
+      if (void* q = TryPool(ts, api, total, 16, ra)) return q;
     }
     void* q;
     if (p == nullptr) {
@@ -540,7 +539,7 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
     return p;
   }
   void* q = nullptr;
-  if (Decide(ts, total, 16) < 0) {
+  if (Decide(ts, total, 16, ra) < 0) {
     q = ts.tc.Carve(total);
     if (q != nullptr) --ts.tc.stats().hits;  // a move, not a logical allocation
   }
@@ -561,7 +560,6 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
 }
 
 int PosixMemalign(void** out, size_t align, size_t n, void* ra) {
-  (void)ra;
   ThreadState& ts = t_state;
   bool valid = align >= sizeof(void*) && (align & (align - 1)) == 0;
   switch (Enter(ts)) {
@@ -576,7 +574,7 @@ int PosixMemalign(void** out, size_t align, size_t n, void* ra) {
   }
   Scope scope(ts);
   if (valid) {
-    if (void* p = TryPool(ts, kPosixMemalign, n, align)) {
+    if (void* p = TryPool(ts, kPosixMemalign, n, align, ra)) {
       *out = p;
       return 0;
     }
@@ -591,7 +589,6 @@ int PosixMemalign(void** out, size_t align, size_t n, void* ra) {
 }
 
 void* AlignedEntry(Api api, size_t align, size_t n, void* ra) {
-  (void)ra;
   ThreadState& ts = t_state;
   size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   auto real_call = [&]() -> void* {
@@ -612,7 +609,7 @@ void* AlignedEntry(Api api, size_t align, size_t n, void* ra) {
   }
   Scope scope(ts);
   if (align != 0 && (align & (align - 1)) == 0) {
-    if (void* p = TryPool(ts, api, n, align)) return p;
+    if (void* p = TryPool(ts, api, n, align, ra)) return p;
   } else {
     ++ts.tc.stats().misses[pool::kMissAlignment];
   }
@@ -635,9 +632,9 @@ size_t UsableSize(void* p) {
 
 // ---- C++ operators ------------------------------------------------------------------------------------
 
-void* NewSlow(Api api, size_t n) { return NewForm(api, n, 0, false); }
+void* NewSlow(Api api, size_t n, void* ra) { return NewForm(api, n, 0, false, ra); }
 
-void* NewForm(Api api, size_t n, size_t align, bool nothrow) {
+void* NewForm(Api api, size_t n, size_t align, bool nothrow, void* ra) {
   ThreadState& ts = t_state;
   bool array = api == kNewArray;
   std::align_val_t al = static_cast<std::align_val_t>(align);
@@ -683,7 +680,7 @@ void* NewForm(Api api, size_t n, size_t align, bool nothrow) {
     case Mode::kCounted: break;
   }
   Scope scope(ts);
-  if (void* p = TryPool(ts, api, n, align == 0 ? 16 : align)) return p;
+  if (void* p = TryPool(ts, api, n, align == 0 ? 16 : align, ra)) return p;
   // Counted before the call: operator new may throw.
   ++ts.c.logical.ncalls[api];
   ++ts.c.real.ncalls[api];

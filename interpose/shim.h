@@ -47,7 +47,7 @@ extern pool::PoolMap g_pool_map;
 // Slow paths.
 void* AllocSlow(Api api, size_t n, void* ra);
 void FreeSlow(Api api, void* p, pool::PoolHeader* h);
-void* NewSlow(Api api, size_t n);
+void* NewSlow(Api api, size_t n, void* ra);
 
 inline void CountPooled(ThreadState& ts, Api api, size_t n) {
   ++ts.c.logical.ncalls[api];
@@ -88,7 +88,7 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra);
 int PosixMemalign(void** out, size_t align, size_t n, void* ra);
 void* AlignedEntry(Api api, size_t align, size_t n, void* ra);
 size_t UsableSize(void* p);
-void* NewForm(Api api, size_t n, size_t align, bool nothrow);
+void* NewForm(Api api, size_t n, size_t align, bool nothrow, void* ra);
 void DeleteForm(Api api, void* p, size_t size, size_t align, bool nothrow);
 
 // The C API.
