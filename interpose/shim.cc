@@ -325,7 +325,13 @@ inline void* TryPool(ThreadState& ts, Api api, size_t n, size_t align, const voi
   if (reason < 0) {
     void* p = ts.tc.Carve(n == 0 ? 1 : n);
     if (p != nullptr) {
-      CountPooled(ts, api, n);
+      if (n != 0) {
+        CountPooled(ts, api, n);
+      } else {
+        ++ts.c.logical.ncalls[api];
+        ++ts.c.logical.nallocs;
+        ++ts.c.sizes[SizeBucket(0)];
+      }
       return p;
     }
     reason = pool::kMissPoolFull;
@@ -405,6 +411,19 @@ void* AllocSlow(Api api, size_t n, void* ra) {
   void* p = g_real.malloc(n);
   CountRegular(ts, api, n, p != nullptr);
   return p;
+}
+
+// A free that is not of the block this thread carved last: a live block of its current pool, freed
+// with the owner's fast path, or anything else, through FreeSlow.
+void FreeNotLast(Api api, void* p) {
+  pool::PoolHeader* h = g_pool_map.Find(p);
+  ThreadState& ts = t_state;
+  if (POOLSCOPE_LIKELY(h != nullptr && ts.tc.FreeOwn(h, p))) {
+    ++ts.c.logical.ncalls[api];
+    ++ts.c.logical.nfrees;
+    return;
+  }
+  FreeSlow(api, p, h);
 }
 
 void FreeSlow(Api api, void* p, pool::PoolHeader* h) {

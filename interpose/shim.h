@@ -49,11 +49,12 @@ void* AllocSlow(Api api, size_t n, void* ra);
 void FreeSlow(Api api, void* p, pool::PoolHeader* h);
 void* NewSlow(Api api, size_t n, void* ra);
 
+// n >= 1 and at most the pool size, so the bucket is the index of the highest bit of 2n - 1.
 inline void CountPooled(ThreadState& ts, Api api, size_t n) {
   ++ts.c.logical.ncalls[api];
   ++ts.c.logical.nallocs;
   ts.c.logical.nbytes += n;
-  ++ts.c.sizes[SizeBucket(n)];
+  ++ts.c.sizes[63 - __builtin_clzll(2 * n - 1)];
 }
 
 // malloc, calloc and plain operator new: the hot path. Returns nullptr when the request must take the
@@ -71,15 +72,16 @@ inline void* TryPooled(Api api, size_t n) {
 }
 
 // free and plain operator delete: a live block of this thread's current pool is freed inline.
-inline void Free(Api api, void* p) {
-  pool::PoolHeader* h = g_pool_map.Find(p);
+void FreeNotLast(Api api, void* p);
+
+__attribute__((always_inline)) inline void Free(Api api, void* p) {
   ThreadState& ts = t_state;
-  if (POOLSCOPE_LIKELY(h != nullptr && ts.tc.FreeOwn(h, p))) {
+  if (POOLSCOPE_LIKELY(ts.tc.FreeLast(p))) {
     ++ts.c.logical.ncalls[api];
     ++ts.c.logical.nfrees;
     return;
   }
-  FreeSlow(api, p, h);
+  FreeNotLast(api, p);
 }
 
 // The other entry points; see shim.cc.

@@ -113,7 +113,7 @@ void Domain::ZeroPool(PoolHeader* h, char* used_end) {
   if (words > h->mark_words) words = h->mark_words;
   for (uint32_t i = 0; i < words; ++i) h->marks[i].store(0, std::memory_order_relaxed);
   h->live = 0;
-  h->owner = nullptr;
+  h->owner.store(nullptr, std::memory_order_relaxed);
   h->arena = nullptr;
   h->kind = kImplicit;
   h->remote_pending.store(0, std::memory_order_relaxed);
@@ -156,7 +156,7 @@ Domain::FreeResult Domain::FreeSlow(ThreadCache* tc, PoolHeader* h, void* p) {
   }
   std::atomic<uint64_t>& word = h->marks[off >> 8];
   unsigned shift = static_cast<unsigned>(off >> 2) & 62;
-  if (h->owner == tc) {
+  if (h->owner.load(std::memory_order_relaxed) == tc) {
     // The owner's fast path refused it: not a live block start.
     FreeResult r = Classify(word.load(std::memory_order_relaxed) >> shift);
     CountFreeError(stats, r);
@@ -204,7 +204,7 @@ size_t Domain::UsableSize(const PoolHeader* h, const void* p) const {
   if (((h->marks[g >> 5].load(std::memory_order_relaxed) >> ((g & 31) * 2)) & 3) != 3) return 0;
   // The block ends where the next block starts, or where carving stopped.
   uintptr_t end;
-  ThreadCache* owner = h->owner;
+  ThreadCache* owner = h->owner.load(std::memory_order_relaxed);
   char* used = h->used_end.load(std::memory_order_acquire);
   if (owner != nullptr) {
     end = owner->cur_;
@@ -259,18 +259,38 @@ void ThreadCache::FoldRemoteFrees(PoolHeader* h) {
   h->live -= n;
 }
 
+void ThreadCache::SetCurrent(PoolHeader* h) {
+  pool_ = h;
+  if (h == nullptr) {
+    cur_ = end_ = base_ = last1_ = 0;
+    marks_ = remote_ = nullptr;
+    live_ = 0;
+    return;
+  }
+  h->owner.store(this, std::memory_order_relaxed);
+  h->kind = kImplicit;
+  base_ = cur_ = reinterpret_cast<uintptr_t>(h->base);
+  end_ = cur_ + domain_->config_.pool_size;
+  marks_ = h->marks;
+  remote_ = h->remote;
+  last1_ = 0;
+  live_ = h->live;
+}
+
 void ThreadCache::ResetInPlace() {
   // The owner's current pool has no live block left (and no remote bit pending: those count as live).
   domain_->ZeroPool(pool_, reinterpret_cast<char*>(cur_));
-  pool_->owner = this;
+  pool_->owner.store(this, std::memory_order_relaxed);
   cur_ = reinterpret_cast<uintptr_t>(pool_->base);
+  live_ = 0;
+  last1_ = 0;
   ++stats_.resets_in_place;
 }
 
 void ThreadCache::Retire(PoolHeader* h, char* used_end) {
   h->used_end.store(used_end, std::memory_order_relaxed);
   h->live_shared.store(h->live + 1, std::memory_order_relaxed);
-  h->owner = nullptr;
+  h->owner.store(nullptr, std::memory_order_relaxed);
   h->state.exchange(kRetired, std::memory_order_seq_cst);
   while (h->in_flight.load(std::memory_order_seq_cst) != 0) sched_yield();
   int64_t n = 0;
@@ -289,25 +309,21 @@ void ThreadCache::Retire(PoolHeader* h, char* used_end) {
 
 void* ThreadCache::CarveSlow(size_t n) {
   if (pool_ != nullptr) {
+    SyncOut();
     FoldRemoteFrees(pool_);
     if (pool_->live == 0) {
       ResetInPlace();
     } else {
       PoolHeader* old = pool_;
       char* used = reinterpret_cast<char*>(cur_);
-      pool_ = nullptr;
-      cur_ = end_ = 0;
+      SetCurrent(nullptr);
       Retire(old, used);
     }
   }
   if (pool_ == nullptr) {
     PoolHeader* h = TakePool();
     if (h == nullptr) return nullptr;
-    h->owner = this;
-    h->kind = kImplicit;
-    pool_ = h;
-    cur_ = reinterpret_cast<uintptr_t>(h->base);
-    end_ = cur_ + domain_->config_.pool_size;
+    SetCurrent(h);
   }
   // n <= pool_size, so a fresh or reset pool always fits.
   return TryCarve(n);
@@ -364,12 +380,14 @@ void ThreadCache::ArenaClosePool(Arena* arena) {
 void ThreadCache::Drain() {
   while (ncached_ > 0) domain_->ReleasePool(cache_[--ncached_], &stats_);
   if (pool_ != nullptr) {
+    SyncOut();
     FoldRemoteFrees(pool_);
+    live_ = pool_->live;
     if (pool_->live == 0) {
-      domain_->ZeroPool(pool_, reinterpret_cast<char*>(cur_));
-      domain_->ReleasePool(pool_, &stats_);
-      pool_ = nullptr;
-      cur_ = end_ = 0;
+      PoolHeader* h = pool_;
+      domain_->ZeroPool(h, reinterpret_cast<char*>(cur_));
+      SetCurrent(nullptr);
+      domain_->ReleasePool(h, &stats_);
     }
   }
 }
@@ -378,10 +396,10 @@ void ThreadCache::Shutdown() {
   dead_ = true;
   Drain();
   if (pool_ != nullptr) {
+    SyncOut();
     PoolHeader* old = pool_;
     char* used = reinterpret_cast<char*>(cur_);
-    pool_ = nullptr;
-    cur_ = end_ = 0;
+    SetCurrent(nullptr);
     Retire(old, used);
   }
 }
@@ -389,13 +407,13 @@ void ThreadCache::Shutdown() {
 void ThreadCache::AdoptFromDeadThread(ThreadCache* other) {
   // Only this thread exists (fork child): whatever the other thread was doing to its pools is void.
   if (other->pool_ != nullptr) {
+    other->SyncOut();
     PoolHeader* h = other->pool_;
     h->in_flight.store(0, std::memory_order_relaxed);
     char* used = reinterpret_cast<char*>(other->cur_);
-    other->pool_ = nullptr;
-    other->cur_ = other->end_ = 0;
+    other->SetCurrent(nullptr);
     FoldRemoteFrees(h);
-    h->owner = other;  // Retire() clears it
+    h->owner.store(other, std::memory_order_relaxed);  // Retire() clears it
     if (h->live == 0) {
       domain_->ZeroPool(h, used);
       Adopt(h);

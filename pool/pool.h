@@ -39,6 +39,7 @@ namespace pool {
 
 #define POOLSCOPE_LIKELY(x) __builtin_expect(!!(x), 1)
 #define POOLSCOPE_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define POOLSCOPE_ALWAYS_INLINE __attribute__((always_inline)) inline
 
 constexpr size_t kLine = 64;
 constexpr size_t kGranule = 8;         // the smallest block alignment and size step
@@ -101,7 +102,9 @@ enum PoolKind : uint32_t { kImplicit = 0, kExplicit = 1 };
 // program's blocks). Line 0 is written by the thread that holds the pool; line 1 by any thread.
 struct alignas(kLine) PoolHeader {
   char* base;           // the real allocation; blocks are carved from [base, base + pool_size)
-  ThreadCache* owner;   // the thread whose implicit arena's current pool this is, else nullptr
+  // The thread whose implicit arena's current pool this is, else nullptr. Read by any thread (a free
+  // compares it with its own cache), written by the owner.
+  std::atomic<ThreadCache*> owner;
   Arena* arena;         // the explicit arena that holds it, else nullptr
   int64_t live;         // live blocks, as the owner sees them (remote frees not yet folded in count)
   PoolKind kind;
@@ -204,7 +207,7 @@ class ThreadCache {
   // Carves a malloc-family block of `n` bytes (1 <= n <= pool_size) from the implicit arena's current
   // pool, or returns nullptr when it has no room (or there is none yet). No call, no atomic RMW: a
   // compare, the mark (a load and a store), and three increments.
-  inline void* TryCarve(size_t n) {
+  POOLSCOPE_ALWAYS_INLINE void* TryCarve(size_t n) {
     uintptr_t size, p;
     if (POOLSCOPE_LIKELY(!align8_)) {
       size = (n + 15) & ~uintptr_t{15};
@@ -217,10 +220,13 @@ class ThreadCache {
     // An empty thread starts with cur_ == end_ == 0, so its first request finds no room.
     if (POOLSCOPE_UNLIKELY(p + size > end_)) return nullptr;
     cur_ = p + size;
-    PoolHeader* h = pool_;
-    Mark(h, reinterpret_cast<char*>(p));
-    ++h->live;
+    size_t off = p - base_;
+    std::atomic<uint64_t>& word = marks_[off >> 8];
+    word.store(word.load(std::memory_order_relaxed) | (uint64_t{3} << ((off >> 2) & 62)),
+               std::memory_order_relaxed);
+    ++live_;
     ++stats_.hits;
+    last1_ = p + 1;
     return reinterpret_cast<void*>(p);
   }
 
@@ -231,41 +237,77 @@ class ThreadCache {
     return CarveSlow(n);
   }
 
+  // Frees `p` if it is the block this thread carved last and it is still live (the LIFO case: a
+  // temporary freed before anything else is carved): no pool-map lookup; the block is zeroed and the
+  // carve point moves back over it, so the next request reuses it. About 20 instructions.
+  POOLSCOPE_ALWAYS_INLINE bool FreeLast(void* p) {
+    uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    if (POOLSCOPE_UNLIKELY(a + 1 != last1_)) return false;  // last1_ is 0 when there is none
+    size_t off = a - base_;
+    size_t g = off >> 3;
+    std::atomic<uint64_t>& word = marks_[off >> 8];
+    unsigned shift = static_cast<unsigned>(off >> 2) & 62;
+    uint64_t v = word.load(std::memory_order_relaxed);
+    // Live, and not freed by another thread meanwhile (its remote bit is not folded in yet).
+    if (POOLSCOPE_UNLIKELY(((v >> shift) & 1) == 0 ||
+                           (remote_[g >> 6].load(std::memory_order_relaxed) >> (g & 63)) & 1)) {
+      return false;
+    }
+    word.store(v & ~(uint64_t{1} << shift), std::memory_order_relaxed);
+    uintptr_t end = cur_;
+    do {  // blocks are whole granules of 8 bytes, at least one
+      *reinterpret_cast<uint64_t*>(a) = 0;
+      a += 8;
+    } while (a < end);
+    cur_ = a - (end - reinterpret_cast<uintptr_t>(p));
+    last1_ = 0;
+    ++stats_.pooled_frees;
+    if (POOLSCOPE_UNLIKELY(--live_ == 0)) {
+      // Nothing else is live. If the carve point is back at the base, nothing is left to zero.
+      if (cur_ == base_) {
+        marks_[0].store(0, std::memory_order_relaxed);
+        ++stats_.resets_in_place;
+      } else {
+        EmptiedInPlace();
+      }
+    }
+    return true;
+  }
+
   // Frees `p` if it is a live block of this thread's current pool `h`: the owner's fast path, no atomic
-  // read-modify-write. When the pool empties and little of it was used, it is zeroed and reset in place
-  // right here (the malloc+free loop's every pair). Returns false for anything else.
-  inline bool FreeOwn(PoolHeader* h, void* p) {
-    if (POOLSCOPE_UNLIKELY(h->owner != this)) return false;
+  // read-modify-write. Returns false for anything else.
+  POOLSCOPE_ALWAYS_INLINE bool FreeOwn(PoolHeader* h, void* p) {
+    if (POOLSCOPE_UNLIKELY(h->owner.load(std::memory_order_relaxed) != this)) return false;
     size_t off = static_cast<size_t>(static_cast<char*>(p) - h->base);
     std::atomic<uint64_t>& word = h->marks[off >> 8];
     unsigned shift = static_cast<unsigned>(off >> 2) & 62;
     uint64_t v = word.load(std::memory_order_relaxed);
     if (POOLSCOPE_UNLIKELY((off & 7) != 0 || ((v >> shift) & 3) != 3)) return false;
     word.store(v & ~(uint64_t{1} << shift), std::memory_order_relaxed);
+    if (reinterpret_cast<uintptr_t>(p) + 1 == last1_) last1_ = 0;
     ++stats_.pooled_frees;
-    if (POOLSCOPE_UNLIKELY(--h->live == 0)) {
-      // No live block and no remote free pending (those count as live): zero what was carved.
-      uintptr_t base = reinterpret_cast<uintptr_t>(h->base);
-      size_t used = cur_ - base;
-      if (POOLSCOPE_LIKELY(used <= 256)) {  // one mark word covers the first 256 bytes
-        for (size_t i = 0; i < used; i += 16) {
-          uint64_t* q = reinterpret_cast<uint64_t*>(base + i);
-          q[0] = 0;
-          q[1] = 0;
-        }
-        h->marks[0].store(0, std::memory_order_relaxed);
-        cur_ = base;
-        ++stats_.resets_in_place;
-      } else {
-        ResetInPlace();
-      }
-    }
+    if (POOLSCOPE_UNLIKELY(--live_ == 0)) EmptiedInPlace();
     return true;
+  }
+
+  // The current pool has no live block left (and no remote free pending: those count as live): zero
+  // what was carved and start again at its base. Inline when little was used.
+  inline void EmptiedInPlace() {
+    size_t used = cur_ - base_;
+    if (POOLSCOPE_LIKELY(used <= 256)) {  // one mark word covers the first 256 bytes
+      for (uintptr_t q = base_, end = cur_; q < end; q += 8) *reinterpret_cast<uint64_t*>(q) = 0;
+      marks_[0].store(0, std::memory_order_relaxed);
+      cur_ = base_;
+      last1_ = 0;
+      ++stats_.resets_in_place;
+    } else {
+      ResetInPlace();
+    }
   }
 
   // Frees `p`, a block of `h` (from Domain::Find), from any thread.
   inline Domain::FreeResult Free(PoolHeader* h, void* p) {
-    if (POOLSCOPE_LIKELY(FreeOwn(h, p))) return Domain::FreeResult::kFreed;
+    if (POOLSCOPE_LIKELY(FreeLast(p) || FreeOwn(h, p))) return Domain::FreeResult::kFreed;
     return domain_->FreeSlow(this, h, p);
   }
 
@@ -294,12 +336,12 @@ class ThreadCache {
   friend class Domain;
   friend class ThreadCachePeer;
 
-  static inline void Mark(PoolHeader* h, char* p) {
-    size_t off = static_cast<size_t>(p - h->base);
-    std::atomic<uint64_t>& word = h->marks[off >> 8];
-    word.store(word.load(std::memory_order_relaxed) | (uint64_t{3} << ((off >> 2) & 62)),
-               std::memory_order_relaxed);
+  // The current pool's live count goes to its header before a slow path works on the header, and
+  // comes back after.
+  void SyncOut() {
+    if (pool_ != nullptr) pool_->live = live_;
   }
+  void SetCurrent(PoolHeader* h);
 
   void* CarveSlow(size_t n);
   void ResetInPlace();
@@ -309,8 +351,13 @@ class ThreadCache {
 
   Domain* domain_ = nullptr;
   bool align8_ = false;  // a copy of the domain's, to keep the carve free of a dependent load
-  uintptr_t cur_ = 0;  // next free byte of the current pool
-  uintptr_t end_ = 0;  // base + pool_size of the current pool
+  uintptr_t cur_ = 0;   // next free byte of the current pool
+  uintptr_t end_ = 0;   // base + pool_size of the current pool
+  uintptr_t base_ = 0;  // the current pool's base and marks, copied here so that the fast paths
+  std::atomic<uint64_t>* marks_ = nullptr;  // read them without going through its header
+  std::atomic<uint64_t>* remote_ = nullptr;
+  uintptr_t last1_ = 0;  // 1 + the start of the block carved last, while it is live; else 0
+  int64_t live_ = 0;    // the current pool's live count (its header's `live` is stale meanwhile)
   PoolHeader* pool_ = nullptr;
   PoolHeader* cache_[kMaxCachedPools] = {};
   int ncached_ = 0;
