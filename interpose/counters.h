@@ -57,16 +57,33 @@ inline int SizeBucket(size_t n) {
   return b < kSizeBuckets ? b : kSizeBuckets - 1;
 }
 
+inline void AddLedger(Ledger* into, const Ledger& from) {
+  const uint64_t* s = reinterpret_cast<const uint64_t*>(&from);
+  uint64_t* d = reinterpret_cast<uint64_t*>(into);
+  for (size_t i = 0; i < sizeof(Ledger) / sizeof(uint64_t); ++i) d[i] += s[i];
+}
+
+// A call passed to the same entry point of the next allocator is one event in both ledgers, so it is
+// counted once, in `regular`; `logical` and `real` hold only what belongs to one ledger (pooled blocks;
+// pools, spills and arenas' regular-path blocks). The report's ledgers are regular + logical and
+// regular + real (Logical() and Real() below).
 struct ThreadCounters {
+  Ledger regular;
   Ledger logical;
   Ledger real;
   uint64_t sizes[kSizeBuckets];  // logical request sizes
 };
 
-inline void AddLedger(Ledger* into, const Ledger& from) {
-  const uint64_t* s = reinterpret_cast<const uint64_t*>(&from);
-  uint64_t* d = reinterpret_cast<uint64_t*>(into);
-  for (size_t i = 0; i < sizeof(Ledger) / sizeof(uint64_t); ++i) d[i] += s[i];
+inline Ledger Logical(const ThreadCounters& c) {
+  Ledger l = c.regular;
+  AddLedger(&l, c.logical);
+  return l;
+}
+
+inline Ledger Real(const ThreadCounters& c) {
+  Ledger l = c.regular;
+  AddLedger(&l, c.real);
+  return l;
 }
 
 inline void AddCounters(ThreadCounters* into, const ThreadCounters& from) {

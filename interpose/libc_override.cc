@@ -32,7 +32,7 @@ namespace ps = poolscope;
 
 EXPORT void* malloc(size_t n) {
   if (void* p = ps::TryPooled(ps::kMalloc, n)) return p;
-  return ps::AllocSlow(ps::kMalloc, n, RA);
+  return ps::MallocRegular(n, RA);
 }
 EXPORT void free(void* p) { ps::Free(ps::kFree, p); }
 EXPORT void* calloc(size_t n, size_t m) { return ps::Calloc(n, m, RA); }

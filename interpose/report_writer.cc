@@ -165,8 +165,8 @@ void WriteThread(report::JsonWriter& w, int tid, bool ended, const ThreadCounter
   w.BeginObject();
   w.FieldInt("tid", tid);
   w.FieldBool("ended", ended);
-  WriteLedger(w, "logical", c.logical, true);
-  WriteLedger(w, "real", c.real, true);
+  WriteLedger(w, "logical", Logical(c), true);
+  WriteLedger(w, "real", Real(c), true);
   w.Key("pool");
   w.BeginObject();
   WritePoolCounters(w, ps);
@@ -229,8 +229,10 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   w.FieldInt("help", o.help);
   w.EndObject();
 
-  WriteLedger(w, "logical", t.logical, true);
-  WriteLedger(w, "real", t.real, true);
+  const Ledger logical = Logical(t);
+  const Ledger real = Real(t);
+  WriteLedger(w, "logical", logical, true);
+  WriteLedger(w, "real", real, true);
 
   w.Key("internal");
   w.BeginObject();
@@ -302,8 +304,8 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   w.EndArray();
 
   // real live = the program's live real blocks + every pool that exists.
-  int64_t real_live = static_cast<int64_t>(t.real.nallocs - t.real.nfrees);
-  int64_t logical_live = static_cast<int64_t>(t.logical.nallocs - t.logical.nfrees);
+  int64_t real_live = static_cast<int64_t>(real.nallocs - real.nfrees);
+  int64_t logical_live = static_cast<int64_t>(logical.nallocs - logical.nfrees);
   int64_t pooled_live = static_cast<int64_t>(s.pool.hits - s.pool.pooled_frees);
   int64_t unpooled_live = logical_live - pooled_live;
   int64_t cached = static_cast<int64_t>(s.pools_cached);
@@ -450,9 +452,10 @@ void* SnapshotLoop(void* arg) {
 }  // namespace
 
 int64_t ReconciliationGap(const Snapshot& s) {
-  const ThreadCounters& t = s.totals;
-  int64_t real_live = static_cast<int64_t>(t.real.nallocs - t.real.nfrees);
-  int64_t logical_live = static_cast<int64_t>(t.logical.nallocs - t.logical.nfrees);
+  const Ledger logical = Logical(s.totals);
+  const Ledger real = Real(s.totals);
+  int64_t real_live = static_cast<int64_t>(real.nallocs - real.nfrees);
+  int64_t logical_live = static_cast<int64_t>(logical.nallocs - logical.nfrees);
   int64_t pooled_live = static_cast<int64_t>(s.pool.hits - s.pool.pooled_frees);
   int64_t pools = static_cast<int64_t>(s.pool.pools_created - s.pool.pools_released);
   return real_live - (logical_live - pooled_live) - pools - s.fork_carryover;

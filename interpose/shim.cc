@@ -82,13 +82,15 @@ int GetTid() { return static_cast<int>(syscall(SYS_gettid)); }
 // Marks poolscope's own work on this thread: calls it makes into libc pass straight through.
 class Guard {
  public:
-  explicit Guard(ThreadState& ts) : ts_(ts), limit_(ts.pool_limit) {
+  explicit Guard(ThreadState& ts) : ts_(ts), limit_(ts.pool_limit), reason_(ts.regular_miss) {
     ++ts_.guard;
     ts_.pool_limit = 0;
+    ts_.regular_miss = 0;
   }
   ~Guard() {
     --ts_.guard;
     ts_.pool_limit = limit_;
+    ts_.regular_miss = reason_;
   }
   Guard(const Guard&) = delete;
   Guard& operator=(const Guard&) = delete;
@@ -96,7 +98,14 @@ class Guard {
  private:
   ThreadState& ts_;
   size_t limit_;
+  int reason_;
 };
+
+int RegularMissFor(const ThreadState& ts) {
+  if (ts.phase != kActive || ts.guard > 0) return 0;
+  if (!g_pooling) return 1 + pool::kMissDisabled;
+  return g_options.tag == TagMode::kSmall ? 1 + pool::kMissTooLarge : 0;
+}
 
 size_t LimitFor(const ThreadState& ts) {
   if (!g_pooling || ts.phase != kActive) return 0;
@@ -158,6 +167,8 @@ void OnThreadExit(void* arg) {
   Unregister(ts);
   FoldInto(ts, NewRecord(ts));
   ts.phase = kDead;
+  ts.pool_limit = 0;
+  ts.regular_miss = 0;
 }
 
 // A thread past its exit handler still allocates (other TLS destructors): its counts go straight to
@@ -282,6 +293,7 @@ inline Mode Enter(ThreadState& ts) {
     InitThread(ts);
     if (ts.phase != kActive) return RealResolved() ? Mode::kPassthrough : Mode::kBootstrap;
     ts.pool_limit = LimitFor(ts);
+    ts.regular_miss = RegularMissFor(ts);
     return Mode::kCounted;
   }
   return Mode::kCounted;  // kDead: counted, then folded by Scope
@@ -348,10 +360,9 @@ inline void CountAlloc(Ledger& l, Api api, size_t n, bool ok) {
   }
 }
 
-// A logical allocation that took the regular path: both ledgers, same entry point.
+// A logical allocation that took the regular path: one event in both ledgers, same entry point.
 inline void CountRegular(ThreadState& ts, Api api, size_t n, bool ok) {
-  CountAlloc(ts.c.logical, api, n, ok);
-  CountAlloc(ts.c.real, api, n, ok);
+  CountAlloc(ts.c.regular, api, n, ok);
   ++ts.c.sizes[SizeBucket(n)];
 }
 
@@ -413,6 +424,21 @@ void* AllocSlow(Api api, size_t n, void* ra) {
   return p;
 }
 
+// malloc when the pooled fast path declined, either because the request is outside the pool limit
+// (then the regular path runs inline when nothing else can apply) or because the current pool has no
+// room (then the slow path takes a fresh pool).
+void* MallocRegular(size_t n, void* ra) {
+  ThreadState& ts = t_state;
+  int miss = ts.regular_miss;
+  if (POOLSCOPE_LIKELY(miss > 0 && n - 1 >= ts.pool_limit && n != 0)) {
+    ++ts.tc.stats().misses[miss - 1];
+    void* p = g_real.malloc(n);
+    CountRegular(ts, kMalloc, n, p != nullptr);
+    return p;
+  }
+  return AllocSlow(kMalloc, n, ra);
+}
+
 // A free that is not of the block this thread carved last: a live block of its current pool, freed
 // with the owner's fast path, or anything else, through FreeSlow.
 void FreeNotLast(Api api, void* p) {
@@ -422,6 +448,10 @@ void FreeNotLast(Api api, void* p) {
     ++ts.c.logical.ncalls[api];
     ++ts.c.logical.nfrees;
     return;
+  }
+  if (POOLSCOPE_LIKELY(h == nullptr && api == kFree && ts.regular_miss > 0 && !IsBootstrap(p))) {
+    CountFree(ts.c.regular, kFree, p != nullptr);
+    return g_real.free(p);
   }
   FreeSlow(api, p, h);
 }
@@ -438,8 +468,7 @@ void FreeSlow(Api api, void* p, pool::PoolHeader* h) {
   }
   Scope scope(ts);
   if (h != nullptr) return FreePooled(ts, api, p, h);
-  CountFree(ts.c.logical, api, p != nullptr);
-  CountFree(ts.c.real, api, p != nullptr);
+  CountFree(ts.c.regular, api, p != nullptr);
   if (api == kFree) return g_real.free(p);
   Guard guard(ts);
   RealDelete(api, p, 0, 0, false);
@@ -512,20 +541,18 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
     CountRegular(ts, api, total, q != nullptr);
     return q;
   }
-  ++ts.c.logical.ncalls[api];
   if (h == nullptr) {
     // A real block: the next allocator resizes it.
-    ++ts.c.real.ncalls[api];
+    ++ts.c.regular.ncalls[api];
     void* q = real_call();
     if (q != nullptr) {
-      ++ts.c.logical.nreallocs;
-      ++ts.c.real.nreallocs;
+      ++ts.c.regular.nreallocs;
     } else if (total == 0 && !overflow) {
-      ++ts.c.logical.nfrees;  // glibc: realloc(p, 0) frees p
-      ++ts.c.real.nfrees;
+      ++ts.c.regular.nfrees;  // glibc: realloc(p, 0) frees p
     }
     return q;
   }
+  ++ts.c.logical.ncalls[api];
   // A pooled block.
   if (overflow) {
     errno = ENOMEM;
@@ -701,8 +728,7 @@ void* NewForm(Api api, size_t n, size_t align, bool nothrow, void* ra) {
   Scope scope(ts);
   if (void* p = TryPool(ts, api, n, align == 0 ? 16 : align, ra)) return p;
   // Counted before the call: operator new may throw.
-  ++ts.c.logical.ncalls[api];
-  ++ts.c.real.ncalls[api];
+  ++ts.c.regular.ncalls[api];
   ++ts.c.sizes[SizeBucket(n)];
   void* p;
   {
@@ -710,10 +736,8 @@ void* NewForm(Api api, size_t n, size_t align, bool nothrow, void* ra) {
     p = real_call();
   }
   if (p != nullptr) {
-    ++ts.c.logical.nallocs;
-    ts.c.logical.nbytes += n;
-    ++ts.c.real.nallocs;
-    ts.c.real.nbytes += n;
+    ++ts.c.regular.nallocs;
+    ts.c.regular.nbytes += n;
   }
   return p;
 }
@@ -731,8 +755,7 @@ void DeleteForm(Api api, void* p, size_t size, size_t align, bool nothrow) {
   }
   Scope scope(ts);
   if (h != nullptr) return FreePooled(ts, api, p, h);
-  CountFree(ts.c.logical, api, p != nullptr);
-  CountFree(ts.c.real, api, p != nullptr);
+  CountFree(ts.c.regular, api, p != nullptr);
   Guard guard(ts);
   RealDelete(api, p, size, align, nothrow);
 }
@@ -827,6 +850,7 @@ void TagPush() {
   if (Enter(ts) != Mode::kCounted) return;
   ++ts.tag_depth;
   ts.pool_limit = LimitFor(ts);
+  ts.regular_miss = RegularMissFor(ts);
 }
 
 void TagPop() {
@@ -834,6 +858,7 @@ void TagPop() {
   if (Enter(ts) != Mode::kCounted) return;
   if (ts.tag_depth > 0) --ts.tag_depth;
   ts.pool_limit = LimitFor(ts);
+  ts.regular_miss = RegularMissFor(ts);
 }
 
 int Active() {
@@ -849,6 +874,7 @@ void OnLoad() {
   Enter(ts);
   if (ts.phase == kActive) {
     ts.pool_limit = LimitFor(ts);
+    ts.regular_miss = RegularMissFor(ts);
     StartSnapshots(g_options);
   }
 }

@@ -29,6 +29,11 @@ enum ThreadPhase : int { kFresh = 0, kActive = 1, kDead = 2 };
 
 struct ThreadState {
   size_t pool_limit;  // requests of 1..pool_limit bytes try the pooled fast path; 0 turns it off
+  // 1 + a miss reason: a request of n >= 1 bytes that fails the pool_limit test takes the regular path
+  // without further checks and counts as a miss with that reason (pooling off, or tag=small and too
+  // large); 0 (as every thread starts): such requests go through the slow path (uninitialised, inside
+  // poolscope, dead, tag=explicit or caller).
+  int regular_miss;
   int guard;          // > 0 while poolscope itself runs on this thread
   int phase;          // ThreadPhase
   int tag_depth;      // poolscope_tag_push nesting
@@ -46,6 +51,7 @@ extern pool::PoolMap g_pool_map;
 
 // Slow paths.
 void* AllocSlow(Api api, size_t n, void* ra);
+void* MallocRegular(size_t n, void* ra);
 void FreeSlow(Api api, void* p, pool::PoolHeader* h);
 void* NewSlow(Api api, size_t n, void* ra);
 
