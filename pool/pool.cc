@@ -69,6 +69,7 @@ Domain::Domain(const Config& config, Backend* backend, std::atomic<PoolMap::Leaf
   if (config_.pool_size > kMaxPoolSize) config_.pool_size = kMaxPoolSize;
   if (config_.max_cached < 0) config_.max_cached = 0;
   if (config_.max_cached > kMaxCachedPools) config_.max_cached = kMaxCachedPools;
+  if (config_.carve_offset >= config_.pool_size) config_.carve_offset = 0;
   pool_bytes_ = RoundUp(config_.pool_size, kLine);
   size_t granules = pool_bytes_ / kGranule;
   mark_words_ = static_cast<uint32_t>(RoundUp(granules * 2, 64) / 64);
@@ -157,8 +158,11 @@ Domain::FreeResult Domain::FreeSlow(ThreadCache* tc, PoolHeader* h, void* p) {
   std::atomic<uint64_t>& word = h->marks[off >> 8];
   unsigned shift = static_cast<unsigned>(off >> 2) & 62;
   if (h->owner.load(std::memory_order_relaxed) == tc) {
-    // The owner's fast path refused it: not a live block start.
-    FreeResult r = Classify(word.load(std::memory_order_relaxed) >> shift);
+    // The owner's fast path refused it: not a live block start, or freed by another thread already.
+    uint64_t bits = word.load(std::memory_order_relaxed) >> shift;
+    size_t g = off / kGranule;
+    bool remote_freed = (h->remote[g >> 6].load(std::memory_order_relaxed) >> (g & 63)) & 1;
+    FreeResult r = remote_freed ? FreeResult::kDouble : Classify(bits);
     CountFreeError(stats, r);
     return r;
   }
@@ -243,34 +247,38 @@ void ThreadCache::Adopt(PoolHeader* h) {
 
 void ThreadCache::FoldRemoteFrees(PoolHeader* h) {
   if (h->remote_pending.load(std::memory_order_acquire) == 0) return;
-  int64_t n = 0;
+  int64_t n = 0, seen = 0;
   for (uint32_t i = 0; i < h->remote_words; ++i) {
     uint64_t m = h->remote[i].exchange(0, std::memory_order_acq_rel);
     while (m != 0) {
       size_t g = i * 64 + static_cast<size_t>(__builtin_ctzll(m));
       m &= m - 1;
+      ++seen;
       std::atomic<uint64_t>& word = h->marks[g >> 5];
-      word.store(word.load(std::memory_order_relaxed) & ~(uint64_t{1} << ((g & 31) * 2)),
-                 std::memory_order_relaxed);
+      uint64_t live_bit = uint64_t{1} << ((g & 31) * 2);
+      uint64_t v = word.load(std::memory_order_relaxed);
+      if ((v & live_bit) == 0) continue;  // the owner's frees check the remote bit, so never
+      word.store(v & ~live_bit, std::memory_order_relaxed);
       ++n;
     }
   }
-  h->remote_pending.fetch_sub(n, std::memory_order_relaxed);
+  h->remote_pending.fetch_sub(seen, std::memory_order_relaxed);
   h->live -= n;
 }
 
 void ThreadCache::SetCurrent(PoolHeader* h) {
   pool_ = h;
   if (h == nullptr) {
-    cur_ = end_ = base_ = last1_ = 0;
+    cur_ = end_ = base_ = start_ = last1_ = 0;
     marks_ = remote_ = nullptr;
     live_ = 0;
     return;
   }
   h->owner.store(this, std::memory_order_relaxed);
   h->kind = kImplicit;
-  base_ = cur_ = reinterpret_cast<uintptr_t>(h->base);
-  end_ = cur_ + domain_->config_.pool_size;
+  base_ = reinterpret_cast<uintptr_t>(h->base);
+  start_ = cur_ = base_ + domain_->config_.carve_offset;
+  end_ = base_ + domain_->config_.pool_size;
   marks_ = h->marks;
   remote_ = h->remote;
   last1_ = 0;
@@ -281,7 +289,7 @@ void ThreadCache::ResetInPlace() {
   // The owner's current pool has no live block left (and no remote bit pending: those count as live).
   domain_->ZeroPool(pool_, reinterpret_cast<char*>(cur_));
   pool_->owner.store(this, std::memory_order_relaxed);
-  cur_ = reinterpret_cast<uintptr_t>(pool_->base);
+  cur_ = start_;
   live_ = 0;
   last1_ = 0;
   ++stats_.resets_in_place;

@@ -90,6 +90,10 @@ struct Config {
   size_t pool_size = 64;  // usable bytes per pool
   int max_cached = 4;     // pools kept per thread cache
   bool align8 = false;    // malloc_align=8: min(16, largest power of two <= size), at least 8
+  // Bytes left unused at the start of each implicit pool (0, or 16 under valgrind: then no block
+  // starts where the pool does, so the pointers poolscope keeps to its pools never look like
+  // pointers to a block the program leaked).
+  size_t carve_offset = 0;
 };
 
 class ThreadCache;
@@ -264,7 +268,7 @@ class ThreadCache {
     ++stats_.pooled_frees;
     if (POOLSCOPE_UNLIKELY(--live_ == 0)) {
       // Nothing else is live. If the carve point is back at the base, nothing is left to zero.
-      if (cur_ == base_) {
+      if (cur_ == start_) {
         marks_[0].store(0, std::memory_order_relaxed);
         ++stats_.resets_in_place;
       } else {
@@ -283,6 +287,9 @@ class ThreadCache {
     unsigned shift = static_cast<unsigned>(off >> 2) & 62;
     uint64_t v = word.load(std::memory_order_relaxed);
     if (POOLSCOPE_UNLIKELY((off & 7) != 0 || ((v >> shift) & 3) != 3)) return false;
+    // Freed by another thread already (its remote bit is not folded in yet): a double free.
+    size_t g = off >> 3;
+    if (POOLSCOPE_UNLIKELY((remote_[g >> 6].load(std::memory_order_relaxed) >> (g & 63)) & 1)) return false;
     word.store(v & ~(uint64_t{1} << shift), std::memory_order_relaxed);
     if (reinterpret_cast<uintptr_t>(p) + 1 == last1_) last1_ = 0;
     ++stats_.pooled_frees;
@@ -297,7 +304,7 @@ class ThreadCache {
     if (POOLSCOPE_LIKELY(used <= 256)) {  // one mark word covers the first 256 bytes
       for (uintptr_t q = base_, end = cur_; q < end; q += 8) *reinterpret_cast<uint64_t*>(q) = 0;
       marks_[0].store(0, std::memory_order_relaxed);
-      cur_ = base_;
+      cur_ = start_;
       last1_ = 0;
       ++stats_.resets_in_place;
     } else {
@@ -329,6 +336,9 @@ class ThreadCache {
   // fork() child: adopts `other`'s pools (its thread is gone) and marks it dead.
   void AdoptFromDeadThread(ThreadCache* other);
 
+  // The next free of the block carved last takes the general path (a caller that must see every free).
+  void ForgetLast() { last1_ = 0; }
+
   // For the report: the current pool holds live blocks or is held.
   bool has_current() const { return pool_ != nullptr; }
 
@@ -353,6 +363,7 @@ class ThreadCache {
   bool align8_ = false;  // a copy of the domain's, to keep the carve free of a dependent load
   uintptr_t cur_ = 0;   // next free byte of the current pool
   uintptr_t end_ = 0;   // base + pool_size of the current pool
+  uintptr_t start_ = 0;  // where carving starts: base_ + Config::carve_offset
   uintptr_t base_ = 0;  // the current pool's base and marks, copied here so that the fast paths
   std::atomic<uint64_t>* marks_ = nullptr;  // read them without going through its header
   std::atomic<uint64_t>* remote_ = nullptr;

@@ -124,6 +124,26 @@ TEST(PoolThreadsTest, RemoteDoubleFreeIsCaught) {
   EXPECT_EQ(owner.stats().resets_in_place, 1u);
 }
 
+// A block freed by another thread and then freed again by its owner (before the owner folded the
+// remote free in) is a double free: caught, counted, and it must not free a live neighbour.
+TEST(PoolThreadsTest, OwnerFreeAfterRemoteFreeIsADoubleFree) {
+  TestDomain t(Config{true, 64, 4, false});
+  ThreadCache owner(&t.domain);
+  ThreadCache other(&t.domain);
+  char* a = static_cast<char*>(owner.Carve(16));
+  char* b = static_cast<char*>(owner.Carve(16));
+  b[0] = 42;
+  std::thread([&] { EXPECT_EQ(other.Free(t.domain.Find(a), a), Domain::FreeResult::kFreed); }).join();
+  EXPECT_EQ(owner.Free(t.domain.Find(a), a), Domain::FreeResult::kDouble);
+  EXPECT_EQ(owner.stats().double_frees, 1u);
+  // b is still live: the pool must neither reset nor hand b's bytes out again.
+  char* c = static_cast<char*>(owner.Carve(32));
+  EXPECT_NE(c, b);
+  EXPECT_EQ(b[0], 42);
+  EXPECT_EQ(owner.stats().resets_in_place, 0u);
+  EXPECT_EQ(owner.Free(t.domain.Find(b), b), Domain::FreeResult::kFreed);
+}
+
 TEST(PoolThreadsTest, ManyThreadsChurn) {
   TestDomain t(Config{true, 128, 2, false});
   constexpr int kThreads = 8;
