@@ -198,6 +198,9 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   w.Field("start_ns", p.start_ns);
   w.Field("end_ns", NowNs());
   w.FieldStr("reason", reason);
+  // False when other threads were running while the counters were read (a snapshot, or an exit with
+  // threads still running): the ledgers may then be off by the calls in flight.
+  w.FieldBool("counters_exact", s.live_threads <= 1);
   w.Key("forked_from");
   if (p.forked_from != 0) {
     w.Int(p.forked_from);

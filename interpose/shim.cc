@@ -6,6 +6,8 @@
 #include "interpose/shim.h"
 
 #include <pthread.h>
+#include <valgrind/memcheck.h>
+#include <valgrind/valgrind.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -27,6 +29,26 @@ namespace {
 
 std::atomic<pool::PoolMap::Leaf*> g_map_root[pool::PoolMap::kRootSize];
 
+// Under valgrind (valgrind=1), pools and pooled blocks are described to memcheck: one meta mempool
+// whose first-level chunks are the pools and whose second-level (malloc-like) blocks are the blocks
+// carved from them, so memcheck sees the program's logical allocations again and reports its own
+// leaks block for block. The inline fast paths are off then: every pooled call takes the slow path,
+// which makes the client requests.
+bool g_valgrind = false;
+char g_valgrind_anchor;
+
+// The client request that describes a block keeps the block's address in its argument array on the
+// stack; once popped, such a stale copy can sit in a frame of the exit path at the final leak check
+// and make a leaked block look reachable. So the request runs in its own frame, which is then wiped.
+__attribute__((noinline)) void ValgrindDescribeAlloc(void* p, size_t n) {
+  VALGRIND_MALLOCLIKE_BLOCK(p, n, 0, 1);
+}
+
+__attribute__((noinline)) void WipeStackBelow() {
+  volatile char pad[4096];
+  for (size_t i = 0; i < sizeof pad; ++i) pad[i] = 0;
+}
+
 class ShimBackend : public pool::Backend {
  public:
   void* AllocPool(size_t bytes) override {
@@ -34,6 +56,7 @@ class ShimBackend : public pool::Backend {
     void* p = poolscope_pool_alloc(bytes);
     ++ts.c.real.ncalls[kPosixMemalign];
     if (p == nullptr) return nullptr;
+    if (g_valgrind) VALGRIND_MEMPOOL_ALLOC(&g_valgrind_anchor, p, bytes);
     ++ts.c.real.nallocs;
     ts.c.real.nbytes += bytes;
     return p;
@@ -42,6 +65,7 @@ class ShimBackend : public pool::Backend {
     ThreadState& ts = t_state;
     ++ts.c.real.ncalls[kFree];
     ++ts.c.real.nfrees;
+    if (g_valgrind) VALGRIND_MEMPOOL_FREE(&g_valgrind_anchor, p);
     g_real.free(p);
   }
   void* AllocMeta(size_t bytes) override { return InternalAlloc(bytes); }
@@ -55,7 +79,10 @@ pool::Domain* g_domain = nullptr;
 
 Options g_options;
 bool g_pooling = false;
-size_t g_pool_size = 0;
+size_t g_pool_size = 0;  // pool_size as configured
+// The largest malloc-family request a pool can hold: carving rounds sizes up to 16 bytes (8 with
+// malloc_align=8), so with pool_size=24 a 24-byte request needs 32 and never fits.
+size_t g_pool_capacity = 0;
 size_t g_max_align = 16;
 
 std::atomic<int> g_init{0};  // 0 not yet, 1 in progress, 2 done
@@ -102,16 +129,16 @@ class Guard {
 };
 
 int RegularMissFor(const ThreadState& ts) {
-  if (ts.phase != kActive || ts.guard > 0) return 0;
+  if (ts.phase != kActive || ts.guard > 0 || g_valgrind) return 0;
   if (!g_pooling) return 1 + pool::kMissDisabled;
   return g_options.tag == TagMode::kSmall ? 1 + pool::kMissTooLarge : 0;
 }
 
 size_t LimitFor(const ThreadState& ts) {
-  if (!g_pooling || ts.phase != kActive) return 0;
+  if (!g_pooling || ts.phase != kActive || g_valgrind) return 0;
   switch (g_options.tag) {
-    case TagMode::kSmall: return g_pool_size;
-    case TagMode::kExplicit: return ts.tag_depth > 0 ? g_pool_size : 0;
+    case TagMode::kSmall: return g_pool_capacity;
+    case TagMode::kExplicit: return ts.tag_depth > 0 ? g_pool_capacity : 0;
     case TagMode::kCaller: return 0;
   }
   return 0;
@@ -239,9 +266,17 @@ void InitGlobal(ThreadState& ts) {
   config.pool_size = g_options.pool_size > 0 ? static_cast<size_t>(g_options.pool_size) : 64;
   config.max_cached = g_options.pools;
   config.align8 = g_options.malloc_align == 8;
+  if (g_options.valgrind && RUNNING_ON_VALGRIND) {
+    g_valgrind = true;
+    config.carve_offset = 16;
+    VALGRIND_CREATE_MEMPOOL_EXT(&g_valgrind_anchor, 0, 1,
+                                VALGRIND_MEMPOOL_METAPOOL | VALGRIND_MEMPOOL_AUTO_FREE);
+  }
   g_domain = new (g_domain_storage) pool::Domain(config, &g_backend, g_map_root);
   g_pool_size = g_domain->config().pool_size;
   g_max_align = config.align8 ? 8 : 16;
+  size_t usable = g_pool_size - g_domain->config().carve_offset;
+  g_pool_capacity = usable & ~(g_max_align - 1);
   pthread_key_create(&g_key, OnThreadExit);
   pthread_atfork(ForkPrepare, ForkParent, ForkChild);
   InitProcessInfo(&g_process, g_options);
@@ -319,10 +354,12 @@ void* Bootstrap(size_t n, size_t align) {
 }
 
 // -1: pool it; otherwise the miss reason.
+// `align`: what the caller needs beyond malloc's own guarantee (0 for the malloc family).
 inline int Decide(const ThreadState& ts, size_t n, size_t align, const void* ra) {
   if (!g_pooling || ts.phase != kActive) return pool::kMissDisabled;
-  if (n > g_pool_size) return pool::kMissTooLarge;
-  if (align > g_max_align) return pool::kMissAlignment;
+  if (n > g_pool_capacity) return pool::kMissTooLarge;
+  // Pooled blocks are 16-aligned, or with malloc_align=8 8-aligned below 16 bytes.
+  if (align > 16 || (align > 8 && g_max_align == 8 && n < 16)) return pool::kMissAlignment;
   switch (g_options.tag) {
     case TagMode::kSmall: return -1;
     case TagMode::kExplicit: return ts.tag_depth > 0 ? -1 : pool::kMissUntagged;
@@ -337,6 +374,11 @@ inline void* TryPool(ThreadState& ts, Api api, size_t n, size_t align, const voi
   if (reason < 0) {
     void* p = ts.tc.Carve(n == 0 ? 1 : n);
     if (p != nullptr) {
+      if (POOLSCOPE_UNLIKELY(g_valgrind)) {
+        ts.tc.ForgetLast();  // frees must come through FreePooled, which tells memcheck
+        ValgrindDescribeAlloc(p, n == 0 ? 1 : n);
+        WipeStackBelow();
+      }
       if (n != 0) {
         CountPooled(ts, api, n);
       } else {
@@ -373,7 +415,12 @@ inline void CountFree(Ledger& l, Api api, bool freed) {
 
 // A pooled block released by free/delete (h from the pool map).
 void FreePooled(ThreadState& ts, Api api, void* p, pool::PoolHeader* h) {
+  size_t usable = POOLSCOPE_UNLIKELY(g_valgrind) ? g_domain->UsableSize(h, p) : 0;
   pool::Domain::FreeResult r = ts.tc.Free(h, p);
+  if (POOLSCOPE_UNLIKELY(g_valgrind) && r == pool::Domain::FreeResult::kFreed) {
+    VALGRIND_FREELIKE_BLOCK(p, 0);
+    VALGRIND_MAKE_MEM_DEFINED(p, usable);  // back to the pool, which zeroes and reuses it
+  }
   CountFree(ts.c.logical, api, r == pool::Domain::FreeResult::kFreed);
   if (r != pool::Domain::FreeResult::kFreed) RecordBadFree(p, r == pool::Domain::FreeResult::kDouble);
 }
@@ -418,7 +465,7 @@ void* AllocSlow(Api api, size_t n, void* ra) {
     case Mode::kCounted: break;
   }
   Scope scope(ts);
-  if (void* p = TryPool(ts, api, n, 16, ra)) return p;
+  if (void* p = TryPool(ts, api, n, 0, ra)) return p;
   void* p = g_real.malloc(n);
   CountRegular(ts, api, n, p != nullptr);
   return p;
@@ -444,7 +491,7 @@ void* MallocRegular(size_t n, void* ra) {
 void FreeNotLast(Api api, void* p) {
   pool::PoolHeader* h = g_pool_map.Find(p);
   ThreadState& ts = t_state;
-  if (POOLSCOPE_LIKELY(h != nullptr && ts.tc.FreeOwn(h, p))) {
+  if (POOLSCOPE_LIKELY(h != nullptr && !g_valgrind && ts.tc.FreeOwn(h, p))) {
     ++ts.c.logical.ncalls[api];
     ++ts.c.logical.nfrees;
     return;
@@ -494,7 +541,7 @@ void* Calloc(size_t n, size_t m, void* ra) {
   }
   Scope scope(ts);
   if (!overflow) {
-    if (void* p = TryPool(ts, kCalloc, total, 16, ra)) return p;
+    if (void* p = TryPool(ts, kCalloc, total, 0, ra)) return p;
   }
   void* p = g_real.calloc(n, m);
   CountRegular(ts, kCalloc, overflow ? ~size_t{0} : total, p != nullptr);
@@ -529,7 +576,7 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
   if (p == nullptr || IsBootstrap(p)) {
     // realloc(NULL, n) is an allocation.
     if (!overflow && p == nullptr) {
-      if (void* q = TryPool(ts, api, total, 16, ra)) return q;
+      if (void* q = TryPool(ts, api, total, 0, ra)) return q;
     }
     void* q;
     if (p == nullptr) {
@@ -559,12 +606,8 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
     return nullptr;
   }
   if (total == 0) {
-    pool::Domain::FreeResult r = ts.tc.Free(h, p);
-    if (r == pool::Domain::FreeResult::kFreed) {
-      ++ts.c.logical.nfrees;
-    } else {
-      RecordBadFree(p, r == pool::Domain::FreeResult::kDouble);
-    }
+    FreePooled(ts, api, p, h);
+    --ts.c.logical.ncalls[api];  // FreePooled counted the call again: it was counted above
     return nullptr;
   }
   size_t old = g_domain->UsableSize(h, p);
@@ -585,9 +628,16 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
     return p;
   }
   void* q = nullptr;
-  if (Decide(ts, total, 16, ra) < 0) {
+  if (Decide(ts, total, 0, ra) < 0) {
     q = ts.tc.Carve(total);
-    if (q != nullptr) --ts.tc.stats().hits;  // a move, not a logical allocation
+    if (q != nullptr) {
+      --ts.tc.stats().hits;  // a move, not a logical allocation
+      if (POOLSCOPE_UNLIKELY(g_valgrind)) {
+        ts.tc.ForgetLast();
+        ValgrindDescribeAlloc(q, total);
+        WipeStackBelow();
+      }
+    }
   }
   bool spill = q == nullptr;
   if (spill) {
@@ -599,7 +649,11 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
     ++ts.tc.stats().spills;
   }
   memcpy(q, p, old);
-  ts.tc.Free(g_pool_map.Find(p), p);
+  ts.tc.Free(h, p);
+  if (POOLSCOPE_UNLIKELY(g_valgrind)) {
+    VALGRIND_FREELIKE_BLOCK(p, 0);
+    VALGRIND_MAKE_MEM_DEFINED(p, old);
+  }
   if (!spill) --ts.tc.stats().pooled_frees;  // the block moved within the pools
   ++ts.c.logical.nreallocs;
   return q;
@@ -726,7 +780,7 @@ void* NewForm(Api api, size_t n, size_t align, bool nothrow, void* ra) {
     case Mode::kCounted: break;
   }
   Scope scope(ts);
-  if (void* p = TryPool(ts, api, n, align == 0 ? 16 : align, ra)) return p;
+  if (void* p = TryPool(ts, api, n, align, ra)) return p;
   // Counted before the call: operator new may throw.
   ++ts.c.regular.ncalls[api];
   ++ts.c.sizes[SizeBucket(n)];

@@ -162,6 +162,10 @@ def check_identities(r):
           "real.allocs - real.frees", rl["allocs"] - rl["frees"],
           "real.live_blocks", rl["live_blocks"])
     off = pooling_off(r["options"])
+    if r["process"].get("counters_exact") is False:
+        # Read while other threads were allocating (a snapshot, or an exit with threads still
+        # running): the ledgers may be off by the calls in flight, so only their shape is checked.
+        return
     equal("pool.enabled agrees with options (pool=%r pool_size=%r)"
           % (r["options"].get("pool"), r["options"].get("pool_size")),
           "pool.enabled", pool["enabled"], "expected", not off)
