@@ -14,6 +14,8 @@ packages=(
   heaptrack hyperfine libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0
   # the HTML report is rendered in a real browser by a test
   chromium
+  # hardening: libFuzzer targets (fuzz/), readelf for the exported-symbols test, unshare for mounts
+  clang-14 libclang-rt-14-dev binutils util-linux
 )
 
 missing=()
