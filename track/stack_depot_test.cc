@@ -1,0 +1,209 @@
+#include "track/stack_depot.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "track/fake_memory.h"
+
+namespace poolscope {
+namespace track {
+namespace {
+
+std::vector<uintptr_t> MakeStack(uint64_t seed, int depth) {
+  std::vector<uintptr_t> s(depth);
+  for (int i = 0; i < depth; ++i) s[i] = 0x400000 + seed * 4096 + i * 16 + (seed % 7);
+  return s;
+}
+
+std::vector<uintptr_t> Frames(const StackDepot& d, uint32_t id) {
+  const uintptr_t* pcs;
+  int n = d.Get(id, &pcs);
+  return std::vector<uintptr_t>(pcs, pcs + n);
+}
+
+TEST(StackDepotTest, SameStackSameIdDifferentStackDifferentId) {
+  FakeMemory mem;
+  StackDepot d(&mem, 1024);
+  auto a = MakeStack(1, 16), b = MakeStack(2, 16);
+  uint32_t ia = d.Insert(a.data(), 16);
+  uint32_t ib = d.Insert(b.data(), 16);
+  EXPECT_GE(ia, kFirstStackId);
+  EXPECT_GE(ib, kFirstStackId);
+  EXPECT_NE(ia, ib);
+  EXPECT_EQ(d.Insert(a.data(), 16), ia);
+  EXPECT_EQ(d.Insert(b.data(), 16), ib);
+  EXPECT_EQ(Frames(d, ia), a);
+  EXPECT_EQ(Frames(d, ib), b);
+  EXPECT_EQ(d.size(), 2u);
+  // A prefix is another stack.
+  uint32_t prefix = d.Insert(a.data(), 15);
+  EXPECT_NE(prefix, ia);
+  EXPECT_EQ(Frames(d, prefix).size(), 15u);
+}
+
+TEST(StackDepotTest, ReservedIds) {
+  FakeMemory mem;
+  StackDepot d(&mem, 64);
+  uintptr_t pc = 1;
+  EXPECT_EQ(d.Insert(&pc, 0), kNoStackId);
+  EXPECT_EQ(d.Insert(nullptr, -1), kNoStackId);
+  const uintptr_t* pcs = &pc;
+  EXPECT_EQ(d.Get(kNoStackId, &pcs), 0);
+  EXPECT_EQ(pcs, nullptr);
+  EXPECT_EQ(d.Get(kOverflowStackId, &pcs), 0);
+  EXPECT_EQ(d.Get(12345, &pcs), 0);  // never handed out
+  EXPECT_EQ(d.Get(0xffffffffu, &pcs), 0);
+}
+
+TEST(StackDepotTest, DepthIsClampedTo64) {
+  FakeMemory mem;
+  StackDepot d(&mem, 64);
+  auto s = MakeStack(3, 100);
+  uint32_t id = d.Insert(s.data(), 100);
+  EXPECT_EQ(Frames(d, id).size(), static_cast<size_t>(kMaxStackDepth));
+  EXPECT_EQ(d.Insert(s.data(), kMaxStackDepth), id);
+}
+
+TEST(StackDepotTest, FullDepotReturnsOverflowAndKeepsWhatItHas) {
+  FakeMemory mem;
+  StackDepot d(&mem, 100);
+  std::vector<uint32_t> ids;
+  for (int i = 0; i < 100; ++i) {
+    auto s = MakeStack(i, 8);
+    ids.push_back(d.Insert(s.data(), 8));
+    ASSERT_GE(ids.back(), kFirstStackId) << i;
+  }
+  EXPECT_EQ(d.size(), 100u);
+  for (int i = 100; i < 150; ++i) {
+    auto s = MakeStack(i, 8);
+    EXPECT_EQ(d.Insert(s.data(), 8), kOverflowStackId);
+  }
+  EXPECT_EQ(d.overflows(), 50u);
+  EXPECT_EQ(d.size(), 100u);
+  for (int i = 0; i < 100; ++i) {
+    auto s = MakeStack(i, 8);
+    EXPECT_EQ(d.Insert(s.data(), 8), ids[i]);  // known stacks still found
+    EXPECT_EQ(Frames(d, ids[i]), s);
+  }
+}
+
+TEST(StackDepotTest, OutOfMemoryReturnsOverflow) {
+  {
+    FakeMemory none(0);
+    StackDepot d(&none, 1024);
+    auto s = MakeStack(1, 4);
+    EXPECT_EQ(d.Insert(s.data(), 4), kOverflowStackId);
+    EXPECT_EQ(d.overflows(), 1u);
+  }
+  // Enough for the table and the directory, not for many records.
+  FakeMemory some(16 * 1024 + 64 * 1024 + 64 * 1024);
+  StackDepot d(&some, 1024);
+  int kept = 0, overflowed = 0;
+  for (int i = 0; i < 1000; ++i) {
+    auto s = MakeStack(i, 64);
+    uint32_t id = d.Insert(s.data(), 64);
+    if (id == kOverflowStackId) {
+      ++overflowed;
+    } else {
+      ++kept;
+      EXPECT_EQ(Frames(d, id), s);
+    }
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_GT(overflowed, 0);
+  EXPECT_LE(some.bytes(), 16u * 1024 + 128 * 1024);
+  EXPECT_EQ(d.memory_bytes(), some.bytes());
+}
+
+TEST(StackDepotTest, MemoryIsWhatTheStacksNeed) {
+  FakeMemory mem;
+  StackDepot d(&mem, 1u << 16);
+  size_t after_ctor = mem.bytes();
+  EXPECT_EQ(after_ctor, d.memory_bytes());
+  // Table of 2^17 4-byte slots plus the directory; no records yet.
+  EXPECT_LE(after_ctor, (size_t{1} << 17) * 4 + 4096);  // 98,306 ids -> 2^17 slots
+  for (int i = 0; i < 10000; ++i) {
+    auto s = MakeStack(i, 16);
+    d.Insert(s.data(), 16);
+  }
+  // 10,000 records of 8 + 16 * 8 bytes (144 with 16-byte rounding) in 64 KiB chunks, plus directory
+  // leaves of 32 KiB.
+  EXPECT_LE(mem.bytes() - after_ctor, 10000u * 144 + 64 * 1024 + 3 * 32 * 1024);
+}
+
+TEST(StackDepotTest, ManyThreadsAgreeOnIds) {
+  FakeMemory mem;
+  StackDepot d(&mem, 1u << 16);
+  constexpr int kThreads = 8;
+  constexpr int kStacks = 3000;  // every thread inserts all of them, in different orders
+  std::vector<std::vector<uint32_t>> seen(kThreads, std::vector<uint32_t>(kStacks));
+  std::atomic<int> go{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<int> order(kStacks);
+      for (int i = 0; i < kStacks; ++i) order[i] = i;
+      std::shuffle(order.begin(), order.end(), std::mt19937(t));
+      go.fetch_add(1);
+      while (go.load() < kThreads) {
+      }
+      for (int rep = 0; rep < 2; ++rep) {
+        for (int i : order) {
+          auto s = MakeStack(i, 1 + i % 32);
+          uint32_t id = d.Insert(s.data(), static_cast<int>(s.size()));
+          if (rep == 1 && seen[t][i] != id) seen[t][i] = 0;  // unstable id
+          if (rep == 0) seen[t][i] = id;
+          // Readers see complete records at once.
+          const uintptr_t* pcs;
+          int n = d.Get(id, &pcs);
+          if (n != static_cast<int>(s.size()) || !std::equal(s.begin(), s.end(), pcs)) seen[t][i] = 1;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  std::set<uint32_t> distinct;
+  for (int i = 0; i < kStacks; ++i) {
+    for (int t = 0; t < kThreads; ++t) ASSERT_EQ(seen[t][i], seen[0][i]) << "stack " << i << " thread " << t;
+    ASSERT_GE(seen[0][i], kFirstStackId);
+    distinct.insert(seen[0][i]);
+  }
+  EXPECT_EQ(distinct.size(), static_cast<size_t>(kStacks));
+  // Ids lost to races are few.
+  EXPECT_GE(d.size(), static_cast<uint32_t>(kStacks));
+  EXPECT_LE(d.size(), static_cast<uint32_t>(kStacks + kStacks / 10));
+}
+
+TEST(StackDepotTest, ManyThreadsFillItPastCapacity) {
+  FakeMemory mem;
+  StackDepot d(&mem, 5000);
+  std::vector<std::thread> threads;
+  std::atomic<int> kept{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 1000; ++i) {
+        auto s = MakeStack(t * 1000 + i, 8);
+        uint32_t id = d.Insert(s.data(), 8);
+        if (id != kOverflowStackId) {
+          kept.fetch_add(1);
+          if (Frames(d, id) != s) ADD_FAILURE() << "wrong frames";
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(d.size(), 5000u);
+  EXPECT_LE(kept.load(), 5000);
+  EXPECT_EQ(static_cast<uint64_t>(8000 - kept.load()), d.overflows());
+}
+
+}  // namespace
+}  // namespace track
+}  // namespace poolscope

@@ -1,0 +1,171 @@
+#include "track/symbolizer.h"
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <iostream>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "track/test_debug_info.h"
+
+namespace poolscope {
+namespace track {
+namespace {
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+constexpr int kKnownFunctionLine = __LINE__ + 1;
+__attribute__((noinline)) int KnownFunction(int x) { return x * 3 + 1; }  // one line: see the callee
+
+__attribute__((noinline)) uintptr_t ReturnAddressHere() {
+  uintptr_t ra = reinterpret_cast<uintptr_t>(__builtin_extract_return_addr(__builtin_return_address(0)));
+  __asm__ volatile("" ::: "memory");
+  return ra;
+}
+
+// The test binary's own lines survive only where Bazel does not strip it (see BUILD).
+bool ThisBinaryHasLines() {
+  bool lines = ObjectHasLineTables(reinterpret_cast<void*>(&KnownFunction));
+  if (!lines) std::cout << "this binary has no .debug_line (--strip=sometimes): file:line not checked\n";
+  return lines;
+}
+
+// The genrule-built object, which keeps its debug info in every configuration.
+struct Callee {
+  void* handle = dlopen("track/libsymbolizer_test_callee.so", RTLD_NOW | RTLD_LOCAL);
+  int (*known)(int) = handle ? reinterpret_cast<int (*)(int)>(dlsym(handle, "poolscope_callee_known")) : nullptr;
+  int (*call_site)(uintptr_t*) =
+      handle ? reinterpret_cast<int (*)(uintptr_t*)>(dlsym(handle, "poolscope_callee_call_site")) : nullptr;
+  int* entry_line = handle ? static_cast<int*>(dlsym(handle, "poolscope_callee_entry_line")) : nullptr;
+};
+
+TEST(SymbolizerTest, FunctionEntryAndCallLineInATestObject) {
+  Callee callee;
+  ASSERT_NE(callee.handle, nullptr) << dlerror();
+  ASSERT_NE(callee.known, nullptr);
+  ASSERT_NE(callee.call_site, nullptr);
+  ASSERT_NE(callee.entry_line, nullptr);
+  Symbolizer sym;
+  SymbolizedFrame f = sym.SymbolizeAddress(reinterpret_cast<uintptr_t>(callee.known));
+  EXPECT_TRUE(f.has_symbol);
+  EXPECT_EQ(f.function, "poolscope_callee_known");
+  EXPECT_TRUE(EndsWith(f.file, "track/symbolizer_test_callee.cc")) << f.file;
+  EXPECT_EQ(f.line, *callee.entry_line);
+  EXPECT_TRUE(EndsWith(f.object, "track/libsymbolizer_test_callee.so")) << f.object;
+
+  uintptr_t ra = 0;
+  int line = callee.call_site(&ra);
+  SymbolizedFrame call = sym.SymbolizeReturnAddress(ra);
+  EXPECT_EQ(call.function, "poolscope_callee_call_site");
+  EXPECT_TRUE(EndsWith(call.file, "track/symbolizer_test_callee.cc")) << call.file;
+  EXPECT_EQ(call.line, line);
+}
+
+TEST(SymbolizerTest, FunctionEntryInThisBinary) {
+  Symbolizer sym;
+  SymbolizedFrame f = sym.SymbolizeAddress(reinterpret_cast<uintptr_t>(&KnownFunction));
+  EXPECT_TRUE(f.has_symbol);
+  EXPECT_EQ(f.function, "poolscope::track::(anonymous namespace)::KnownFunction(int)");
+  if (!ThisBinaryHasLines()) return;
+  EXPECT_TRUE(EndsWith(f.file, "track/symbolizer_test.cc")) << f.file;
+  EXPECT_EQ(f.line, kKnownFunctionLine);
+  EXPECT_FALSE(f.object.empty());
+}
+
+TEST(SymbolizerTest, ReturnAddressGivesTheLineOfTheCall) {
+  Symbolizer sym;
+  uintptr_t ra = ReturnAddressHere(); const int call_line = __LINE__;
+  SymbolizedFrame f = sym.SymbolizeReturnAddress(ra);
+  EXPECT_EQ(f.function, "poolscope::track::(anonymous namespace)::SymbolizerTest_ReturnAddressGivesTheLineOfTheCall_Test::TestBody()");
+  if (!ThisBinaryHasLines()) return;
+  EXPECT_TRUE(EndsWith(f.file, "track/symbolizer_test.cc")) << f.file;
+  EXPECT_EQ(f.line, call_line);
+  // Cached: the same answer again.
+  SymbolizedFrame again = sym.SymbolizeReturnAddress(ra);
+  EXPECT_EQ(again.function, f.function);
+  EXPECT_EQ(again.line, f.line);
+}
+
+TEST(SymbolizerTest, FunctionInLibcFromDynsym) {
+  void* libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(libc, nullptr);
+  void* fn = dlsym(libc, "qsort_r");
+  ASSERT_NE(fn, nullptr);
+  Symbolizer sym;
+  SymbolizedFrame f = sym.SymbolizeAddress(reinterpret_cast<uintptr_t>(fn) + 4);
+  EXPECT_TRUE(f.has_symbol);
+  EXPECT_NE(f.function.find("qsort_r"), std::string::npos) << f.function;
+  EXPECT_NE(f.object.find("libc.so.6"), std::string::npos) << f.object;
+  dlclose(libc);
+}
+
+TEST(SymbolizerTest, NoSymbolFallsBackToObjectPlusOffset) {
+  void* libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(libc, nullptr);
+  Dl_info info;
+  ASSERT_NE(dladdr(dlsym(libc, "qsort_r"), &info), 0);
+  dlclose(libc);
+  Symbolizer sym;
+  // The ELF header at the object's load address is covered by no function symbol.
+  SymbolizedFrame f = sym.SymbolizeAddress(reinterpret_cast<uintptr_t>(info.dli_fbase) + 1);
+  EXPECT_FALSE(f.has_symbol);
+  // The object as /proc/self/maps names it (the file, not the soname link dladdr gives).
+  const char* base = strrchr(f.object.c_str(), '/');
+  ASSERT_NE(base, nullptr);
+  EXPECT_EQ(f.function, std::string(base + 1) + "+0x1");
+  EXPECT_NE(f.object.find("libc.so"), std::string::npos) << f.object;
+  EXPECT_EQ(f.object_offset, 1u);
+}
+
+TEST(SymbolizerTest, UnmappedAddress) {
+  Symbolizer sym;
+  SymbolizedFrame f = sym.SymbolizeAddress(0x10);
+  EXPECT_EQ(f.function, "0x10");
+  EXPECT_EQ(f.object, "");
+  EXPECT_EQ(f.line, 0);
+  EXPECT_FALSE(f.has_symbol);
+}
+
+TEST(SymbolizerTest, SeesLibrariesLoadedAfterItsFirstUse) {
+  Symbolizer sym;
+  sym.SymbolizeAddress(reinterpret_cast<uintptr_t>(&KnownFunction));  // reads the maps now
+  void* h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  void* fn = dlsym(h, "unw_backtrace");
+  ASSERT_NE(fn, nullptr);
+  SymbolizedFrame f = sym.SymbolizeAddress(reinterpret_cast<uintptr_t>(fn));
+  EXPECT_NE(f.object.find("libunwind.so.8"), std::string::npos) << f.object;
+  EXPECT_TRUE(f.has_symbol) << f.function;
+}
+
+TEST(SymbolizerTest, Demangle) {
+  EXPECT_EQ(Demangle("_ZN9poolscope5track12CaptureStackEPmii"), "poolscope::track::CaptureStack(unsigned long*, int, int)");
+  EXPECT_EQ(Demangle("malloc"), "malloc");
+  EXPECT_EQ(Demangle("_Znot a name"), "_Znot a name");
+  EXPECT_EQ(Demangle(nullptr), "");
+}
+
+TEST(SymbolizerTest, ThreadsShareOneSymbolizer) {
+  Symbolizer sym;
+  std::vector<std::thread> threads;
+  std::vector<int> bad(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        SymbolizedFrame f = sym.SymbolizeAddress(reinterpret_cast<uintptr_t>(&KnownFunction) + (i % 3));
+        bad[t] += f.function.find("KnownFunction") == std::string::npos;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(bad[t], 0);
+}
+
+}  // namespace
+}  // namespace track
+}  // namespace poolscope
