@@ -11,14 +11,20 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "interpose/internal.h"
 #include "interpose/shim.h"
 #include "interpose/snapshot.h"
+#include "interpose/tracking.h"
 #include "report/json_writer.h"
+#include "track/symbolizer.h"
 
 namespace poolscope {
 
@@ -62,6 +68,7 @@ struct BadFree {
   uintptr_t address;
   bool is_double;
   int tid;
+  uint32_t stack_id;
 };
 constexpr int kMaxBadFrees = 64;
 BadFree g_bad_frees[kMaxBadFrees];
@@ -127,7 +134,8 @@ bool ExpandPath(const Options& o, const ProcessInfo& p, char* out, size_t cap) {
   return true;
 }
 
-void WriteLedger(report::JsonWriter& w, const char* key, const Ledger& l, bool with_live) {
+void WriteLedger(report::JsonWriter& w, const char* key, const Ledger& l, bool with_live,
+                 int64_t live_bytes = -1) {
   w.Key(key);
   w.BeginObject();
   w.Field("allocs", l.nallocs);
@@ -137,7 +145,11 @@ void WriteLedger(report::JsonWriter& w, const char* key, const Ledger& l, bool w
   if (with_live) {
     w.FieldInt("live_blocks", static_cast<int64_t>(l.nallocs - l.nfrees));
     w.Key("live_bytes");
-    w.Null();  // needs the live-block table (track=1), see docs/report-schema.md
+    if (live_bytes >= 0) {
+      w.Int(live_bytes);
+    } else {
+      w.Null();  // needs the live-block table (track=1), see docs/report-schema.md
+    }
   }
   w.Key("by_api");
   w.BeginObject();
@@ -175,9 +187,73 @@ void WriteThread(report::JsonWriter& w, int tid, bool ended, const ThreadCounter
   w.EndObject();
 }
 
+// Frames of a captured stack, innermost first, symbolized now.
+void WriteStack(report::JsonWriter& w, track::Symbolizer* sym, uint32_t stack_id) {
+  w.Key("stack");
+  w.BeginArray();
+  const uintptr_t* pcs = nullptr;
+  int n = sym != nullptr ? StackFrames(stack_id, &pcs) : 0;
+  for (int i = 0; i < n; ++i) {
+    track::SymbolizedFrame f = sym->SymbolizeReturnAddress(pcs[i]);
+    w.BeginObject();
+    char pc[32];
+    snprintf(pc, sizeof pc, "0x%llx", static_cast<unsigned long long>(pcs[i]));
+    w.FieldStr("pc", pc);
+    w.FieldStr("function", f.function.c_str());
+    w.FieldStr("object", f.object.c_str());
+    if (!f.file.empty()) {
+      w.FieldStr("file", f.file.c_str());
+      w.FieldInt("line", f.line);
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
 void Render(report::JsonWriter& w, const char* reason, const Options& o, const ProcessInfo& p,
             const Snapshot& s, const char* path) {
   const ThreadCounters& t = s.totals;
+  // Report time: allocation through the normal malloc is fine here (the caller holds the guard, so it
+  // passes straight through, counted as poolscope's own).
+  constexpr size_t kMaxStacks = 4096;
+  constexpr size_t kMaxLeakGroups = 64;
+  constexpr size_t kMaxSites = 32;
+  const bool tracked = TrackingOn();
+  std::vector<LeakGroup> raw(kMaxStacks);
+  LiveTotals live = {};
+  size_t nstacks_all = tracked ? AggregateLeaks(raw.data(), raw.size(), &live) : 0;
+  raw.resize(nstacks_all < kMaxStacks ? nstacks_all : kMaxStacks);
+  std::vector<SiteCounters> site_list(kMaxSites);
+  site_list.resize(tracked ? TopSites(site_list.data(), kMaxSites) : 0);
+  track::Symbolizer* sym = tracked ? new track::Symbolizer() : nullptr;
+  // Stacks that differ only in return addresses the source cannot tell apart (an unrolled loop calls
+  // the same line from two places) are one group: merged by their symbolized frames.
+  std::map<std::string, LeakGroup> merged;
+  for (const LeakGroup& g : raw) {
+    std::string key;
+    const uintptr_t* pcs = nullptr;
+    int n = StackFrames(g.stack_id, &pcs);
+    for (int i = 0; i < n; ++i) {
+      track::SymbolizedFrame f = sym->SymbolizeReturnAddress(pcs[i]);
+      key += f.function + "@" + f.file + ":" + std::to_string(f.line) + ";";
+    }
+    if (n == 0) key = "#" + std::to_string(g.stack_id);
+    auto it = merged.find(key);
+    if (it == merged.end()) {
+      merged.emplace(key, g);
+    } else {
+      it->second.blocks += g.blocks;
+      it->second.bytes += g.bytes;
+      it->second.pooled_blocks += g.pooled_blocks;
+    }
+  }
+  std::vector<LeakGroup> groups;
+  for (auto& kv : merged) groups.push_back(kv.second);
+  std::sort(groups.begin(), groups.end(), [](const LeakGroup& a, const LeakGroup& b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.blocks > b.blocks;
+  });
+  size_t ngroups_all = groups.size() + (nstacks_all - raw.size());
+  size_t ngroups = groups.size() < kMaxLeakGroups ? groups.size() : kMaxLeakGroups;
   w.BeginObject();
   w.FieldStr("schema", "poolscope.report/1");
   w.FieldStr("poolscope_version", kVersion);
@@ -234,8 +310,12 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
 
   const Ledger logical = Logical(t);
   const Ledger real = Real(t);
-  WriteLedger(w, "logical", logical, true);
-  WriteLedger(w, "real", real, true);
+  uint64_t pools_existing = s.pool.pools_created - s.pool.pools_released;
+  uint64_t pool_bytes = (s.pool_size + 63) & ~uint64_t{63};
+  int64_t real_live_bytes =
+      tracked ? static_cast<int64_t>(live.real_bytes + pools_existing * pool_bytes) : -1;
+  WriteLedger(w, "logical", logical, true, tracked ? static_cast<int64_t>(live.bytes) : -1);
+  WriteLedger(w, "real", real, true, real_live_bytes);
 
   w.Key("internal");
   w.BeginObject();
@@ -299,12 +379,34 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   w.Double(total != 0 ? static_cast<double>(small) / static_cast<double>(total) : 0.0);
   w.EndObject();
 
+  // The dual ledger per allocation site: what the program asked for there, what the pools served,
+  // and what reached the real allocator.
   w.Key("sites");
   w.BeginArray();
+  for (const SiteCounters& site : site_list) {
+    w.BeginObject();
+    w.Field("logical_allocs", site.allocs);
+    w.Field("pool_hits", site.hits);
+    w.Field("real_allocs", site.real_allocs);
+    w.Field("bytes", site.bytes);
+    WriteStack(w, sym, site.stack_id);
+    w.EndObject();
+  }
   w.EndArray();
+  // Live logical blocks, grouped by allocation stack, largest first.
   w.Key("leaks");
   w.BeginArray();
+  for (size_t i = 0; i < ngroups; ++i) {
+    w.BeginObject();
+    w.Field("blocks", groups[i].blocks);
+    w.Field("bytes", groups[i].bytes);
+    w.Field("pooled_blocks", groups[i].pooled_blocks);
+    WriteStack(w, sym, groups[i].stack_id);
+    w.EndObject();
+  }
   w.EndArray();
+  w.Field("leak_groups_omitted", ngroups_all - ngroups);
+  w.FieldBool("tracked", tracked);
 
   // real live = the program's live real blocks + every pool that exists.
   int64_t real_live = static_cast<int64_t>(real.nallocs - real.nfrees);
@@ -327,7 +429,11 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   w.BeginObject();
   w.FieldInt("unfreed_blocks", real_live);
   w.Key("unfreed_bytes");
-  w.Null();
+  if (real_live_bytes >= 0) {
+    w.Int(real_live_bytes);
+  } else {
+    w.Null();
+  }
   w.FieldInt("program_leak_blocks", unpooled_live);
   w.FieldInt("pool_blocks", cached + used);
   w.FieldInt("internal_blocks", 0);
@@ -364,15 +470,14 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
     snprintf(addr, sizeof addr, "0x%llx", static_cast<unsigned long long>(g_bad_frees[i].address));
     w.FieldStr("address", addr);
     w.FieldInt("tid", g_bad_frees[i].tid);
-    w.Key("stack");
-    w.BeginArray();
-    w.EndArray();
+    WriteStack(w, sym, g_bad_frees[i].stack_id);
     w.EndObject();
   }
   w.EndArray();
   w.EndObject();
 
   w.EndObject();
+  delete sym;
 }
 
 bool WriteAll(int fd, const char* data, size_t n) {
@@ -500,7 +605,8 @@ void RecordBadFree(const void* p, bool is_double) {
   if (i >= kMaxBadFrees) return;
   i = g_nbad.fetch_add(1, std::memory_order_acq_rel);
   if (i >= kMaxBadFrees) return;
-  g_bad_frees[i] = BadFree{reinterpret_cast<uintptr_t>(p), is_double, CurrentThread().tid};
+  g_bad_frees[i] = BadFree{reinterpret_cast<uintptr_t>(p), is_double, CurrentThread().tid,
+                           TrackingOn() ? CaptureStackId(0) : 0};
 }
 
 void StartSnapshots(const Options& o) {

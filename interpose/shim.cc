@@ -20,6 +20,7 @@
 #include "interpose/internal.h"
 #include "interpose/real.h"
 #include "interpose/snapshot.h"
+#include "interpose/tracking.h"
 
 namespace poolscope {
 
@@ -36,6 +37,8 @@ std::atomic<pool::PoolMap::Leaf*> g_map_root[pool::PoolMap::kRootSize];
 // which makes the client requests.
 bool g_valgrind = false;
 char g_valgrind_anchor;
+// track=1: every logical allocation and free is recorded, so the inline fast paths are off.
+bool g_tracking = false;
 
 // The client request that describes a block keeps the block's address in its argument array on the
 // stack; once popped, such a stale copy can sit in a frame of the exit path at the final leak check
@@ -129,13 +132,13 @@ class Guard {
 };
 
 int RegularMissFor(const ThreadState& ts) {
-  if (ts.phase != kActive || ts.guard > 0 || g_valgrind) return 0;
+  if (ts.phase != kActive || ts.guard > 0 || g_valgrind || g_tracking) return 0;
   if (!g_pooling) return 1 + pool::kMissDisabled;
   return g_options.tag == TagMode::kSmall ? 1 + pool::kMissTooLarge : 0;
 }
 
 size_t LimitFor(const ThreadState& ts) {
-  if (!g_pooling || ts.phase != kActive || g_valgrind) return 0;
+  if (!g_pooling || ts.phase != kActive || g_valgrind || g_tracking) return 0;
   switch (g_options.tag) {
     case TagMode::kSmall: return g_pool_capacity;
     case TagMode::kExplicit: return ts.tag_depth > 0 ? g_pool_capacity : 0;
@@ -207,16 +210,19 @@ void FoldDead(ThreadState& ts) {
 
 void ForkPrepare() {
   g_registry_lock.Lock();
+  TrackingForkPrepare();
   InternalForkPrepare();
 }
 
 void ForkParent() {
   InternalForkParent();
+  TrackingForkParent();
   g_registry_lock.Unlock();
 }
 
 void ForkChild() {
   InternalForkChild();
+  TrackingForkChild();
   g_registry_lock.Reset();
   ThreadState& self = t_state;
   g_process.forked_from = g_process.pid;
@@ -280,6 +286,9 @@ void InitGlobal(ThreadState& ts) {
   pthread_key_create(&g_key, OnThreadExit);
   pthread_atfork(ForkPrepare, ForkParent, ForkChild);
   InitProcessInfo(&g_process, g_options);
+  // Under valgrind, memcheck records the stacks itself (and libunwind's memory probes would be
+  // reported as errors): the table still counts live blocks, without stacks.
+  if (g_options.track) g_tracking = TrackingInit(g_valgrind ? 0 : g_options.stack_depth);
   if (g_options.tag == TagMode::kCaller) CallerTagInit(g_options.tag_globs);
   if (g_options.help) DescribeOptions(g_options, EmitLine, nullptr);
 }
@@ -374,10 +383,13 @@ inline void* TryPool(ThreadState& ts, Api api, size_t n, size_t align, const voi
   if (reason < 0) {
     void* p = ts.tc.Carve(n == 0 ? 1 : n);
     if (p != nullptr) {
-      if (POOLSCOPE_UNLIKELY(g_valgrind)) {
-        ts.tc.ForgetLast();  // frees must come through FreePooled, which tells memcheck
-        ValgrindDescribeAlloc(p, n == 0 ? 1 : n);
-        WipeStackBelow();
+      if (POOLSCOPE_UNLIKELY(g_valgrind || g_tracking)) {
+        ts.tc.ForgetLast();  // frees must come through FreePooled, which records them
+        if (g_tracking) OnAlloc(p, n, kBlockPooled, 0);
+        if (g_valgrind) {
+          ValgrindDescribeAlloc(p, n == 0 ? 1 : n);
+          WipeStackBelow();
+        }
       }
       if (n != 0) {
         CountPooled(ts, api, n);
@@ -408,6 +420,17 @@ inline void CountRegular(ThreadState& ts, Api api, size_t n, bool ok) {
   ++ts.c.sizes[SizeBucket(n)];
 }
 
+// The same, and recorded in the live-block table (track=1).
+inline void* RegularAllocated(ThreadState& ts, Api api, size_t n, void* p) {
+  CountRegular(ts, api, n, p != nullptr);
+  if (POOLSCOPE_UNLIKELY(g_tracking) && p != nullptr) OnAlloc(p, n, kBlockReal, 0);
+  return p;
+}
+
+inline void TrackFree(void* p) {
+  if (POOLSCOPE_UNLIKELY(g_tracking) && p != nullptr) OnFree(p);
+}
+
 inline void CountFree(Ledger& l, Api api, bool freed) {
   ++l.ncalls[api];
   if (freed) ++l.nfrees;
@@ -417,6 +440,7 @@ inline void CountFree(Ledger& l, Api api, bool freed) {
 void FreePooled(ThreadState& ts, Api api, void* p, pool::PoolHeader* h) {
   size_t usable = POOLSCOPE_UNLIKELY(g_valgrind) ? g_domain->UsableSize(h, p) : 0;
   pool::Domain::FreeResult r = ts.tc.Free(h, p);
+  if (r == pool::Domain::FreeResult::kFreed) TrackFree(p);
   if (POOLSCOPE_UNLIKELY(g_valgrind) && r == pool::Domain::FreeResult::kFreed) {
     VALGRIND_FREELIKE_BLOCK(p, 0);
     VALGRIND_MAKE_MEM_DEFINED(p, usable);  // back to the pool, which zeroes and reuses it
@@ -466,9 +490,7 @@ void* AllocSlow(Api api, size_t n, void* ra) {
   }
   Scope scope(ts);
   if (void* p = TryPool(ts, api, n, 0, ra)) return p;
-  void* p = g_real.malloc(n);
-  CountRegular(ts, api, n, p != nullptr);
-  return p;
+  return RegularAllocated(ts, api, n, g_real.malloc(n));
 }
 
 // malloc when the pooled fast path declined, either because the request is outside the pool limit
@@ -491,7 +513,7 @@ void* MallocRegular(size_t n, void* ra) {
 void FreeNotLast(Api api, void* p) {
   pool::PoolHeader* h = g_pool_map.Find(p);
   ThreadState& ts = t_state;
-  if (POOLSCOPE_LIKELY(h != nullptr && !g_valgrind && ts.tc.FreeOwn(h, p))) {
+  if (POOLSCOPE_LIKELY(h != nullptr && !g_valgrind && !g_tracking && ts.tc.FreeOwn(h, p))) {
     ++ts.c.logical.ncalls[api];
     ++ts.c.logical.nfrees;
     return;
@@ -516,6 +538,7 @@ void FreeSlow(Api api, void* p, pool::PoolHeader* h) {
   Scope scope(ts);
   if (h != nullptr) return FreePooled(ts, api, p, h);
   CountFree(ts.c.regular, api, p != nullptr);
+  TrackFree(p);
   if (api == kFree) return g_real.free(p);
   Guard guard(ts);
   RealDelete(api, p, 0, 0, false);
@@ -543,9 +566,7 @@ void* Calloc(size_t n, size_t m, void* ra) {
   if (!overflow) {
     if (void* p = TryPool(ts, kCalloc, total, 0, ra)) return p;
   }
-  void* p = g_real.calloc(n, m);
-  CountRegular(ts, kCalloc, overflow ? ~size_t{0} : total, p != nullptr);
-  return p;
+  return RegularAllocated(ts, kCalloc, overflow ? ~size_t{0} : total, g_real.calloc(n, m));
 }
 
 void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
@@ -585,8 +606,7 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
       q = overflow ? nullptr : g_real.malloc(total);
       if (q != nullptr) memcpy(q, p, BootstrapSize(p) < total ? BootstrapSize(p) : total);
     }
-    CountRegular(ts, api, total, q != nullptr);
-    return q;
+    return RegularAllocated(ts, api, total, q);
   }
   if (h == nullptr) {
     // A real block: the next allocator resizes it.
@@ -594,8 +614,13 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
     void* q = real_call();
     if (q != nullptr) {
       ++ts.c.regular.nreallocs;
+      if (POOLSCOPE_UNLIKELY(g_tracking)) {
+        OnFree(p);
+        OnAlloc(q, total, kBlockReal, 0);
+      }
     } else if (total == 0 && !overflow) {
       ++ts.c.regular.nfrees;  // glibc: realloc(p, 0) frees p
+      TrackFree(p);
     }
     return q;
   }
@@ -625,6 +650,10 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
   }
   if (total <= old) {
     ++ts.c.logical.nreallocs;
+    if (POOLSCOPE_UNLIKELY(g_tracking)) {
+      OnFree(p);
+      OnAlloc(p, total, kBlockPooled, 0);
+    }
     return p;
   }
   void* q = nullptr;
@@ -632,8 +661,8 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
     q = ts.tc.Carve(total);
     if (q != nullptr) {
       --ts.tc.stats().hits;  // a move, not a logical allocation
+      if (POOLSCOPE_UNLIKELY(g_valgrind || g_tracking)) ts.tc.ForgetLast();
       if (POOLSCOPE_UNLIKELY(g_valgrind)) {
-        ts.tc.ForgetLast();
         ValgrindDescribeAlloc(q, total);
         WipeStackBelow();
       }
@@ -656,6 +685,10 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
   }
   if (!spill) --ts.tc.stats().pooled_frees;  // the block moved within the pools
   ++ts.c.logical.nreallocs;
+  if (POOLSCOPE_UNLIKELY(g_tracking)) {
+    OnFree(p);
+    OnAlloc(q, total, spill ? kBlockReal : kBlockPooled, 0);
+  }
   return q;
 }
 
@@ -684,7 +717,7 @@ int PosixMemalign(void** out, size_t align, size_t n, void* ra) {
     Guard guard(ts);
     rc = g_real.posix_memalign(out, align, n);
   }
-  CountRegular(ts, kPosixMemalign, n, rc == 0);
+  RegularAllocated(ts, kPosixMemalign, n, rc == 0 ? *out : nullptr);
   return rc;
 }
 
@@ -718,8 +751,7 @@ void* AlignedEntry(Api api, size_t align, size_t n, void* ra) {
     Guard guard(ts);  // valloc and pvalloc may call memalign through the PLT
     p = real_call();
   }
-  CountRegular(ts, api, n, p != nullptr);
-  return p;
+  return RegularAllocated(ts, api, n, p);
 }
 
 size_t UsableSize(void* p) {
@@ -792,6 +824,7 @@ void* NewForm(Api api, size_t n, size_t align, bool nothrow, void* ra) {
   if (p != nullptr) {
     ++ts.c.regular.nallocs;
     ts.c.regular.nbytes += n;
+    if (POOLSCOPE_UNLIKELY(g_tracking)) OnAlloc(p, n, kBlockReal, 0);
   }
   return p;
 }
@@ -810,6 +843,7 @@ void DeleteForm(Api api, void* p, size_t size, size_t align, bool nothrow) {
   Scope scope(ts);
   if (h != nullptr) return FreePooled(ts, api, p, h);
   CountFree(ts.c.regular, api, p != nullptr);
+  TrackFree(p);
   Guard guard(ts);
   RealDelete(api, p, size, align, nothrow);
 }

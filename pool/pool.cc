@@ -269,7 +269,7 @@ void ThreadCache::FoldRemoteFrees(PoolHeader* h) {
 void ThreadCache::SetCurrent(PoolHeader* h) {
   pool_ = h;
   if (h == nullptr) {
-    cur_ = end_ = base_ = start_ = last1_ = 0;
+    cur_ = end_ = base_ = last1_ = 0;
     marks_ = remote_ = nullptr;
     live_ = 0;
     return;
@@ -277,7 +277,8 @@ void ThreadCache::SetCurrent(PoolHeader* h) {
   h->owner.store(this, std::memory_order_relaxed);
   h->kind = kImplicit;
   base_ = reinterpret_cast<uintptr_t>(h->base);
-  start_ = cur_ = base_ + domain_->config_.carve_offset;
+  start_off_ = domain_->config_.carve_offset;
+  cur_ = base_ + start_off_;
   end_ = base_ + domain_->config_.pool_size;
   marks_ = h->marks;
   remote_ = h->remote;
@@ -289,7 +290,7 @@ void ThreadCache::ResetInPlace() {
   // The owner's current pool has no live block left (and no remote bit pending: those count as live).
   domain_->ZeroPool(pool_, reinterpret_cast<char*>(cur_));
   pool_->owner.store(this, std::memory_order_relaxed);
-  cur_ = start_;
+  cur_ = base_ + start_off_;
   live_ = 0;
   last1_ = 0;
   ++stats_.resets_in_place;

@@ -1,0 +1,233 @@
+// File: interpose/tracking.cc
+//
+// See tracking.h.
+#include "interpose/tracking.h"
+
+#include <dlfcn.h>
+#include <link.h>
+
+#include <algorithm>
+#include <atomic>
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+#include "interpose/internal.h"
+#include "track/depot_memory.h"
+#include "track/live_table.h"
+#include "track/stack_capture.h"
+#include "track/stack_depot.h"
+
+namespace poolscope {
+namespace {
+
+// Memory for the depot and the table: carved from large NORESERVE mappings, never returned.
+class MappedDepotMemory : public track::DepotMemory {
+ public:
+  void* Alloc(size_t bytes) override {
+    bytes = (bytes + 63) & ~size_t{63};
+    SpinLockHolder lock(&lock_);
+    if (cur_ == nullptr || static_cast<size_t>(end_ - cur_) < bytes) {
+      size_t chunk = bytes > kChunk ? bytes : kChunk;
+      char* p = static_cast<char*>(InternalReserve(chunk));
+      if (p == nullptr) return nullptr;
+      cur_ = p;
+      end_ = p + chunk;
+    }
+    void* p = cur_;
+    cur_ += bytes;
+    return p;
+  }
+  void ForkPrepare() { lock_.Lock(); }
+  void ForkParent() { lock_.Unlock(); }
+  void ForkChild() { lock_.Reset(); }
+
+ private:
+  static constexpr size_t kChunk = size_t{64} << 20;
+  SpinLock lock_;
+  char* cur_ = nullptr;
+  char* end_ = nullptr;
+};
+
+struct alignas(32) Site {
+  std::atomic<uint64_t> allocs, hits, real_allocs, bytes;
+};
+
+constexpr uint32_t kCapacity = 1u << 20;
+
+alignas(MappedDepotMemory) char g_memory_storage[sizeof(MappedDepotMemory)];
+alignas(track::StackDepot) char g_depot_storage[sizeof(track::StackDepot)];
+alignas(track::LiveTable) char g_table_storage[sizeof(track::LiveTable)];
+MappedDepotMemory* g_memory = nullptr;
+track::StackDepot* g_depot = nullptr;
+track::LiveTable* g_table = nullptr;
+Site* g_sites = nullptr;
+int g_depth = 16;
+bool g_on = false;
+
+// The executable segments of libpoolscope.so: captured frames inside them are poolscope's own and are
+// dropped, whatever the compiler inlined, so a stack starts at the program's call.
+constexpr int kMaxOwn = 4;
+uintptr_t g_own_lo[kMaxOwn], g_own_hi[kMaxOwn];
+int g_nown = 0;
+
+int FindOwnSegments(struct dl_phdr_info* info, size_t, void* arg) {
+  uintptr_t self = reinterpret_cast<uintptr_t>(arg);
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD) continue;
+    uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+    if (self < lo || self >= lo + ph.p_memsz) continue;
+    // This object holds us: take all its executable segments.
+    for (int j = 0; j < info->dlpi_phnum && g_nown < kMaxOwn; ++j) {
+      const ElfW(Phdr)& q = info->dlpi_phdr[j];
+      if (q.p_type != PT_LOAD || (q.p_flags & PF_X) == 0) continue;
+      g_own_lo[g_nown] = info->dlpi_addr + q.p_vaddr;
+      g_own_hi[g_nown] = g_own_lo[g_nown] + q.p_memsz;
+      ++g_nown;
+    }
+    return 1;
+  }
+  return 0;
+}
+
+// The table keys blocks by their address inverted: a conservative leak checker below us (memcheck)
+// scans our memory for pointers, and must not find the program's blocks there.
+inline uintptr_t Key(const void* p) { return ~reinterpret_cast<uintptr_t>(p); }
+
+bool IsOwn(uintptr_t pc) {
+  for (int i = 0; i < g_nown; ++i) {
+    if (pc >= g_own_lo[i] && pc < g_own_hi[i]) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool TrackingInit(int stack_depth) {
+  g_memory = new (g_memory_storage) MappedDepotMemory();
+  g_depot = new (g_depot_storage) track::StackDepot(g_memory, kCapacity);
+  g_table = new (g_table_storage) track::LiveTable(g_memory);
+  g_sites = static_cast<Site*>(InternalReserve(sizeof(Site) * kCapacity));
+  if (g_sites == nullptr) return false;
+  g_depth = stack_depth;
+  dl_iterate_phdr(FindOwnSegments, reinterpret_cast<void*>(&TrackingInit));
+  if (stack_depth > 0) track::WarmUpStackCapture();
+  g_on = true;
+  return true;
+}
+
+bool TrackingOn() { return g_on; }
+
+uint32_t CaptureStackId(int skip) {
+  if (g_depth <= 0) return track::kNoStackId;
+  constexpr int kOwnFramesMax = 12;
+  uintptr_t pcs[track::kMaxStackDepth + kOwnFramesMax];
+  int want = g_depth + kOwnFramesMax;
+  if (want > track::kMaxStackDepth) want = track::kMaxStackDepth;
+  int n = track::CaptureStack(pcs, want, skip + 1);
+  int first = 0;
+  while (first < n && IsOwn(pcs[first])) ++first;
+  int depth = n - first < g_depth ? n - first : g_depth;
+  if (depth <= 0) return track::kNoStackId;
+  return g_depot->Insert(pcs + first, depth);
+}
+
+void OnAlloc(void* p, size_t size, uint8_t flags, int skip) {
+  uint32_t id = CaptureStackId(skip + 1);
+  g_table->Insert(Key(p), size, id, flags);
+  if (id < kCapacity) {
+    Site& s = g_sites[id];
+    s.allocs.fetch_add(1, std::memory_order_relaxed);
+    s.bytes.fetch_add(size, std::memory_order_relaxed);
+    if (flags & kBlockPooled) {
+      s.hits.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      s.real_allocs.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+}
+
+bool OnFree(void* p) { return g_table->Erase(Key(p), nullptr); }
+
+void ChargeRealAlloc(uint32_t stack_id) {
+  if (stack_id < kCapacity) g_sites[stack_id].real_allocs.fetch_add(1, std::memory_order_relaxed);
+}
+
+void TrackingForkPrepare() {
+  if (!g_on) return;
+  g_depot->ForkPrepare();
+  g_table->ForkPrepare();
+  g_memory->ForkPrepare();
+}
+
+void TrackingForkParent() {
+  if (!g_on) return;
+  g_memory->ForkParent();
+  g_table->ForkParent();
+  g_depot->ForkParent();
+}
+
+void TrackingForkChild() {
+  if (!g_on) return;
+  g_memory->ForkChild();
+  g_table->ForkChild();
+  g_depot->ForkChild();
+}
+
+size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals) {
+  *totals = LiveTotals{};
+  if (!g_on) return 0;
+  std::unordered_map<uint32_t, LeakGroup> by_stack;
+  g_table->ForEach([&](const track::LiveEntry& e) {
+    LeakGroup& g = by_stack[e.stack_id];
+    g.stack_id = e.stack_id;
+    ++g.blocks;
+    g.bytes += e.size;
+    ++totals->blocks;
+    totals->bytes += e.size;
+    if (e.flags & kBlockPooled) {
+      ++g.pooled_blocks;
+      ++totals->pooled_blocks;
+      totals->pooled_bytes += e.size;
+    } else {
+      ++totals->real_blocks;
+      totals->real_bytes += e.size;
+    }
+  });
+  std::vector<LeakGroup> all;
+  all.reserve(by_stack.size());
+  for (auto& kv : by_stack) all.push_back(kv.second);
+  std::sort(all.begin(), all.end(), [](const LeakGroup& a, const LeakGroup& b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.blocks > b.blocks;
+  });
+  size_t n = std::min(max, all.size());
+  std::copy(all.begin(), all.begin() + static_cast<long>(n), groups);
+  return all.size();
+}
+
+size_t TopSites(SiteCounters* sites, size_t max) {
+  if (!g_on) return 0;
+  std::vector<SiteCounters> all;
+  uint32_t n = std::min<uint32_t>(g_depot->size() + track::kFirstStackId, kCapacity);
+  for (uint32_t id = 0; id < n; ++id) {
+    const Site& s = g_sites[id];
+    uint64_t allocs = s.allocs.load(std::memory_order_relaxed);
+    if (allocs == 0) continue;
+    all.push_back(SiteCounters{id, allocs, s.hits.load(std::memory_order_relaxed),
+                               s.real_allocs.load(std::memory_order_relaxed),
+                               s.bytes.load(std::memory_order_relaxed)});
+  }
+  std::sort(all.begin(), all.end(),
+            [](const SiteCounters& a, const SiteCounters& b) { return a.allocs > b.allocs; });
+  size_t k = std::min(max, all.size());
+  std::copy(all.begin(), all.begin() + static_cast<long>(k), sites);
+  return k;
+}
+
+int StackFrames(uint32_t stack_id, const uintptr_t** pcs) {
+  if (!g_on) return 0;
+  return g_depot->Get(stack_id, pcs);
+}
+
+}  // namespace poolscope

@@ -1,0 +1,68 @@
+// File: interpose/tracking.h
+//
+// Leak accounting (track=1): every live logical block is in a table with its size and the id of its
+// allocation stack, so that at exit the report can say who allocated each block still live, and which
+// call sites the pools serve. Stacks are captured with libunwind (correct without frame pointers) and
+// interned in a depot; per-site counters sit beside the depot. All memory is poolscope's own (mmap).
+// Symbolizing happens only when a report is written.
+//
+// Thread-safety: OnAlloc/OnFree from any thread, concurrently (striped locks in the table, lock-free
+// depot lookups, relaxed atomic per-site counters). Aggregate() may run while other threads allocate.
+#ifndef POOLSCOPE_INTERPOSE_TRACKING_H_
+#define POOLSCOPE_INTERPOSE_TRACKING_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace poolscope {
+
+enum BlockFlags : uint8_t {
+  kBlockReal = 0,    // a real block of the next allocator
+  kBlockPooled = 1,  // carved from a pool
+};
+
+// Called once at start-up when track=1; false when the memory could not be had (tracking stays off).
+bool TrackingInit(int stack_depth);
+bool TrackingOn();
+// A logical allocation of `size` bytes at `p`. `skip`: frames of poolscope's own to leave out.
+void OnAlloc(void* p, size_t size, uint8_t flags, int skip);
+// A logical free. Returns false when `p` was not in the table.
+bool OnFree(void* p);
+// The stack id of the calling code (for errors).
+uint32_t CaptureStackId(int skip);
+// Per-site counters, for real allocations a site caused (pool creations are charged to the site whose
+// request created the pool).
+void ChargeRealAlloc(uint32_t stack_id);
+
+// fork() handlers.
+void TrackingForkPrepare();
+void TrackingForkParent();
+void TrackingForkChild();
+
+// Report time.
+struct LeakGroup {
+  uint32_t stack_id;
+  uint64_t blocks;
+  uint64_t bytes;
+  uint64_t pooled_blocks;
+};
+struct SiteCounters {
+  uint32_t stack_id;
+  uint64_t allocs;
+  uint64_t hits;
+  uint64_t real_allocs;
+  uint64_t bytes;
+};
+struct LiveTotals {
+  uint64_t blocks, bytes, pooled_blocks, pooled_bytes, real_blocks, real_bytes;
+};
+// Fills `groups` (up to `max`, largest bytes first) and returns how many groups exist in all.
+// Allocates through the normal malloc: call it under the reentrancy guard.
+size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals);
+size_t TopSites(SiteCounters* sites, size_t max);
+// The frames of a stack; 0 when unknown.
+int StackFrames(uint32_t stack_id, const uintptr_t** pcs);
+
+}  // namespace poolscope
+
+#endif  // POOLSCOPE_INTERPOSE_TRACKING_H_
