@@ -40,6 +40,28 @@ char g_valgrind_anchor;
 // track=1: every logical allocation and free is recorded, so the inline fast paths are off.
 bool g_tracking = false;
 
+// Marks poolscope's own work on this thread: calls it makes into libc pass straight through.
+class Guard {
+ public:
+  explicit Guard(ThreadState& ts) : ts_(ts), limit_(ts.pool_limit), reason_(ts.regular_miss) {
+    ++ts_.guard;
+    ts_.pool_limit = 0;
+    ts_.regular_miss = 0;
+  }
+  ~Guard() {
+    --ts_.guard;
+    ts_.pool_limit = limit_;
+    ts_.regular_miss = reason_;
+  }
+  Guard(const Guard&) = delete;
+  Guard& operator=(const Guard&) = delete;
+
+ private:
+  ThreadState& ts_;
+  size_t limit_;
+  int reason_;
+};
+
 // The client request that describes a block keeps the block's address in its argument array on the
 // stack; once popped, such a stale copy can sit in a frame of the exit path at the final leak check
 // and make a leaked block look reachable. So the request runs in its own frame, which is then wiped.
@@ -56,7 +78,11 @@ class ShimBackend : public pool::Backend {
  public:
   void* AllocPool(size_t bytes) override {
     ThreadState& ts = t_state;
-    void* p = poolscope_pool_alloc(bytes);
+    void* p;
+    {
+      Guard guard(ts);  // what the next allocator allocates for itself meanwhile is not ours
+      p = poolscope_pool_alloc(bytes);
+    }
     ++ts.c.real.ncalls[kPosixMemalign];
     if (p == nullptr) return nullptr;
     if (g_valgrind) VALGRIND_MEMPOOL_ALLOC(&g_valgrind_anchor, p, bytes);
@@ -69,6 +95,7 @@ class ShimBackend : public pool::Backend {
     ++ts.c.real.ncalls[kFree];
     ++ts.c.real.nfrees;
     if (g_valgrind) VALGRIND_MEMPOOL_FREE(&g_valgrind_anchor, p);
+    Guard guard(ts);
     g_real.free(p);
   }
   void* AllocMeta(size_t bytes) override { return InternalAlloc(bytes); }
@@ -108,28 +135,6 @@ int64_t g_fork_carryover = 0;
 uint64_t g_threads_lost_at_fork = 0;
 
 int GetTid() { return static_cast<int>(syscall(SYS_gettid)); }
-
-// Marks poolscope's own work on this thread: calls it makes into libc pass straight through.
-class Guard {
- public:
-  explicit Guard(ThreadState& ts) : ts_(ts), limit_(ts.pool_limit), reason_(ts.regular_miss) {
-    ++ts_.guard;
-    ts_.pool_limit = 0;
-    ts_.regular_miss = 0;
-  }
-  ~Guard() {
-    --ts_.guard;
-    ts_.pool_limit = limit_;
-    ts_.regular_miss = reason_;
-  }
-  Guard(const Guard&) = delete;
-  Guard& operator=(const Guard&) = delete;
-
- private:
-  ThreadState& ts_;
-  size_t limit_;
-  int reason_;
-};
 
 int RegularMissFor(const ThreadState& ts) {
   if (ts.phase != kActive || ts.guard > 0 || g_valgrind || g_tracking) return 0;
@@ -291,6 +296,9 @@ void InitGlobal(ThreadState& ts) {
   if (g_options.track) g_tracking = TrackingInit(g_valgrind ? 0 : g_options.stack_depth);
   if (g_options.tag == TagMode::kCaller) CallerTagInit(g_options.tag_globs);
   if (g_options.help) DescribeOptions(g_options, EmitLine, nullptr);
+  // Touch the next allocator once, under the guard, before the program's first call reaches it: a
+  // profiler below us (heaptrack) initialises itself on its first call and does not record that one.
+  g_real.free(g_real.malloc(1));
 }
 
 // Returns false when this call must not be counted (poolscope's own, or before the real allocator is
@@ -490,7 +498,14 @@ void* AllocSlow(Api api, size_t n, void* ra) {
   }
   Scope scope(ts);
   if (void* p = TryPool(ts, api, n, 0, ra)) return p;
-  return RegularAllocated(ts, api, n, g_real.malloc(n));
+  void* p;
+  {
+    // The next allocator may allocate for itself while it serves us (heaptrack records the call):
+    // those calls pass straight through, neither counted nor pooled.
+    Guard guard(ts);
+    p = g_real.malloc(n);
+  }
+  return RegularAllocated(ts, api, n, p);
 }
 
 // malloc when the pooled fast path declined, either because the request is outside the pool limit
@@ -501,7 +516,11 @@ void* MallocRegular(size_t n, void* ra) {
   int miss = ts.regular_miss;
   if (POOLSCOPE_LIKELY(miss > 0 && n - 1 >= ts.pool_limit && n != 0)) {
     ++ts.tc.stats().misses[miss - 1];
-    void* p = g_real.malloc(n);
+    void* p;
+    {
+      Guard guard(ts);
+      p = g_real.malloc(n);
+    }
     CountRegular(ts, kMalloc, n, p != nullptr);
     return p;
   }
@@ -520,6 +539,7 @@ void FreeNotLast(Api api, void* p) {
   }
   if (POOLSCOPE_LIKELY(h == nullptr && api == kFree && ts.regular_miss > 0 && !IsBootstrap(p))) {
     CountFree(ts.c.regular, kFree, p != nullptr);
+    Guard guard(ts);
     return g_real.free(p);
   }
   FreeSlow(api, p, h);
@@ -539,8 +559,8 @@ void FreeSlow(Api api, void* p, pool::PoolHeader* h) {
   if (h != nullptr) return FreePooled(ts, api, p, h);
   CountFree(ts.c.regular, api, p != nullptr);
   TrackFree(p);
-  if (api == kFree) return g_real.free(p);
   Guard guard(ts);
+  if (api == kFree) return g_real.free(p);
   RealDelete(api, p, 0, 0, false);
 }
 
@@ -566,7 +586,12 @@ void* Calloc(size_t n, size_t m, void* ra) {
   if (!overflow) {
     if (void* p = TryPool(ts, kCalloc, total, 0, ra)) return p;
   }
-  return RegularAllocated(ts, kCalloc, overflow ? ~size_t{0} : total, g_real.calloc(n, m));
+  void* p;
+  {
+    Guard guard(ts);
+    p = g_real.calloc(n, m);
+  }
+  return RegularAllocated(ts, kCalloc, overflow ? ~size_t{0} : total, p);
 }
 
 void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
