@@ -129,7 +129,7 @@ std::string SizeChart(const json& report) {
     }
   }
   std::sort(bars.begin(), bars.end());
-  const int width = 520, height = 262, left = 50, bottom = 200, top = 30, plot_width = 450;
+  const int width = 540, height = 262, left = 70, bottom = 200, top = 30, plot_width = 450;
   std::string svg = fmt::format(
       "<svg width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
       "role=\"img\" aria-label=\"request sizes\">\n",
@@ -332,7 +332,10 @@ std::string HtmlReport(const json& report, const std::string& path) {
   page += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   page += fmt::format("<title>poolscope report: {}</title>\n", E(exe));
   page += "<style>" + std::string(kStyle) + "</style>\n</head>\n<body>\n<main>\n";
-  page += fmt::format("<h1>poolscope report: {}</h1>\n", E(exe));
+  // The heading names the program; its full path follows in the line below, wrapped.
+  std::string program = exe.substr(exe.find_last_of('/') == std::string::npos ? 0 : exe.find_last_of('/') + 1);
+  page += fmt::format("<h1>poolscope report: {}</h1>\n", E(program));
+  page += fmt::format("<p class=\"meta\">{}</p>\n", E(exe));
   page += fmt::format("<p class=\"meta\">pid {} &middot; ppid {} &middot; ran {} &middot; written at "
                       "{} &middot; {}</p>\n",
                       E(Thousands(Count(report, "process.pid"))),
