@@ -14,14 +14,6 @@ namespace poolscope {
 extern const char* const kVersion;
 const char* const kVersion = "0.1.0";
 
-const char* ApiName(int api) {
-  static const char* const kNames[] = {
-#define POOLSCOPE_API_NAME(e, name) name,
-      POOLSCOPE_APIS(POOLSCOPE_API_NAME)
-#undef POOLSCOPE_API_NAME
-  };
-  return api >= 0 && api < kNumApis ? kNames[api] : "unknown";
-}
 }  // namespace poolscope
 
 using poolscope::Api;

@@ -424,6 +424,7 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   w.FieldInt("pools_cached", cached);
   w.FieldInt("pools_in_use", used);
   w.FieldInt("interrupted_by_fork", s.fork_carryover);
+  w.Field("pools_drained_at_exit", s.drained_at_exit);
   w.FieldBool("balanced", balanced);
   w.Key("detector_view");
   w.BeginObject();

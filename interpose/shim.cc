@@ -133,6 +133,7 @@ std::atomic<uint64_t> g_passthrough_allocs{0}, g_passthrough_frees{0};
 ProcessInfo g_process;
 int64_t g_fork_carryover = 0;
 uint64_t g_threads_lost_at_fork = 0;
+uint64_t g_drained_at_exit = 0;  // pools drain_at_exit=1 released
 
 int GetTid() { return static_cast<int>(syscall(SYS_gettid)); }
 
@@ -1005,7 +1006,11 @@ void OnUnload() {
   ThreadState& ts = t_state;
   if (g_init.load(std::memory_order_acquire) != 2) return;
   Guard guard(ts);
-  if (g_options.drain_at_exit && ts.phase == kActive) ts.tc.Drain();
+  if (g_options.drain_at_exit && ts.phase == kActive) {
+    uint64_t before = ts.tc.stats().pools_released;
+    ts.tc.Drain();
+    g_drained_at_exit = ts.tc.stats().pools_released - before;
+  }
   WriteReportAtExit(g_options);
 }
 
@@ -1039,6 +1044,7 @@ void TakeSnapshot(Snapshot* s) {
   s->pools_per_thread = g_domain != nullptr ? g_domain->config().max_cached : g_options.pools;
   s->fork_carryover = g_fork_carryover;
   s->threads_lost_at_fork = g_threads_lost_at_fork;
+  s->drained_at_exit = g_drained_at_exit;
   InternalSnapshot(&s->internal);
   s->internal.bootstrap_allocs = g_bootstrap_allocs;
   s->internal.bootstrap_bytes = g_bootstrap_bytes;

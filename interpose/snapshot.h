@@ -57,6 +57,7 @@ struct Snapshot {
   uint64_t records_omitted;
   int64_t fork_carryover;  // see ReconciliationGap
   uint64_t threads_lost_at_fork;  // other threads of the parent, whose counters a fork child drops
+  uint64_t drained_at_exit;       // pools released by drain_at_exit=1
   int live_threads;
   LiveThread live[kMaxLive];
 };

@@ -1,0 +1,73 @@
+// File: interpose/counters_test.cc
+#include "interpose/counters.h"
+
+#include <cstring>
+
+#include "gtest/gtest.h"
+
+namespace poolscope {
+namespace {
+
+TEST(SizeBucketTest, PowersOfTwoUpperBounds) {
+  EXPECT_EQ(SizeBucket(0), 0);
+  EXPECT_EQ(SizeBucket(1), 0);
+  EXPECT_EQ(SizeBucket(2), 1);
+  EXPECT_EQ(SizeBucket(3), 2);
+  EXPECT_EQ(SizeBucket(4), 2);
+  EXPECT_EQ(SizeBucket(5), 3);
+  EXPECT_EQ(SizeBucket(64), 6);
+  EXPECT_EQ(SizeBucket(65), 7);
+  EXPECT_EQ(SizeBucket(size_t{1} << 40), 40);
+  EXPECT_EQ(SizeBucket(~size_t{0}), kSizeBuckets - 1);  // clamped
+  // The shim's pooled fast path uses the highest bit of 2n - 1 for 1 <= n <= 1 MiB: the same bucket.
+  for (size_t n = 1; n <= (size_t{1} << 20); n = n * 3 / 2 + 1) {
+    EXPECT_EQ(63 - __builtin_clzll(2 * n - 1), SizeBucket(n)) << n;
+  }
+}
+
+TEST(LedgerTest, RegularCallsCountInBothLedgersOnce) {
+  ThreadCounters c;
+  memset(&c, 0, sizeof c);
+  c.regular.nallocs = 10;
+  c.regular.ncalls[kMalloc] = 12;  // two failed
+  c.logical.nallocs = 5;           // pooled: the program's, not the allocator's
+  c.logical.ncalls[kMalloc] = 5;
+  c.real.nallocs = 2;              // pools: the allocator's, not the program's
+  c.real.ncalls[kPosixMemalign] = 2;
+  Ledger l = Logical(c);
+  Ledger r = Real(c);
+  EXPECT_EQ(l.nallocs, 15u);
+  EXPECT_EQ(l.ncalls[kMalloc], 17u);
+  EXPECT_EQ(l.ncalls[kPosixMemalign], 0u);
+  EXPECT_EQ(r.nallocs, 12u);
+  EXPECT_EQ(r.ncalls[kMalloc], 12u);
+  EXPECT_EQ(r.ncalls[kPosixMemalign], 2u);
+}
+
+TEST(LedgerTest, ThreadCountersFoldFieldByField) {
+  ThreadCounters a, b;
+  memset(&a, 0, sizeof a);
+  memset(&b, 0, sizeof b);
+  a.regular.nfrees = 3;
+  a.sizes[4] = 7;
+  b.regular.nfrees = 4;
+  b.sizes[4] = 1;
+  b.sizes[kSizeBuckets - 1] = 2;
+  b.real.nbytes = 100;
+  AddCounters(&a, b);
+  EXPECT_EQ(a.regular.nfrees, 7u);
+  EXPECT_EQ(a.sizes[4], 8u);
+  EXPECT_EQ(a.sizes[kSizeBuckets - 1], 2u);
+  EXPECT_EQ(a.real.nbytes, 100u);
+}
+
+TEST(ApiNameTest, EveryEntryPointHasItsReportKey) {
+  EXPECT_STREQ(ApiName(kMalloc), "malloc");
+  EXPECT_STREQ(ApiName(kNewArray), "new[]");
+  EXPECT_STREQ(ApiName(kDeleteArray), "delete[]");
+  EXPECT_STREQ(ApiName(kArenaClose), "poolscope_arena_close");
+  EXPECT_STREQ(ApiName(kNumApis), "unknown");
+}
+
+}  // namespace
+}  // namespace poolscope
