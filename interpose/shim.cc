@@ -664,12 +664,7 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
   size_t old = g_domain->UsableSize(h, p);
   if (old == 0) {
     // Not a live block of ours: reported like a bad free, and nothing changes.
-    bool dbl = h->kind == pool::kImplicit;
-    if (dbl) {
-      ++ts.tc.stats().invalid_frees;
-    } else {
-      ++ts.tc.stats().invalid_frees;
-    }
+    ++ts.tc.stats().invalid_frees;
     RecordBadFree(p, false);
     errno = EINVAL;
     return nullptr;
