@@ -2,43 +2,20 @@
 //
 // poolscope's own memory and locks. Memory comes from mmap, never from the program's allocator, so it
 // never shows up in either ledger nor in a leak detector below us (the report's `internal` section
-// counts it). SpinLock is for slow paths only (thread registry, metadata free lists, report writing).
+// counts it). SpinLock (track/spin_lock.h) is for slow paths only (thread registry, metadata free lists, report writing).
 #ifndef POOLSCOPE_INTERPOSE_INTERNAL_H_
 #define POOLSCOPE_INTERPOSE_INTERNAL_H_
 
-#include <sched.h>
-
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
+#include "track/spin_lock.h"
+
 namespace poolscope {
 
-class SpinLock {
- public:
-  void Lock() {
-    while (locked_.exchange(true, std::memory_order_acquire)) {
-      while (locked_.load(std::memory_order_relaxed)) sched_yield();
-    }
-  }
-  void Unlock() { locked_.store(false, std::memory_order_release); }
-  // fork() child: the lock may have been held by a thread that no longer exists.
-  void Reset() { locked_.store(false, std::memory_order_relaxed); }
-
- private:
-  std::atomic<bool> locked_{false};
-};
-
-class SpinLockHolder {
- public:
-  explicit SpinLockHolder(SpinLock* l) : l_(l) { l_->Lock(); }
-  ~SpinLockHolder() { l_->Unlock(); }
-  SpinLockHolder(const SpinLockHolder&) = delete;
-  SpinLockHolder& operator=(const SpinLockHolder&) = delete;
-
- private:
-  SpinLock* l_;
-};
+// The spin lock of track/ (pause, then yield), for slow paths only.
+using SpinLock = track::SpinLock;
+using SpinLockHolder = track::SpinLockHolder;
 
 // Zeroed memory from mmap, in power-of-two size classes of 64 B .. 64 KiB kept on free lists; larger
 // requests are mapped and unmapped directly. Thread-safe.

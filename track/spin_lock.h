@@ -32,6 +32,8 @@ class SpinLock {
     }
   }
   void Unlock() { locked_.store(false, std::memory_order_release); }
+  // fork() child: the lock may have been held by a thread that no longer exists.
+  void Reset() { locked_.store(false, std::memory_order_relaxed); }
 
  private:
   std::atomic<bool> locked_{false};
