@@ -276,7 +276,11 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   w.FieldStr("reason", reason);
   // False when other threads were running while the counters were read (a snapshot, or an exit with
   // threads still running): the ledgers may then be off by the calls in flight.
-  w.FieldBool("counters_exact", s.live_threads <= 1);
+  // The reader is exact only when no thread but itself can be counting: the snapshot thread is not
+  // a registered thread, so while the program's main thread lives its reads are never exact.
+  bool others = false;
+  for (int i = 0; i < s.live_threads; ++i) others = others || !s.live[i].self;
+  w.FieldBool("counters_exact", !others);
   w.Key("forked_from");
   if (p.forked_from != 0) {
     w.Int(p.forked_from);

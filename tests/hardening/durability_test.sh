@@ -74,6 +74,9 @@ if [ ! -f "$report" ]; then
 else
   reason=$(json_get "$report" 'r["process"]["reason"]' 2>&1)
   [ "$reason" = snapshot ] || soft_fail "kill: process.reason = $reason, expected snapshot"
+  # The snapshot thread read the counters while the program's thread was allocating.
+  exact=$(json_get "$report" 'r["process"]["counters_exact"]' 2>&1)
+  [ "$exact" = False ] || soft_fail "kill: process.counters_exact = $exact for a snapshot of a running process"
   out=$("$PY" "$CHECKER" --expect-no-errors "$report" 2>&1) || soft_fail "kill: check_report.py: $out"
   note "kill: snapshot report ok ($reason)"
 fi
