@@ -54,14 +54,18 @@ static int resolve(void) {
   return r;
 }
 
-poolscope_arena* poolscope_arena_open(void) {
+/* The entry points are a load, a compare and a tail call when the preload library is present (JDK-style
+ * open/allocate/close loops spend most of their time here otherwise); the rest is out of line. */
+#define LIKELY_RESOLVED() __builtin_expect(atomic_load_explicit(&resolved, memory_order_acquire) == 1, 1)
+
+static __attribute__((noinline)) poolscope_arena* open_slow(void) {
   if (resolve() == 1) return p_open();
   fallback_arena* a = (fallback_arena*)calloc(1, sizeof *a);
   if (a == NULL) errno = ENOMEM;
   return (poolscope_arena*)a;
 }
 
-void* poolscope_arena_alloc(poolscope_arena* arena, size_t size, size_t align) {
+static __attribute__((noinline)) void* alloc_slow(poolscope_arena* arena, size_t size, size_t align) {
   if (resolve() == 1) return p_alloc(arena, size, align);
   fallback_arena* a = (fallback_arena*)arena;
   if (align == 0) align = 16;
@@ -94,7 +98,7 @@ void* poolscope_arena_alloc(poolscope_arena* arena, size_t size, size_t align) {
   return (char*)raw + header;
 }
 
-void poolscope_arena_close(poolscope_arena* arena) {
+static __attribute__((noinline)) void close_slow(poolscope_arena* arena) {
   if (resolve() == 1) {
     p_close(arena);
     return;
@@ -118,3 +122,21 @@ void poolscope_tag_pop(void) {
 }
 
 int poolscope_active(void) { return resolve() == 1 ? p_active() : 0; }
+
+poolscope_arena* poolscope_arena_open(void) {
+  if (LIKELY_RESOLVED()) return p_open();
+  return open_slow();
+}
+
+void* poolscope_arena_alloc(poolscope_arena* arena, size_t size, size_t align) {
+  if (LIKELY_RESOLVED()) return p_alloc(arena, size, align);
+  return alloc_slow(arena, size, align);
+}
+
+void poolscope_arena_close(poolscope_arena* arena) {
+  if (LIKELY_RESOLVED()) {
+    p_close(arena);
+    return;
+  }
+  close_slow(arena);
+}

@@ -874,16 +874,33 @@ void DeleteForm(Api api, void* p, size_t size, size_t align, bool nothrow) {
 void* ArenaOpen() {
   ThreadState& ts = t_state;
   if (Enter(ts) != Mode::kCounted) return nullptr;
-  auto* a = static_cast<pool::Arena*>(InternalAlloc(sizeof(pool::Arena)));
-  if (a == nullptr) {
-    errno = ENOMEM;
-    return nullptr;
-  }
-  a->tc = &ts.tc;
+  pool::Arena* a = ts.tc.NewArena();
+  if (a == nullptr) errno = ENOMEM;
   return a;
 }
 
+namespace {
+void* ArenaAllocSlow(void* arena, size_t size, size_t align);
+}  // namespace
+
 void* ArenaAlloc(void* arena, size_t size, size_t align) {
+  ThreadState& ts = t_state;
+  auto* a = static_cast<pool::Arena*>(arena);
+  if (POOLSCOPE_LIKELY(a != nullptr && ts.phase == kActive && ts.guard == 0)) {
+    void* p = ts.tc.ArenaTryCarve(a, size, align == 0 ? 16 : align);
+    if (POOLSCOPE_LIKELY(p != nullptr)) {
+      ++ts.c.logical.ncalls[kArenaAlloc];
+      ++ts.c.sizes[SizeBucket(size)];
+      ++ts.c.logical.nallocs;
+      ts.c.logical.nbytes += size;
+      return p;
+    }
+  }
+  return ArenaAllocSlow(arena, size, align);
+}
+
+namespace {
+__attribute__((noinline)) void* ArenaAllocSlow(void* arena, size_t size, size_t align) {
   ThreadState& ts = t_state;
   auto* a = static_cast<pool::Arena*>(arena);
   if (a == nullptr || Enter(ts) != Mode::kCounted) {
@@ -935,9 +952,19 @@ void* ArenaAlloc(void* arena, size_t size, size_t align) {
   return p;
 }
 
+}  // namespace
+
 void ArenaClose(void* arena) {
   ThreadState& ts = t_state;
   auto* a = static_cast<pool::Arena*>(arena);
+  if (POOLSCOPE_LIKELY(a != nullptr && ts.phase == kActive && ts.guard == 0 && a->regular == nullptr)) {
+    // Nothing took the regular path: no real free to make.
+    ++ts.c.logical.ncalls[kArenaClose];
+    ts.c.logical.nfrees += a->pooled_blocks;
+    ts.tc.ArenaClosePool(a);
+    ts.tc.DeleteArena(a);
+    return;
+  }
   if (Enter(ts) != Mode::kCounted) return;
   Scope scope(ts);
   ++ts.c.logical.ncalls[kArenaClose];
@@ -951,7 +978,7 @@ void ArenaClose(void* arena) {
     b = next;
   }
   ts.tc.ArenaClosePool(a);
-  InternalFree(a, sizeof *a);
+  ts.tc.DeleteArena(a);
 }
 
 void TagPush() {

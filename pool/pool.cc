@@ -376,16 +376,6 @@ void* ThreadCache::ArenaCarve(Arena* arena, size_t size, size_t align, int* reas
   return reinterpret_cast<void*>(p);
 }
 
-void ThreadCache::ArenaClosePool(Arena* arena) {
-  PoolHeader* h = arena->pool;
-  if (h == nullptr) return;
-  stats_.pooled_frees += arena->pooled_blocks;
-  domain_->ZeroPool(h, arena->cur);
-  arena->pool = nullptr;
-  arena->cur = arena->end = nullptr;
-  Adopt(h);
-}
-
 void ThreadCache::Drain() {
   while (ncached_ > 0) domain_->ReleasePool(cache_[--ncached_], &stats_);
   if (pool_ != nullptr) {
@@ -403,6 +393,12 @@ void ThreadCache::Drain() {
 
 void ThreadCache::Shutdown() {
   dead_ = true;
+  while (free_arenas_ != nullptr) {
+    Arena* a = free_arenas_;
+    free_arenas_ = a->next_free;
+    domain_->backend()->FreeMeta(a, sizeof(Arena));
+  }
+  nfree_arenas_ = 0;
   Drain();
   if (pool_ != nullptr) {
     SyncOut();

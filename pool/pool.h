@@ -179,6 +179,7 @@ struct RegularBlock {
 
 // An explicit arena (poolscope_arena_open). Confined to its thread.
 struct Arena {
+  Arena* next_free;  // in its thread's list of closed arenas, for reuse
   char* cur;
   char* end;
   PoolHeader* pool;
@@ -191,12 +192,15 @@ struct Arena {
 // One per thread: the implicit arena's current pool, the cache of free pools, and the counters.
 class ThreadCache {
  public:
-  explicit ThreadCache(Domain* domain) : domain_(domain), align8_(domain->config().align8) {}
+  explicit ThreadCache(Domain* domain) { Init(domain); }
   // For thread_local storage: constant-initialised, attached to its domain by Init() on first use.
   constexpr ThreadCache() {}
   void Init(Domain* domain) {
     domain_ = domain;
     align8_ = domain->config().align8;
+    // Pooling off: no arena ever finds room (pools are never cached either; this keeps it obvious).
+    pool_size_ = domain->config().enabled ? domain->config().pool_size : 0;
+    max_cached_ = domain->config().max_cached;
   }
   ThreadCache(const ThreadCache&) = delete;
   ThreadCache& operator=(const ThreadCache&) = delete;
@@ -322,8 +326,84 @@ class ThreadCache {
   // Carves `size` bytes aligned to `align` (a power of two) from `arena`'s pool, taking one lazily; sets
   // *reason and returns nullptr when the request must take the regular path.
   void* ArenaCarve(Arena* arena, size_t size, size_t align, int* reason);
+  // ArenaCarve's common case, inline: the arena has its pool and the request fits with its alignment
+  // (a power of two, at most 64). nullptr means "ask ArenaCarve", which also gives the miss reason.
+  POOLSCOPE_ALWAYS_INLINE void* ArenaTryCarve(Arena* arena, size_t size, size_t align) {
+    if (POOLSCOPE_UNLIKELY(align - 1 >= kLine || (align & (align - 1)) != 0)) return nullptr;
+    uintptr_t a = align < kGranule ? kGranule : align;
+    uintptr_t p = (reinterpret_cast<uintptr_t>(arena->cur) + a - 1) & ~(a - 1);
+    uintptr_t rounded = size == 0 ? kGranule : (size + kGranule - 1) & ~uintptr_t{kGranule - 1};
+    if (POOLSCOPE_UNLIKELY(arena->pool == nullptr)) {
+      // The arena's first request that fits takes a cached pool here; creating one is ArenaCarve's.
+      if (rounded > pool_size_ || ncached_ == 0) return nullptr;
+      PoolHeader* h = cache_[--ncached_];
+      ++stats_.pools_reused;
+      h->kind = kExplicit;
+      h->arena = arena;
+      arena->pool = h;
+      arena->cur = h->base;
+      arena->end = h->base + pool_size_;
+      p = (reinterpret_cast<uintptr_t>(h->base) + a - 1) & ~(a - 1);
+    }
+    // The first test keeps a huge size from wrapping.
+    if (POOLSCOPE_UNLIKELY(size > kMaxPoolSize || p + rounded > reinterpret_cast<uintptr_t>(arena->end))) {
+      return nullptr;
+    }
+    arena->cur = reinterpret_cast<char*>(p + rounded);
+    ++arena->pooled_blocks;
+    ++stats_.hits;
+    return reinterpret_cast<void*>(p);
+  }
   // Zeroes and returns the arena's pool to this thread's cache (or releases it).
-  void ArenaClosePool(Arena* arena);
+  inline void ArenaClosePool(Arena* arena) {
+    PoolHeader* h = arena->pool;
+    if (h == nullptr) return;
+    stats_.pooled_frees += arena->pooled_blocks;
+    // An explicit pool's marks, live counts and retire state were never touched (its blocks are not
+    // freed one by one: FreeSlow turns them away before looking at anything else), so zeroing the
+    // carved bytes and giving it back its implicit identity is the whole reset.
+    uintptr_t q = reinterpret_cast<uintptr_t>(h->base), used_end = reinterpret_cast<uintptr_t>(arena->cur);
+    if (POOLSCOPE_LIKELY(used_end - q <= 64)) {
+      for (; q < used_end; q += 8) *reinterpret_cast<uint64_t*>(q) = 0;  // carves are whole granules
+    } else {
+      memset(h->base, 0, used_end - q);
+    }
+    h->kind = kImplicit;
+    h->arena = nullptr;
+    arena->pool = nullptr;
+    arena->cur = arena->end = nullptr;
+    if (POOLSCOPE_LIKELY(ncached_ < max_cached_ && !dead_)) {
+      cache_[ncached_++] = h;
+    } else {
+      Adopt(h);
+    }
+  }
+  // An arena struct, zeroed and attached to this thread: a closed one of this thread's when it keeps
+  // any (no lock, no call), else poolscope's own memory from the backend. nullptr when out of memory.
+  Arena* NewArena() {
+    Arena* a = free_arenas_;
+    if (POOLSCOPE_LIKELY(a != nullptr)) {
+      free_arenas_ = a->next_free;
+      --nfree_arenas_;
+    } else {
+      a = static_cast<Arena*>(domain_->backend()->AllocMeta(sizeof(Arena)));
+      if (a == nullptr) return nullptr;
+    }
+    *a = Arena{};
+    a->tc = this;
+    return a;
+  }
+  // Takes back a closed arena (its pool closed and its regular blocks freed by the caller).
+  void DeleteArena(Arena* a) {
+    if (POOLSCOPE_LIKELY(nfree_arenas_ < kMaxFreeArenas && !dead_)) {
+      a->next_free = free_arenas_;
+      free_arenas_ = a;
+      ++nfree_arenas_;
+    } else {
+      domain_->backend()->FreeMeta(a, sizeof(Arena));
+    }
+  }
+  int free_arenas() const { return nfree_arenas_; }
 
   // Takes a pool into this cache (or releases it when the cache is full or the thread is ending).
   void Adopt(PoolHeader* h);
@@ -361,6 +441,8 @@ class ThreadCache {
 
   Domain* domain_ = nullptr;
   bool align8_ = false;  // a copy of the domain's, to keep the carve free of a dependent load
+  size_t pool_size_ = 0;  // likewise (0 when pooling is off)
+  int max_cached_ = 0;
   uintptr_t cur_ = 0;   // next free byte of the current pool
   uintptr_t end_ = 0;   // base + pool_size of the current pool
   // Where carving starts, as an offset from base_ (Config::carve_offset). Not kept as an address: under
@@ -374,6 +456,11 @@ class ThreadCache {
   PoolHeader* pool_ = nullptr;
   PoolHeader* cache_[kMaxCachedPools] = {};
   int ncached_ = 0;
+  // Closed arena structs kept for the next open (a program that opens and closes arenas in a loop
+  // never reaches the backend), at most kMaxFreeArenas; given back at Shutdown.
+  static constexpr int kMaxFreeArenas = 16;
+  Arena* free_arenas_ = nullptr;
+  int nfree_arenas_ = 0;
   bool dead_ = false;
   PoolStats stats_ = {};
 };

@@ -228,6 +228,60 @@ TEST(ArenaTest, NestedArenasNeverSharePools) {
   EXPECT_EQ(tc.cached(), 2);
 }
 
+TEST(ArenaTest, OpenCloseLoopReusesArenaStructAndPoolWithoutTheBackend) {
+  TestDomain t(Cfg());
+  ThreadCache tc(&t.domain);
+  void* first_block = nullptr;
+  for (int round = 0; round < 1000; ++round) {
+    Arena* a = tc.NewArena();
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(a->tc, &tc);
+    EXPECT_EQ(a->pool, nullptr);  // lazy: a reused struct comes back empty
+    void* i = tc.ArenaTryCarve(a, 4, 4);
+    if (i == nullptr) {  // the very first round: no cached pool yet, ArenaCarve creates one
+      int reason = -1;
+      i = tc.ArenaCarve(a, 4, 4, &reason);
+    }
+    ASSERT_NE(i, nullptr);
+    void* b = tc.ArenaTryCarve(a, 20, 1);
+    ASSERT_NE(b, nullptr);
+    EXPECT_TRUE(AllZero(i, 4)) << "round " << round;
+    EXPECT_TRUE(AllZero(b, 20)) << "round " << round;
+    memset(i, 0x5A, 4);
+    memset(b, 0x5A, 20);
+    if (first_block == nullptr) first_block = i;
+    EXPECT_EQ(i, first_block);  // the same pool each round, carved from its start
+    tc.ArenaClosePool(a);
+    tc.DeleteArena(a);
+  }
+  EXPECT_EQ(t.backend.pool_allocs, 1);
+  EXPECT_EQ(t.backend.meta_allocs, 2);  // one pool header, one arena struct
+  EXPECT_EQ(tc.stats().hits, 2000u);
+  EXPECT_EQ(tc.stats().pooled_frees, 2000u);
+  EXPECT_EQ(tc.stats().pools_reused, 999u);
+  tc.Shutdown();
+  EXPECT_EQ(t.backend.meta_frees, t.backend.meta_allocs.load());
+}
+
+TEST(ArenaTest, InlineCarveRefusesWhatOnlyTheSlowPathCanAnswer) {
+  TestDomain t(Cfg());
+  ThreadCache tc(&t.domain);
+  Arena* a = tc.NewArena();
+  EXPECT_EQ(tc.ArenaTryCarve(a, 8, 8), nullptr);  // no cached pool: creating one is ArenaCarve's
+  int reason = -1;
+  ASSERT_NE(tc.ArenaCarve(a, 8, 8, &reason), nullptr);
+  EXPECT_EQ(tc.ArenaTryCarve(a, 8, 128), nullptr);  // alignment above a cache line
+  EXPECT_EQ(tc.ArenaTryCarve(a, 8, 24), nullptr);   // not a power of two
+  EXPECT_EQ(tc.ArenaTryCarve(a, 65, 8), nullptr);   // larger than the pool
+  EXPECT_EQ(tc.ArenaTryCarve(a, ~size_t{0} - 3, 8), nullptr);  // would wrap around
+  void* p = tc.ArenaTryCarve(a, 0, 1);
+  ASSERT_NE(p, nullptr);  // size 0 still gets a distinct granule
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 8, 0u);
+  tc.ArenaClosePool(a);
+  tc.DeleteArena(a);
+  EXPECT_EQ(tc.free_arenas(), 1);
+}
+
 TEST(ThreadExitTest, ShutdownReleasesCachedAndOrphansLivePool) {
   TestDomain t(Cfg());
   auto* dying = new ThreadCache(&t.domain);
