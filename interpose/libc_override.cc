@@ -134,7 +134,11 @@ EXPORT int poolscope_active(void) { return poolscope_impl_active(); }
 
 EXPORT __attribute__((noinline)) void* poolscope_pool_alloc(size_t bytes) {
   void* p = nullptr;
-  if (ps::g_real.posix_memalign(&p, 64, bytes) != 0) p = nullptr;
+  if (ps::g_pool_by_malloc) {
+    p = ps::PoolFromMalloc(bytes);
+  } else if (ps::g_real.posix_memalign(&p, 64, bytes) != 0) {
+    p = nullptr;
+  }
   __asm__ volatile("" : : "r"(p) : "memory");  // keep this frame: no tail call
   return p;
 }

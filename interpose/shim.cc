@@ -83,11 +83,11 @@ class ShimBackend : public pool::Backend {
       Guard guard(ts);  // what the next allocator allocates for itself meanwhile is not ours
       p = poolscope_pool_alloc(bytes);
     }
-    ++ts.c.real.ncalls[kPosixMemalign];
+    ++ts.c.real.ncalls[g_pool_by_malloc ? kMalloc : kPosixMemalign];
     if (p == nullptr) return nullptr;
     if (g_valgrind) VALGRIND_MEMPOOL_ALLOC(&g_valgrind_anchor, p, bytes);
     ++ts.c.real.nallocs;
-    ts.c.real.nbytes += bytes;
+    ts.c.real.nbytes += g_pool_by_malloc ? bytes + kPoolSlack : bytes;
     return p;
   }
   void FreePool(void* p) override {
@@ -95,6 +95,11 @@ class ShimBackend : public pool::Backend {
     ++ts.c.real.ncalls[kFree];
     ++ts.c.real.nfrees;
     if (g_valgrind) VALGRIND_MEMPOOL_FREE(&g_valgrind_anchor, p);
+    if (g_pool_by_malloc) {
+      void* raw;
+      memcpy(&raw, static_cast<char*>(p) + g_pool_bytes, sizeof raw);
+      p = raw;
+    }
     Guard guard(ts);
     g_real.free(p);
   }
@@ -104,6 +109,27 @@ class ShimBackend : public pool::Backend {
 };
 
 ShimBackend g_backend;
+
+}  // namespace
+
+bool g_pool_by_malloc = false;
+size_t g_pool_bytes = 0;  // the pool's size as the backend allocates it (Domain::pool_bytes)
+
+void* PoolFromMalloc(size_t pool_bytes) {
+  char* raw = static_cast<char*>(g_real.malloc(pool_bytes + kPoolSlack));
+  if (raw == nullptr) return nullptr;
+  uintptr_t base = (reinterpret_cast<uintptr_t>(raw) + pool::kLine - 1) & ~uintptr_t{pool::kLine - 1};
+  if (base + pool_bytes + sizeof raw > reinterpret_cast<uintptr_t>(raw) + pool_bytes + kPoolSlack) {
+    // The next allocator gave less than 16-byte alignment: no room for the address past the pool.
+    g_real.free(raw);
+    return nullptr;
+  }
+  memcpy(reinterpret_cast<char*>(base) + pool_bytes, &raw, sizeof raw);
+  return reinterpret_cast<void*>(base);
+}
+
+namespace {
+
 alignas(pool::Domain) char g_domain_storage[sizeof(pool::Domain)];
 pool::Domain* g_domain = nullptr;
 
@@ -284,8 +310,10 @@ void InitGlobal(ThreadState& ts) {
     VALGRIND_CREATE_MEMPOOL_EXT(&g_valgrind_anchor, 0, 1,
                                 VALGRIND_MEMPOOL_METAPOOL | VALGRIND_MEMPOOL_AUTO_FREE);
   }
+  g_pool_by_malloc = !g_valgrind;
   g_domain = new (g_domain_storage) pool::Domain(config, &g_backend, g_map_root);
   g_pool_size = g_domain->config().pool_size;
+  g_pool_bytes = g_domain->pool_bytes();
   g_max_align = config.align8 ? 8 : 16;
   size_t usable = g_pool_size - g_domain->config().carve_offset;
   g_pool_capacity = usable & ~(g_max_align - 1);

@@ -124,6 +124,20 @@ void OnExitCall();
 extern "C" __attribute__((visibility("default"), noinline)) void* poolscope_pool_alloc(size_t bytes);
 
 namespace poolscope {
+// How pools are had from the next allocator. posix_memalign(64) is exact, but glibc serves it by
+// carving an aligned chunk out of a larger one and freeing the pieces around it, which costs several
+// times a plain malloc and fragments the heap when pools come and go (python3: 600,000 pools per
+// second). So unless valgrind is describing the pools (memcheck's mempool needs the block to be the
+// pool), a pool is a plain malloc of pool_bytes + kPoolSlack: the pool starts at the first 64-byte
+// boundary inside it (so its cache lines are its own) and the malloc'd address is kept just past the
+// pool's end, where FreePool finds it.
+constexpr size_t kPoolSlack = 48 + sizeof(void*);  // 16-byte aligned malloc: at most 48 to a boundary
+extern bool g_pool_by_malloc;
+extern size_t g_pool_bytes;
+void* PoolFromMalloc(size_t pool_bytes);
+}  // namespace poolscope
+
+namespace poolscope {
 
 }  // namespace poolscope
 

@@ -168,6 +168,11 @@ Domain::FreeResult Domain::FreeSlow(ThreadCache* tc, PoolHeader* h, void* p) {
   }
   size_t g = off / kGranule;
   uint64_t bit = uint64_t{1} << (g & 63);
+  // A retired pool stays retired until its last live block is freed, and this block is live (or the
+  // program frees it twice, which the mark tells): seen retired, the in_flight handshake (two more
+  // atomic RMWs, the costly part of the common free of a retired pool's block) has nothing to guard.
+  // The acquire pairs with the owner's seq_cst swap, so live_shared as published before it is seen.
+  if (h->state.load(std::memory_order_acquire) == kRetired) return FreeRetired(tc, h, &word, shift);
   h->in_flight.fetch_add(1, std::memory_order_seq_cst);
   if (h->state.load(std::memory_order_seq_cst) == kOwned) {
     uint64_t v = word.load(std::memory_order_acquire) >> shift;
@@ -188,6 +193,13 @@ Domain::FreeResult Domain::FreeSlow(ThreadCache* tc, PoolHeader* h, void* p) {
     return FreeResult::kFreed;
   }
   h->in_flight.fetch_sub(1, std::memory_order_release);
+  return FreeRetired(tc, h, &word, shift);
+}
+
+Domain::FreeResult Domain::FreeRetired(ThreadCache* tc, PoolHeader* h, std::atomic<uint64_t>* mark_word,
+                                       unsigned shift) {
+  PoolStats* stats = tc != nullptr ? &tc->stats_ : nullptr;
+  std::atomic<uint64_t>& word = *mark_word;
   // Retired: clear the live bit ourselves.
   uint64_t old = word.fetch_and(~(uint64_t{1} << shift), std::memory_order_acq_rel) >> shift;
   if ((old & 3) != 3) {

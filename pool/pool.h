@@ -161,6 +161,7 @@ class Domain {
  private:
   friend class ThreadCache;
   void PoolEmptied(ThreadCache* tc, PoolHeader* h);  // a retired pool's last block was freed
+  FreeResult FreeRetired(ThreadCache* tc, PoolHeader* h, std::atomic<uint64_t>* mark_word, unsigned shift);
 
   Config config_;
   Backend* backend_;

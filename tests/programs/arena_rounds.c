@@ -4,9 +4,14 @@
  * open/allocate/close rounds (the pattern the inline paths serve), every block zero when handed out even
  * though the previous round filled its blocks, alignment honoured, nested arenas disjoint, requests
  * that do not fit served and zeroed too. Prints one line and exits 0 when all held, 1 otherwise; works
- * with or without libpoolscope.so preloaded (without it, arenas are calloc + free). */
+ * with or without libpoolscope.so preloaded (without it, arenas are calloc + free).
+ * With --pooled (the test passes it when poolscope pools plain mallocs), also checks that a new
+ * thread's first small malloc, which starts that thread's first pool, is 64-byte aligned: pools are
+ * cache-line aligned however the next allocator is asked for them. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "interpose/poolscope.h"
@@ -24,8 +29,24 @@ static int all_zero(const unsigned char* p, size_t n) {
   return 1;
 }
 
-int main(void) {
+static void* first_small_malloc(void* out) {
+  void* p = malloc(5);
+  *(uintptr_t*)out = (uintptr_t)p;
+  free(p);
+  return NULL;
+}
+
+int main(int argc, char** argv) {
   const long rounds = 100000;
+  if (argc > 1 && strcmp(argv[1], "--pooled") == 0) {
+    for (int t = 0; t < 8; ++t) {
+      uintptr_t p = 0;
+      pthread_t th;
+      if (pthread_create(&th, NULL, first_small_malloc, &p) != 0) return 2;
+      pthread_join(th, NULL);
+      check(p != 0 && p % 64 == 0, "a thread's first pool is not 64-byte aligned", t);
+    }
+  }
   for (long r = 0; r < rounds; ++r) {
     poolscope_arena* a = poolscope_arena_open();
     check(a != NULL, "open failed", r);
