@@ -64,6 +64,8 @@ track::LiveTable* g_table = nullptr;
 Site* g_sites = nullptr;
 int g_depth = 16;
 bool g_on = false;
+// How many of poolscope's own frames a capture has been seen to start with (CaptureStackId).
+std::atomic<int> g_own_frames{2};
 
 // The executable segments of libpoolscope.so: captured frames inside them are poolscope's own and are
 // dropped, whatever the compiler inlined, so a stack starts at the program's call.
@@ -121,13 +123,24 @@ bool TrackingOn() { return g_on; }
 
 uint32_t CaptureStackId(int skip) {
   if (g_depth <= 0) return track::kNoStackId;
-  constexpr int kOwnFramesMax = 12;
-  uintptr_t pcs[track::kMaxStackDepth + kOwnFramesMax];
-  int want = g_depth + kOwnFramesMax;
-  if (want > track::kMaxStackDepth) want = track::kMaxStackDepth;
-  int n = track::CaptureStack(pcs, want, skip + 1);
-  int first = 0;
-  while (first < n && IsOwn(pcs[first])) ++first;
+  uintptr_t pcs[track::kMaxStackDepth];
+  // Unwinding costs per frame, so ask for the program's frames plus as many of our own as a call has
+  // been seen to carry (learned, only ever raised); a capture that comes back full with too few
+  // program frames had more of ours than that and is taken again, deeper.
+  int own = g_own_frames.load(std::memory_order_relaxed);
+  int n, first;
+  for (;;) {
+    int want = g_depth + own;
+    if (want > track::kMaxStackDepth) want = track::kMaxStackDepth;
+    n = track::CaptureStack(pcs, want, skip + 1);
+    first = 0;
+    while (first < n && IsOwn(pcs[first])) ++first;
+    if (n < want || n - first >= g_depth || want == track::kMaxStackDepth) break;
+    own = first + 1;  // at least one more than this capture showed, in case the last one was ours too
+    int seen = g_own_frames.load(std::memory_order_relaxed);
+    while (seen < own && !g_own_frames.compare_exchange_weak(seen, own, std::memory_order_relaxed)) {
+    }
+  }
   int depth = n - first < g_depth ? n - first : g_depth;
   if (depth <= 0) return track::kNoStackId;
   return g_depot->Insert(pcs + first, depth);
