@@ -74,6 +74,9 @@ __attribute__((noinline)) void WipeStackBelow() {
   for (size_t i = 0; i < sizeof pad; ++i) pad[i] = 0;
 }
 
+alignas(pool::Domain) char g_domain_storage[sizeof(pool::Domain)];
+pool::Domain* g_domain = nullptr;
+
 class ShimBackend : public pool::Backend {
  public:
   void* AllocPool(size_t bytes) override {
@@ -97,7 +100,7 @@ class ShimBackend : public pool::Backend {
     if (g_valgrind) VALGRIND_MEMPOOL_FREE(&g_valgrind_anchor, p);
     if (g_pool_by_malloc) {
       void* raw;
-      memcpy(&raw, static_cast<char*>(p) + g_pool_bytes, sizeof raw);
+      memcpy(&raw, static_cast<char*>(p) + g_domain->pool_bytes(), sizeof raw);
       p = raw;
     }
     Guard guard(ts);
@@ -113,7 +116,6 @@ ShimBackend g_backend;
 }  // namespace
 
 bool g_pool_by_malloc = false;
-size_t g_pool_bytes = 0;  // the pool's size as the backend allocates it (Domain::pool_bytes)
 
 void* PoolFromMalloc(size_t pool_bytes) {
   char* raw = static_cast<char*>(g_real.malloc(pool_bytes + kPoolSlack));
@@ -130,8 +132,6 @@ void* PoolFromMalloc(size_t pool_bytes) {
 
 namespace {
 
-alignas(pool::Domain) char g_domain_storage[sizeof(pool::Domain)];
-pool::Domain* g_domain = nullptr;
 
 Options g_options;
 bool g_pooling = false;
@@ -313,7 +313,6 @@ void InitGlobal(ThreadState& ts) {
   g_pool_by_malloc = !g_valgrind;
   g_domain = new (g_domain_storage) pool::Domain(config, &g_backend, g_map_root);
   g_pool_size = g_domain->config().pool_size;
-  g_pool_bytes = g_domain->pool_bytes();
   g_max_align = config.align8 ? 8 : 16;
   size_t usable = g_pool_size - g_domain->config().carve_offset;
   g_pool_capacity = usable & ~(g_max_align - 1);

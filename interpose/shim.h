@@ -133,7 +133,6 @@ namespace poolscope {
 // pool's end, where FreePool finds it.
 constexpr size_t kPoolSlack = 48 + sizeof(void*);  // 16-byte aligned malloc: at most 48 to a boundary
 extern bool g_pool_by_malloc;
-extern size_t g_pool_bytes;
 void* PoolFromMalloc(size_t pool_bytes);
 }  // namespace poolscope
 

@@ -249,14 +249,6 @@ PoolHeader* ThreadCache::TakePool() {
   return domain_->CreatePool(&stats_);
 }
 
-void ThreadCache::Adopt(PoolHeader* h) {
-  if (!dead_ && ncached_ < domain_->config_.max_cached) {
-    cache_[ncached_++] = h;
-  } else {
-    domain_->ReleasePool(h, &stats_);
-  }
-}
-
 void ThreadCache::FoldRemoteFrees(PoolHeader* h) {
   if (h->remote_pending.load(std::memory_order_acquire) == 0) return;
   int64_t n = 0, seen = 0;
@@ -369,11 +361,7 @@ void* ThreadCache::ArenaCarve(Arena* arena, size_t size, size_t align, int* reas
       *reason = kMissPoolFull;
       return nullptr;
     }
-    h->kind = kExplicit;
-    h->arena = arena;
-    arena->pool = h;
-    arena->cur = h->base;
-    arena->end = h->base + domain_->config_.pool_size;
+    AttachPool(arena, h);
   }
   size_t a = align < kGranule ? kGranule : align;
   uintptr_t p = (reinterpret_cast<uintptr_t>(arena->cur) + a - 1) & ~(uintptr_t{a} - 1);

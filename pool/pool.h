@@ -339,11 +339,7 @@ class ThreadCache {
       if (rounded > pool_size_ || ncached_ == 0) return nullptr;
       PoolHeader* h = cache_[--ncached_];
       ++stats_.pools_reused;
-      h->kind = kExplicit;
-      h->arena = arena;
-      arena->pool = h;
-      arena->cur = h->base;
-      arena->end = h->base + pool_size_;
+      AttachPool(arena, h);
       p = (reinterpret_cast<uintptr_t>(h->base) + a - 1) & ~(a - 1);
     }
     // The first test keeps a huge size from wrapping.
@@ -373,11 +369,7 @@ class ThreadCache {
     h->arena = nullptr;
     arena->pool = nullptr;
     arena->cur = arena->end = nullptr;
-    if (POOLSCOPE_LIKELY(ncached_ < max_cached_ && !dead_)) {
-      cache_[ncached_++] = h;
-    } else {
-      Adopt(h);
-    }
+    Adopt(h);
   }
   // An arena struct, zeroed and attached to this thread: a closed one of this thread's when it keeps
   // any (no lock, no call), else poolscope's own memory from the backend. nullptr when out of memory.
@@ -407,7 +399,13 @@ class ThreadCache {
   int free_arenas() const { return nfree_arenas_; }
 
   // Takes a pool into this cache (or releases it when the cache is full or the thread is ending).
-  void Adopt(PoolHeader* h);
+  void Adopt(PoolHeader* h) {
+    if (POOLSCOPE_LIKELY(!dead_ && ncached_ < max_cached_)) {
+      cache_[ncached_++] = h;
+    } else {
+      domain_->ReleasePool(h, &stats_);
+    }
+  }
 
   // Thread exit: the current pool is released if empty or orphaned if it still holds live blocks;
   // cached pools are released. Afterwards pools emptied by this thread are released at once.
@@ -433,6 +431,14 @@ class ThreadCache {
     if (pool_ != nullptr) pool_->live = live_;
   }
   void SetCurrent(PoolHeader* h);
+  // Makes `h` (empty, zeroed) the pool of explicit arena `arena`.
+  void AttachPool(Arena* arena, PoolHeader* h) {
+    h->kind = kExplicit;
+    h->arena = arena;
+    arena->pool = h;
+    arena->cur = h->base;
+    arena->end = h->base + pool_size_;
+  }
 
   void* CarveSlow(size_t n);
   void ResetInPlace();
