@@ -9,6 +9,7 @@
 #include "interpose/poolscope.h"
 #include "interpose/real.h"
 #include "interpose/shim.h"
+#include "interpose/tracking.h"
 
 namespace poolscope {
 extern const char* const kVersion;
@@ -141,6 +142,15 @@ EXPORT __attribute__((noinline)) void* poolscope_pool_alloc(size_t bytes) {
   }
   __asm__ volatile("" : : "r"(p) : "memory");  // keep this frame: no tail call
   return p;
+}
+
+// dlclose passes straight through; afterwards the stack walk forgets the frame rules it cached, as
+// another object may be mapped where the closed one was. (dlopen is not interposed: see caller_tag.h.)
+EXPORT int dlclose(void* handle) {
+  if (ps::g_real.dlclose == nullptr && (!ps::ResolveReal() || ps::g_real.dlclose == nullptr)) return -1;
+  int rc = ps::g_real.dlclose(handle);
+  ps::TrackingCodeUnmapped();
+  return rc;
 }
 
 EXPORT void _exit(int status) {

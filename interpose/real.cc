@@ -76,6 +76,7 @@ bool ResolveReal() {
   Lookup(&r.pvalloc, "pvalloc");
   Lookup(&r.malloc_usable_size, "malloc_usable_size");
   Lookup(&r.exit_, "_exit");
+  Lookup(&r.dlclose, "dlclose");
   Lookup(&r.op_new, "_Znwm");
   Lookup(&r.op_new_nothrow, "_ZnwmRKSt9nothrow_t");
   Lookup(&r.op_new_aligned, "_ZnwmSt11align_val_t");

@@ -26,6 +26,7 @@ struct RealFns {
   void* (*pvalloc)(size_t);
   size_t (*malloc_usable_size)(void*);
   void (*exit_)(int);  // _exit
+  int (*dlclose)(void*);  // interposed only to learn that code was unmapped
   // C++ operators, by form. Missing forms (no libstdc++ below us) are null.
   void* (*op_new)(size_t);
   void* (*op_new_nothrow)(size_t, const std::nothrow_t&);

@@ -14,6 +14,7 @@
 
 #include "interpose/internal.h"
 #include "track/depot_memory.h"
+#include "track/frame_rules.h"
 #include "track/live_table.h"
 #include "track/stack_capture.h"
 #include "track/stack_depot.h"
@@ -165,6 +166,10 @@ bool OnFree(void* p) { return g_table->Erase(Key(p), nullptr); }
 
 void ChargeRealAlloc(uint32_t stack_id) {
   if (stack_id < kCapacity) g_sites[stack_id].real_allocs.fetch_add(1, std::memory_order_relaxed);
+}
+
+void TrackingCodeUnmapped() {
+  if (g_on) track::InvalidateFrameRules();
 }
 
 void TrackingForkPrepare() {

@@ -35,6 +35,9 @@ uint32_t CaptureStackId(int skip);
 void ChargeRealAlloc(uint32_t stack_id);
 
 // fork() handlers.
+// After dlclose: the stack walk's cached frame rules may describe code that is gone.
+void TrackingCodeUnmapped();
+
 void TrackingForkPrepare();
 void TrackingForkParent();
 void TrackingForkChild();

@@ -1,6 +1,7 @@
 #include "track/stack_capture.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <atomic>
 #include <iostream>
@@ -9,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "track/frame_rules.h"
 #include "track/stack_capture_test_chain.h"
 #include "track/symbolizer.h"
 #include "track/test_debug_info.h"
@@ -17,12 +19,109 @@ namespace poolscope {
 namespace track {
 namespace {
 
+using testchain::BothCaptures;
 using testchain::ChainA;
 
 std::string FunctionAt(Symbolizer* s, uintptr_t ra) { return s->SymbolizeReturnAddress(ra).function; }
 
+// The walk and libunwind agree frame for frame from index 1 (index 0 is the call site in
+// CaptureBoth, different for each), and the walk answered without handing the capture over.
+void ExpectSameStack(const BothCaptures& c, int min_frames) {
+  ASSERT_GE(c.n_walk, min_frames);
+  ASSERT_EQ(c.n_walk, c.n_unw);
+  for (int i = 1; i < c.n_walk; ++i) EXPECT_EQ(c.walk[i], c.unw[i]) << "frame " << i;
+}
+
+TEST(StackCaptureTest, WalkMatchesLibunwindThroughAllocaFrames) {
+  for (int depth : {0, 1, 5, 30}) {
+    BothCaptures c{};
+    uint64_t before = CaptureFallbacks();
+    testchain::AllocaFrames(depth, &c);
+    EXPECT_EQ(CaptureFallbacks(), before) << "depth " << depth;
+    ExpectSameStack(c, depth + 3);
+  }
+}
+
+TEST(StackCaptureTest, WalkMatchesLibunwindThroughARealignedFrame) {
+  BothCaptures c{};
+  uint64_t before = CaptureFallbacks();
+  testchain::Realigned(&c);
+  EXPECT_EQ(CaptureFallbacks(), before);
+  ExpectSameStack(c, 3);
+}
+
+TEST(StackCaptureTest, WalkMatchesLibunwindThroughLibcCallingBack) {
+  BothCaptures c{};
+  uint64_t before = CaptureFallbacks();
+  testchain::ThroughQsort(&c);
+  EXPECT_EQ(CaptureFallbacks(), before);
+  ExpectSameStack(c, 5);
+  Symbolizer sym;
+  bool saw_qsort = false;
+  for (int i = 1; i < c.n_walk; ++i) saw_qsort |= FunctionAt(&sym, c.walk[i]).find("qsort") != std::string::npos;
+  EXPECT_TRUE(saw_qsort);
+}
+
+TEST(StackCaptureTest, WalkMatchesLibunwindOnANewThreadToItsFirstFrame) {
+  BothCaptures c{};
+  uint64_t before = CaptureFallbacks();
+  std::thread([&c] { testchain::CaptureBoth(&c); }).join();
+  EXPECT_EQ(CaptureFallbacks(), before);
+  ExpectSameStack(c, 3);
+  EXPECT_LT(c.n_walk, 64) << "the walk must stop at the thread's first frame";
+}
+
+TEST(StackCaptureTest, RulesAreCachedUntilInvalidated) {
+  // One call site for all three rounds, so the three stacks are the same.
+  uintptr_t pcs[3][16];
+  int n[3];
+  uint64_t computed[3];
+  for (int round = 0; round < 3; ++round) {
+    if (round == 2) InvalidateFrameRules();
+    n[round] = ChainA(pcs[round], 16, 0);
+    computed[round] = FrameRulesComputed();
+  }
+  EXPECT_EQ(computed[1], computed[0]) << "a known stack interpreted CFI again";
+  EXPECT_GE(computed[2], computed[1] + n[2]) << "every frame's rule is computed again";
+  ASSERT_EQ(n[1], n[0]);
+  ASSERT_EQ(n[2], n[0]);
+  for (int i = 0; i < n[0]; ++i) {
+    EXPECT_EQ(pcs[1][i], pcs[0][i]) << "frame " << i;
+    EXPECT_EQ(pcs[2][i], pcs[0][i]) << "frame " << i;
+  }
+}
+
+TEST(StackCaptureTest, RulesForCodeWithoutCfiAreUnsupported) {
+  EXPECT_EQ(RuleKind(ComputeFrameRule(0)), kRuleUnsupported);
+  static const char not_code[64] = {};
+  EXPECT_EQ(RuleKind(ComputeFrameRule(reinterpret_cast<uintptr_t>(not_code))), kRuleUnsupported);
+  EXPECT_EQ(RuleKind(ComputeFrameRule(reinterpret_cast<uintptr_t>(&ChainA))), kRuleStep);
+}
+
+BothCaptures g_in_handler;
+void CaptureInHandler(int) { testchain::CaptureBoth(&g_in_handler); }
+
+TEST(StackCaptureTest, SignalFramesAreLeftToLibunwindAndGoOnPastTheHandler) {
+  struct sigaction sa {};
+  struct sigaction old {};
+  sa.sa_handler = CaptureInHandler;
+  ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+  uint64_t before = CaptureFallbacks();
+  raise(SIGUSR1);
+  sigaction(SIGUSR1, &old, nullptr);
+  EXPECT_EQ(CaptureFallbacks(), before + 1);
+  ExpectSameStack(g_in_handler, 5);
+  Symbolizer sym;
+  bool saw_test = false;
+  for (int i = 1; i < g_in_handler.n_walk; ++i) {
+    saw_test |= FunctionAt(&sym, g_in_handler.walk[i]).find("SignalFramesAreLeftToLibunwind") != std::string::npos;
+  }
+  EXPECT_TRUE(saw_test) << "the capture stopped at the signal frame";
+}
+
 TEST(StackCaptureTest, ChainWithoutFramePointersComesOutInOrder) {
   uintptr_t pcs[kMaxCaptureDepth];
+  uint64_t before = CaptureFallbacks();
   int n = ChainA(pcs, kMaxCaptureDepth, 0);
   ASSERT_GE(n, 5);
   Symbolizer sym;
@@ -41,6 +140,7 @@ TEST(StackCaptureTest, ChainWithoutFramePointersComesOutInOrder) {
   bool saw_main = false;
   for (int i = 5; i < n; ++i) saw_main |= FunctionAt(&sym, pcs[i]) == "main";
   EXPECT_TRUE(saw_main);
+  EXPECT_EQ(CaptureFallbacks(), before) << "the walk handed the chain to libunwind";
 }
 
 TEST(StackCaptureTest, SkipDropsInnerFrames) {

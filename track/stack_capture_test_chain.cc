@@ -4,6 +4,10 @@
 // caller's frame) and make each function's code distinct (so -O2's identical code folding keeps four).
 #include "track/stack_capture_test_chain.h"
 
+#include <alloca.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include <atomic>
 
 #include "track/stack_capture.h"
@@ -36,6 +40,57 @@ __attribute__((noinline)) int ChainA(uintptr_t* pcs, int max_depth, int skip) {
   int n = ChainB(pcs, max_depth, skip);
   g_sink.fetch_add(1, std::memory_order_relaxed);
   return n;
+}
+
+__attribute__((noinline)) void CaptureBoth(BothCaptures* out) {
+  out->n_walk = CaptureStack(out->walk, 64, 0);
+  g_sink.fetch_add(5, std::memory_order_relaxed);
+  out->n_unw = CaptureStackWithLibunwind(out->unw, 64, 0);
+  g_sink.fetch_add(6, std::memory_order_relaxed);
+}
+
+__attribute__((noinline)) int AllocaFrames(int depth, BothCaptures* out) {
+  const size_t n = 16 + static_cast<size_t>(g_sink.load(std::memory_order_relaxed) & 7) * 8 + depth;
+  char* scratch = static_cast<char*>(alloca(n));
+  memset(scratch, depth, n);
+  __asm__ volatile("" : : "r"(scratch) : "memory");
+  if (depth == 0) {
+    CaptureBoth(out);
+  } else {
+    AllocaFrames(depth - 1, out);
+  }
+  return scratch[n - 1] + g_sink.fetch_add(1, std::memory_order_relaxed);
+}
+
+// A 64-byte aligned local together with an alloca makes GCC realign through a saved copy of the
+// incoming stack pointer: the CFA becomes an expression (the word at rbp - 8), rbp is saved at rbp + 0.
+__attribute__((noinline)) int Realigned(BothCaptures* out) {
+  alignas(64) char block[128];
+  const size_t n = 8 + static_cast<size_t>(g_sink.load(std::memory_order_relaxed) & 7);
+  char* extra = static_cast<char*>(alloca(n));
+  memset(block, 1, sizeof(block));
+  memset(extra, 2, n);
+  __asm__ volatile("" : : "r"(block), "r"(extra) : "memory");
+  CaptureBoth(out);
+  return block[5] + extra[n - 1] + g_sink.fetch_add(1, std::memory_order_relaxed);
+}
+
+namespace {
+BothCaptures* g_qsort_out;
+int CompareAndCapture(const void* a, const void* b) {
+  if (g_qsort_out != nullptr) {
+    CaptureBoth(g_qsort_out);
+    g_qsort_out = nullptr;
+  }
+  return *static_cast<const int*>(a) - *static_cast<const int*>(b);
+}
+}  // namespace
+
+__attribute__((noinline)) int ThroughQsort(BothCaptures* out) {
+  int values[4] = {4, 3, 2, 1};
+  g_qsort_out = out;
+  qsort(values, 4, sizeof(int), CompareAndCapture);
+  return values[0] + g_sink.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace testchain

@@ -1,7 +1,9 @@
 // File: track/stack_capture_test_chain.h
 //
 // ChainA -> ChainB -> ChainC -> ChainD -> CaptureStack, each noinline and built with -O2
-// -fomit-frame-pointer (see BUILD), for the stack capture tests.
+// -fomit-frame-pointer (see BUILD), for the stack capture tests; and frames of the shapes an unwinder
+// must read differently (alloca, a realigned stack, libc's qsort calling back), each ending in
+// CaptureBoth, which captures the same stack with the walk and with libunwind.
 #ifndef POOLSCOPE_TRACK_STACK_CAPTURE_TEST_CHAIN_H_
 #define POOLSCOPE_TRACK_STACK_CAPTURE_TEST_CHAIN_H_
 
@@ -15,6 +17,27 @@ int ChainA(uintptr_t* pcs, int max_depth, int skip);
 int ChainB(uintptr_t* pcs, int max_depth, int skip);
 int ChainC(uintptr_t* pcs, int max_depth, int skip);
 int ChainD(uintptr_t* pcs, int max_depth, int skip);
+
+// One stack seen by both unwinders. walk[0] and unw[0] are return addresses into CaptureBoth from
+// its two call sites; from index 1 on they must agree.
+struct BothCaptures {
+  uintptr_t walk[64];
+  int n_walk;
+  uintptr_t unw[64];
+  int n_unw;
+};
+void CaptureBoth(BothCaptures* out);
+
+// `depth` nested frames, each with an alloca of a size the compiler cannot know (so the frame's CFA
+// is on rbp), then CaptureBoth.
+int AllocaFrames(int depth, BothCaptures* out);
+
+// A frame whose stack pointer is realigned through a copy of the incoming one (a CFA expression),
+// then CaptureBoth.
+int Realigned(BothCaptures* out);
+
+// qsort (libc, no frame pointers) calling a comparator that calls CaptureBoth once.
+int ThroughQsort(BothCaptures* out);
 
 }  // namespace testchain
 }  // namespace track

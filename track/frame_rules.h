@@ -1,0 +1,94 @@
+// File: track/frame_rules.h
+//
+// How to step from a frame to its caller on x86-64, read from the DWARF call frame information
+// (.eh_frame) that every Debian object carries, and kept in a process-wide table keyed by pc so that
+// a pc seen before costs one hash probe.
+//
+// A rule says where the frame's canonical frame address (CFA) is (rsp or rbp plus an offset, or the
+// word at rbp plus an offset for functions that realign their stack), that the return address is the
+// word just below the CFA, and where the caller's rbp was saved, if anywhere. That is the whole state
+// a call-site unwind needs: rsp, rbp and the return address. Frames whose CFI says anything else
+// (signal frames, CFA expressions other than the realignment one, a return address not at CFA-8)
+// get kUnsupported, and the capture that met them is left to libunwind (stack_capture.cc).
+//
+// The table: 2^17 slots of {pc, rule}, in .bss (touched only as it fills). A slot's pc is claimed
+// once with a compare-and-swap and never changes; its rule is one 64-bit word, written after the
+// claim and read with one load, so a reader sees either no rule yet or a whole one. dlclose makes
+// rules of unloaded code stale (another object may be mapped at the same addresses): InvalidateFrameRules
+// forgets every rule, keeping the claimed pcs.
+//
+// No malloc, no lock: looking an object's .eh_frame_hdr up goes through glibc's _dl_find_object,
+// which is lock-free and async-signal-safe.
+#ifndef POOLSCOPE_TRACK_FRAME_RULES_H_
+#define POOLSCOPE_TRACK_FRAME_RULES_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace poolscope {
+namespace track {
+
+// A rule packed into one word (0 means "not known yet").
+//   bits 0-1   kind: kStep, kOutermost (return address undefined: _start, a thread's first frame),
+//              kUnsupported
+//   bit  2     CFA is based on rbp (else rsp)
+//   bit  3     CFA is the word at base + offset (stack-realigning functions)
+//   bits 4-5   caller's rbp: 0 unchanged, 1 saved at CFA + rbp_offset, 2 saved at rbp + rbp_offset
+//   bits 16-31 rbp_offset (signed)
+//   bits 32-63 cfa_offset (signed)
+using FrameRule = uint64_t;
+
+enum FrameRuleKind : uint64_t { kRuleStep = 1, kRuleOutermost = 2, kRuleUnsupported = 3 };
+constexpr uint64_t kRuleKindMask = 3;
+constexpr uint64_t kRuleCfaOnRbp = 1 << 2;
+constexpr uint64_t kRuleCfaDeref = 1 << 3;
+constexpr int kRuleRbpShift = 4;
+enum RbpSaved : uint64_t { kRbpUnchanged = 0, kRbpAtCfa = 1, kRbpAtRbp = 2 };
+
+inline uint64_t RuleKind(FrameRule r) { return r & kRuleKindMask; }
+inline uint64_t RuleRbp(FrameRule r) { return (r >> kRuleRbpShift) & 3; }
+inline int64_t RuleRbpOffset(FrameRule r) { return static_cast<int16_t>(r >> 16); }
+inline int64_t RuleCfaOffset(FrameRule r) { return static_cast<int32_t>(r >> 32); }
+
+// The rule in effect at `pc` (an address inside an instruction: for a return address, pass ra - 1),
+// computed from the CFI of the object holding it. Never 0. Slow (a binary search and a CFI
+// interpretation); use LookupFrameRule.
+FrameRule ComputeFrameRule(uintptr_t pc);
+
+// The table lookup in front of ComputeFrameRule: inline for a pc found in its home slot, the
+// common case; LookupFrameRuleSlow probes further, computes and caches.
+FrameRule LookupFrameRuleSlow(uintptr_t pc);
+
+namespace frame_rules_internal {
+constexpr int kTableBits = 17;
+constexpr size_t kTableSize = size_t{1} << kTableBits;
+struct Slot {
+  std::atomic<uintptr_t> pc;
+  std::atomic<FrameRule> rule;
+};
+extern Slot g_table[kTableSize];
+inline size_t Hash(uintptr_t pc) {
+  return static_cast<size_t>((pc * 0x9E3779B97F4A7C15ull) >> (64 - kTableBits));
+}
+}  // namespace frame_rules_internal
+
+inline FrameRule LookupFrameRule(uintptr_t pc) {
+  const frame_rules_internal::Slot& s = frame_rules_internal::g_table[frame_rules_internal::Hash(pc)];
+  if (s.pc.load(std::memory_order_acquire) == pc) {
+    FrameRule r = s.rule.load(std::memory_order_relaxed);
+    if (r != 0) return r;
+  }
+  return LookupFrameRuleSlow(pc);
+}
+
+// Forgets every cached rule (call after code was unmapped).
+void InvalidateFrameRules();
+
+// How many times ComputeFrameRule ran (cache misses and direct calls), for tests.
+uint64_t FrameRulesComputed();
+
+}  // namespace track
+}  // namespace poolscope
+
+#endif  // POOLSCOPE_TRACK_FRAME_RULES_H_
