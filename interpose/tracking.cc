@@ -23,9 +23,12 @@ namespace poolscope {
 namespace {
 
 // Memory for the depot and the table: carved from large NORESERVE mappings, never returned.
+// Small requests are carved from reserved chunks and never returned; arrays of kDirect bytes or more
+// (the live table's, which it gives back when it doubles them) are mappings of their own.
 class MappedDepotMemory : public track::DepotMemory {
  public:
   void* Alloc(size_t bytes) override {
+    if (bytes >= kDirect) return InternalAlloc(bytes);
     bytes = (bytes + 63) & ~size_t{63};
     SpinLockHolder lock(&lock_);
     if (cur_ == nullptr || static_cast<size_t>(end_ - cur_) < bytes) {
@@ -39,12 +42,16 @@ class MappedDepotMemory : public track::DepotMemory {
     cur_ += bytes;
     return p;
   }
+  void Free(void* p, size_t bytes) override {
+    if (bytes >= kDirect) InternalFree(p, bytes);
+  }
   void ForkPrepare() { lock_.Lock(); }
   void ForkParent() { lock_.Unlock(); }
   void ForkChild() { lock_.Reset(); }
 
  private:
   static constexpr size_t kChunk = size_t{64} << 20;
+  static constexpr size_t kDirect = size_t{64} << 10;
   SpinLock lock_;
   char* cur_ = nullptr;
   char* end_ = nullptr;
@@ -93,10 +100,6 @@ int FindOwnSegments(struct dl_phdr_info* info, size_t, void* arg) {
   }
   return 0;
 }
-
-// The table keys blocks by their address inverted: a conservative leak checker below us (memcheck)
-// scans our memory for pointers, and must not find the program's blocks there.
-inline uintptr_t Key(const void* p) { return ~reinterpret_cast<uintptr_t>(p); }
 
 bool IsOwn(uintptr_t pc) {
   for (int i = 0; i < g_nown; ++i) {
@@ -149,7 +152,7 @@ uint32_t CaptureStackId(int skip) {
 
 void OnAlloc(void* p, size_t size, uint8_t flags, int skip) {
   uint32_t id = CaptureStackId(skip + 1);
-  g_table->Insert(Key(p), size, id, flags);
+  g_table->Insert(reinterpret_cast<uintptr_t>(p), size, id, flags);
   if (id < kCapacity) {
     Site& s = g_sites[id];
     s.allocs.fetch_add(1, std::memory_order_relaxed);
@@ -162,7 +165,7 @@ void OnAlloc(void* p, size_t size, uint8_t flags, int skip) {
   }
 }
 
-bool OnFree(void* p) { return g_table->Erase(Key(p), nullptr); }
+bool OnFree(void* p) { return g_table->Erase(reinterpret_cast<uintptr_t>(p), nullptr); }
 
 void ChargeRealAlloc(uint32_t stack_id) {
   if (stack_id < kCapacity) g_sites[stack_id].real_allocs.fetch_add(1, std::memory_order_relaxed);

@@ -4,8 +4,8 @@
 // preload library passes an implementation over poolscope's own mmap-backed allocator, so nothing they
 // hold shows up in either ledger nor in a leak detector below poolscope; tests pass a counting fake.
 //
-// Memory is taken, never given back: StackDepot keeps every stack for the life of the process, and
-// LiveTable grows in segments that it reuses slot by slot (see live_table.h).
+// StackDepot keeps every stack for the life of the process and never frees; LiveTable gives back a
+// stripe's array when it doubles it (see live_table.h).
 //
 // Thread-safety: Alloc may be called from any thread at once; implementations must be thread-safe and
 // must not call malloc (they run inside malloc, under poolscope's reentrancy guard).
@@ -20,8 +20,10 @@ namespace track {
 class DepotMemory {
  public:
   virtual ~DepotMemory() = default;
-  // `bytes` of zero-filled memory aligned to 64 bytes, or nullptr when none is left. Never freed.
+  // `bytes` of zero-filled memory aligned to 64 bytes, or nullptr when none is left.
   virtual void* Alloc(size_t bytes) = 0;
+  // Gives back what Alloc(bytes) returned. Implementations may keep it (the default does).
+  virtual void Free(void* /*p*/, size_t /*bytes*/) {}
 };
 
 }  // namespace track

@@ -1,7 +1,7 @@
 // File: track/fake_memory.h
 //
-// DepotMemory for tests: zeroed, 64-byte aligned blocks from aligned_alloc, counted, freed when the
-// fake is destroyed, with an optional byte budget past which Alloc returns nullptr. Thread-safe.
+// DepotMemory for tests: zeroed, 64-byte aligned blocks from aligned_alloc, counted, freed by Free or
+// when the fake is destroyed, with an optional byte budget past which Alloc returns nullptr. Thread-safe.
 #ifndef POOLSCOPE_TRACK_FAKE_MEMORY_H_
 #define POOLSCOPE_TRACK_FAKE_MEMORY_H_
 
@@ -32,13 +32,34 @@ class FakeMemory : public DepotMemory {
     memset(p, 0, rounded);
     bytes_ += bytes;
     blocks_.push_back(p);
+    sizes_.push_back(rounded);
     return p;
+  }
+
+  void Free(void* p, size_t bytes) override {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto& b : blocks_) {
+      if (b != p) continue;
+      free(b);
+      b = nullptr;
+      bytes_ -= bytes;
+      ++nfrees_;
+      return;
+    }
   }
 
   size_t bytes() const {
     std::lock_guard<std::mutex> l(mu_);
     return bytes_;
   }
+  template <typename F>
+  void ForEachBlock(F&& f) const {
+    std::lock_guard<std::mutex> l(mu_);
+    for (size_t i = 0; i < blocks_.size(); ++i) {
+      if (blocks_[i] != nullptr) f(blocks_[i], sizes_[i]);
+    }
+  }
+
   size_t nallocs() const {
     std::lock_guard<std::mutex> l(mu_);
     return nallocs_;
@@ -49,7 +70,9 @@ class FakeMemory : public DepotMemory {
   const size_t budget_;
   size_t bytes_ = 0;
   size_t nallocs_ = 0;
+  size_t nfrees_ = 0;
   std::vector<void*> blocks_;
+  std::vector<size_t> sizes_;
 };
 
 }  // namespace track

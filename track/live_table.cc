@@ -1,11 +1,13 @@
 // File: track/live_table.cc
 //
-// Entry indices within a stripe are 0-based; chains and the free list store index + 1 so that zero
-// (what fresh memory holds) means "none". Entry i lives in segment k = floor(log2(i + 64)) - 6, at
-// offset i + 64 - (64 << k): segment k holds 64 << k entries.
+// Entry layout (two 64-bit words; a zero first word marks an empty slot):
+//   word 0: bit 63 set | size bits 24..42 at bits 44..62 | address / 8 at bits 0..43
+//   word 1: ~(size bits 0..23 at bits 40..63 | flags at bits 32..39 | stack id at bits 0..31)
+// Bit 63 makes word 0 non-canonical; the complement makes word 1 non-canonical for every size below
+// 2^23. Neither reads as a pointer to a conservative scanner.
 //
-// Lock order: a stripe lock, then whatever DepotMemory takes inside Alloc. Never two stripe locks,
-// except ForkPrepare, which takes them all in index order.
+// Lock order: a stripe lock, then whatever DepotMemory takes inside Alloc/Free. Never two stripe
+// locks, except ForkPrepare, which takes them all in index order.
 #include "track/live_table.h"
 
 #include <new>
@@ -15,12 +17,15 @@ namespace track {
 
 namespace {
 
-constexpr uint32_t kFirstSegmentLog = 6;  // 64 entries
-constexpr uint32_t kFirstBuckets = 64;
-constexpr int kFlagsShift = 56;
+constexpr uint32_t kFirstCapacity = 64;
+constexpr uint64_t kUnitBits = 44;
+constexpr uint64_t kUnitMask = (uint64_t{1} << kUnitBits) - 1;
+constexpr uint64_t kUsed = uint64_t{1} << 63;
+constexpr uint64_t kSizeLoBits = 24;
+constexpr uint64_t kSizeLoMask = (uint64_t{1} << kSizeLoBits) - 1;
 
-inline uint64_t HashPtr(uintptr_t p) {
-  uint64_t h = p;
+inline uint64_t HashUnit(uint64_t unit) {
+  uint64_t h = unit;
   h ^= h >> 33;
   h *= 0xff51afd7ed558ccdULL;
   h ^= h >> 33;
@@ -32,25 +37,30 @@ inline uint64_t HashPtr(uintptr_t p) {
 }  // namespace
 
 struct LiveTable::Slot {
-  uintptr_t ptr;
-  uint64_t size_flags;  // size in the low 56 bits, flags in the high 8
-  uint32_t stack_id;
-  uint32_t next;  // index + 1 of the next entry in the chain (or the free list), 0 at the end
+  uint64_t unit_size;
+  uint64_t packed;
+
+  uint64_t unit() const { return unit_size & kUnitMask; }
+  void Set(uint64_t unit, uint64_t size, uint32_t stack_id, uint8_t flags) {
+    unit_size = kUsed | ((size >> kSizeLoBits) << kUnitBits) | unit;
+    packed = ~(((size & kSizeLoMask) << 40) | (static_cast<uint64_t>(flags) << 32) | stack_id);
+  }
+  void Get(LiveEntry* out) const {
+    const uint64_t p = ~packed;
+    out->ptr = static_cast<uintptr_t>(unit() << 3);
+    out->size = (((unit_size & ~kUsed) >> kUnitBits) << kSizeLoBits) | (p >> 40);
+    out->stack_id = static_cast<uint32_t>(p);
+    out->flags = static_cast<uint8_t>(p >> 32);
+  }
 };
 
 size_t LiveTable::EntryBytes() { return sizeof(Slot); }
 
-
 struct alignas(64) LiveTable::Stripe {
   SpinLock lock;
   std::atomic<uint32_t> count{0};  // live entries; written under `lock`, read by size() without it
-  uint32_t bucket_mask = 0;        // buckets - 1, or 0 before the first insert (buckets == nullptr)
-  uint32_t* buckets = nullptr;     // chain heads: index + 1, or 0
-  uint32_t free_head = 0;          // erased entries: index + 1, or 0
-  uint32_t used = 0;               // entries ever handed out (the free list aside)
-  uint32_t reserved = 0;           // entries in the segments allocated so far
-  int nsegments = 0;
-  Slot* segments[kMaxSegments] = {};
+  uint32_t mask = 0;               // capacity - 1, or 0 before the first insert (slots == nullptr)
+  Slot* slots = nullptr;
 };
 
 LiveTable::LiveTable(DepotMemory* memory, uint32_t stripes) : memory_(memory) {
@@ -69,155 +79,112 @@ void* LiveTable::AllocCounted(size_t bytes) {
   return p;
 }
 
+void LiveTable::FreeCounted(void* p, size_t bytes) {
+  memory_->Free(p, bytes);
+  memory_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+}
+
 inline LiveTable::Stripe* LiveTable::StripeOf(uint64_t hash) const {
   return &stripes_[(hash >> 32) & (nstripes_ - 1)];
 }
 
-inline LiveTable::Slot* LiveTable::SlotAt(const Stripe& s, uint32_t index) const {
-  const uint32_t j = index + (1u << kFirstSegmentLog);
-  const int k = (31 - __builtin_clz(j)) - static_cast<int>(kFirstSegmentLog);
-  return &s.segments[k][j - ((1u << kFirstSegmentLog) << k)];
+inline LiveTable::Slot* LiveTable::Probe(const Stripe& s, uint64_t hash, uint64_t unit) {
+  for (uint32_t i = static_cast<uint32_t>(hash) & s.mask;; i = (i + 1) & s.mask) {
+    Slot* e = &s.slots[i];
+    if (e->unit_size == 0 || e->unit() == unit) return e;
+  }
 }
 
 bool LiveTable::Grow(Stripe* s) {
-  const uint32_t nbuckets = s->buckets == nullptr ? kFirstBuckets : (s->bucket_mask + 1) * 2;
-  auto* fresh = static_cast<uint32_t*>(AllocCounted(sizeof(uint32_t) * nbuckets));
+  const uint32_t capacity = s->slots == nullptr ? kFirstCapacity : (s->mask + 1) * 2;
+  auto* fresh = static_cast<Slot*>(AllocCounted(sizeof(Slot) * capacity));
   if (fresh == nullptr) return false;
-  if (s->buckets != nullptr) {
-    // Relink every chain into the new array. The old array stays with DepotMemory.
-    for (uint32_t b = 0; b <= s->bucket_mask; ++b) {
-      uint32_t link = s->buckets[b];
-      while (link != 0) {
-        Slot* e = SlotAt(*s, link - 1);
-        const uint32_t next = e->next;
-        uint32_t& head = fresh[static_cast<uint32_t>(HashPtr(e->ptr)) & (nbuckets - 1)];
-        e->next = head;
-        head = link;
-        link = next;
-      }
-    }
+  Slot* old = s->slots;
+  const uint32_t old_capacity = old == nullptr ? 0 : s->mask + 1;
+  s->slots = fresh;
+  s->mask = capacity - 1;
+  for (uint32_t i = 0; i < old_capacity; ++i) {
+    if (old[i].unit_size == 0) continue;
+    *Probe(*s, HashUnit(old[i].unit()), old[i].unit()) = old[i];
   }
-  s->buckets = fresh;
-  s->bucket_mask = nbuckets - 1;
-  return true;
-}
-
-bool LiveTable::Reserve(Stripe* s) {
-  const uint32_t live = s->count.load(std::memory_order_relaxed);
-  if (s->buckets == nullptr || live >= s->bucket_mask + 1) {
-    if (!Grow(s)) return false;
-  }
-  if (s->free_head == 0 && s->used == s->reserved) {
-    if (s->nsegments == kMaxSegments) return false;
-    const uint32_t entries = (1u << kFirstSegmentLog) << s->nsegments;
-    void* seg = AllocCounted(sizeof(Slot) * entries);
-    if (seg == nullptr) return false;
-    s->segments[s->nsegments++] = static_cast<Slot*>(seg);
-    s->reserved += entries;
-  }
+  if (old != nullptr) FreeCounted(old, sizeof(Slot) * old_capacity);
   return true;
 }
 
 InsertResult LiveTable::Insert(uintptr_t ptr, uint64_t size, uint32_t stack_id, uint8_t flags) {
-  if (stripes_ == nullptr) return InsertResult::kNoMemory;
+  if (stripes_ == nullptr || (ptr & 7) != 0 || (ptr >> 3) > kUnitMask || ptr == 0) {
+    return InsertResult::kNoMemory;
+  }
   if (size > kMaxSize) size = kMaxSize;
-  const uint64_t size_flags = size | (static_cast<uint64_t>(flags) << kFlagsShift);
-  const uint64_t hash = HashPtr(ptr);
+  const uint64_t unit = ptr >> 3;
+  const uint64_t hash = HashUnit(unit);
   Stripe* s = StripeOf(hash);
   SpinLockHolder h(&s->lock);
-  if (s->buckets != nullptr) {
-    for (uint32_t link = s->buckets[static_cast<uint32_t>(hash) & s->bucket_mask]; link != 0;) {
-      Slot* e = SlotAt(*s, link - 1);
-      if (e->ptr == ptr) {
-        e->size_flags = size_flags;
-        e->stack_id = stack_id;
-        return InsertResult::kReplaced;
-      }
-      link = e->next;
+  if (s->slots != nullptr) {
+    Slot* e = Probe(*s, hash, unit);
+    if (e->unit_size != 0) {
+      e->Set(unit, size, stack_id, flags);
+      return InsertResult::kReplaced;
     }
   }
-  if (!Reserve(s)) return InsertResult::kNoMemory;
-  uint32_t link;
-  if (s->free_head != 0) {
-    link = s->free_head;
-    s->free_head = SlotAt(*s, link - 1)->next;
-  } else {
-    link = ++s->used;
+  const uint32_t live = s->count.load(std::memory_order_relaxed);
+  if ((s->slots == nullptr || (live + 1) * 4 > (s->mask + 1) * 3) && !Grow(s)) {
+    return InsertResult::kNoMemory;
   }
-  Slot* e = SlotAt(*s, link - 1);
-  uint32_t& head = s->buckets[static_cast<uint32_t>(hash) & s->bucket_mask];
-  e->ptr = ptr;
-  e->size_flags = size_flags;
-  e->stack_id = stack_id;
-  e->next = head;
-  head = link;
-  s->count.store(s->count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  Probe(*s, hash, unit)->Set(unit, size, stack_id, flags);
+  s->count.store(live + 1, std::memory_order_relaxed);
   return InsertResult::kInserted;
 }
 
-namespace {
-inline void Unpack(uintptr_t ptr, uint64_t size_flags, uint32_t stack_id, LiveEntry* out) {
-  out->ptr = ptr;
-  out->size = size_flags & LiveTable::kMaxSize;
-  out->stack_id = stack_id;
-  out->flags = static_cast<uint8_t>(size_flags >> kFlagsShift);
-}
-}  // namespace
-
 bool LiveTable::Erase(uintptr_t ptr, LiveEntry* out) {
-  if (stripes_ == nullptr) return false;
-  const uint64_t hash = HashPtr(ptr);
+  if (stripes_ == nullptr || (ptr & 7) != 0 || (ptr >> 3) > kUnitMask || ptr == 0) return false;
+  const uint64_t unit = ptr >> 3;
+  const uint64_t hash = HashUnit(unit);
   Stripe* s = StripeOf(hash);
   SpinLockHolder h(&s->lock);
-  if (s->buckets == nullptr) return false;
-  uint32_t* prev = &s->buckets[static_cast<uint32_t>(hash) & s->bucket_mask];
-  for (uint32_t link = *prev; link != 0;) {
-    Slot* e = SlotAt(*s, link - 1);
-    if (e->ptr == ptr) {
-      if (out != nullptr) Unpack(e->ptr, e->size_flags, e->stack_id, out);
-      *prev = e->next;
-      e->ptr = 0;
-      e->next = s->free_head;
-      s->free_head = link;
-      s->count.store(s->count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
-      return true;
-    }
-    prev = &e->next;
-    link = e->next;
+  if (s->slots == nullptr) return false;
+  Slot* e = Probe(*s, hash, unit);
+  if (e->unit_size == 0) return false;
+  if (out != nullptr) e->Get(out);
+  // Backward-shift deletion: pull later entries of the probe run into the hole when their home slot
+  // does not lie (cyclically) between the hole and where they are.
+  uint32_t hole = static_cast<uint32_t>(e - s->slots);
+  for (uint32_t j = (hole + 1) & s->mask; s->slots[j].unit_size != 0; j = (j + 1) & s->mask) {
+    const uint32_t home = static_cast<uint32_t>(HashUnit(s->slots[j].unit())) & s->mask;
+    const bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+    if (stays) continue;
+    s->slots[hole] = s->slots[j];
+    hole = j;
   }
-  return false;
+  s->slots[hole].unit_size = 0;
+  s->slots[hole].packed = 0;
+  s->count.store(s->count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+  return true;
 }
 
 bool LiveTable::Find(uintptr_t ptr, LiveEntry* out) const {
-  if (stripes_ == nullptr) return false;
-  const uint64_t hash = HashPtr(ptr);
+  if (stripes_ == nullptr || (ptr & 7) != 0 || (ptr >> 3) > kUnitMask || ptr == 0) return false;
+  const uint64_t unit = ptr >> 3;
+  const uint64_t hash = HashUnit(unit);
   Stripe* s = StripeOf(hash);
   SpinLockHolder h(&s->lock);
-  if (s->buckets == nullptr) return false;
-  for (uint32_t link = s->buckets[static_cast<uint32_t>(hash) & s->bucket_mask]; link != 0;) {
-    const Slot* e = SlotAt(*s, link - 1);
-    if (e->ptr == ptr) {
-      if (out != nullptr) Unpack(e->ptr, e->size_flags, e->stack_id, out);
-      return true;
-    }
-    link = e->next;
-  }
-  return false;
+  if (s->slots == nullptr) return false;
+  const Slot* e = Probe(*s, hash, unit);
+  if (e->unit_size == 0) return false;
+  if (out != nullptr) e->Get(out);
+  return true;
 }
 
 void LiveTable::ForEach(void (*fn)(const LiveEntry& entry, void* arg), void* arg) const {
   for (uint32_t i = 0; i < nstripes_; ++i) {
     Stripe* s = &stripes_[i];
     SpinLockHolder h(&s->lock);
-    if (s->buckets == nullptr) continue;
-    for (uint32_t b = 0; b <= s->bucket_mask; ++b) {
-      for (uint32_t link = s->buckets[b]; link != 0;) {
-        const Slot* e = SlotAt(*s, link - 1);
-        LiveEntry entry;
-        Unpack(e->ptr, e->size_flags, e->stack_id, &entry);
-        fn(entry, arg);
-        link = e->next;
-      }
+    if (s->slots == nullptr) continue;
+    for (uint32_t j = 0; j <= s->mask; ++j) {
+      if (s->slots[j].unit_size == 0) continue;
+      LiveEntry entry;
+      s->slots[j].Get(&entry);
+      fn(entry, arg);
     }
   }
 }
