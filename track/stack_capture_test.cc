@@ -62,10 +62,40 @@ TEST(StackCaptureTest, WalkMatchesLibunwindThroughLibcCallingBack) {
   EXPECT_TRUE(saw_qsort);
 }
 
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kParkThreads = true;
+#else
+constexpr bool kParkThreads = false;
+#endif
+
+// Under TSan a thread that used libunwind must not exit (see ThreadsCaptureConcurrently): it parks on
+// a mutex that is never unlocked once its work is done.
+template <typename F>
+void RunOnNewThread(F f) {
+  static std::mutex park;
+  static bool locked = false;
+  if (kParkThreads && !locked) {
+    park.lock();
+    locked = true;
+  }
+  std::atomic<bool> finished{false};
+  std::thread th([&] {
+    f();
+    finished.store(true);
+    if (kParkThreads) std::lock_guard<std::mutex> wait_forever(park);
+  });
+  if (kParkThreads) {
+    while (!finished.load()) std::this_thread::yield();
+    th.detach();
+  } else {
+    th.join();
+  }
+}
+
 TEST(StackCaptureTest, WalkMatchesLibunwindOnANewThreadToItsFirstFrame) {
   BothCaptures c{};
   uint64_t before = CaptureFallbacks();
-  std::thread([&c] { testchain::CaptureBoth(&c); }).join();
+  RunOnNewThread([&c] { testchain::CaptureBoth(&c); });
   EXPECT_EQ(CaptureFallbacks(), before);
   ExpectSameStack(c, 3);
   EXPECT_LT(c.n_walk, 64) << "the walk must stop at the thread's first frame";
@@ -178,12 +208,6 @@ TEST(StackCaptureTest, DeepStackFillsTheBufferAndNoMore) {
   // 64 frames of Recurse: every one the same return address, past the first.
   for (int i = 2; i < kMaxCaptureDepth; ++i) EXPECT_EQ(pcs[i], pcs[1]);
 }
-
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kParkThreads = true;
-#else
-constexpr bool kParkThreads = false;
-#endif
 
 TEST(StackCaptureTest, ThreadsCaptureConcurrently) {
   // Under TSan the workers never exit: libunwind frees a thread's frame cache from a pthread key
