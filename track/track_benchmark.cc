@@ -36,6 +36,15 @@ void BM_CaptureStack16(benchmark::State& state) {
 }
 BENCHMARK(BM_CaptureStack16);
 
+void BM_CaptureStack16Libunwind(benchmark::State& state) {
+  uintptr_t pcs[16];
+  auto body = [&] {
+    for (auto _ : state) benchmark::DoNotOptimize(CaptureStackWithLibunwind(pcs, 16, 0));
+  };
+  AtDepth(24, body);
+}
+BENCHMARK(BM_CaptureStack16Libunwind);
+
 void BM_GlibcBacktrace16(benchmark::State& state) {
   void* pcs[17];
   auto body = [&] {
