@@ -3,10 +3,14 @@
 
 #include <cxxabi.h>
 #include <dlfcn.h>
+#include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
+#include <gelf.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +32,133 @@ int TryOpen(const std::string& path, char** found) {
   return fd;
 }
 
+// The directory for uncompressed copies of debug files: $XDG_CACHE_HOME/poolscope/debug, else
+// $HOME/.cache/poolscope/debug, made (0700) if missing. Empty when neither variable is usable.
+std::string DebugCacheDir() {
+  std::string base;
+  const char* xdg = getenv("XDG_CACHE_HOME");
+  const char* home = getenv("HOME");
+  if (xdg != nullptr && xdg[0] == '/') {
+    base = xdg;
+  } else if (home != nullptr && home[0] == '/') {
+    base = std::string(home) + "/.cache";
+  } else {
+    return std::string();
+  }
+  for (const char* part : {"", "/poolscope", "/poolscope/debug"}) {
+    std::string dir = base + part;
+    if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return std::string();
+  }
+  return base + "/poolscope/debug";
+}
+
+bool HasCompressedSections(Elf* e) {
+  for (Elf_Scn* scn = elf_nextscn(e, nullptr); scn != nullptr; scn = elf_nextscn(e, scn)) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) != nullptr && (shdr.sh_flags & SHF_COMPRESSED) != 0) return true;
+  }
+  return false;
+}
+
+// Writes `in` to `path` with every compressed section decompressed; false on any failure.
+bool WriteUncompressed(Elf* in, const std::string& path) {
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  bool ok = false;
+  Elf* out = elf_begin(fd, ELF_C_WRITE, nullptr);
+  GElf_Ehdr ehdr;
+  size_t shstrndx, phnum;
+  do {
+    if (out == nullptr || gelf_getehdr(in, &ehdr) == nullptr || elf_getshdrstrndx(in, &shstrndx) != 0 ||
+        elf_getphdrnum(in, &phnum) != 0 || gelf_newehdr(out, gelf_getclass(in)) == nullptr) {
+      break;
+    }
+    if (phnum > 0) {
+      if (gelf_newphdr(out, phnum) == nullptr) break;
+      size_t i = 0;
+      for (; i < phnum; ++i) {
+        GElf_Phdr ph;
+        if (gelf_getphdr(in, static_cast<int>(i), &ph) == nullptr ||
+            gelf_update_phdr(out, static_cast<int>(i), &ph) == 0) {
+          break;
+        }
+      }
+      if (i != phnum) break;
+    }
+    bool copied = true;
+    for (Elf_Scn* scn = elf_nextscn(in, nullptr); scn != nullptr && copied; scn = elf_nextscn(in, scn)) {
+      GElf_Shdr shdr;
+      Elf_Scn* dst = elf_newscn(out);
+      copied = dst != nullptr && gelf_getshdr(scn, &shdr) != nullptr && gelf_update_shdr(dst, &shdr) != 0;
+      if (!copied) break;
+      Elf_Data* data = elf_getdata(scn, nullptr);
+      if (data == nullptr) continue;  // an empty section: its header is all there is
+      Elf_Data* copy = elf_newdata(dst);
+      copied = copy != nullptr;
+      if (!copied) break;
+      *copy = *data;
+      if ((shdr.sh_flags & SHF_COMPRESSED) != 0) copied = elf_compress(dst, 0, 0) == 1;
+    }
+    if (!copied) break;
+    ehdr.e_shstrndx = shstrndx < SHN_LORESERVE ? static_cast<GElf_Half>(shstrndx) : SHN_XINDEX;
+    if (gelf_update_ehdr(out, &ehdr) == 0) break;
+    ok = elf_update(out, ELF_C_WRITE) >= 0;
+  } while (false);
+  if (out != nullptr) elf_end(out);
+  if (close(fd) != 0) ok = false;
+  return ok;
+}
+
+// Debian's separate debug files keep their DWARF zlib-compressed, and libdw inflates whole sections on
+// the first line lookup in them: about 50 ms for libc's, paid by every process that writes a report
+// naming a libc frame (nearly all of them). So the first process writes an uncompressed copy under
+// DebugCacheDir(), named by build id and renamed into place whole, and later ones map that copy.
+// Returns `fd` itself when the file is not compressed or no copy can be had.
+int UncompressedDebugFile(int fd, const unsigned char* id, int id_len, char** found) {
+  Elf* e = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
+  if (e == nullptr) return fd;
+  const bool compressed = HasCompressedSections(e);
+  std::string dir = compressed ? DebugCacheDir() : std::string();
+  if (dir.empty()) {
+    elf_end(e);
+    return fd;
+  }
+  std::string name;
+  char hex[3];
+  for (int i = 0; i < id_len; ++i) {
+    snprintf(hex, sizeof(hex), "%02x", id[i]);
+    name += hex;
+  }
+  const std::string path = dir + "/" + name + ".debug";
+  int cached = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (cached < 0) {
+    const std::string tmp = path + ".tmp." + std::to_string(getpid());
+    if (WriteUncompressed(e, tmp) && rename(tmp.c_str(), path.c_str()) == 0) {
+      cached = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    } else {
+      unlink(tmp.c_str());
+    }
+  }
+  elf_end(e);
+  if (cached < 0) return fd;
+  // The copy must carry the build id it is named by (a stale or foreign file is ignored).
+  bool same = false;
+  if (Elf* c = elf_begin(cached, ELF_C_READ_MMAP, nullptr)) {
+    const void* cid = nullptr;
+    ssize_t n = dwelf_elf_gnu_build_id(c, &cid);
+    same = n == id_len && memcmp(cid, id, static_cast<size_t>(n)) == 0 && !HasCompressedSections(c);
+    elf_end(c);
+  }
+  if (!same) {
+    close(cached);
+    return fd;
+  }
+  close(fd);
+  free(*found);
+  *found = strdup(path.c_str());
+  return cached;
+}
+
 // Dwfl_Callbacks::find_debuginfo, local only: the build-id tree, then the .gnu_debuglink places GDB
 // looks in. Returns an open fd (libdwfl validates and owns it) or -1.
 int FindLocalDebuginfo(Dwfl_Module* mod, void**, const char*, Dwarf_Addr, const char* file_name,
@@ -45,7 +176,7 @@ int FindLocalDebuginfo(Dwfl_Module* mod, void**, const char*, Dwarf_Addr, const 
     }
     path += ".debug";
     int fd = TryOpen(path, debuginfo_file_name);
-    if (fd >= 0) return fd;
+    if (fd >= 0) return UncompressedDebugFile(fd, id, id_len, debuginfo_file_name);
   }
   if (debuglink_file != nullptr && file_name != nullptr) {
     std::string dir = file_name;
@@ -55,7 +186,7 @@ int FindLocalDebuginfo(Dwfl_Module* mod, void**, const char*, Dwarf_Addr, const 
                                      std::string(kDebugRoot) + dir + "/" + debuglink_file}) {
       if (path == file_name) continue;
       int fd = TryOpen(path, debuginfo_file_name);
-      if (fd >= 0) return fd;
+      if (fd >= 0) return id_len > 1 ? UncompressedDebugFile(fd, id, id_len, debuginfo_file_name) : fd;
     }
   }
   return -1;

@@ -1,6 +1,8 @@
 #include "track/symbolizer.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
+#include <sys/stat.h>
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -64,6 +66,77 @@ TEST(SymbolizerTest, FunctionEntryAndCallLineInATestObject) {
   EXPECT_EQ(call.function, "poolscope_callee_call_site");
   EXPECT_TRUE(EndsWith(call.file, "track/symbolizer_test_callee.cc")) << call.file;
   EXPECT_EQ(call.line, line);
+}
+
+// The same code with its DWARF in a zlib-compressed file beside it, found through .gnu_debuglink.
+struct SplitCallee {
+  void* handle = dlopen("track/libsymbolizer_test_split.so", RTLD_NOW | RTLD_LOCAL);
+  int (*call_site)(uintptr_t*) =
+      handle ? reinterpret_cast<int (*)(uintptr_t*)>(dlsym(handle, "poolscope_callee_call_site")) : nullptr;
+};
+
+off_t FileSize(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 ? st.st_size : -1;
+}
+
+std::vector<std::string> FilesIn(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] != '.') names.push_back(e->d_name);
+    }
+    closedir(d);
+  }
+  return names;
+}
+
+void ExpectCallSiteLine(const SplitCallee& callee) {
+  Symbolizer sym;
+  uintptr_t ra = 0;
+  int line = callee.call_site(&ra);
+  SymbolizedFrame call = sym.SymbolizeReturnAddress(ra);
+  EXPECT_EQ(call.function, "poolscope_callee_call_site");
+  EXPECT_TRUE(EndsWith(call.file, "track/symbolizer_test_callee.cc")) << call.file;
+  EXPECT_EQ(call.line, line);
+}
+
+TEST(SymbolizerTest, CompressedSeparateDebugFileIsReadThroughAnUncompressedCopy) {
+  const char* tmp = getenv("TEST_TMPDIR");
+  ASSERT_NE(tmp, nullptr);
+  const std::string cache = std::string(tmp) + "/xdg";
+  const std::string dir = cache + "/poolscope/debug";
+  setenv("XDG_CACHE_HOME", cache.c_str(), 1);
+  SplitCallee callee;
+  ASSERT_NE(callee.handle, nullptr) << dlerror();
+  ASSERT_NE(callee.call_site, nullptr);
+  ASSERT_FALSE(ObjectHasLineTables(reinterpret_cast<void*>(callee.call_site))) << "debug info not split off";
+  const off_t compressed = FileSize("track/libsymbolizer_test_split.debug");
+  ASSERT_GT(compressed, 0);
+  for (int round = 0; round < 2; ++round) {  // the second round reads the copy the first one wrote
+    ExpectCallSiteLine(callee);
+    std::vector<std::string> files = FilesIn(dir);
+    ASSERT_EQ(files.size(), 1u) << "round " << round;
+    EXPECT_EQ(files[0].size(), 40u + 6u) << files[0];  // 20-byte build id in hex, ".debug"
+    EXPECT_GT(FileSize(dir + "/" + files[0]), compressed) << "the copy is not uncompressed";
+  }
+  // A copy that is not what its name says is not used (and the compressed file still answers).
+  std::vector<std::string> files = FilesIn(dir);
+  ASSERT_EQ(files.size(), 1u);
+  FILE* f = fopen((dir + "/" + files[0]).c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs("not an ELF file", f);
+  fclose(f);
+  ExpectCallSiteLine(callee);
+  unsetenv("XDG_CACHE_HOME");
+}
+
+TEST(SymbolizerTest, CompressedDebugFileWithoutAWritableCacheStillGivesLines) {
+  setenv("XDG_CACHE_HOME", "/proc/self/no-such-dir", 1);
+  SplitCallee callee;
+  ASSERT_NE(callee.handle, nullptr) << dlerror();
+  ExpectCallSiteLine(callee);
+  unsetenv("XDG_CACHE_HOME");
 }
 
 TEST(SymbolizerTest, FunctionEntryInThisBinary) {
