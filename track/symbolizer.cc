@@ -7,12 +7,16 @@
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <link.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <vector>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -32,9 +36,10 @@ int TryOpen(const std::string& path, char** found) {
   return fd;
 }
 
-// The directory for uncompressed copies of debug files: $XDG_CACHE_HOME/poolscope/debug, else
-// $HOME/.cache/poolscope/debug, made (0700) if missing. Empty when neither variable is usable.
-std::string DebugCacheDir() {
+// $XDG_CACHE_HOME/poolscope/<sub>, else $HOME/.cache/poolscope/<sub>, made (0700) if missing: "debug"
+// for uncompressed copies of debug files, "symbols" for answers already found. Empty when neither
+// variable is usable or the directory cannot be made.
+std::string CacheDir(const char* sub) {
   std::string base;
   const char* xdg = getenv("XDG_CACHE_HOME");
   const char* home = getenv("HOME");
@@ -45,11 +50,58 @@ std::string DebugCacheDir() {
   } else {
     return std::string();
   }
-  for (const char* part : {"", "/poolscope", "/poolscope/debug"}) {
-    std::string dir = base + part;
+  for (const std::string& dir : {base, base + "/poolscope", base + "/poolscope/" + sub}) {
     if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return std::string();
   }
-  return base + "/poolscope/debug";
+  return base + "/poolscope/" + sub;
+}
+
+std::string HexBytes(const unsigned char* p, size_t n) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    s += kDigits[p[i] >> 4];
+    s += kDigits[p[i] & 15];
+  }
+  return s;
+}
+
+// The GNU build id of the loaded object whose segments hold `pc`, read from its PT_NOTE segments in
+// memory (no file is opened). Empty when the object has none.
+struct BuildIdQuery {
+  uintptr_t pc;
+  std::string hex;
+};
+
+int FindBuildId(struct dl_phdr_info* info, size_t, void* arg) {
+  auto* q = static_cast<BuildIdQuery*>(arg);
+  bool holds = false;
+  for (int i = 0; i < info->dlpi_phnum && !holds; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+    holds = ph.p_type == PT_LOAD && q->pc >= lo && q->pc < lo + ph.p_memsz;
+  }
+  if (!holds) return 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_NOTE) continue;
+    const char* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
+    const char* end = p + ph.p_memsz;
+    while (end - p >= static_cast<long>(sizeof(ElfW(Nhdr)))) {
+      ElfW(Nhdr) nh;
+      memcpy(&nh, p, sizeof(nh));
+      const char* name = p + sizeof(nh);
+      const char* desc = name + ((nh.n_namesz + 3) & ~3u);
+      const char* next = desc + ((nh.n_descsz + 3) & ~3u);
+      if (next > end) break;
+      if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
+        q->hex = HexBytes(reinterpret_cast<const unsigned char*>(desc), nh.n_descsz);
+        return 1;
+      }
+      p = next;
+    }
+  }
+  return 1;
 }
 
 bool HasCompressedSections(Elf* e) {
@@ -118,7 +170,7 @@ int UncompressedDebugFile(int fd, const unsigned char* id, int id_len, char** fo
   Elf* e = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
   if (e == nullptr) return fd;
   const bool compressed = HasCompressedSections(e);
-  std::string dir = compressed ? DebugCacheDir() : std::string();
+  std::string dir = compressed ? CacheDir("debug") : std::string();
   if (dir.empty()) {
     elf_end(e);
     return fd;
@@ -224,11 +276,165 @@ std::string Demangle(const char* name) {
   return name;
 }
 
+// Answers already found for one object (one build id, with or without its debug file), kept on disk
+// so that the next process that loads the same object needs neither libdwfl nor the object's tables
+// for them. One line per address: offset from the object's start, has_symbol, line, object_offset,
+// function, file, tab-separated. Processes append their new answers with one write(2) each; a line
+// that does not parse is skipped.
+struct SymbolTable {
+  std::string path;
+  std::unordered_map<uintptr_t, SymbolizedFrame> entries;
+  std::string pending;
+
+  void Load() {
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::vector<std::string> fields;
+      std::stringstream ss(line);
+      std::string field;
+      while (std::getline(ss, field, '\t')) fields.push_back(field);
+      if (line.empty() || line.back() == '\t') fields.push_back(std::string());
+      if (fields.size() != 6) continue;
+      char* end = nullptr;
+      const uintptr_t off = strtoull(fields[0].c_str(), &end, 16);
+      if (*end != '\0' || (fields[1] != "0" && fields[1] != "1")) continue;
+      SymbolizedFrame f;
+      f.has_symbol = fields[1] == "1";
+      f.line = atoi(fields[2].c_str());
+      f.object_offset = strtoull(fields[3].c_str(), &end, 16);
+      if (*end != '\0') continue;
+      f.function = fields[4];
+      f.file = fields[5];
+      entries[off] = f;
+    }
+  }
+
+  void Add(uintptr_t off, const SymbolizedFrame& f) {
+    if (f.function.find_first_of("\t\n") != std::string::npos || f.file.find_first_of("\t\n") != std::string::npos) {
+      return;
+    }
+    char head[80];
+    snprintf(head, sizeof(head), "%" PRIxPTR "\t%d\t%d\t%" PRIxPTR "\t", off, f.has_symbol ? 1 : 0, f.line,
+             f.object_offset);
+    pending += head + f.function + "\t" + f.file + "\n";
+    SymbolizedFrame kept = f;
+    kept.object.clear();
+    entries[off] = kept;
+  }
+
+  void Flush() {
+    if (pending.empty()) return;
+    int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      (void)!write(fd, pending.data(), pending.size());  // one append; a short write leaves a line that does not parse
+      close(fd);
+    }
+    pending.clear();
+  }
+};
+
+struct Mapping {
+  uintptr_t lo, hi;
+  std::string path;
+};
+
 struct Symbolizer::Impl {
   std::mutex mu;
   Dwfl* dwfl = nullptr;
   std::unordered_map<uintptr_t, SymbolizedFrame> cache;
   std::unordered_set<uintptr_t> reported_for;  // load addresses that made us read the maps again
+  std::unordered_map<uintptr_t, SymbolTable*> table_of_base;  // nullptr: no table for that object
+  std::unordered_map<std::string, SymbolTable> tables;        // by file
+  std::vector<Mapping> maps;
+  bool symbols_dir_tried = false;
+  std::string symbols_dir;
+
+  ~Impl() {
+    for (auto& kv : tables) kv.second.Flush();
+  }
+
+  void ReadMaps() {
+    maps.clear();
+    std::ifstream in("/proc/self/maps");
+    std::string line;
+    while (std::getline(in, line)) {
+      unsigned long lo, hi;
+      int path_at = -1;
+      if (sscanf(line.c_str(), "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &path_at) < 2 || path_at < 0) continue;
+      std::string path = line.substr(static_cast<size_t>(path_at));
+      if (path.empty() || path[0] != '/') continue;
+      maps.push_back(Mapping{lo, hi, path});
+    }
+  }
+
+  // The path of the file mapped at pc, as /proc/self/maps names it (what libdwfl reports).
+  std::string MappedPath(uintptr_t pc) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      if (attempt == 1 || maps.empty()) ReadMaps();
+      for (const Mapping& m : maps) {
+        if (pc >= m.lo && pc < m.hi) return m.path;
+      }
+    }
+    return std::string();
+  }
+
+  // The on-disk table for the object at `base` (holding pc), loaded on first use; nullptr when the
+  // object has no build id or there is no cache directory.
+  SymbolTable* TableFor(uintptr_t base, uintptr_t pc) {
+    auto it = table_of_base.find(base);
+    if (it != table_of_base.end()) return it->second;
+    SymbolTable* t = nullptr;
+    BuildIdQuery q{pc, std::string()};
+    dl_iterate_phdr(FindBuildId, &q);
+    if (!symbols_dir_tried) {
+      symbols_dir_tried = true;
+      symbols_dir = CacheDir("symbols");
+    }
+    if (q.hex.size() >= 4 && !symbols_dir.empty()) {
+      // Whether a separate debug file exists (and which) changes the answers: it is part of the name.
+      std::string stamp = "n";
+      struct stat st;
+      const std::string debug = std::string(kDebugRoot) + "/.build-id/" + q.hex.substr(0, 2) + "/" + q.hex.substr(2) + ".debug";
+      if (stat(debug.c_str(), &st) == 0) {
+        stamp = "d" + std::to_string(static_cast<long long>(st.st_mtime)) + "-" + std::to_string(static_cast<long long>(st.st_size));
+      }
+      const std::string file = symbols_dir + "/" + q.hex + "-" + stamp + ".sym";
+      auto ins = tables.emplace(file, SymbolTable());
+      t = &ins.first->second;
+      if (ins.second) {
+        t->path = file;
+        t->Load();
+      }
+    }
+    table_of_base[base] = t;
+    return t;
+  }
+
+  SymbolizedFrame Lookup(uintptr_t pc) {
+    Dl_info info;
+    SymbolTable* t = nullptr;
+    uintptr_t off = 0;
+    if (dladdr(reinterpret_cast<void*>(pc), &info) != 0 && info.dli_fbase != nullptr) {
+      const uintptr_t base = reinterpret_cast<uintptr_t>(info.dli_fbase);
+      off = pc - base;
+      t = TableFor(base, pc);
+      if (t != nullptr) {
+        auto hit = t->entries.find(off);
+        if (hit != t->entries.end()) {
+          SymbolizedFrame f = hit->second;
+          f.object = MappedPath(pc);
+          if (!f.object.empty()) return f;
+        }
+      }
+    }
+    bool from_module = false;
+    SymbolizedFrame f = LookupDwfl(pc, &from_module);
+    // Kept only when a later process would get the same frame back: libdwfl answered, and the object
+    // path is the mapped file's.
+    if (t != nullptr && from_module && f.object == MappedPath(pc)) t->Add(off, f);
+    return f;
+  }
 
   // Reads /proc/self/maps again: objects dlopen'ed since the last report become known.
   void Report() {
@@ -245,7 +451,7 @@ struct Symbolizer::Impl {
     return start;
   }
 
-  SymbolizedFrame Lookup(uintptr_t pc) {
+  SymbolizedFrame LookupDwfl(uintptr_t pc, bool* from_module) {
     if (dwfl == nullptr) Report();
     SymbolizedFrame f;
     // The loader's word on which object holds pc, now. libdwfl's modules are /proc/self/maps as it
@@ -276,6 +482,7 @@ struct Symbolizer::Impl {
       }
       return f;
     }
+    *from_module = true;
     const char* mainfile = nullptr;
     const char* modname = dwfl_module_info(mod, nullptr, nullptr, nullptr, nullptr, nullptr, &mainfile, nullptr);
     f.object = mainfile != nullptr ? mainfile : (modname != nullptr ? modname : "");

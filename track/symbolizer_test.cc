@@ -131,6 +131,80 @@ TEST(SymbolizerTest, CompressedSeparateDebugFileIsReadThroughAnUncompressedCopy)
   unsetenv("XDG_CACHE_HOME");
 }
 
+std::string ReadFile(const std::string& path) {
+  std::string s;
+  if (FILE* f = fopen(path.c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) s.append(buf, n);
+    fclose(f);
+  }
+  return s;
+}
+
+void ExpectSameFrame(const SymbolizedFrame& a, const SymbolizedFrame& b, const char* what) {
+  EXPECT_EQ(a.function, b.function) << what;
+  EXPECT_EQ(a.object, b.object) << what;
+  EXPECT_EQ(a.file, b.file) << what;
+  EXPECT_EQ(a.line, b.line) << what;
+  EXPECT_EQ(a.object_offset, b.object_offset) << what;
+  EXPECT_EQ(a.has_symbol, b.has_symbol) << what;
+}
+
+// A second symbolizer (a later process) answers from the on-disk table the first one wrote, and gives
+// exactly the frames libdwfl gave.
+TEST(SymbolizerTest, AnswersAreKeptOnDiskByBuildIdAndGiveTheSameFrames) {
+  const char* tmp = getenv("TEST_TMPDIR");
+  ASSERT_NE(tmp, nullptr);
+  const std::string cache = std::string(tmp) + "/xdg-symbols";
+  const std::string dir = cache + "/poolscope/symbols";
+  setenv("XDG_CACHE_HOME", cache.c_str(), 1);
+  Callee callee;
+  SplitCallee split;
+  ASSERT_NE(callee.handle, nullptr);
+  ASSERT_NE(split.handle, nullptr);
+  void* qsort_r_fn = dlsym(RTLD_DEFAULT, "qsort_r");
+  ASSERT_NE(qsort_r_fn, nullptr);
+  uintptr_t callee_ra = 0, split_ra = 0;
+  callee.call_site(&callee_ra);
+  split.call_site(&split_ra);
+  const uintptr_t pcs[] = {reinterpret_cast<uintptr_t>(callee.known), callee_ra, split_ra,
+                           reinterpret_cast<uintptr_t>(qsort_r_fn) + 4, reinterpret_cast<uintptr_t>(&KnownFunction)};
+  std::vector<SymbolizedFrame> cold;
+  {
+    Symbolizer sym;
+    for (uintptr_t pc : pcs) cold.push_back(sym.SymbolizeAddress(pc));
+  }
+  std::vector<std::string> files = FilesIn(dir);
+  ASSERT_GE(files.size(), 3u) << "one table per object with a build id";
+  {
+    Symbolizer sym;
+    for (size_t i = 0; i < cold.size(); ++i) ExpectSameFrame(sym.SymbolizeAddress(pcs[i]), cold[i], "warm");
+  }
+  EXPECT_EQ(FilesIn(dir).size(), files.size());
+  // Proof that the table is what answered: edit the callee's entry for its function and read it back.
+  bool edited = false;
+  for (const std::string& name : files) {
+    std::string text = ReadFile(dir + "/" + name);
+    size_t at = text.find("\tpoolscope_callee_known\t");
+    if (at == std::string::npos) continue;
+    text.replace(at, strlen("\tpoolscope_callee_known\t"), "\tedited_in_the_table\t");
+    FILE* f = fopen((dir + "/" + name).c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fputs(text.c_str(), f);
+    fputs("garbage line\n\t\t\n", f);  // lines that do not parse are skipped
+    fclose(f);
+    edited = true;
+  }
+  ASSERT_TRUE(edited);
+  {
+    Symbolizer sym;
+    EXPECT_EQ(sym.SymbolizeAddress(pcs[0]).function, "edited_in_the_table");
+    ExpectSameFrame(sym.SymbolizeAddress(pcs[1]), cold[1], "after the edit");
+  }
+  unsetenv("XDG_CACHE_HOME");
+}
+
 TEST(SymbolizerTest, CompressedDebugFileWithoutAWritableCacheStillGivesLines) {
   setenv("XDG_CACHE_HOME", "/proc/self/no-such-dir", 1);
   SplitCallee callee;
