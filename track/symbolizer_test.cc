@@ -46,6 +46,16 @@ struct Callee {
   int* entry_line = handle ? static_cast<int*>(dlsym(handle, "poolscope_callee_entry_line")) : nullptr;
 };
 
+// The callee's call_site returns the line of a call it makes; the symbolizer must name that line.
+void ExpectCallSiteLine(Symbolizer* sym, int (*call_site)(uintptr_t*)) {
+  uintptr_t ra = 0;
+  int line = call_site(&ra);
+  SymbolizedFrame call = sym->SymbolizeReturnAddress(ra);
+  EXPECT_EQ(call.function, "poolscope_callee_call_site");
+  EXPECT_TRUE(EndsWith(call.file, "track/symbolizer_test_callee.cc")) << call.file;
+  EXPECT_EQ(call.line, line);
+}
+
 TEST(SymbolizerTest, FunctionEntryAndCallLineInATestObject) {
   Callee callee;
   ASSERT_NE(callee.handle, nullptr) << dlerror();
@@ -60,12 +70,7 @@ TEST(SymbolizerTest, FunctionEntryAndCallLineInATestObject) {
   EXPECT_EQ(f.line, *callee.entry_line);
   EXPECT_TRUE(EndsWith(f.object, "track/libsymbolizer_test_callee.so")) << f.object;
 
-  uintptr_t ra = 0;
-  int line = callee.call_site(&ra);
-  SymbolizedFrame call = sym.SymbolizeReturnAddress(ra);
-  EXPECT_EQ(call.function, "poolscope_callee_call_site");
-  EXPECT_TRUE(EndsWith(call.file, "track/symbolizer_test_callee.cc")) << call.file;
-  EXPECT_EQ(call.line, line);
+  ExpectCallSiteLine(&sym, callee.call_site);
 }
 
 // The same code with its DWARF in a zlib-compressed file beside it, found through .gnu_debuglink.
@@ -93,20 +98,19 @@ std::vector<std::string> FilesIn(const std::string& dir) {
 
 void ExpectCallSiteLine(const SplitCallee& callee) {
   Symbolizer sym;
-  uintptr_t ra = 0;
-  int line = callee.call_site(&ra);
-  SymbolizedFrame call = sym.SymbolizeReturnAddress(ra);
-  EXPECT_EQ(call.function, "poolscope_callee_call_site");
-  EXPECT_TRUE(EndsWith(call.file, "track/symbolizer_test_callee.cc")) << call.file;
-  EXPECT_EQ(call.line, line);
+  ExpectCallSiteLine(&sym, callee.call_site);
+}
+
+// Points XDG_CACHE_HOME at a fresh directory under the test's temporary directory; returns it.
+std::string UseFreshCacheHome(const char* name) {
+  const char* tmp = getenv("TEST_TMPDIR");
+  std::string cache = std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name;
+  setenv("XDG_CACHE_HOME", cache.c_str(), 1);
+  return cache;
 }
 
 TEST(SymbolizerTest, CompressedSeparateDebugFileIsReadThroughAnUncompressedCopy) {
-  const char* tmp = getenv("TEST_TMPDIR");
-  ASSERT_NE(tmp, nullptr);
-  const std::string cache = std::string(tmp) + "/xdg";
-  const std::string dir = cache + "/poolscope/debug";
-  setenv("XDG_CACHE_HOME", cache.c_str(), 1);
+  const std::string dir = UseFreshCacheHome("xdg") + "/poolscope/debug";
   SplitCallee callee;
   ASSERT_NE(callee.handle, nullptr) << dlerror();
   ASSERT_NE(callee.call_site, nullptr);
@@ -154,11 +158,7 @@ void ExpectSameFrame(const SymbolizedFrame& a, const SymbolizedFrame& b, const c
 // A second symbolizer (a later process) answers from the on-disk table the first one wrote, and gives
 // exactly the frames libdwfl gave.
 TEST(SymbolizerTest, AnswersAreKeptOnDiskByBuildIdAndGiveTheSameFrames) {
-  const char* tmp = getenv("TEST_TMPDIR");
-  ASSERT_NE(tmp, nullptr);
-  const std::string cache = std::string(tmp) + "/xdg-symbols";
-  const std::string dir = cache + "/poolscope/symbols";
-  setenv("XDG_CACHE_HOME", cache.c_str(), 1);
+  const std::string dir = UseFreshCacheHome("xdg-symbols") + "/poolscope/symbols";
   Callee callee;
   SplitCallee split;
   ASSERT_NE(callee.handle, nullptr);
