@@ -187,12 +187,24 @@ void WriteThread(report::JsonWriter& w, int tid, bool ended, const ThreadCounter
   w.EndObject();
 }
 
+// The frames of a captured stack from the program's first one. The client library
+// (//interpose:client) is linked into the program, so its entry points are not among the frames left
+// out at capture (those are libpoolscope.so's): a stack that starts in one (poolscope_arena_alloc,
+// when the compiler did not make its forwarding a tail call) starts at its caller.
+int ProgramFrames(track::Symbolizer* sym, uint32_t stack_id, const uintptr_t** pcs) {
+  int n = StackFrames(stack_id, pcs);
+  int first = 0;
+  while (first < n && sym->SymbolizeReturnAddress((*pcs)[first]).function.rfind("poolscope_", 0) == 0) ++first;
+  *pcs += first;
+  return n - first;
+}
+
 // Frames of a captured stack, innermost first, symbolized now.
 void WriteStack(report::JsonWriter& w, track::Symbolizer* sym, uint32_t stack_id) {
   w.Key("stack");
   w.BeginArray();
   const uintptr_t* pcs = nullptr;
-  int n = sym != nullptr ? StackFrames(stack_id, &pcs) : 0;
+  int n = sym != nullptr ? ProgramFrames(sym, stack_id, &pcs) : 0;
   for (int i = 0; i < n; ++i) {
     track::SymbolizedFrame f = sym->SymbolizeReturnAddress(pcs[i]);
     w.BeginObject();
@@ -232,7 +244,7 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   for (const LeakGroup& g : raw) {
     std::string key;
     const uintptr_t* pcs = nullptr;
-    int n = StackFrames(g.stack_id, &pcs);
+    int n = ProgramFrames(sym, g.stack_id, &pcs);
     for (int i = 0; i < n; ++i) {
       track::SymbolizedFrame f = sym->SymbolizeReturnAddress(pcs[i]);
       key += f.function + "@" + f.file + ":" + std::to_string(f.line) + ";";

@@ -902,7 +902,11 @@ void* ArenaOpen() {
   ThreadState& ts = t_state;
   if (Enter(ts) != Mode::kCounted) return nullptr;
   pool::Arena* a = ts.tc.NewArena();
-  if (a == nullptr) errno = ENOMEM;
+  if (a == nullptr) {
+    errno = ENOMEM;
+  } else if (POOLSCOPE_UNLIKELY(g_tracking)) {
+    a->track = OnArenaOpen();
+  }
   return a;
 }
 
@@ -913,7 +917,8 @@ void* ArenaAllocSlow(void* arena, size_t size, size_t align);
 void* ArenaAlloc(void* arena, size_t size, size_t align) {
   ThreadState& ts = t_state;
   auto* a = static_cast<pool::Arena*>(arena);
-  if (POOLSCOPE_LIKELY(a != nullptr && ts.phase == kActive && ts.guard == 0)) {
+  // A tracked arena records each block's stack: the slow path.
+  if (POOLSCOPE_LIKELY(a != nullptr && ts.phase == kActive && ts.guard == 0 && a->track == nullptr)) {
     void* p = ts.tc.ArenaTryCarve(a, size, align == 0 ? 16 : align);
     if (POOLSCOPE_LIKELY(p != nullptr)) {
       ++ts.c.logical.ncalls[kArenaAlloc];
@@ -947,6 +952,7 @@ __attribute__((noinline)) void* ArenaAllocSlow(void* arena, size_t size, size_t 
   if (p != nullptr) {
     ++ts.c.logical.nallocs;
     ts.c.logical.nbytes += size;
+    if (a->track != nullptr) OnArenaAlloc(static_cast<ArenaTrack*>(a->track), size, kBlockPooled, 0);
     return p;
   }
   ++ts.tc.stats().misses[reason];
@@ -976,6 +982,7 @@ __attribute__((noinline)) void* ArenaAllocSlow(void* arena, size_t size, size_t 
   ++a->regular_blocks;
   ++ts.c.logical.nallocs;
   ts.c.logical.nbytes += size;
+  if (a->track != nullptr) OnArenaAlloc(static_cast<ArenaTrack*>(a->track), size, kBlockReal, 0);
   return p;
 }
 
@@ -984,8 +991,9 @@ __attribute__((noinline)) void* ArenaAllocSlow(void* arena, size_t size, size_t 
 void ArenaClose(void* arena) {
   ThreadState& ts = t_state;
   auto* a = static_cast<pool::Arena*>(arena);
-  if (POOLSCOPE_LIKELY(a != nullptr && ts.phase == kActive && ts.guard == 0 && a->regular == nullptr)) {
-    // Nothing took the regular path: no real free to make.
+  if (POOLSCOPE_LIKELY(a != nullptr && ts.phase == kActive && ts.guard == 0 && a->regular == nullptr &&
+                       a->track == nullptr)) {
+    // Nothing took the regular path: no real free to make. (A tracked arena closes on the slow path.)
     ++ts.c.logical.ncalls[kArenaClose];
     ts.c.logical.nfrees += a->pooled_blocks;
     ts.tc.ArenaClosePool(a);
@@ -1004,6 +1012,8 @@ void ArenaClose(void* arena) {
     InternalFree(b, sizeof *b);
     b = next;
   }
+  if (a->track != nullptr) OnArenaClose(static_cast<ArenaTrack*>(a->track));
+  a->track = nullptr;
   ts.tc.ArenaClosePool(a);
   ts.tc.DeleteArena(a);
 }

@@ -150,9 +150,8 @@ uint32_t CaptureStackId(int skip) {
   return g_depot->Insert(pcs + first, depth);
 }
 
-void OnAlloc(void* p, size_t size, uint8_t flags, int skip) {
-  uint32_t id = CaptureStackId(skip + 1);
-  g_table->Insert(reinterpret_cast<uintptr_t>(p), size, id, flags);
+namespace {
+void ChargeSite(uint32_t id, size_t size, uint8_t flags) {
   if (id < kCapacity) {
     Site& s = g_sites[id];
     s.allocs.fetch_add(1, std::memory_order_relaxed);
@@ -163,6 +162,86 @@ void OnAlloc(void* p, size_t size, uint8_t flags, int skip) {
       s.real_allocs.fetch_add(1, std::memory_order_relaxed);
     }
   }
+}
+}  // namespace
+
+void OnAlloc(void* p, size_t size, uint8_t flags, int skip) {
+  uint32_t id = CaptureStackId(skip + 1);
+  g_table->Insert(reinterpret_cast<uintptr_t>(p), size, id, flags);
+  ChargeSite(id, size, flags);
+}
+
+// ---- explicit arenas ----------------------------------------------------------------------------------
+// Open tracked arenas form a circular list under g_arenas_lock. An arena's groups are written by its
+// own thread and read by the report, each under the arena's lock; a group array that grows is copied
+// under that lock, so a reader never sees it freed.
+
+struct ArenaGroup {
+  uint32_t stack_id;
+  uint8_t flags;
+  uint64_t blocks;
+  uint64_t bytes;
+};
+
+struct ArenaTrack {
+  ArenaTrack* prev;
+  ArenaTrack* next;
+  SpinLock lock;
+  ArenaGroup* groups;
+  uint32_t ngroups;
+  uint32_t capacity;
+};
+
+namespace {
+SpinLock g_arenas_lock;
+ArenaTrack g_arenas = {&g_arenas, &g_arenas, {}, nullptr, 0, 0};
+}  // namespace
+
+ArenaTrack* OnArenaOpen() {
+  auto* t = static_cast<ArenaTrack*>(InternalAlloc(sizeof(ArenaTrack)));
+  if (t == nullptr) return nullptr;
+  new (t) ArenaTrack{nullptr, nullptr, {}, nullptr, 0, 0};
+  SpinLockHolder h(&g_arenas_lock);
+  t->next = g_arenas.next;
+  t->prev = &g_arenas;
+  g_arenas.next->prev = t;
+  g_arenas.next = t;
+  return t;
+}
+
+void OnArenaAlloc(ArenaTrack* t, size_t size, uint8_t flags, int skip) {
+  const uint32_t id = CaptureStackId(skip + 1);
+  ChargeSite(id, size, flags);
+  SpinLockHolder h(&t->lock);
+  for (uint32_t i = 0; i < t->ngroups; ++i) {
+    ArenaGroup& g = t->groups[i];
+    if (g.stack_id == id && g.flags == flags) {
+      ++g.blocks;
+      g.bytes += size;
+      return;
+    }
+  }
+  if (t->ngroups == t->capacity) {
+    const uint32_t capacity = t->capacity == 0 ? 4 : t->capacity * 2;
+    auto* grown = static_cast<ArenaGroup*>(InternalAlloc(sizeof(ArenaGroup) * capacity));
+    if (grown == nullptr) return;  // out of memory: this block goes unreported
+    for (uint32_t i = 0; i < t->ngroups; ++i) grown[i] = t->groups[i];
+    if (t->groups != nullptr) InternalFree(t->groups, sizeof(ArenaGroup) * t->capacity);
+    t->groups = grown;
+    t->capacity = capacity;
+  }
+  t->groups[t->ngroups++] = ArenaGroup{id, flags, 1, size};
+}
+
+void OnArenaClose(ArenaTrack* t) {
+  {
+    SpinLockHolder h(&g_arenas_lock);
+    t->prev->next = t->next;
+    t->next->prev = t->prev;
+  }
+  if (t->groups != nullptr) InternalFree(t->groups, sizeof(ArenaGroup) * t->capacity);
+  t->~ArenaTrack();
+  InternalFree(t, sizeof(ArenaTrack));
 }
 
 bool OnFree(void* p) { return g_table->Erase(reinterpret_cast<uintptr_t>(p), nullptr); }
@@ -177,6 +256,7 @@ void TrackingCodeUnmapped() {
 
 void TrackingForkPrepare() {
   if (!g_on) return;
+  g_arenas_lock.Lock();
   g_depot->ForkPrepare();
   g_table->ForkPrepare();
   g_memory->ForkPrepare();
@@ -187,6 +267,7 @@ void TrackingForkParent() {
   g_memory->ForkParent();
   g_table->ForkParent();
   g_depot->ForkParent();
+  g_arenas_lock.Unlock();
 }
 
 void TrackingForkChild() {
@@ -194,28 +275,43 @@ void TrackingForkChild() {
   g_memory->ForkChild();
   g_table->ForkChild();
   g_depot->ForkChild();
+  // A thread that is gone may have held its arena's lock at fork(); its arenas stay open (and leak) in
+  // the child, and their locks must not stay held.
+  for (ArenaTrack* t = g_arenas.next; t != &g_arenas; t = t->next) t->lock.Reset();
+  g_arenas_lock.Reset();
 }
 
 size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals) {
   *totals = LiveTotals{};
   if (!g_on) return 0;
   std::unordered_map<uint32_t, LeakGroup> by_stack;
-  g_table->ForEach([&](const track::LiveEntry& e) {
-    LeakGroup& g = by_stack[e.stack_id];
-    g.stack_id = e.stack_id;
-    ++g.blocks;
-    g.bytes += e.size;
-    ++totals->blocks;
-    totals->bytes += e.size;
-    if (e.flags & kBlockPooled) {
-      ++g.pooled_blocks;
-      ++totals->pooled_blocks;
-      totals->pooled_bytes += e.size;
+  auto add = [&](uint32_t stack_id, uint8_t flags, uint64_t blocks, uint64_t bytes) {
+    LeakGroup& g = by_stack[stack_id];
+    g.stack_id = stack_id;
+    g.blocks += blocks;
+    g.bytes += bytes;
+    totals->blocks += blocks;
+    totals->bytes += bytes;
+    if (flags & kBlockPooled) {
+      g.pooled_blocks += blocks;
+      totals->pooled_blocks += blocks;
+      totals->pooled_bytes += bytes;
     } else {
-      ++totals->real_blocks;
-      totals->real_bytes += e.size;
+      totals->real_blocks += blocks;
+      totals->real_bytes += bytes;
     }
-  });
+  };
+  g_table->ForEach([&](const track::LiveEntry& e) { add(e.stack_id, e.flags, 1, e.size); });
+  {
+    SpinLockHolder h(&g_arenas_lock);
+    for (ArenaTrack* t = g_arenas.next; t != &g_arenas; t = t->next) {
+      SpinLockHolder a(&t->lock);
+      for (uint32_t i = 0; i < t->ngroups; ++i) {
+        const ArenaGroup& g = t->groups[i];
+        add(g.stack_id, g.flags, g.blocks, g.bytes);
+      }
+    }
+  }
   std::vector<LeakGroup> all;
   all.reserve(by_stack.size());
   for (auto& kv : by_stack) all.push_back(kv.second);

@@ -2,8 +2,8 @@
 //
 // Leak accounting (track=1): every live logical block is in a table with its size and the id of its
 // allocation stack, so that at exit the report can say who allocated each block still live, and which
-// call sites the pools serve. Stacks are captured with libunwind (correct without frame pointers) and
-// interned in a depot; per-site counters sit beside the depot. All memory is poolscope's own (mmap).
+// call sites the pools serve. Stacks are captured by walking .eh_frame rules (correct without frame
+// pointers; libunwind for the frames the walk cannot read) and interned in a depot; per-site counters sit beside the depot. All memory is poolscope's own (mmap).
 // Symbolizing happens only when a report is written.
 //
 // Thread-safety: OnAlloc/OnFree from any thread, concurrently (striped locks in the table, lock-free
@@ -34,10 +34,21 @@ uint32_t CaptureStackId(int skip);
 // request created the pool).
 void ChargeRealAlloc(uint32_t stack_id);
 
-// fork() handlers.
+// Explicit arenas. An open arena's blocks are live logical blocks until it closes, and are never freed
+// one by one, so they are not put in the live table: each tracked arena keeps its blocks grouped by
+// allocation stack, and an arena never closed shows in the report's leaks like any other block.
+struct ArenaTrack;
+// Registers an arena opened while tracking is on; nullptr when no memory could be had (untracked).
+ArenaTrack* OnArenaOpen();
+// A block of `size` bytes allocated in the arena (pooled, or on the regular path).
+void OnArenaAlloc(ArenaTrack* arena, size_t size, uint8_t flags, int skip);
+// The arena closed: its blocks are gone.
+void OnArenaClose(ArenaTrack* arena);
+
 // After dlclose: the stack walk's cached frame rules may describe code that is gone.
 void TrackingCodeUnmapped();
 
+// fork() handlers.
 void TrackingForkPrepare();
 void TrackingForkParent();
 void TrackingForkChild();

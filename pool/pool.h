@@ -188,6 +188,7 @@ struct Arena {
   RegularBlock* regular;
   uint64_t pooled_blocks;
   uint64_t regular_blocks;
+  void* track;  // the layer above's leak-tracking record for this arena, or nullptr
 };
 
 // One per thread: the implicit arena's current pool, the cache of free pools, and the counters.
