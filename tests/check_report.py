@@ -166,6 +166,15 @@ def check_identities(r):
         # Read while other threads were allocating (a snapshot, or an exit with threads still
         # running): the ledgers may be off by the calls in flight, so only their shape is checked.
         return
+    # Every live logical block is in some leak group, when all groups are listed: the groups hold at
+    # least logical.live_blocks blocks. (More when the program freed blocks poolscope never handed out,
+    # allocated before it loaded or by another allocator: those frees count, their blocks never did.)
+    # A fork() child's table also holds blocks of threads fork() stopped: not checked there.
+    if r.get("tracked") and r.get("leak_groups_omitted") == 0 and r["process"].get("forked_from") is None:
+        grouped = sum(g["blocks"] for g in r["leaks"])
+        if grouped < lg["live_blocks"]:
+            raise Failure("tracked: every live block is in a leak group: sum(leaks[].blocks) = %d < "
+                          "logical.live_blocks = %d" % (grouped, lg["live_blocks"]))
     equal("pool.enabled agrees with options (pool=%r pool_size=%r)"
           % (r["options"].get("pool"), r["options"].get("pool_size")),
           "pool.enabled", pool["enabled"], "expected", not off)

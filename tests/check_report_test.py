@@ -208,6 +208,21 @@ class CheckerTest(unittest.TestCase):
         self.assert_fails(r, "logical.allocs - logical.frees == logical.live_blocks",
                           "logical.allocs - logical.frees = 10", "logical.live_blocks = 11")
 
+    def test_tracked_leak_groups_hold_every_live_block(self):
+        r = pooled_report()
+        r["tracked"] = True
+        r["leak_groups_omitted"] = 0
+        group = lambda n: {"blocks": n, "bytes": 64 * n, "pooled_blocks": 0, "stack": []}
+        r["leaks"] = [group(6), group(4)]
+        self.assert_ok(r)
+        r["leaks"] = [group(6), group(6)]  # frees of blocks poolscope never handed out: more in groups
+        self.assert_ok(r)
+        r["leaks"] = [group(6), group(3)]  # a live block missing from every group
+        self.assert_fails(r, "every live block is in a leak group", "sum(leaks[].blocks) = 9",
+                          "logical.live_blocks = 10")
+        r["leak_groups_omitted"] = 2  # groups not listed: nothing to check
+        self.assert_ok(r)
+
     def test_real_live_blocks_identity(self):
         r = pooled_report()
         r["real"]["live_blocks"] = 9
