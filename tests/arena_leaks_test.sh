@@ -2,27 +2,31 @@
 # An explicit arena never closed: its blocks are live logical blocks at exit, so the report's leaks
 # name who allocated them, with exact blocks and bytes, pooled or not; arenas that were closed leave
 # nothing behind; the ledgers' live bytes include the arena's blocks, and the report reconciles.
-# Also without tracking (track=0): the output and exit status never change.
+# Also with pools=0 and without tracking (track=0); in every run the output, stderr and exit status are
+# the bare run's.
 # Args: LIB CHECKER ARENA_LEAKS
-set -euo pipefail
-lib=$(readlink -f "$1"); checker=$(readlink -f "$2"); prog=$(readlink -f "$3")
-work=${TEST_TMPDIR:-$(mktemp -d)}/arena_leaks
-mkdir -p "$work"
-bare=$("$prog")
-for opts in "pool=1" "pool=0" "pool=1:pools=0" "pool=1:track=0"; do
-  out=$(LD_PRELOAD="$lib" POOLSCOPE_OPTIONS="$opts:quiet=1:report=$work/r.json" "$prog") ||
-    { echo "FAIL ($opts): exit $?: $out"; exit 1; }
-  [ "$out" = "$bare" ] || { echo "FAIL ($opts): output '$out' != '$bare'"; exit 1; }
-  /usr/bin/python3 "$checker" "$work/r.json"
-  /usr/bin/python3 - "$work/r.json" "$opts" <<'PY'
+source "$(dirname "$0")/integration_lib.sh"
+integration_init "$1" "$2"
+prog=$(abspath "$3")
+run_three arena_leaks /dev/null -- "$prog"
+grep -q '^arena_leaks closed=' "$WORK/arena_leaks/bare/stdout" || fail "the bare run failed: $(cat "$WORK/arena_leaks/bare/stderr")"
+standard_checks arena_leaks arena_leaks
+run_with_options arena_leaks pools0 "pool=1:pools=0:quiet=1:report=@REPORT@" /dev/null -- "$prog"
+run_with_options arena_leaks untracked "pool=1:track=0:quiet=1:report=@REPORT@" /dev/null -- "$prog"
+for mode in pools0 untracked; do
+  same_as_bare arena_leaks "$mode"
+  reports_ok arena_leaks "$mode" 1
+done
+for mode in pool1 pool0 pools0 untracked; do
+  "$PY" - "$WORK"/arena_leaks/$mode/reports/r.*.json "$mode" <<'PY' || fail "arena_leaks/$mode: the leaks (above)"
 import json, sys
-r, opts = json.load(open(sys.argv[1])), sys.argv[2]
+r, mode = json.load(open(sys.argv[1])), sys.argv[2]
 leaks = r["leaks"]
 def first(g):
     return g["stack"][0]["function"] if g["stack"] else ""
-if "track=0" in opts:
+if mode == "untracked":
     assert leaks == [], leaks
-    print("ok", opts, "(untracked)")
+    print("ok", mode, "(untracked)")
     sys.exit(0)
 assert r["leak_groups_omitted"] == 0, r["leak_groups_omitted"]
 by_fn = {}
@@ -46,11 +50,12 @@ for s in r["sites"]:
         t[k] += s[k]
 s = sites["leak_pooled_in_arena"]
 assert s["logical_allocs"] == 3, s
-assert s["pool_hits"] == (3 if opts.startswith("pool=1") else 0), s
+assert s["pool_hits"] == (0 if mode == "pool0" else 3), s
 assert sites["leak_large_in_arena"]["pool_hits"] == 0, sites["leak_large_in_arena"]
 closed = sites["rounds_of_closed_arenas"]
 assert closed["logical_allocs"] == 400, closed
 assert closed["real_allocs"] >= 200, closed  # the 700-byte blocks take the regular path
-print("ok", opts, by_fn)
+print("ok", mode, by_fn)
 PY
 done
+echo PASS
