@@ -22,9 +22,9 @@
 namespace poolscope {
 namespace {
 
-// Memory for the depot and the table: carved from large NORESERVE mappings, never returned.
-// Small requests are carved from reserved chunks and never returned; arrays of kDirect bytes or more
-// (the live table's, which it gives back when it doubles them) are mappings of their own.
+// Memory for the depot and the table. Small requests are carved from large NORESERVE mappings and never
+// returned; arrays of kDirect bytes or more (the live table's, which it gives back when it doubles
+// them) are mappings of their own.
 class MappedDepotMemory : public track::DepotMemory {
  public:
   void* Alloc(size_t bytes) override {

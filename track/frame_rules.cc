@@ -528,13 +528,13 @@ FrameRule ComputeFrameRule(uintptr_t pc) {
   if (pc < start || pc - start >= range) return kRuleUnsupported;
   if (cie.has_aug_data) r.Skip(r.Uleb());
   if (r.bad) return kRuleUnsupported;
-  Row row;
-  uintptr_t loc = start;
+  // The CIE's instructions give the row every FDE starts from (and DW_CFA_restore goes back to).
   Row initial;
+  uintptr_t loc = start;
   if (!Execute(Reader{cie.insns, cie.insns_end}, cie, ~uintptr_t{0}, &loc, initial, &initial)) {
     return kRuleUnsupported;
   }
-  row = initial;
+  Row row = initial;
   loc = start;
   if (!Execute(r, cie, pc, &loc, initial, &row)) return kRuleUnsupported;
   return Pack(row);

@@ -25,6 +25,9 @@ std::atomic<uint64_t> g_fallbacks{0};
 // True when addr lies in (sp, sp + kMaxFrameBytes]: one compare.
 inline bool Above(uintptr_t sp, uintptr_t addr) { return addr - sp - 1 < kMaxFrameBytes; }
 
+// True when rbp points into the stack at or above sp (it may equal sp in a frame without locals).
+inline bool RbpOnStack(uintptr_t sp, uintptr_t bp) { return bp - sp < kMaxFrameBytes; }
+
 inline uintptr_t Load(uintptr_t addr) { return *reinterpret_cast<const uintptr_t*>(addr); }
 
 // Steps from the frame at (pc, sp, bp) and writes up to `n` return addresses into `out`. Returns
@@ -40,8 +43,8 @@ __attribute__((no_sanitize("address", "thread"))) int Walk(uintptr_t pc, uintptr
       cfa = sp + RuleCfaOffset(r);
     } else {
       if (RuleKind(r) != kRuleStep) return RuleKind(r) == kRuleOutermost ? i : -1;
-      // rbp + offset, or the word there: rbp must point into the stack above sp.
-      if (bp - sp >= kMaxFrameBytes) return -1;
+      // rbp + offset, or the word there.
+      if (!RbpOnStack(sp, bp)) return -1;
       cfa = bp + RuleCfaOffset(r);
       if (r & kRuleCfaDeref) {
         if (!Above(sp, cfa)) return -1;
@@ -54,7 +57,7 @@ __attribute__((no_sanitize("address", "thread"))) int Walk(uintptr_t pc, uintptr
     if (rbp_rule == kRbpAtCfa) {
       bp = Load(cfa + RuleRbpOffset(r));
     } else if (rbp_rule == kRbpAtRbp) {
-      if (bp - sp >= kMaxFrameBytes) return -1;
+      if (!RbpOnStack(sp, bp)) return -1;
       bp = Load(bp + RuleRbpOffset(r));
     }
     sp = cfa;
@@ -65,8 +68,18 @@ __attribute__((no_sanitize("address", "thread"))) int Walk(uintptr_t pc, uintptr
   return n;
 }
 
-// unw_backtrace's buffer starts with the return address into its caller, CaptureStack: one frame of
-// our own, dropped along with `skip` more.
+// Clamps the arguments of CaptureStack and CaptureStackWithLibunwind; false when there is nothing to
+// capture.
+bool ClampArgs(int* max_depth, int* skip) {
+  if (*max_depth <= 0) return false;
+  if (*max_depth > kMaxCaptureDepth) *max_depth = kMaxCaptureDepth;
+  if (*skip < 0) *skip = 0;
+  if (*skip > kMaxCaptureSkip) *skip = kMaxCaptureSkip;
+  return true;
+}
+
+// unw_backtrace's buffer starts with the return address into this function's caller: two frames of
+// our own (this one and CaptureStack or CaptureStackWithLibunwind), dropped along with `skip` more.
 __attribute__((noinline)) int CaptureWithLibunwind(uintptr_t* pcs, int max_depth, int skip) {
   constexpr int kOwnFrames = 2;  // CaptureWithLibunwind, CaptureStack
   const int drop = kOwnFrames + skip;
@@ -81,10 +94,7 @@ __attribute__((noinline)) int CaptureWithLibunwind(uintptr_t* pcs, int max_depth
 }  // namespace
 
 __attribute__((noinline)) int CaptureStack(uintptr_t* pcs, int max_depth, int skip) {
-  if (max_depth <= 0) return 0;
-  if (max_depth > kMaxCaptureDepth) max_depth = kMaxCaptureDepth;
-  if (skip < 0) skip = 0;
-  if (skip > kMaxCaptureSkip) skip = kMaxCaptureSkip;
+  if (!ClampArgs(&max_depth, &skip)) return 0;
   uintptr_t pc, sp, bp;
   // One asm, so the pc is the address of the instruction that reads rsp: the rule found for that
   // pc describes exactly this rsp.
@@ -108,11 +118,7 @@ __attribute__((noinline)) int CaptureStack(uintptr_t* pcs, int max_depth, int sk
 }
 
 __attribute__((noinline)) int CaptureStackWithLibunwind(uintptr_t* pcs, int max_depth, int skip) {
-  if (max_depth <= 0) return 0;
-  if (max_depth > kMaxCaptureDepth) max_depth = kMaxCaptureDepth;
-  if (skip < 0) skip = 0;
-  if (skip > kMaxCaptureSkip) skip = kMaxCaptureSkip;
-  // CaptureWithLibunwind drops two frames: its own and this one.
+  if (!ClampArgs(&max_depth, &skip)) return 0;
   int n = CaptureWithLibunwind(pcs, max_depth, skip);
   __asm__ volatile("" ::: "memory");
   return n;

@@ -66,6 +66,11 @@ std::string HexBytes(const unsigned char* p, size_t n) {
   return s;
 }
 
+// Where Debian's -dbg packages put the separate debug file of the object with build id `hex`.
+std::string BuildIdDebugPath(const std::string& hex) {
+  return std::string(kDebugRoot) + "/.build-id/" + hex.substr(0, 2) + "/" + hex.substr(2) + ".debug";
+}
+
 // The GNU build id of the loaded object whose segments hold `pc`, read from its PT_NOTE segments in
 // memory (no file is opened). Empty when the object has none.
 struct BuildIdQuery {
@@ -164,7 +169,7 @@ bool WriteUncompressed(Elf* in, const std::string& path) {
 // Debian's separate debug files keep their DWARF zlib-compressed, and libdw inflates whole sections on
 // the first line lookup in them: about 50 ms for libc's, paid by every process that writes a report
 // naming a libc frame (nearly all of them). So the first process writes an uncompressed copy under
-// DebugCacheDir(), named by build id and renamed into place whole, and later ones map that copy.
+// CacheDir("debug"), named by build id and renamed into place whole, and later ones map that copy.
 // Returns `fd` itself when the file is not compressed or no copy can be had.
 int UncompressedDebugFile(int fd, const unsigned char* id, int id_len, char** found) {
   Elf* e = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
@@ -175,13 +180,7 @@ int UncompressedDebugFile(int fd, const unsigned char* id, int id_len, char** fo
     elf_end(e);
     return fd;
   }
-  std::string name;
-  char hex[3];
-  for (int i = 0; i < id_len; ++i) {
-    snprintf(hex, sizeof(hex), "%02x", id[i]);
-    name += hex;
-  }
-  const std::string path = dir + "/" + name + ".debug";
+  const std::string path = dir + "/" + HexBytes(id, static_cast<size_t>(id_len)) + ".debug";
   int cached = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (cached < 0) {
     const std::string tmp = path + ".tmp." + std::to_string(getpid());
@@ -219,15 +218,7 @@ int FindLocalDebuginfo(Dwfl_Module* mod, void**, const char*, Dwarf_Addr, const 
   GElf_Addr id_vaddr;
   int id_len = dwfl_module_build_id(mod, &id, &id_vaddr);
   if (id_len > 1) {
-    std::string path = std::string(kDebugRoot) + "/.build-id/";
-    char hex[3];
-    for (int i = 0; i < id_len; ++i) {
-      snprintf(hex, sizeof(hex), "%02x", id[i]);
-      path += hex;
-      if (i == 0) path += '/';
-    }
-    path += ".debug";
-    int fd = TryOpen(path, debuginfo_file_name);
+    int fd = TryOpen(BuildIdDebugPath(HexBytes(id, static_cast<size_t>(id_len))), debuginfo_file_name);
     if (fd >= 0) return UncompressedDebugFile(fd, id, id_len, debuginfo_file_name);
   }
   if (debuglink_file != nullptr && file_name != nullptr) {
@@ -395,8 +386,7 @@ struct Symbolizer::Impl {
       // Whether a separate debug file exists (and which) changes the answers: it is part of the name.
       std::string stamp = "n";
       struct stat st;
-      const std::string debug = std::string(kDebugRoot) + "/.build-id/" + q.hex.substr(0, 2) + "/" + q.hex.substr(2) + ".debug";
-      if (stat(debug.c_str(), &st) == 0) {
+      if (stat(BuildIdDebugPath(q.hex).c_str(), &st) == 0) {
         stamp = "d" + std::to_string(static_cast<long long>(st.st_mtime)) + "-" + std::to_string(static_cast<long long>(st.st_size));
       }
       const std::string file = symbols_dir + "/" + q.hex + "-" + stamp + ".sym";
