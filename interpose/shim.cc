@@ -224,6 +224,7 @@ void OnThreadExit(void* arg) {
   ThreadState& ts = *static_cast<ThreadState*>(arg);
   if (ts.phase != kActive) return;
   Guard guard(ts);
+  if (g_tracking) TrackingThreadExit();
   ts.tc.Shutdown();
   SpinLockHolder lock(&g_registry_lock);
   Unregister(ts);

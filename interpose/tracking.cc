@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <new>
 #include <unordered_map>
 #include <vector>
@@ -101,6 +102,27 @@ int FindOwnSegments(struct dl_phdr_info* info, size_t, void* arg) {
   return 0;
 }
 
+// Per thread: the memo of the last capture (stack_capture.h), and the last stack interned with its id,
+// so that the common case, an allocation from the same stack as the one before, costs neither a
+// walk of the unchanged frames nor a depot lookup.
+struct TrackThread {
+  int busy;  // a capture is under way on this thread (a signal handler's own must not use these)
+  int last_depth;
+  int last_want;
+  int last_skip;
+  uint32_t last_id;
+  uintptr_t last_pcs[track::kMaxStackDepth];
+  // Counts for one site, added to the shared per-site counters when the site changes, every
+  // kSiteBatch allocations, at thread exit and before a report: most allocations come from the same
+  // site as the one before, and the shared counters cost four atomic additions.
+  uint32_t site_id;
+  uint32_t site_pending;
+  uint64_t site_hits, site_real, site_bytes;
+  bool site_direct;  // the thread has ended: no more batching
+  track::CaptureMemo memo;
+};
+__thread TrackThread t_track __attribute__((tls_model("initial-exec")));
+
 bool IsOwn(uintptr_t pc) {
   for (int i = 0; i < g_nown; ++i) {
     if (pc >= g_own_lo[i] && pc < g_own_hi[i]) return true;
@@ -127,6 +149,10 @@ bool TrackingOn() { return g_on; }
 
 uint32_t CaptureStackId(int skip) {
   if (g_depth <= 0) return track::kNoStackId;
+  TrackThread& tt = t_track;
+  const bool mine = tt.busy == 0;
+  tt.busy = 1;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   uintptr_t pcs[track::kMaxStackDepth];
   // Unwinding costs per frame, so ask for the program's frames plus as many of our own as a call has
   // been seen to carry (learned, only ever raised); a capture that comes back full with too few
@@ -136,7 +162,17 @@ uint32_t CaptureStackId(int skip) {
   for (;;) {
     int want = g_depth + own;
     if (want > track::kMaxStackDepth) want = track::kMaxStackDepth;
-    n = track::CaptureStack(pcs, want, skip + 1);
+    if (!mine) {
+      n = track::CaptureStack(pcs, want, skip + 1);
+    } else {
+      n = track::CaptureStack(pcs, want, skip + 1, &tt.memo);
+      if (tt.memo.same && want == tt.last_want && skip == tt.last_skip && tt.last_depth > 0) {
+        // The very frames of the last capture: its stack id, without looking at them.
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        tt.busy = 0;
+        return tt.last_id;
+      }
+    }
     first = 0;
     while (first < n && IsOwn(pcs[first])) ++first;
     if (n < want || n - first >= g_depth || want == track::kMaxStackDepth) break;
@@ -145,25 +181,73 @@ uint32_t CaptureStackId(int skip) {
     while (seen < own && !g_own_frames.compare_exchange_weak(seen, own, std::memory_order_relaxed)) {
     }
   }
-  int depth = n - first < g_depth ? n - first : g_depth;
-  if (depth <= 0) return track::kNoStackId;
-  return g_depot->Insert(pcs + first, depth);
+  const int depth = n - first < g_depth ? n - first : g_depth;
+  uint32_t id = track::kNoStackId;
+  if (depth > 0) {
+    const uintptr_t* program = pcs + first;
+    if (mine && depth == tt.last_depth && memcmp(program, tt.last_pcs, sizeof(uintptr_t) * depth) == 0) {
+      id = tt.last_id;
+    } else {
+      id = g_depot->Insert(program, depth);
+      if (mine) {
+        memcpy(tt.last_pcs, program, sizeof(uintptr_t) * depth);
+        tt.last_depth = depth;
+        tt.last_id = id;
+      }
+    }
+  }
+  if (mine) {
+    tt.last_want = g_depth + own < track::kMaxStackDepth ? g_depth + own : track::kMaxStackDepth;
+    tt.last_skip = skip;
+    if (depth <= 0) tt.last_depth = 0;
+  }
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (mine) tt.busy = 0;
+  return id;
 }
 
 namespace {
+constexpr uint32_t kSiteBatch = 64;
+
+void AddToSite(uint32_t id, uint64_t allocs, uint64_t hits, uint64_t real, uint64_t bytes) {
+  if (id >= kCapacity || allocs == 0) return;
+  Site& s = g_sites[id];
+  s.allocs.fetch_add(allocs, std::memory_order_relaxed);
+  s.bytes.fetch_add(bytes, std::memory_order_relaxed);
+  if (hits != 0) s.hits.fetch_add(hits, std::memory_order_relaxed);
+  if (real != 0) s.real_allocs.fetch_add(real, std::memory_order_relaxed);
+}
+
+void FlushSite(TrackThread& tt) {
+  AddToSite(tt.site_id, tt.site_pending, tt.site_hits, tt.site_real, tt.site_bytes);
+  tt.site_pending = 0;
+  tt.site_hits = tt.site_real = tt.site_bytes = 0;
+}
+
 void ChargeSite(uint32_t id, size_t size, uint8_t flags) {
-  if (id < kCapacity) {
-    Site& s = g_sites[id];
-    s.allocs.fetch_add(1, std::memory_order_relaxed);
-    s.bytes.fetch_add(size, std::memory_order_relaxed);
-    if (flags & kBlockPooled) {
-      s.hits.fetch_add(1, std::memory_order_relaxed);
-    } else {
-      s.real_allocs.fetch_add(1, std::memory_order_relaxed);
-    }
+  TrackThread& tt = t_track;
+  const uint64_t hit = (flags & kBlockPooled) ? 1 : 0;
+  if (tt.busy != 0 || tt.site_direct) {  // a signal handler inside a capture, or a thread past its end
+    AddToSite(id, 1, hit, 1 - hit, size);
+    return;
   }
+  if (id != tt.site_id || tt.site_pending >= kSiteBatch) {
+    FlushSite(tt);
+    tt.site_id = id;
+  }
+  ++tt.site_pending;
+  tt.site_hits += hit;
+  tt.site_real += 1 - hit;
+  tt.site_bytes += size;
 }
 }  // namespace
+
+void TrackingThreadExit() {
+  if (!g_on) return;
+  TrackThread& tt = t_track;
+  FlushSite(tt);
+  tt.site_direct = true;
+}
 
 void OnAlloc(void* p, size_t size, uint8_t flags, int skip) {
   uint32_t id = CaptureStackId(skip + 1);
@@ -324,7 +408,10 @@ size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals) {
 }
 
 size_t TopSites(SiteCounters* sites, size_t max) {
+  // This thread's batch; other threads' batches (at most kSiteBatch - 1 allocations each) show in the
+  // next report.
   if (!g_on) return 0;
+  if (t_track.busy == 0) FlushSite(t_track);
   std::vector<SiteCounters> all;
   uint32_t n = std::min<uint32_t>(g_depot->size() + track::kFirstStackId, kCapacity);
   for (uint32_t id = 0; id < n; ++id) {

@@ -7,7 +7,9 @@
 // Symbolizing happens only when a report is written.
 //
 // Thread-safety: OnAlloc/OnFree from any thread, concurrently (striped locks in the table, lock-free
-// depot lookups, relaxed atomic per-site counters). Aggregate() may run while other threads allocate.
+// depot lookups, per-site counts batched per thread into relaxed atomic counters). Each thread keeps
+// the memo of its last stack capture and its last stack id in its own TLS (docs/tracking.md).
+// Aggregate() may run while other threads allocate.
 #ifndef POOLSCOPE_INTERPOSE_TRACKING_H_
 #define POOLSCOPE_INTERPOSE_TRACKING_H_
 
@@ -44,6 +46,9 @@ ArenaTrack* OnArenaOpen();
 void OnArenaAlloc(ArenaTrack* arena, size_t size, uint8_t flags, int skip);
 // The arena closed: its blocks are gone.
 void OnArenaClose(ArenaTrack* arena);
+
+// The calling thread has ended (its exit handler): counts it kept back are added now.
+void TrackingThreadExit();
 
 // After dlclose: the stack walk's cached frame rules may describe code that is gone.
 void TrackingCodeUnmapped();

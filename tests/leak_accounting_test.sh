@@ -56,6 +56,9 @@ assert r["logical"]["live_bytes"] is not None and r["logical"]["live_bytes"] >= 
 site = [s for s in r["sites"] if s["stack"] and s["stack"][0]["function"].startswith("churn")
         and s["logical_allocs"] == 1000]
 assert site, "no churn site with 1000 allocations: %r" % [(s["logical_allocs"], s["stack"][:1]) for s in r["sites"]]
+# A thread's allocations all count, also those it made just before it ended.
+worker = [s for s in r["sites"] if s["stack"] and s["stack"][0]["function"].startswith("worker_churn")]
+assert [s["logical_allocs"] for s in worker] == [300], "worker_churn sites: %r" % [(s["logical_allocs"], s["stack"][:1]) for s in worker]
 print("pool=%d ok: %d leak groups, %d sites" % (pool, len(leaks), len(r["sites"])))
 PY
 done

@@ -505,7 +505,6 @@ constexpr int kMaxProbe = 16;
 constexpr uintptr_t kClaiming = 1;  // a slot being claimed: its pc is not written yet
 
 std::atomic<uint64_t> g_computed{0};
-
 }  // namespace
 
 FrameRule ComputeFrameRule(uintptr_t pc) {
@@ -542,6 +541,7 @@ FrameRule ComputeFrameRule(uintptr_t pc) {
 
 namespace frame_rules_internal {
 Slot g_table[kTableSize];
+std::atomic<uint32_t> g_generation{0};
 }  // namespace frame_rules_internal
 
 FrameRule LookupFrameRuleSlow(uintptr_t pc) {
@@ -572,6 +572,7 @@ FrameRule LookupFrameRuleSlow(uintptr_t pc) {
 uint64_t FrameRulesComputed() { return g_computed.load(std::memory_order_relaxed); }
 
 void InvalidateFrameRules() {
+  frame_rules_internal::g_generation.fetch_add(1, std::memory_order_acq_rel);
   for (size_t i = 0; i < kTableSize; ++i) {
     if (g_table[i].rule.load(std::memory_order_relaxed) != 0) {
       g_table[i].rule.store(0, std::memory_order_relaxed);

@@ -68,6 +68,7 @@ struct Slot {
   std::atomic<FrameRule> rule;
 };
 extern Slot g_table[kTableSize];
+extern std::atomic<uint32_t> g_generation;
 inline size_t Hash(uintptr_t pc) {
   return static_cast<size_t>((pc * 0x9E3779B97F4A7C15ull) >> (64 - kTableBits));
 }
@@ -82,8 +83,13 @@ inline FrameRule LookupFrameRule(uintptr_t pc) {
   return LookupFrameRuleSlow(pc);
 }
 
-// Forgets every cached rule (call after code was unmapped).
+// Forgets every cached rule (call after code was unmapped), and moves the generation on.
 void InvalidateFrameRules();
+// Starts at 0 and changes with every InvalidateFrameRules: anything derived from rules (a stack
+// capture's memo) is stale when the generation it was made under is not the current one.
+inline uint32_t FrameRulesGeneration() {
+  return frame_rules_internal::g_generation.load(std::memory_order_acquire);
+}
 
 // How many times ComputeFrameRule ran (cache misses and direct calls), for tests.
 uint64_t FrameRulesComputed();

@@ -30,42 +30,222 @@ inline bool RbpOnStack(uintptr_t sp, uintptr_t bp) { return bp - sp < kMaxFrameB
 
 inline uintptr_t Load(uintptr_t addr) { return *reinterpret_cast<const uintptr_t*>(addr); }
 
+enum StepFlags : uint32_t {
+  kStepUsesBp = 1,     // the step read rbp (CFA on rbp, or the caller's rbp saved at rbp + k)
+  kStepOutermost = 2,  // the rule said the stack ends here (nothing read)
+  kStepNoReuse = 4,    // the CFA itself was read from memory: never taken from a memo
+};
+
+enum class StepResult { kFrame, kEnd, kFail };
+
+// One step by the rules from the frame at (key, sp, bp) to its caller: updates the three, sets *ra
+// and, when kRecord, describes the step in *rec (flags, bp_addr, ra; the caller fills the state).
+// kEnd: the stack ends (outermost frame, or a zero return address); kFail: libunwind must answer.
+// Reads other frames' return-address and saved-rbp slots, which the sanitizers would take for
+// out-of-bounds stack reads.
+template <bool kRecord>
+__attribute__((always_inline, no_sanitize("address", "thread"))) inline StepResult StepFrame(
+    uintptr_t* key, uintptr_t* sp, uintptr_t* bp, uintptr_t* ra_out, CaptureMemo::Step* rec) {
+  const FrameRule r = LookupFrameRule(*key);
+  uint32_t flags = 0;
+  uintptr_t cfa;
+  if (__builtin_expect((r & (kRuleKindMask | kRuleCfaOnRbp)) == kRuleStep, 1)) {
+    cfa = *sp + RuleCfaOffset(r);
+  } else {
+    if (RuleKind(r) != kRuleStep) {
+      if (RuleKind(r) != kRuleOutermost) return StepResult::kFail;
+      if (kRecord) {
+        rec->flags = kStepOutermost;
+        rec->ra = 0;
+        rec->bp_addr = 0;
+      }
+      return StepResult::kEnd;
+    }
+    // rbp + offset, or the word there.
+    if (!RbpOnStack(*sp, *bp)) return StepResult::kFail;
+    flags = kStepUsesBp;
+    cfa = *bp + RuleCfaOffset(r);
+    if (r & kRuleCfaDeref) {
+      if (!Above(*sp, cfa)) return StepResult::kFail;
+      cfa = Load(cfa);
+      flags |= kStepNoReuse;
+    }
+  }
+  if (!Above(*sp, cfa)) return StepResult::kFail;
+  const uintptr_t ra = Load(cfa - 8);
+  const uint64_t rbp_rule = RuleRbp(r);
+  uintptr_t bp_addr = 0;
+  if (rbp_rule == kRbpAtCfa) {
+    bp_addr = cfa + RuleRbpOffset(r);
+    *bp = Load(bp_addr);
+  } else if (rbp_rule == kRbpAtRbp) {
+    if (!RbpOnStack(*sp, *bp)) return StepResult::kFail;
+    flags |= kStepUsesBp;
+    bp_addr = *bp + RuleRbpOffset(r);
+    *bp = Load(bp_addr);
+  }
+  *sp = cfa;
+  if (kRecord) {
+    rec->flags = flags;
+    rec->ra = ra;
+    rec->bp_addr = bp_addr;
+  }
+  *ra_out = ra;
+  if (ra == 0) return StepResult::kEnd;
+  *key = ra - 1;
+  return StepResult::kFrame;
+}
+
 // Steps from the frame at (pc, sp, bp) and writes up to `n` return addresses into `out`. Returns
-// how many it wrote, or -1 when libunwind must answer instead. Reads other frames' return-address
-// and saved-rbp slots, which the sanitizers would take for out-of-bounds stack reads.
+// how many it wrote, or -1 when libunwind must answer instead.
 __attribute__((no_sanitize("address", "thread"))) int Walk(uintptr_t pc, uintptr_t sp, uintptr_t bp,
                                                             uintptr_t* out, int n) {
   uintptr_t key = pc;
   for (int i = 0; i < n; ++i) {
-    const FrameRule r = LookupFrameRule(key);
-    uintptr_t cfa;
-    if (__builtin_expect((r & (kRuleKindMask | kRuleCfaOnRbp)) == kRuleStep, 1)) {
-      cfa = sp + RuleCfaOffset(r);
-    } else {
-      if (RuleKind(r) != kRuleStep) return RuleKind(r) == kRuleOutermost ? i : -1;
-      // rbp + offset, or the word there.
-      if (!RbpOnStack(sp, bp)) return -1;
-      cfa = bp + RuleCfaOffset(r);
-      if (r & kRuleCfaDeref) {
-        if (!Above(sp, cfa)) return -1;
-        cfa = Load(cfa);
-      }
+    uintptr_t ra;
+    switch (StepFrame<false>(&key, &sp, &bp, &ra, nullptr)) {
+      case StepResult::kFrame: out[i] = ra; break;
+      case StepResult::kEnd: return i;
+      case StepResult::kFail: return -1;
     }
-    if (!Above(sp, cfa)) return -1;
-    const uintptr_t ra = Load(cfa - 8);
-    const uint64_t rbp_rule = RuleRbp(r);
-    if (rbp_rule == kRbpAtCfa) {
-      bp = Load(cfa + RuleRbpOffset(r));
-    } else if (rbp_rule == kRbpAtRbp) {
-      if (!RbpOnStack(sp, bp)) return -1;
-      bp = Load(bp + RuleRbpOffset(r));
-    }
-    sp = cfa;
-    if (ra == 0) return i;
-    out[i] = ra;
-    key = ra - 1;
   }
   return n;
+}
+
+using Step = CaptureMemo::Step;
+constexpr int kMemoSteps = CaptureMemo::kSteps;
+
+// Walk, with a memo: takes every step it can from `memo`, then records this walk in it. The steps of
+// the new walk come in runs, each either taken from the memo (a run of old steps, checked word by
+// word) or walked by the rules (written to `fresh` at their new index); at the end the memo is
+// rewritten in place when every reused run kept its index (the steady case: only the fresh steps are
+// written), else rebuilt.
+__attribute__((no_sanitize("address", "thread"))) int WalkMemo(uintptr_t pc, uintptr_t sp, uintptr_t bp,
+                                                                uintptr_t* out, int want,
+                                                                CaptureMemo* memo) {
+  const Step* old = memo->step;
+  const uint32_t generation = FrameRulesGeneration();
+  const int old_n = memo->generation == generation ? static_cast<int>(memo->n) : 0;
+  Step fresh[kMemoSteps + 1];
+  uint64_t fresh_mask = 0;  // indices written in `fresh`
+  struct Run {
+    int at, from, len;
+  } runs[kMemoSteps];
+  int nruns = 0;
+  bool shifted = false;
+  uintptr_t key = pc;
+  int t = 0;  // steps taken (each but a final kEnd step gives one frame)
+  int j = 0;  // memo cursor: the first old step whose sp is not below ours
+  bool ended = false;
+  bool try_memo = true;
+  int extra = 0;  // frames walked past what the memo keeps
+  while (t < want && !ended) {
+    if (try_memo) {
+      while (j < old_n && old[j].sp < sp) ++j;
+      if (j < old_n && old[j].sp == sp && old[j].key == key) {
+        const int start = t;
+        // Steps this run may take: what the memo holds from j, what is wanted, what the memo keeps.
+        int limit = (want < kMemoSteps ? want : kMemoSteps) - t;
+        if (limit > old_n - j) limit = old_n - j;
+        const int stop = j + limit;
+        int k = j;
+        for (; k < stop; ++k) {
+          const Step& s = old[k];
+          if (__builtin_expect(s.flags != 0, 0)) {
+            if (s.flags & (kStepNoReuse | kStepOutermost)) {
+              if (s.flags & kStepOutermost) {
+                ++k;
+                ended = true;
+              }
+              break;
+            }
+            if (s.bp != bp) break;  // kStepUsesBp, and rbp is not what the step was recorded with
+          }
+          // Where the rules would read the return address: this step's CFA - 8, the next sp - 8.
+          const uintptr_t ra = Load(old[k + 1].sp - 8);
+          if (ra != s.ra) break;
+          // The caller's rbp changes nothing of this step's answer; a later step that reads rbp
+          // compares it with the rbp it was recorded with.
+          if (s.bp_addr != 0) bp = Load(s.bp_addr);
+          if (ra == 0) {
+            ++k;
+            ended = true;
+            break;
+          }
+          out[start + (k - j)] = ra;
+        }
+        t = start + (k - j);
+        sp = old[k].sp;  // old[k] is the state after the last step taken (or the same state, if none)
+        key = old[k].key;
+        if (k > j) {
+          runs[nruns++] = Run{start, j, k - j};
+          shifted |= start != j;
+        }
+        j = k;
+        try_memo = false;  // old[k] (if any) did not match from this state: step by the rules
+        continue;
+      }
+    }
+    try_memo = true;
+    if (t == kMemoSteps) {  // the memo keeps no more: the rest by the plain walk
+      extra = Walk(key, sp, bp, out + t, want - t);
+      if (extra < 0) return -1;
+      break;
+    }
+    Step* rec = &fresh[t];
+    rec->key = key;
+    rec->sp = sp;
+    rec->bp = bp;
+    fresh_mask |= uint64_t{1} << t;
+    uintptr_t ra;
+    const StepResult r = StepFrame<true>(&key, &sp, &bp, &ra, rec);
+    if (r == StepResult::kFail) return -1;
+    ++t;
+    if (r == StepResult::kEnd) {
+      ended = true;
+    } else {
+      out[t - 1] = ra;
+    }
+  }
+  const int steps = t;
+  // A walk that ended did so with a step that gave no frame (a zero return address, an outermost rule).
+  const int frames = t - (ended ? 1 : 0) + extra;
+  // The state after the last step, which the next capture's check of that step reads. Written
+  // straight where it goes: copying a just-written Step with wider loads would stall on store
+  // forwarding.
+  const Step tail{key, sp, bp, 0, 0, 0};
+  Step* dst = memo->step;
+  int keep = steps;  // steps the memo holds afterwards
+  if (!shifted && memo->generation == generation) {
+    // In place: only the fresh steps change. When the walk stopped inside a reused run (it had all
+    // the frames it wanted), the old steps past it stay: they are checked like any other when used.
+    const bool stopped_in_run = !ended && extra == 0 && nruns > 0 &&
+                                runs[nruns - 1].at + runs[nruns - 1].len == steps && old_n > steps;
+    for (uint64_t m = fresh_mask; m != 0; m &= m - 1) {
+      const int i = __builtin_ctzll(m);
+      dst[i] = fresh[i];
+    }
+    if (stopped_in_run) {
+      keep = old_n;
+    } else {
+      dst[steps] = tail;
+    }
+  } else {
+    for (int r = 0; r < nruns; ++r) {
+      for (int i = 0; i < runs[r].len; ++i) fresh[runs[r].at + i] = old[runs[r].from + i];
+    }
+    for (int i = 0; i < steps; ++i) dst[i] = fresh[i];
+    dst[steps] = tail;
+  }
+  memo->same = fresh_mask == 0 && nruns == 1 && runs[0].from == 0 && runs[0].at == 0 && extra == 0 &&
+               memo->last_steps == static_cast<uint32_t>(steps) && memo->generation == generation;
+  memo->last_steps = static_cast<uint32_t>(steps);
+  memo->n = static_cast<uint32_t>(keep);
+  memo->generation = generation;
+  int reused = 0;
+  for (int r = 0; r < nruns; ++r) reused += runs[r].len;
+  memo->reused = static_cast<uint32_t>(reused);
+  return frames;
 }
 
 // Clamps the arguments of CaptureStack and CaptureStackWithLibunwind; false when there is nothing to
@@ -91,23 +271,32 @@ __attribute__((noinline)) int CaptureWithLibunwind(uintptr_t* pcs, int max_depth
   return out;
 }
 
+// Copies the frames past `skip` from the walk's buffer; returns how many.
+inline int TakeFrames(const uintptr_t* buf, int n, int skip, uintptr_t* pcs) {
+  n = n > skip ? n - skip : 0;
+  for (int i = 0; i < n; ++i) pcs[i] = buf[skip + i];
+  return n;
+}
+
 }  // namespace
+
+// CaptureStack's registers: one asm, so the pc is the address of the instruction that reads rsp and
+// the rule found for that pc describes exactly this rsp.
+#define POOLSCOPE_READ_REGISTERS(pc, sp, bp) \
+  __asm__ volatile(                         \
+      "lea 0(%%rip), %0\n\t"                \
+      "mov %%rsp, %1\n\t"                   \
+      "mov %%rbp, %2"                       \
+      : "=&r"(pc), "=&r"(sp), "=&r"(bp))
 
 __attribute__((noinline)) int CaptureStack(uintptr_t* pcs, int max_depth, int skip) {
   if (!ClampArgs(&max_depth, &skip)) return 0;
   uintptr_t pc, sp, bp;
-  // One asm, so the pc is the address of the instruction that reads rsp: the rule found for that
-  // pc describes exactly this rsp.
-  __asm__ volatile(
-      "lea 0(%%rip), %0\n\t"
-      "mov %%rsp, %1\n\t"
-      "mov %%rbp, %2"
-      : "=&r"(pc), "=&r"(sp), "=&r"(bp));
+  POOLSCOPE_READ_REGISTERS(pc, sp, bp);
   uintptr_t buf[kMaxCaptureDepth + kMaxCaptureSkip];
   int n = Walk(pc, sp, bp, buf, max_depth + skip);
   if (n >= 0) {
-    n = n > skip ? n - skip : 0;
-    for (int i = 0; i < n; ++i) pcs[i] = buf[skip + i];
+    n = TakeFrames(buf, n, skip, pcs);
   } else {
     g_fallbacks.fetch_add(1, std::memory_order_relaxed);
     n = CaptureWithLibunwind(pcs, max_depth, skip);
@@ -116,6 +305,38 @@ __attribute__((noinline)) int CaptureStack(uintptr_t* pcs, int max_depth, int sk
   __asm__ volatile("" ::: "memory");
   return n;
 }
+
+__attribute__((noinline)) int CaptureStack(uintptr_t* pcs, int max_depth, int skip, CaptureMemo* memo) {
+  if (!ClampArgs(&max_depth, &skip)) return 0;
+  uintptr_t pc, sp, bp;
+  POOLSCOPE_READ_REGISTERS(pc, sp, bp);
+  uintptr_t buf[kMaxCaptureDepth + kMaxCaptureSkip];
+  int n;
+  if (memo->busy == 0) {
+    memo->busy = 1;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    n = WalkMemo(pc, sp, bp, buf, max_depth + skip, memo);
+    if (n < 0) {
+      memo->n = 0;
+      memo->same = 0;
+      memo->last_steps = 0;
+    }
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    memo->busy = 0;
+  } else {
+    n = Walk(pc, sp, bp, buf, max_depth + skip);
+  }
+  if (n >= 0) {
+    n = TakeFrames(buf, n, skip, pcs);
+  } else {
+    g_fallbacks.fetch_add(1, std::memory_order_relaxed);
+    n = CaptureWithLibunwind(pcs, max_depth, skip);
+  }
+  __asm__ volatile("" ::: "memory");
+  return n;
+}
+
+#undef POOLSCOPE_READ_REGISTERS
 
 __attribute__((noinline)) int CaptureStackWithLibunwind(uintptr_t* pcs, int max_depth, int skip) {
   if (!ClampArgs(&max_depth, &skip)) return 0;

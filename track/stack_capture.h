@@ -70,6 +70,51 @@ constexpr int kMaxCaptureSkip = 32;
 // preload library passes the frames of its own entry points). Returns 0 when max_depth <= 0.
 int CaptureStack(uintptr_t* pcs, int max_depth, int skip);
 
+// A thread's memo of its last capture, so that the next capture on that thread reads again only what
+// may have changed. Each step of a walk is a function of the registers it starts from (pc, rsp, rbp)
+// and of the words it reads (the return address at CFA-8, the caller's saved rbp); the memo keeps,
+// for each step, that state, where it read and what it found. A capture that reaches a state the
+// memo holds (same rsp, same pc) re-reads those words: while each still holds what it held, the
+// step's answer is the memo's, with no rule lookup and no address arithmetic; at the first word that
+// changed (a frame returned and another call took its place), the walk goes on by the rules from
+// there, and may meet the memo again further up. A frame that returned and was replaced by an
+// identical one reads back identical words and gives the identical answer, so a reused step is
+// exactly the step the rules would take; the rules themselves are reused only while
+// FrameRulesGeneration() is the memo's. Steps whose CFA is read from memory (realigned stacks) are
+// never reused; a capture that went to libunwind leaves the memo empty.
+//
+// Why: a program allocates from the same few dozen outer frames over and over (main, the event
+// loop, the interpreter's dispatch), and re-checking a frame is two independent loads, where walking
+// it is a chain of dependent ones (pc -> rule -> CFA -> return address -> next pc). See
+// track_benchmark's BM_CaptureStack16Memo.
+//
+// Zero-initialised is empty: a `__thread` CaptureMemo needs no set-up. Not thread-safe: one per
+// thread. A capture that finds the memo in use (a signal handler that interrupted one) walks without it.
+// About 1.6 KiB.
+struct CaptureMemo {
+  static constexpr int kSteps = 32;
+  struct Step {
+    uintptr_t key;      // the pc whose rule the step applied (a return address - 1)
+    uintptr_t sp, bp;   // rsp and rbp on entering the step
+    uintptr_t ra;       // what it read at the next step's sp - 8; 0: the stack ended there
+    uintptr_t bp_addr;  // where it read the next step's rbp; 0: rbp passed through unchanged
+    uintptr_t flags;    // kStep* in stack_capture.cc (a whole word: steps are copied word by word)
+  };
+  uint32_t n;           // steps recorded; step[n] holds only the state after the last one
+  uint32_t generation;  // FrameRulesGeneration() when they were recorded
+  uint32_t busy;        // a capture on this thread is using the memo
+  uint32_t reused;      // steps the last capture took from the memo (tests and benchmarks)
+  // 1 when the last capture took every step from the memo, in place, and as many steps as the one
+  // before it: with the same max_depth and skip, it returned exactly what the one before returned.
+  uint32_t same;
+  uint32_t last_steps;  // steps of the last capture
+  Step step[kSteps + 1];
+};
+
+// CaptureStack, reusing what `memo` (the calling thread's own) says of frames that have not changed
+// since the last capture with it, and updating it. Returns exactly what CaptureStack would.
+int CaptureStack(uintptr_t* pcs, int max_depth, int skip, CaptureMemo* memo);
+
 // The same capture, always through libunwind (the reference the walk is tested against).
 int CaptureStackWithLibunwind(uintptr_t* pcs, int max_depth, int skip);
 

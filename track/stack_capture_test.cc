@@ -6,6 +6,7 @@
 #include <atomic>
 #include <iostream>
 #include <mutex>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -119,6 +120,101 @@ TEST(StackCaptureTest, RulesAreCachedUntilInvalidated) {
     EXPECT_EQ(pcs[1][i], pcs[0][i]) << "frame " << i;
     EXPECT_EQ(pcs[2][i], pcs[0][i]) << "frame " << i;
   }
+}
+
+// The memo's answer equals the plain walk's frame for frame: [0] is the call site in
+// CaptureMemoAndPlain, different for each capture, unless skipped.
+void ExpectSameAsPlain(const testchain::MemoCaptures& c, int skip, const std::string& what) {
+  ASSERT_EQ(c.n_memo, c.n_plain) << what;
+  for (int i = skip == 0 ? 1 : 0; i < c.n_memo; ++i) {
+    ASSERT_EQ(c.memo[i], c.plain[i]) << what << " frame " << i;
+  }
+}
+
+// Random stacks one after another on one memo: depths past what the memo keeps, the same depth
+// reached through other call sites (a frame whose return address changed under unchanged outer
+// frames), alloca frames of other sizes (the same function at another rsp), other depths and skips.
+TEST(StackCaptureTest, MemoAnswersExactlyAsTheWalk) {
+  CaptureMemo memo{};
+  std::mt19937_64 rng(20261203);
+  uint64_t reused = 0, steps = 0;
+  int depth = 10;
+  uint64_t path = 0;
+  testchain::MemoCaptures last{};
+  int last_max_depth = -1, last_skip = -1, same = 0;
+  for (int round = 0; round < 6000; ++round) {
+    // Mostly small changes from one stack to the next, as programs make them, and now and then a
+    // stack with nothing in common with the last.
+    if (rng() % 8 == 0) {
+      path = rng();
+      depth = static_cast<int>(rng() % 44);
+    } else {
+      path ^= uint64_t{1} << (rng() % 64);
+      depth += static_cast<int>(rng() % 5) - 2;
+      depth = depth < 0 ? 0 : depth > 43 ? 43 : depth;
+    }
+    const int max_depth = rng() % 8 == 0 ? 1 + static_cast<int>(rng() % 64) : 24;
+    const int skip = static_cast<int>(rng() % 3);
+    testchain::MemoCaptures c;
+    testchain::Branchy(depth, path, max_depth, skip, &memo, &c);
+    ExpectSameAsPlain(c, skip, "round " + std::to_string(round));
+    if (memo.same && max_depth == last_max_depth && skip == last_skip) {
+      // The memo says nothing changed: the frames must be the last round's.
+      ++same;
+      ASSERT_EQ(c.n_memo, last.n_memo) << "round " << round;
+      for (int i = 0; i < c.n_memo; ++i) ASSERT_EQ(c.memo[i], last.memo[i]) << "round " << round;
+    }
+    last = c;
+    last_max_depth = max_depth;
+    last_skip = skip;
+    reused += memo.reused;
+    steps += static_cast<uint64_t>(c.n_memo + skip);
+  }
+  // Most frames are outer frames that did not change: the memo must have answered for many of them.
+  EXPECT_GT(reused, steps / 4) << reused << " of " << steps;
+  EXPECT_GT(same, 100);
+}
+
+TEST(StackCaptureTest, MemoAnswersTheSameStackFromTheMemoAlone) {
+  CaptureMemo memo{};
+  testchain::MemoCaptures c[2];
+  // One call site and one output object, so that even registers holding addresses are the same.
+  for (int i = 0; i < 2; ++i) {
+    testchain::Branchy(12, 0x1234567, 20, 0, &memo, &c[1]);
+    if (i == 0) c[0] = c[1];
+  }
+  ExpectSameAsPlain(c[1], 0, "second");
+  // Every step came from the memo.
+  EXPECT_EQ(memo.reused, static_cast<uint32_t>(c[1].n_memo)) << c[1].n_memo;
+  EXPECT_EQ(memo.same, 1u);
+  ASSERT_EQ(c[0].n_memo, c[1].n_memo);
+  for (int i = 0; i < c[0].n_memo; ++i) EXPECT_EQ(c[0].memo[i], c[1].memo[i]) << "frame " << i;
+}
+
+TEST(StackCaptureTest, MemoIsNotUsedAcrossInvalidation) {
+  CaptureMemo memo{};
+  testchain::MemoCaptures c;
+  testchain::Branchy(6, 0, 16, 0, &memo, &c);
+  testchain::Branchy(6, 0, 16, 0, &memo, &c);
+  EXPECT_GT(memo.reused, 0u);
+  InvalidateFrameRules();
+  testchain::Branchy(6, 0, 16, 0, &memo, &c);
+  EXPECT_EQ(memo.reused, 0u);
+  ExpectSameAsPlain(c, 0, "after invalidation");
+}
+
+TEST(StackCaptureTest, MemoInUseIsLeftAlone) {
+  CaptureMemo memo{};
+  testchain::MemoCaptures c;
+  testchain::Branchy(6, 0, 16, 0, &memo, &c);
+  const uint32_t n = memo.n;
+  memo.busy = 1;  // as when a signal handler interrupted a capture
+  memo.reused = 12345;
+  testchain::Branchy(9, 5, 16, 0, &memo, &c);
+  ExpectSameAsPlain(c, 0, "busy");
+  EXPECT_EQ(memo.n, n);
+  EXPECT_EQ(memo.reused, 12345u);
+  EXPECT_EQ(memo.busy, 1u);
 }
 
 TEST(StackCaptureTest, RulesForCodeWithoutCfiAreUnsupported) {

@@ -93,6 +93,64 @@ __attribute__((noinline)) int ThroughQsort(BothCaptures* out) {
   return values[0] + g_sink.fetch_add(1, std::memory_order_relaxed);
 }
 
+namespace {
+struct BranchyArgs {
+  int max_depth;
+  int skip;
+  CaptureMemo* memo;
+  MemoCaptures* out;
+};
+
+__attribute__((noinline)) void CaptureMemoAndPlain(const BranchyArgs& a) {
+  a.out->n_memo = CaptureStack(a.out->memo, a.max_depth, a.skip, a.memo);
+  g_sink.fetch_add(7, std::memory_order_relaxed);
+  a.out->n_plain = CaptureStack(a.out->plain, a.max_depth, a.skip);
+  g_sink.fetch_add(8, std::memory_order_relaxed);
+}
+
+int BranchyLevel(int depth, uint64_t path, const BranchyArgs& a);
+
+__attribute__((noinline)) int WithAlloca(int depth, uint64_t path, const BranchyArgs& a) {
+  const size_t n = 8 + (path & 0x30);
+  char* scratch = static_cast<char*>(alloca(n));
+  memset(scratch, depth, n);
+  __asm__ volatile("" : : "r"(scratch) : "memory");
+  int r = BranchyLevel(depth, path, a);
+  return r + scratch[n - 1];
+}
+
+__attribute__((noinline)) int BranchyLevel(int depth, uint64_t path, const BranchyArgs& a) {
+  if (depth == 0) {
+    CaptureMemoAndPlain(a);
+    return g_sink.fetch_add(1, std::memory_order_relaxed);
+  }
+  int r;
+  switch (path & 3) {
+    case 0:
+      r = BranchyLevel(depth - 1, path >> 2, a);
+      g_sink.fetch_add(2, std::memory_order_relaxed);
+      break;
+    case 1:
+      r = BranchyLevel(depth - 1, path >> 2, a);
+      g_sink.fetch_add(3, std::memory_order_relaxed);
+      break;
+    case 2:
+      r = WithAlloca(depth - 1, path >> 2, a);
+      g_sink.fetch_add(4, std::memory_order_relaxed);
+      break;
+    default:
+      r = WithAlloca(depth - 1, (path >> 2) ^ 0x10, a);
+      g_sink.fetch_add(5, std::memory_order_relaxed);
+      break;
+  }
+  return r;
+}
+}  // namespace
+
+int Branchy(int depth, uint64_t path, int max_depth, int skip, CaptureMemo* memo, MemoCaptures* out) {
+  return BranchyLevel(depth, path, BranchyArgs{max_depth, skip, memo, out});
+}
+
 }  // namespace testchain
 }  // namespace track
 }  // namespace poolscope

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "track/stack_capture.h"
+
 namespace poolscope {
 namespace track {
 namespace testchain {
@@ -38,6 +40,20 @@ int Realigned(BothCaptures* out);
 
 // qsort (libc, no frame pointers) calling a comparator that calls CaptureBoth once.
 int ThroughQsort(BothCaptures* out);
+
+// The same stack captured with a memo and without one (from two call sites: [0] differs, from
+// index 1 on they must agree).
+struct MemoCaptures {
+  uintptr_t memo[64];
+  int n_memo;
+  uintptr_t plain[64];
+  int n_plain;
+};
+
+// `depth` nested frames, level i calling the next from one of four call sites chosen by bits 2i..2i+1
+// of `path` (two of them through frames with an alloca of a path-dependent size, whose CFA is on
+// rbp), then both captures, each with `max_depth` and `skip`.
+int Branchy(int depth, uint64_t path, int max_depth, int skip, CaptureMemo* memo, MemoCaptures* out);
 
 }  // namespace testchain
 }  // namespace track

@@ -36,6 +36,17 @@ void BM_CaptureStack16(benchmark::State& state) {
 }
 BENCHMARK(BM_CaptureStack16);
 
+// The same stack again and again, with a memo: every frame is checked, none walked.
+void BM_CaptureStack16Memo(benchmark::State& state) {
+  uintptr_t pcs[16];
+  CaptureMemo memo{};
+  auto body = [&] {
+    for (auto _ : state) benchmark::DoNotOptimize(CaptureStack(pcs, 16, 0, &memo));
+  };
+  AtDepth(24, body);
+}
+BENCHMARK(BM_CaptureStack16Memo);
+
 void BM_CaptureStack16Libunwind(benchmark::State& state) {
   uintptr_t pcs[16];
   auto body = [&] {

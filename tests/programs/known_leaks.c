@@ -5,7 +5,10 @@
  * Debian's own binaries:
  *   leak_config_entries():  3 blocks of 24 bytes (small enough for a pool), through a helper;
  *   leak_session_buffers(): 2 blocks of 200 bytes (too large for a 64-byte pool), three calls deep.
+ * Also a thread that makes 300 allocations from one site (worker_churn) and ends, for the sites
+ * ledger's count of a thread's allocations after it has ended.
  * Prints one line; exits 0. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,7 +52,19 @@ __attribute__((noinline)) static unsigned long churn(int rounds) {
   return sum;
 }
 
+__attribute__((noinline)) static void* worker_churn(void* arg) {
+  (void)arg;
+  for (int i = 0; i < 300; ++i) {
+    sink = malloc(32);
+    free(sink);
+  }
+  sink = NULL;
+  return NULL;
+}
+
 int main(void) {
+  pthread_t worker;
+  if (pthread_create(&worker, NULL, worker_churn, NULL) != 0 || pthread_join(worker, NULL) != 0) abort();
   unsigned long sum = churn(1000);
   leak_config_entries();
   leak_session_buffers();
