@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <new>
 #include <unordered_map>
 #include <vector>
@@ -17,6 +16,7 @@
 #include "track/depot_memory.h"
 #include "track/frame_rules.h"
 #include "track/live_table.h"
+#include "track/recent_blocks.h"
 #include "track/stack_capture.h"
 #include "track/stack_depot.h"
 
@@ -67,9 +67,11 @@ constexpr uint32_t kCapacity = 1u << 20;
 alignas(MappedDepotMemory) char g_memory_storage[sizeof(MappedDepotMemory)];
 alignas(track::StackDepot) char g_depot_storage[sizeof(track::StackDepot)];
 alignas(track::LiveTable) char g_table_storage[sizeof(track::LiveTable)];
+alignas(track::RecentBlocks) char g_recent_storage[sizeof(track::RecentBlocks)];
 MappedDepotMemory* g_memory = nullptr;
 track::StackDepot* g_depot = nullptr;
 track::LiveTable* g_table = nullptr;
+track::RecentBlocks* g_recent = nullptr;  // each thread's young blocks, in front of g_table
 Site* g_sites = nullptr;
 int g_depth = 16;
 bool g_on = false;
@@ -102,23 +104,27 @@ int FindOwnSegments(struct dl_phdr_info* info, size_t, void* arg) {
   return 0;
 }
 
-// Per thread: the memo of the last capture (stack_capture.h), and the last stack interned with its id,
+// Per thread: the memo of the last capture (stack_capture.h) and the id of the stack it gave,
 // so that the common case, an allocation from the same stack as the one before, costs neither a
 // walk of the unchanged frames nor a depot lookup.
 struct TrackThread {
   int busy;  // a capture is under way on this thread (a signal handler's own must not use these)
-  int last_depth;
+  // The last capture's request and stack id: when the memo says the capture returned exactly the
+  // frames of the one before, the id is the same.
   int last_want;
   int last_skip;
   uint32_t last_id;
-  uintptr_t last_pcs[track::kMaxStackDepth];
   // Counts for one site, added to the shared per-site counters when the site changes, every
   // kSiteBatch allocations, at thread exit and before a report: most allocations come from the same
   // site as the one before, and the shared counters cost four atomic additions.
   uint32_t site_id;
   uint32_t site_pending;
   uint64_t site_hits, site_real, site_bytes;
-  bool site_direct;  // the thread has ended: no more batching
+  bool ended;  // the thread's exit handler ran: no more batching, no young blocks
+  // This thread's young blocks (recent_blocks.h), and whether a call is using them (a signal
+  // handler that interrupted it must not).
+  track::RecentBlocks::Node* young;
+  int young_busy;
   track::CaptureMemo memo;
 };
 __thread TrackThread t_track __attribute__((tls_model("initial-exec")));
@@ -136,6 +142,7 @@ bool TrackingInit(int stack_depth) {
   g_memory = new (g_memory_storage) MappedDepotMemory();
   g_depot = new (g_depot_storage) track::StackDepot(g_memory, kCapacity);
   g_table = new (g_table_storage) track::LiveTable(g_memory);
+  g_recent = new (g_recent_storage) track::RecentBlocks(g_memory, g_table);
   g_sites = static_cast<Site*>(InternalReserve(sizeof(Site) * kCapacity));
   if (g_sites == nullptr) return false;
   g_depth = stack_depth;
@@ -166,7 +173,7 @@ uint32_t CaptureStackId(int skip) {
       n = track::CaptureStack(pcs, want, skip + 1);
     } else {
       n = track::CaptureStack(pcs, want, skip + 1, &tt.memo);
-      if (tt.memo.same && want == tt.last_want && skip == tt.last_skip && tt.last_depth > 0) {
+      if (tt.memo.same && want == tt.last_want && skip == tt.last_skip) {
         // The very frames of the last capture: its stack id, without looking at them.
         std::atomic_signal_fence(std::memory_order_seq_cst);
         tt.busy = 0;
@@ -182,24 +189,11 @@ uint32_t CaptureStackId(int skip) {
     }
   }
   const int depth = n - first < g_depth ? n - first : g_depth;
-  uint32_t id = track::kNoStackId;
-  if (depth > 0) {
-    const uintptr_t* program = pcs + first;
-    if (mine && depth == tt.last_depth && memcmp(program, tt.last_pcs, sizeof(uintptr_t) * depth) == 0) {
-      id = tt.last_id;
-    } else {
-      id = g_depot->Insert(program, depth);
-      if (mine) {
-        memcpy(tt.last_pcs, program, sizeof(uintptr_t) * depth);
-        tt.last_depth = depth;
-        tt.last_id = id;
-      }
-    }
-  }
+  const uint32_t id = depth > 0 ? g_depot->Insert(pcs + first, depth) : track::kNoStackId;
   if (mine) {
     tt.last_want = g_depth + own < track::kMaxStackDepth ? g_depth + own : track::kMaxStackDepth;
     tt.last_skip = skip;
-    if (depth <= 0) tt.last_depth = 0;
+    tt.last_id = id;
   }
   std::atomic_signal_fence(std::memory_order_seq_cst);
   if (mine) tt.busy = 0;
@@ -227,7 +221,7 @@ void FlushSite(TrackThread& tt) {
 void ChargeSite(uint32_t id, size_t size, uint8_t flags) {
   TrackThread& tt = t_track;
   const uint64_t hit = (flags & kBlockPooled) ? 1 : 0;
-  if (tt.busy != 0 || tt.site_direct) {  // a signal handler inside a capture, or a thread past its end
+  if (tt.busy != 0 || tt.ended) {  // a signal handler inside a capture, or a thread past its end
     AddToSite(id, 1, hit, 1 - hit, size);
     return;
   }
@@ -246,12 +240,31 @@ void TrackingThreadExit() {
   if (!g_on) return;
   TrackThread& tt = t_track;
   FlushSite(tt);
-  tt.site_direct = true;
+  tt.ended = true;
+  if (tt.young != nullptr && tt.young_busy == 0) {
+    g_recent->Release(tt.young);
+    tt.young = nullptr;
+  }
 }
 
 void OnAlloc(void* p, size_t size, uint8_t flags, int skip) {
-  uint32_t id = CaptureStackId(skip + 1);
-  g_table->Insert(reinterpret_cast<uintptr_t>(p), size, id, flags);
+  const uint32_t id = CaptureStackId(skip + 1);
+  const uintptr_t ptr = reinterpret_cast<uintptr_t>(p);
+  TrackThread& tt = t_track;
+  if (tt.young_busy == 0 && !tt.ended) {
+    tt.young_busy = 1;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (tt.young == nullptr) tt.young = g_recent->Acquire();
+    const bool kept = tt.young != nullptr;
+    if (kept) g_recent->Insert(tt.young, ptr, size, id, flags);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    tt.young_busy = 0;
+    if (kept) {
+      ChargeSite(id, size, flags);
+      return;
+    }
+  }
+  g_table->Insert(ptr, size, id, flags);
   ChargeSite(id, size, flags);
 }
 
@@ -328,7 +341,16 @@ void OnArenaClose(ArenaTrack* t) {
   InternalFree(t, sizeof(ArenaTrack));
 }
 
-bool OnFree(void* p) { return g_table->Erase(reinterpret_cast<uintptr_t>(p), nullptr); }
+bool OnFree(void* p) {
+  TrackThread& tt = t_track;
+  const bool usable = tt.young_busy == 0;
+  ++tt.young_busy;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  const bool found = g_recent->Erase(tt.young, usable, reinterpret_cast<uintptr_t>(p));
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  --tt.young_busy;
+  return found;
+}
 
 void ChargeRealAlloc(uint32_t stack_id) {
   if (stack_id < kCapacity) g_sites[stack_id].real_allocs.fetch_add(1, std::memory_order_relaxed);
@@ -340,6 +362,7 @@ void TrackingCodeUnmapped() {
 
 void TrackingForkPrepare() {
   if (!g_on) return;
+  g_recent->ForkPrepare();
   g_arenas_lock.Lock();
   g_depot->ForkPrepare();
   g_table->ForkPrepare();
@@ -352,6 +375,7 @@ void TrackingForkParent() {
   g_table->ForkParent();
   g_depot->ForkParent();
   g_arenas_lock.Unlock();
+  g_recent->ForkParent();
 }
 
 void TrackingForkChild() {
@@ -363,6 +387,8 @@ void TrackingForkChild() {
   // the child, and their locks must not stay held.
   for (ArenaTrack* t = g_arenas.next; t != &g_arenas; t = t->next) t->lock.Reset();
   g_arenas_lock.Reset();
+  // The other threads' young blocks are the child's live blocks too; their nodes go to the table.
+  g_recent->ForkChild(t_track.young);
 }
 
 size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals) {
@@ -386,6 +412,7 @@ size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals) {
     }
   };
   g_table->ForEach([&](const track::LiveEntry& e) { add(e.stack_id, e.flags, 1, e.size); });
+  g_recent->ForEach([&](const track::LiveEntry& e) { add(e.stack_id, e.flags, 1, e.size); });
   {
     SpinLockHolder h(&g_arenas_lock);
     for (ArenaTrack* t = g_arenas.next; t != &g_arenas; t = t->next) {

@@ -28,7 +28,10 @@ for pool in 1 0; do
   leaked=$(sed -n 's/^[[:space:]]*leaked allocations:[[:space:]]*\([0-9][0-9]*\).*/\1/p' "$work/stats$pool.txt")
   [ -n "$leaked" ] || { echo "FAIL: no 'leaked allocations' in heaptrack_interpret's statistics"; cat "$work/stats$pool.txt"; exit 1; }
   heaptrack_print "$work/trace$pool.gz" > "$work/print$pool.txt" 2>&1 || { echo "FAIL: heaptrack_print"; exit 1; }
-  /usr/bin/python3 - "$work/r$pool.json" "$pool" "$leaked" <<'PY'
+  # On a mismatch the report and heaptrack's output are kept (Bazel: test.outputs/) to tell which
+  # blocks differ.
+  keep() { [ -n "${TEST_UNDECLARED_OUTPUTS_DIR:-}" ] && cp "$work"/r$pool.json "$work"/print$pool.txt "$TEST_UNDECLARED_OUTPUTS_DIR"/ ; }
+  /usr/bin/python3 - "$work/r$pool.json" "$pool" "$leaked" <<'PY' || { keep; exit 1; }
 import json, sys
 r = json.load(open(sys.argv[1])); pool = int(sys.argv[2]); leaked = int(sys.argv[3])
 view = r["reconciliation"]["detector_view"]

@@ -113,17 +113,26 @@ __attribute__((no_sanitize("address", "thread"))) int Walk(uintptr_t pc, uintptr
 }
 
 using Step = CaptureMemo::Step;
+
+// rbp may hold anything, a heap pointer too; kept as is in a thread's memo, it would make a leaked
+// block look reachable to a conservative leak checker below us (memcheck scans TLS). Kept with its
+// top bit flipped, it is never a valid address.
+inline uintptr_t HideWord(uintptr_t v) { return v ^ (uintptr_t{1} << 63); }
 constexpr int kMemoSteps = CaptureMemo::kSteps;
 
 // Walk, with a memo: takes every step it can from `memo`, then records this walk in it. The steps of
 // the new walk come in runs, each either taken from the memo (a run of old steps, checked word by
-// word) or walked by the rules (written to `fresh` at their new index); at the end the memo is
-// rewritten in place when every reused run kept its index (the steady case: only the fresh steps are
-// written), else rebuilt.
+// word) or walked by the rules (written to `fresh` at their new index). At the end the longest
+// reused run stays where it is in the ring (the memo's base moves instead), other runs are copied,
+// and the fresh steps are written: in the steady case (the program's outer frames unchanged under
+// new inner ones) only the fresh steps are written.
 __attribute__((no_sanitize("address", "thread"))) int WalkMemo(uintptr_t pc, uintptr_t sp, uintptr_t bp,
                                                                 uintptr_t* out, int want,
                                                                 CaptureMemo* memo) {
-  const Step* old = memo->step;
+  constexpr uint32_t kMask = CaptureMemo::kRing - 1;
+  Step* const ring = memo->step;
+  const uint32_t base = memo->base;
+  auto old = [ring, base](int k) -> Step& { return ring[(base + static_cast<uint32_t>(k)) & kMask]; };
   const uint32_t generation = FrameRulesGeneration();
   const int old_n = memo->generation == generation ? static_cast<int>(memo->n) : 0;
   Step fresh[kMemoSteps + 1];
@@ -132,7 +141,6 @@ __attribute__((no_sanitize("address", "thread"))) int WalkMemo(uintptr_t pc, uin
     int at, from, len;
   } runs[kMemoSteps];
   int nruns = 0;
-  bool shifted = false;
   uintptr_t key = pc;
   int t = 0;  // steps taken (each but a final kEnd step gives one frame)
   int j = 0;  // memo cursor: the first old step whose sp is not below ours
@@ -141,16 +149,18 @@ __attribute__((no_sanitize("address", "thread"))) int WalkMemo(uintptr_t pc, uin
   int extra = 0;  // frames walked past what the memo keeps
   while (t < want && !ended) {
     if (try_memo) {
-      while (j < old_n && old[j].sp < sp) ++j;
-      if (j < old_n && old[j].sp == sp && old[j].key == key) {
+      while (j < old_n && old(j).sp < sp) ++j;
+      if (j < old_n && old(j).sp == sp && old(j).key == key) {
         const int start = t;
         // Steps this run may take: what the memo holds from j, what is wanted, what the memo keeps.
         int limit = (want < kMemoSteps ? want : kMemoSteps) - t;
         if (limit > old_n - j) limit = old_n - j;
         const int stop = j + limit;
         int k = j;
+        const Step* next = &old(j);
         for (; k < stop; ++k) {
-          const Step& s = old[k];
+          const Step& s = *next;
+          next = next + 1 == ring + CaptureMemo::kRing ? ring : next + 1;
           if (__builtin_expect(s.flags != 0, 0)) {
             if (s.flags & (kStepNoReuse | kStepOutermost)) {
               if (s.flags & kStepOutermost) {
@@ -159,10 +169,11 @@ __attribute__((no_sanitize("address", "thread"))) int WalkMemo(uintptr_t pc, uin
               }
               break;
             }
-            if (s.bp != bp) break;  // kStepUsesBp, and rbp is not what the step was recorded with
+            // kStepUsesBp, and rbp is not what the step was recorded with.
+            if (s.bp != HideWord(bp)) break;
           }
           // Where the rules would read the return address: this step's CFA - 8, the next sp - 8.
-          const uintptr_t ra = Load(old[k + 1].sp - 8);
+          const uintptr_t ra = Load(next->sp - 8);
           if (ra != s.ra) break;
           // The caller's rbp changes nothing of this step's answer; a later step that reads rbp
           // compares it with the rbp it was recorded with.
@@ -175,14 +186,11 @@ __attribute__((no_sanitize("address", "thread"))) int WalkMemo(uintptr_t pc, uin
           out[start + (k - j)] = ra;
         }
         t = start + (k - j);
-        sp = old[k].sp;  // old[k] is the state after the last step taken (or the same state, if none)
-        key = old[k].key;
-        if (k > j) {
-          runs[nruns++] = Run{start, j, k - j};
-          shifted |= start != j;
-        }
+        sp = old(k).sp;  // old(k) is the state after the last step taken (or the same state, if none)
+        key = old(k).key;
+        if (k > j) runs[nruns++] = Run{start, j, k - j};
         j = k;
-        try_memo = false;  // old[k] (if any) did not match from this state: step by the rules
+        try_memo = false;  // old(k) (if any) did not match from this state: step by the rules
         continue;
       }
     }
@@ -195,7 +203,7 @@ __attribute__((no_sanitize("address", "thread"))) int WalkMemo(uintptr_t pc, uin
     Step* rec = &fresh[t];
     rec->key = key;
     rec->sp = sp;
-    rec->bp = bp;
+    rec->bp = HideWord(bp);
     fresh_mask |= uint64_t{1} << t;
     uintptr_t ra;
     const StepResult r = StepFrame<true>(&key, &sp, &bp, &ra, rec);
@@ -210,40 +218,52 @@ __attribute__((no_sanitize("address", "thread"))) int WalkMemo(uintptr_t pc, uin
   const int steps = t;
   // A walk that ended did so with a step that gave no frame (a zero return address, an outermost rule).
   const int frames = t - (ended ? 1 : 0) + extra;
+
+  // The longest run stays in place: the new base maps its new index to its old slot.
+  int longest = -1;
+  for (int r = 0; r < nruns; ++r) {
+    if (longest < 0 || runs[r].len > runs[longest].len) longest = r;
+  }
+  uint32_t new_base = base;
+  int keep = steps;  // steps the memo holds afterwards
+  bool tail_needed = true;
+  int reused = 0;
+  if (longest >= 0) {
+    const Run& l = runs[longest];
+    new_base = (base + static_cast<uint32_t>(l.from - l.at)) & kMask;
+    // Runs that move are copied out first (their slots may be written below).
+    for (int r = 0; r < nruns; ++r) {
+      reused += runs[r].len;
+      if (runs[r].from - runs[r].at == l.from - l.at) continue;
+      for (int i = 0; i < runs[r].len; ++i) fresh[runs[r].at + i] = old(runs[r].from + i);
+      fresh_mask |= ((uint64_t{1} << runs[r].len) - 1) << runs[r].at;
+    }
+    // When the walk stopped inside the last run (it had all the frames it wanted), the old steps past
+    // it stay where they are: they are checked like any other when used.
+    const Run& last = runs[nruns - 1];
+    if (nruns - 1 == longest && !ended && extra == 0 && last.at + last.len == steps &&
+        last.from + last.len < old_n) {
+      keep = old_n - last.from + last.at;
+      if (keep > kMemoSteps) keep = kMemoSteps;
+      tail_needed = false;
+    }
+  }
+  for (uint64_t m = fresh_mask; m != 0; m &= m - 1) {
+    const int i = __builtin_ctzll(m);
+    ring[(new_base + static_cast<uint32_t>(i)) & kMask] = fresh[i];
+  }
   // The state after the last step, which the next capture's check of that step reads. Written
   // straight where it goes: copying a just-written Step with wider loads would stall on store
   // forwarding.
-  const Step tail{key, sp, bp, 0, 0, 0};
-  Step* dst = memo->step;
-  int keep = steps;  // steps the memo holds afterwards
-  if (!shifted && memo->generation == generation) {
-    // In place: only the fresh steps change. When the walk stopped inside a reused run (it had all
-    // the frames it wanted), the old steps past it stay: they are checked like any other when used.
-    const bool stopped_in_run = !ended && extra == 0 && nruns > 0 &&
-                                runs[nruns - 1].at + runs[nruns - 1].len == steps && old_n > steps;
-    for (uint64_t m = fresh_mask; m != 0; m &= m - 1) {
-      const int i = __builtin_ctzll(m);
-      dst[i] = fresh[i];
-    }
-    if (stopped_in_run) {
-      keep = old_n;
-    } else {
-      dst[steps] = tail;
-    }
-  } else {
-    for (int r = 0; r < nruns; ++r) {
-      for (int i = 0; i < runs[r].len; ++i) fresh[runs[r].at + i] = old[runs[r].from + i];
-    }
-    for (int i = 0; i < steps; ++i) dst[i] = fresh[i];
-    dst[steps] = tail;
+  if (tail_needed) {
+    ring[(new_base + static_cast<uint32_t>(steps)) & kMask] = Step{key, sp, HideWord(bp), 0, 0, 0};
   }
   memo->same = fresh_mask == 0 && nruns == 1 && runs[0].from == 0 && runs[0].at == 0 && extra == 0 &&
                memo->last_steps == static_cast<uint32_t>(steps) && memo->generation == generation;
   memo->last_steps = static_cast<uint32_t>(steps);
+  memo->base = new_base;
   memo->n = static_cast<uint32_t>(keep);
   memo->generation = generation;
-  int reused = 0;
-  for (int r = 0; r < nruns; ++r) reused += runs[r].len;
   memo->reused = static_cast<uint32_t>(reused);
   return frames;
 }

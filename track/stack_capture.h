@@ -90,12 +90,15 @@ int CaptureStack(uintptr_t* pcs, int max_depth, int skip);
 //
 // Zero-initialised is empty: a `__thread` CaptureMemo needs no set-up. Not thread-safe: one per
 // thread. A capture that finds the memo in use (a signal handler that interrupted one) walks without it.
-// About 1.6 KiB.
+// About 3 KiB.
 struct CaptureMemo {
   static constexpr int kSteps = 32;
+  // Steps sit in a ring: step i of the last capture is step[(base + i) % kRing], so that when a
+  // capture keeps the old outer frames under more or fewer new inner ones, only `base` moves.
+  static constexpr int kRing = 64;
   struct Step {
     uintptr_t key;      // the pc whose rule the step applied (a return address - 1)
-    uintptr_t sp, bp;   // rsp and rbp on entering the step
+    uintptr_t sp, bp;   // rsp and rbp (its top bit flipped: never a pointer) on entering the step
     uintptr_t ra;       // what it read at the next step's sp - 8; 0: the stack ended there
     uintptr_t bp_addr;  // where it read the next step's rbp; 0: rbp passed through unchanged
     uintptr_t flags;    // kStep* in stack_capture.cc (a whole word: steps are copied word by word)
@@ -108,7 +111,8 @@ struct CaptureMemo {
   // before it: with the same max_depth and skip, it returned exactly what the one before returned.
   uint32_t same;
   uint32_t last_steps;  // steps of the last capture
-  Step step[kSteps + 1];
+  uint32_t base;
+  Step step[kRing];
 };
 
 // CaptureStack, reusing what `memo` (the calling thread's own) says of frames that have not changed
