@@ -114,7 +114,7 @@ struct alignas(kLine) PoolHeader {
   PoolKind kind;
   uint32_t mark_words;  // words of `marks`
   // Two bits per 8-byte granule: bit 2g = a live block starts here, bit 2g+1 = a block started here
-  // since the last reset (tells a double free from an interior one).
+  // since the marks were last cleared (tells a double free from an interior one).
   std::atomic<uint64_t>* marks;
   // One bit per granule: blocks freed by other threads while the pool is owned, not yet folded in.
   std::atomic<uint64_t>* remote;
@@ -229,6 +229,8 @@ class ThreadCache {
     }
     // An empty thread starts with cur_ == end_ == 0, so its first request finds no room.
     if (POOLSCOPE_UNLIKELY(p + size > end_)) return nullptr;
+    // A carve point is an address inside a pool, never 0: callers' null tests fold away.
+    if (p == 0) __builtin_unreachable();
     cur_ = p + size;
     size_t off = p - base_;
     std::atomic<uint64_t>& word = marks_[off >> 8];
@@ -269,17 +271,17 @@ class ThreadCache {
       *reinterpret_cast<uint64_t*>(a) = 0;
       a += 8;
     } while (a < end);
-    cur_ = a - (end - reinterpret_cast<uintptr_t>(p));
+    cur_ = reinterpret_cast<uintptr_t>(p);
     last1_ = 0;
     ++stats_.pooled_frees;
-    if (POOLSCOPE_UNLIKELY(--live_ == 0)) {
-      // Nothing else is live. If the carve point is back at the base, nothing is left to zero.
-      if (cur_ - base_ == start_off_) {
-        marks_[0].store(0, std::memory_order_relaxed);
-        ++stats_.resets_in_place;
-      } else {
-        EmptiedInPlace();
-      }
+    if (off == start_off_) {
+      // The block carved first in a fresh pool, and the only one since (the carve point is at the
+      // start only while nothing is live): the pool is fresh again, a reset in place with nothing
+      // left to do. Its start mark stays, so a second free of p is told from an interior one.
+      live_ = 0;
+      ++stats_.resets_in_place;
+    } else if (POOLSCOPE_UNLIKELY(--live_ == 0)) {
+      EmptiedInPlace();
     }
     return true;
   }
