@@ -220,7 +220,7 @@ class ThreadCache {
 
   // Carves a malloc-family block of `n` bytes (1 <= n <= pool_size) from the implicit arena's current
   // pool, or returns nullptr when it has no room (or there is none yet). No call, no atomic RMW: a
-  // compare, the mark (one byte store), and two increments.
+  // compare, the mark (one byte store), one increment. The caller counts the hit (Carve does).
   POOLSCOPE_ALWAYS_INLINE void* TryCarve(size_t n) {
     uintptr_t size, p;
     if (POOLSCOPE_LIKELY(!align8_)) {
@@ -238,22 +238,27 @@ class ThreadCache {
     cur_ = p + size;
     marks_[(p - base_) / kGranule].store(kMarkBlock, std::memory_order_relaxed);
     ++live_;
-    ++stats_.hits;
     last1_ = p + 1;
     return reinterpret_cast<void*>(p);
   }
 
-  // TryCarve, else a fresh pool (the current one reset in place, or retired). nullptr only when no pool
-  // can be had (out of memory).
+  // TryCarve, else a fresh pool (the current one reset in place, or retired), counting the hit.
+  // nullptr only when no pool can be had (out of memory).
   inline void* Carve(size_t n) {
-    if (void* p = TryCarve(n)) return p;
-    return CarveSlow(n);
+    void* p = TryCarve(n);
+    if (POOLSCOPE_UNLIKELY(p == nullptr)) {
+      p = CarveSlow(n);
+      if (p == nullptr) return nullptr;
+    }
+    ++stats_.hits;
+    return p;
   }
 
   // Frees `p` if it is the block this thread carved last and it is still live (the LIFO case: a
   // temporary freed before anything else is carved): no pool-map lookup; the block is zeroed and the
-  // carve point moves back over it, so the next request reuses it. About 15 instructions for a block
-  // of 16 bytes: compare, remote-byte test, mark store, the zeroing loop, three stores, one increment.
+  // carve point moves back over it, so the next request reuses it. About 20 instructions for a block
+  // of 16 bytes: compare, remote-byte test, mark store, the zeroing loop, three stores. The caller
+  // counts the pooled free (Free does).
   POOLSCOPE_ALWAYS_INLINE bool FreeLast(void* p) {
     uintptr_t a = reinterpret_cast<uintptr_t>(p);
     if (POOLSCOPE_UNLIKELY(a + 1 != last1_)) return false;  // last1_ is 0 when there is none
@@ -271,7 +276,6 @@ class ThreadCache {
     } while (a < end);
     cur_ = reinterpret_cast<uintptr_t>(p);
     last1_ = 0;
-    ++stats_.pooled_frees;
     if (off == start_off_) {
       // The block carved first in a fresh pool, and the only one since (the carve point is at the
       // start only while nothing is live): the pool is fresh again, a reset in place with nothing
@@ -285,7 +289,7 @@ class ThreadCache {
   }
 
   // Frees `p` if it is a live block of this thread's current pool `h`: the owner's fast path, no atomic
-  // read-modify-write. Returns false for anything else.
+  // read-modify-write. Returns false for anything else. The caller counts the pooled free.
   POOLSCOPE_ALWAYS_INLINE bool FreeOwn(PoolHeader* h, void* p) {
     if (POOLSCOPE_UNLIKELY(h->owner.load(std::memory_order_relaxed) != this)) return false;
     // h is the current pool; p is inside it (Find), so g is a granule of it.
@@ -298,7 +302,6 @@ class ThreadCache {
     if (POOLSCOPE_UNLIKELY(remote_[g].load(std::memory_order_relaxed) != 0)) return false;
     marks_[g].store(kMarkStarted, std::memory_order_relaxed);
     if (reinterpret_cast<uintptr_t>(p) + 1 == last1_) last1_ = 0;
-    ++stats_.pooled_frees;
     if (POOLSCOPE_UNLIKELY(--live_ == 0)) EmptiedInPlace();
     return true;
   }
@@ -309,7 +312,10 @@ class ThreadCache {
 
   // Frees `p`, a block of `h` (from Domain::Find), from any thread.
   inline Domain::FreeResult Free(PoolHeader* h, void* p) {
-    if (POOLSCOPE_LIKELY(FreeLast(p) || FreeOwn(h, p))) return Domain::FreeResult::kFreed;
+    if (POOLSCOPE_LIKELY(FreeLast(p) || FreeOwn(h, p))) {
+      ++stats_.pooled_frees;
+      return Domain::FreeResult::kFreed;
+    }
     return domain_->FreeSlow(this, h, p);
   }
 
