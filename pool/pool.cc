@@ -304,7 +304,7 @@ void ThreadCache::EmptiedInPlace() {
 }
 
 void ThreadCache::ResetInPlace() {
-  // The owner's current pool has no live block left (and no remote bit pending: those count as live).
+  // The owner's current pool has no live block left (and no remote byte pending: those count as live).
   domain_->ZeroPool(pool_, reinterpret_cast<char*>(cur_));
   pool_->owner.store(this, std::memory_order_relaxed);
   cur_ = base_ + start_off_;

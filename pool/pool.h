@@ -256,9 +256,9 @@ class ThreadCache {
 
   // Frees `p` if it is the block this thread carved last and it is still live (the LIFO case: a
   // temporary freed before anything else is carved): no pool-map lookup; the block is zeroed and the
-  // carve point moves back over it, so the next request reuses it. About 20 instructions for a block
-  // of 16 bytes: compare, remote-byte test, mark store, the zeroing loop, three stores. The caller
-  // counts the pooled free (Free does).
+  // carve point moves back over it, so the next request reuses it. About 25 instructions for a block
+  // of 16 bytes (8 of them the zeroing loop): compare, remote-byte test, mark store, three stores and
+  // the live count. The caller counts the pooled free (Free does).
   POOLSCOPE_ALWAYS_INLINE bool FreeLast(void* p) {
     uintptr_t a = reinterpret_cast<uintptr_t>(p);
     if (POOLSCOPE_UNLIKELY(a + 1 != last1_)) return false;  // last1_ is 0 when there is none
