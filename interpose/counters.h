@@ -41,6 +41,9 @@ enum Api : int {
 };
 const char* ApiName(int api);
 
+// The entry points that release a block (the others allocate one).
+inline bool IsFreeApi(int api) { return api == kFree || api == kDelete || api == kDeleteArray; }
+
 // One ledger, jemalloc-style: n<verb> counts, all since start.
 struct Ledger {
   uint64_t nallocs;    // blocks created (successful allocating calls, realloc(NULL, n) included)
@@ -66,13 +69,36 @@ inline void AddLedger(Ledger* into, const Ledger& from) {
 // A call passed to the same entry point of the next allocator is one event in both ledgers, so it is
 // counted once, in `regular`; `logical` and `real` hold only what belongs to one ledger (pooled blocks;
 // pools, spills and arenas' regular-path blocks). The report's ledgers are regular + logical and
-// regular + real (Logical() and Real() below).
+// regular + real (Logical() and Real() below), taken from settled counters (Settle() below).
 struct ThreadCounters {
   Ledger regular;
   Ledger logical;
   Ledger real;
   uint64_t sizes[kSizeBuckets];  // logical request sizes
+  // Calls that the inline pooled fast paths served, per entry point: a block carved (malloc, calloc,
+  // operator new and new[]) or a pooled block released (free, operator delete and delete[]). One
+  // increment stands for three counts that Settle() makes when the counters are read: the call and
+  // the block in `logical`, and the pool's hit or pooled free. (Bytes and sizes are counted directly.)
+  uint64_t nfast[kNumApis];
 };
+
+// Turns the fast-path counts of `c` into the counts they stand for: logical calls and blocks in `c`,
+// pool hits and pooled frees in `*hits` and `*pooled_frees`. Run on a copy for a thread that is still
+// running, in place by a thread on its own counters.
+inline void Settle(ThreadCounters* c, uint64_t* hits, uint64_t* pooled_frees) {
+  for (int api = 0; api < kNumApis; ++api) {
+    uint64_t n = c->nfast[api];
+    c->nfast[api] = 0;
+    c->logical.ncalls[api] += n;
+    if (IsFreeApi(api)) {
+      c->logical.nfrees += n;
+      *pooled_frees += n;
+    } else {
+      c->logical.nallocs += n;
+      *hits += n;
+    }
+  }
+}
 
 inline Ledger Logical(const ThreadCounters& c) {
   Ledger l = c.regular;

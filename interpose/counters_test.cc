@@ -25,6 +25,34 @@ TEST(SizeBucketTest, PowersOfTwoUpperBounds) {
   }
 }
 
+// The inline pooled fast paths count one number per call; settling turns it into the call and the
+// block in the logical ledger and the hit or pooled free of the pool, as the slow paths count them.
+TEST(LedgerTest, SettleMakesTheCountsAFastPathCallStandsFor) {
+  ThreadCounters c;
+  memset(&c, 0, sizeof c);
+  c.nfast[kMalloc] = 7;
+  c.nfast[kNew] = 2;
+  c.nfast[kFree] = 5;
+  c.nfast[kDelete] = 1;
+  c.logical.ncalls[kMalloc] = 3;  // counted by a slow path
+  c.logical.nallocs = 3;
+  uint64_t hits = 3, pooled_frees = 0;
+  Settle(&c, &hits, &pooled_frees);
+  EXPECT_EQ(c.logical.ncalls[kMalloc], 10u);
+  EXPECT_EQ(c.logical.ncalls[kNew], 2u);
+  EXPECT_EQ(c.logical.ncalls[kFree], 5u);
+  EXPECT_EQ(c.logical.ncalls[kDelete], 1u);
+  EXPECT_EQ(c.logical.nallocs, 12u);
+  EXPECT_EQ(c.logical.nfrees, 6u);
+  EXPECT_EQ(hits, 12u);
+  EXPECT_EQ(pooled_frees, 6u);
+  for (int api = 0; api < kNumApis; ++api) EXPECT_EQ(c.nfast[api], 0u) << ApiName(api);
+  // Settling again changes nothing.
+  Settle(&c, &hits, &pooled_frees);
+  EXPECT_EQ(c.logical.nallocs, 12u);
+  EXPECT_EQ(hits, 12u);
+}
+
 TEST(LedgerTest, RegularCallsCountInBothLedgersOnce) {
   ThreadCounters c;
   memset(&c, 0, sizeof c);

@@ -187,7 +187,14 @@ void WarnLine(void*, const char* line) {
 
 void EmitLine(void*, const char* line) { RawLine(line); }
 
+// A thread's own counters, settled (counters.h) in place.
+void SettleOwn(ThreadState& ts) {
+  pool::PoolStats& stats = ts.tc.stats();
+  Settle(&ts.c, &stats.hits, &stats.pooled_frees);
+}
+
 void FoldInto(ThreadState& ts, ThreadRecord* record) {
+  SettleOwn(ts);
   AddCounters(&g_ended, ts.c);
   pool::AddStats(&g_ended_pool, ts.tc.stats());
   if (record != nullptr) {
@@ -562,8 +569,7 @@ void FreeNotLast(Api api, void* p) {
   pool::PoolHeader* h = g_pool_map.Find(p);
   ThreadState& ts = t_state;
   if (POOLSCOPE_LIKELY(h != nullptr && !g_valgrind && !g_tracking && ts.tc.FreeOwn(h, p))) {
-    ++ts.c.logical.ncalls[api];
-    ++ts.c.logical.nfrees;
+    ++ts.c.nfast[api];  // the call, the logical free and the pooled free
     return;
   }
   if (POOLSCOPE_LIKELY(h == nullptr && api == kFree && ts.regular_miss > 0 && !IsBootstrap(p))) {
@@ -1087,15 +1093,19 @@ void TakeSnapshot(Snapshot* s) {
   s->live_threads = 0;
   s->pools_cached = 0;
   for (ThreadState* ts = g_threads; ts != nullptr; ts = ts->next) {
-    AddCounters(&s->totals, ts->c);
-    pool::AddStats(&s->pool, ts->tc.stats());
+    // Other threads keep counting: settle a copy.
+    ThreadCounters c = ts->c;
+    pool::PoolStats stats = ts->tc.stats();
+    Settle(&c, &stats.hits, &stats.pooled_frees);
+    AddCounters(&s->totals, c);
+    pool::AddStats(&s->pool, stats);
     s->pools_cached += static_cast<uint64_t>(ts->tc.cached());
     if (s->live_threads < Snapshot::kMaxLive) {
       LiveThread& lt = s->live[s->live_threads++];
       lt.tid = ts->tid;
       lt.self = ts == &self;
-      lt.c = ts->c;
-      lt.pool = ts->tc.stats();
+      lt.c = c;
+      lt.pool = stats;
       lt.cached = ts->tc.cached();
     }
   }

@@ -6,8 +6,9 @@
 // fast path of malloc assumes: the thread is initialised and not inside poolscope's own code
 // (pool_limit is 0 otherwise, so an uninitialised thread, a thread inside poolscope, and a process with
 // pooling off all fall through to the slow path without testing anything else), and 1 <= n <= pool_size.
-// It costs one TLS-relative compare, the pool carve (a compare and three stores) and four counter
-// increments: no lock, no atomic read-modify-write, no call.
+// It costs one TLS-relative compare, the pool carve (a compare, three stores and the live count) and
+// three counter increments (the call, the bytes, the size bucket; the call stands for the logical block
+// and the pool hit too, see Settle in counters.h): no lock, no atomic read-modify-write, no call.
 //
 // Thread-safety: every function may be called from any thread, re-entrantly from poolscope's own libc
 // calls (those pass straight through, uncounted as logical or real), from signal handlers no more safely
@@ -56,11 +57,21 @@ void FreeSlow(Api api, void* p, pool::PoolHeader* h);
 void* NewSlow(Api api, size_t n, void* ra);
 
 // n >= 1 and at most the pool size, so the bucket is the index of the highest bit of 2n - 1.
+inline size_t PooledSizeBucket(size_t n) { return 63 ^ static_cast<size_t>(__builtin_clzll(2 * n - 1)); }
+
+// A pooled allocation made by the slow paths (the pool counted the hit).
 inline void CountPooled(ThreadState& ts, Api api, size_t n) {
   ++ts.c.logical.ncalls[api];
   ++ts.c.logical.nallocs;
   ts.c.logical.nbytes += n;
-  ++ts.c.sizes[63 - __builtin_clzll(2 * n - 1)];
+  ++ts.c.sizes[PooledSizeBucket(n)];
+}
+
+// A pooled allocation made by the inline fast path: the call, hit and logical block are one count.
+inline void CountFastPooled(ThreadState& ts, Api api, size_t n) {
+  ++ts.c.nfast[api];
+  ts.c.logical.nbytes += n;
+  ++ts.c.sizes[PooledSizeBucket(n)];
 }
 
 // malloc, calloc and plain operator new: the hot path. Returns nullptr when the request must take the
@@ -70,7 +81,7 @@ inline void* TryPooled(Api api, size_t n) {
   if (POOLSCOPE_LIKELY(n - 1 < ts.pool_limit)) {
     void* p = ts.tc.TryCarve(n);
     if (POOLSCOPE_LIKELY(p != nullptr)) {
-      CountPooled(ts, api, n);
+      CountFastPooled(ts, api, n);
       return p;
     }
   }
@@ -83,8 +94,7 @@ void FreeNotLast(Api api, void* p);
 __attribute__((always_inline)) inline void Free(Api api, void* p) {
   ThreadState& ts = t_state;
   if (POOLSCOPE_LIKELY(ts.tc.FreeLast(p))) {
-    ++ts.c.logical.ncalls[api];
-    ++ts.c.logical.nfrees;
+    ++ts.c.nfast[api];  // the call, the logical free and the pooled free
     return;
   }
   FreeNotLast(api, p);

@@ -4,18 +4,18 @@
 // threads, explicit arenas and thread exit. See pool.h for the model.
 //
 // The retire handshake. While a pool is kOwned, only its owner writes `marks` and `live`; another thread
-// that frees one of its blocks sets the block's bit in `remote` instead. To retire the pool (it cannot
+// that frees one of its blocks sets the block's byte in `remote` instead. To retire the pool (it cannot
 // fit a request and still holds live blocks, or its thread ends), the owner
-//   1. folds in the remote bits set so far,
+//   1. folds in the remote bytes set so far,
 //   2. publishes `live_shared = live + 1` (the +1 is the owner's own reference, held until step 5),
 //   3. swaps `state` to kRetired (seq_cst),
-//   4. waits until `in_flight` is zero, then folds in the remote bits set meanwhile, clearing their marks
-//      with atomic RMWs from now on,
+//   4. waits until `in_flight` is zero, then folds in the remote bytes set meanwhile, clearing their
+//      marks with atomic RMWs from now on,
 //   5. subtracts what it folded in step 4 plus its reference from `live_shared`.
-// A remote free increments `in_flight` (seq_cst), then reads `state`: kOwned -> sets its remote bit and
+// A remote free increments `in_flight` (seq_cst), then reads `state`: kOwned -> sets its remote byte and
 // decrements `in_flight`; kRetired -> decrements `in_flight` and clears its mark and `live_shared` itself.
 // Because both sides use seq_cst on (`in_flight` then `state`) and (`state` then `in_flight`), either the
-// freeing thread sees kRetired or the owner sees it in flight and waits, so no bit is set after the
+// freeing thread sees kRetired or the owner sees it in flight and waits, so no byte is set after the
 // owner's last look. Whoever brings `live_shared` to zero owns the empty pool: it zeroes it and adopts it.
 #include "pool/pool.h"
 
@@ -39,9 +39,9 @@ inline void CountFreeError(PoolStats* stats, Domain::FreeResult r) {
   }
 }
 
-// Classifies a failed free from the two mark bits of its granule.
-inline Domain::FreeResult Classify(uint64_t bits) {
-  return (bits & 2) ? Domain::FreeResult::kDouble : Domain::FreeResult::kInvalid;
+// Classifies a failed free from the mark byte of its granule.
+inline Domain::FreeResult Classify(uint8_t mark) {
+  return (mark & kMarkStarted) ? Domain::FreeResult::kDouble : Domain::FreeResult::kInvalid;
 }
 
 }  // namespace
@@ -71,10 +71,8 @@ Domain::Domain(const Config& config, Backend* backend, std::atomic<PoolMap::Leaf
   if (config_.max_cached > kMaxCachedPools) config_.max_cached = kMaxCachedPools;
   if (config_.carve_offset >= config_.pool_size) config_.carve_offset = 0;
   pool_bytes_ = RoundUp(config_.pool_size, kLine);
-  size_t granules = pool_bytes_ / kGranule;
-  mark_words_ = static_cast<uint32_t>(RoundUp(granules * 2, 64) / 64);
-  remote_words_ = static_cast<uint32_t>(RoundUp(granules, 64) / 64);
-  meta_bytes_ = sizeof(PoolHeader) + RoundUp(mark_words_ * 8, kLine) + RoundUp(remote_words_ * 8, kLine);
+  granules_ = static_cast<uint32_t>(pool_bytes_ / kGranule);
+  meta_bytes_ = sizeof(PoolHeader) + 2 * RoundUp(granules_, kLine);
 }
 
 PoolHeader* Domain::CreatePool(PoolStats* stats) {
@@ -89,12 +87,13 @@ PoolHeader* Domain::CreatePool(PoolStats* stats) {
   char* words = static_cast<char*>(meta) + sizeof(PoolHeader);
   h->base = static_cast<char*>(mem);
   h->kind = kImplicit;
-  h->mark_words = mark_words_;
-  h->marks = reinterpret_cast<std::atomic<uint64_t>*>(words);
-  h->remote = reinterpret_cast<std::atomic<uint64_t>*>(words + RoundUp(mark_words_ * 8, kLine));
-  h->remote_words = remote_words_;
-  for (uint32_t i = 0; i < mark_words_; ++i) h->marks[i].store(0, std::memory_order_relaxed);
-  for (uint32_t i = 0; i < remote_words_; ++i) h->remote[i].store(0, std::memory_order_relaxed);
+  h->granules = granules_;
+  h->marks = reinterpret_cast<std::atomic<uint8_t>*>(words);
+  h->remote = reinterpret_cast<std::atomic<uint8_t>*>(words + RoundUp(granules_, kLine));
+  for (uint32_t i = 0; i < granules_; ++i) {
+    h->marks[i].store(0, std::memory_order_relaxed);
+    h->remote[i].store(0, std::memory_order_relaxed);
+  }
   h->state.store(kOwned, std::memory_order_relaxed);
   if (!map_.Insert(mem, pool_bytes_, h)) {
     backend_->FreeMeta(meta, meta_bytes_);
@@ -109,10 +108,10 @@ PoolHeader* Domain::CreatePool(PoolStats* stats) {
 
 void Domain::ZeroPool(PoolHeader* h, char* used_end) {
   if (used_end > h->base) memset(h->base, 0, static_cast<size_t>(used_end - h->base));
-  size_t used_granules = static_cast<size_t>(used_end - h->base) / kGranule + 1;
-  uint32_t words = static_cast<uint32_t>(RoundUp(used_granules * 2, 64) / 64);
-  if (words > h->mark_words) words = h->mark_words;
-  for (uint32_t i = 0; i < words; ++i) h->marks[i].store(0, std::memory_order_relaxed);
+  // One granule past the carved bytes: a LIFO free leaves its block's start mark where carving resumes.
+  size_t marked = static_cast<size_t>(used_end - h->base) / kGranule + 1;
+  if (marked > h->granules) marked = h->granules;
+  for (size_t i = 0; i < marked; ++i) h->marks[i].store(0, std::memory_order_relaxed);
   h->live = 0;
   h->owner.store(nullptr, std::memory_order_relaxed);
   h->arena = nullptr;
@@ -155,37 +154,34 @@ Domain::FreeResult Domain::FreeSlow(ThreadCache* tc, PoolHeader* h, void* p) {
     if (stats != nullptr) ++stats->invalid_frees;
     return FreeResult::kInvalid;
   }
-  std::atomic<uint64_t>& word = h->marks[off >> 8];
-  unsigned shift = static_cast<unsigned>(off >> 2) & 62;
+  size_t g = off / kGranule;
+  std::atomic<uint8_t>& mark = h->marks[g];
   if (h->owner.load(std::memory_order_relaxed) == tc) {
     // The owner's fast path refused it: not a live block start, or freed by another thread already.
-    uint64_t bits = word.load(std::memory_order_relaxed) >> shift;
-    size_t g = off / kGranule;
-    bool remote_freed = (h->remote[g >> 6].load(std::memory_order_relaxed) >> (g & 63)) & 1;
-    FreeResult r = remote_freed ? FreeResult::kDouble : Classify(bits);
+    uint8_t m = mark.load(std::memory_order_relaxed);
+    bool remote_freed = h->remote[g].load(std::memory_order_relaxed) != 0;
+    FreeResult r = remote_freed ? FreeResult::kDouble : Classify(m);
     CountFreeError(stats, r);
     return r;
   }
-  size_t g = off / kGranule;
-  uint64_t bit = uint64_t{1} << (g & 63);
   // A retired pool stays retired until its last live block is freed, and this block is live (or the
   // program frees it twice, which the mark tells): seen retired, the in_flight handshake (two more
   // atomic RMWs, the costly part of the common free of a retired pool's block) has nothing to guard.
   // The acquire pairs with the owner's seq_cst swap, so live_shared as published before it is seen.
-  if (h->state.load(std::memory_order_acquire) == kRetired) return FreeRetired(tc, h, &word, shift);
+  if (h->state.load(std::memory_order_acquire) == kRetired) return FreeRetired(tc, h, &mark);
   h->in_flight.fetch_add(1, std::memory_order_seq_cst);
   if (h->state.load(std::memory_order_seq_cst) == kOwned) {
-    uint64_t v = word.load(std::memory_order_acquire) >> shift;
-    if ((v & 3) != 3) {
+    uint8_t m = mark.load(std::memory_order_acquire);
+    if (m != kMarkBlock) {
       h->in_flight.fetch_sub(1, std::memory_order_release);
-      FreeResult r = Classify(v);
+      FreeResult r = Classify(m);
       CountFreeError(stats, r);
       return r;
     }
-    uint64_t old = h->remote[g >> 6].fetch_or(bit, std::memory_order_acq_rel);
-    if ((old & bit) == 0) h->remote_pending.fetch_add(1, std::memory_order_relaxed);
+    uint8_t old = h->remote[g].exchange(1, std::memory_order_acq_rel);
+    if (old == 0) h->remote_pending.fetch_add(1, std::memory_order_relaxed);
     h->in_flight.fetch_sub(1, std::memory_order_release);
-    if (old & bit) {
+    if (old != 0) {
       CountFreeError(stats, FreeResult::kDouble);
       return FreeResult::kDouble;
     }
@@ -193,16 +189,14 @@ Domain::FreeResult Domain::FreeSlow(ThreadCache* tc, PoolHeader* h, void* p) {
     return FreeResult::kFreed;
   }
   h->in_flight.fetch_sub(1, std::memory_order_release);
-  return FreeRetired(tc, h, &word, shift);
+  return FreeRetired(tc, h, &mark);
 }
 
-Domain::FreeResult Domain::FreeRetired(ThreadCache* tc, PoolHeader* h, std::atomic<uint64_t>* mark_word,
-                                       unsigned shift) {
+Domain::FreeResult Domain::FreeRetired(ThreadCache* tc, PoolHeader* h, std::atomic<uint8_t>* mark) {
   PoolStats* stats = tc != nullptr ? &tc->stats_ : nullptr;
-  std::atomic<uint64_t>& word = *mark_word;
-  // Retired: clear the live bit ourselves.
-  uint64_t old = word.fetch_and(~(uint64_t{1} << shift), std::memory_order_acq_rel) >> shift;
-  if ((old & 3) != 3) {
+  // Retired: clear the live mark ourselves.
+  uint8_t old = mark->fetch_and(static_cast<uint8_t>(~kMarkLive), std::memory_order_acq_rel);
+  if (old != kMarkBlock) {
     FreeResult r = Classify(old);
     CountFreeError(stats, r);
     return r;
@@ -217,7 +211,7 @@ size_t Domain::UsableSize(const PoolHeader* h, const void* p) const {
   size_t off = static_cast<size_t>(static_cast<const char*>(p) - h->base);
   if ((off & 7) != 0 || off >= config_.pool_size) return 0;
   size_t g = off / kGranule;
-  if (((h->marks[g >> 5].load(std::memory_order_relaxed) >> ((g & 31) * 2)) & 3) != 3) return 0;
+  if (h->marks[g].load(std::memory_order_relaxed) != kMarkBlock) return 0;
   // The block ends where the next block starts, or where carving stopped.
   uintptr_t end;
   ThreadCache* owner = h->owner.load(std::memory_order_relaxed);
@@ -231,7 +225,7 @@ size_t Domain::UsableSize(const PoolHeader* h, const void* p) const {
   }
   size_t end_g = (end - reinterpret_cast<uintptr_t>(h->base)) / kGranule;
   for (size_t k = g + 1; k < end_g; ++k) {
-    if ((h->marks[k >> 5].load(std::memory_order_relaxed) >> ((k & 31) * 2)) & 2) {
+    if (h->marks[k].load(std::memory_order_relaxed) & kMarkStarted) {
       end_g = k;
       break;
     }
@@ -249,25 +243,28 @@ PoolHeader* ThreadCache::TakePool() {
   return domain_->CreatePool(&stats_);
 }
 
-void ThreadCache::FoldRemoteFrees(PoolHeader* h) {
+void ThreadCache::FoldRemoteFrees(PoolHeader* h, char* used_end) {
   if (h->remote_pending.load(std::memory_order_acquire) == 0) return;
   int64_t n = 0, seen = 0;
-  for (uint32_t i = 0; i < h->remote_words; ++i) {
-    uint64_t m = h->remote[i].exchange(0, std::memory_order_acq_rel);
-    while (m != 0) {
-      size_t g = i * 64 + static_cast<size_t>(__builtin_ctzll(m));
-      m &= m - 1;
-      ++seen;
-      std::atomic<uint64_t>& word = h->marks[g >> 5];
-      uint64_t live_bit = uint64_t{1} << ((g & 31) * 2);
-      uint64_t v = word.load(std::memory_order_relaxed);
-      if ((v & live_bit) == 0) continue;  // the owner's frees check the remote bit, so never
-      word.store(v & ~live_bit, std::memory_order_relaxed);
-      ++n;
+  // Remote frees are of live blocks, which start below the carve end.
+  size_t used = static_cast<size_t>(used_end - h->base + kGranule - 1) / kGranule;
+  if (used > h->granules) used = h->granules;
+  for (size_t g = 0; g < used; ++g) {
+    if (h->remote[g].load(std::memory_order_relaxed) == 0 ||
+        h->remote[g].exchange(0, std::memory_order_acq_rel) == 0) {
+      continue;
     }
+    ++seen;
+    std::atomic<uint8_t>& mark = h->marks[g];
+    uint8_t m = mark.load(std::memory_order_relaxed);
+    if ((m & kMarkLive) == 0) continue;  // the owner's frees check the remote byte, so never
+    mark.store(static_cast<uint8_t>(m & ~kMarkLive), std::memory_order_relaxed);
+    ++n;
   }
   h->remote_pending.fetch_sub(seen, std::memory_order_relaxed);
   h->live -= n;
+  // The block carved last may be one of them: FreeLast trusts last1_ to name a live block.
+  if (h == pool_ && n != 0) last1_ = 0;
 }
 
 void ThreadCache::SetCurrent(PoolHeader* h) {
@@ -290,8 +287,24 @@ void ThreadCache::SetCurrent(PoolHeader* h) {
   live_ = h->live;
 }
 
+void ThreadCache::EmptiedInPlace() {
+  size_t used = cur_ - base_;
+  if (POOLSCOPE_LIKELY(used <= 256)) {
+    for (uintptr_t q = base_, end = cur_; q < end; q += 8) *reinterpret_cast<uint64_t*>(q) = 0;
+    // One granule past the carved bytes: a LIFO free leaves its block's start mark where carving resumes.
+    size_t marked = used / kGranule + 1;
+    if (marked > pool_->granules) marked = pool_->granules;
+    for (size_t g = 0; g < marked; ++g) marks_[g].store(0, std::memory_order_relaxed);
+    cur_ = base_ + start_off_;
+    last1_ = 0;
+    ++stats_.resets_in_place;
+  } else {
+    ResetInPlace();
+  }
+}
+
 void ThreadCache::ResetInPlace() {
-  // The owner's current pool has no live block left (and no remote bit pending: those count as live).
+  // The owner's current pool has no live block left (and no remote byte pending: those count as live).
   domain_->ZeroPool(pool_, reinterpret_cast<char*>(cur_));
   pool_->owner.store(this, std::memory_order_relaxed);
   cur_ = base_ + start_off_;
@@ -307,14 +320,16 @@ void ThreadCache::Retire(PoolHeader* h, char* used_end) {
   h->state.exchange(kRetired, std::memory_order_seq_cst);
   while (h->in_flight.load(std::memory_order_seq_cst) != 0) sched_yield();
   int64_t n = 0;
-  for (uint32_t i = 0; i < h->remote_words; ++i) {
-    uint64_t m = h->remote[i].exchange(0, std::memory_order_acq_rel);
-    while (m != 0) {
-      size_t g = i * 64 + static_cast<size_t>(__builtin_ctzll(m));
-      m &= m - 1;
-      h->marks[g >> 5].fetch_and(~(uint64_t{1} << ((g & 31) * 2)), std::memory_order_acq_rel);
-      ++n;
+  // The wait above made every remote byte set while the pool was owned visible here.
+  size_t used = static_cast<size_t>(used_end - h->base + kGranule - 1) / kGranule;
+  if (used > h->granules) used = h->granules;
+  for (size_t g = 0; g < used; ++g) {
+    if (h->remote[g].load(std::memory_order_relaxed) == 0 ||
+        h->remote[g].exchange(0, std::memory_order_acq_rel) == 0) {
+      continue;
     }
+    h->marks[g].fetch_and(static_cast<uint8_t>(~kMarkLive), std::memory_order_acq_rel);
+    ++n;
   }
   h->remote_pending.store(0, std::memory_order_relaxed);
   if (h->live_shared.fetch_sub(n + 1, std::memory_order_acq_rel) == n + 1) domain_->PoolEmptied(this, h);
@@ -323,7 +338,7 @@ void ThreadCache::Retire(PoolHeader* h, char* used_end) {
 void* ThreadCache::CarveSlow(size_t n) {
   if (pool_ != nullptr) {
     SyncOut();
-    FoldRemoteFrees(pool_);
+    FoldRemoteFrees(pool_, reinterpret_cast<char*>(cur_));
     if (pool_->live == 0) {
       ResetInPlace();
     } else {
@@ -380,7 +395,7 @@ void ThreadCache::Drain() {
   while (ncached_ > 0) domain_->ReleasePool(cache_[--ncached_], &stats_);
   if (pool_ != nullptr) {
     SyncOut();
-    FoldRemoteFrees(pool_);
+    FoldRemoteFrees(pool_, reinterpret_cast<char*>(cur_));
     live_ = pool_->live;
     if (pool_->live == 0) {
       PoolHeader* h = pool_;
@@ -417,7 +432,7 @@ void ThreadCache::AdoptFromDeadThread(ThreadCache* other) {
     h->in_flight.store(0, std::memory_order_relaxed);
     char* used = reinterpret_cast<char*>(other->cur_);
     other->SetCurrent(nullptr);
-    FoldRemoteFrees(h);
+    FoldRemoteFrees(h, used);
     h->owner.store(other, std::memory_order_relaxed);  // Retire() clears it
     if (h->live == 0) {
       domain_->ZeroPool(h, used);

@@ -21,8 +21,8 @@
 //
 // Thread-safety: a ThreadCache and its arenas are used only by their thread, except that any thread may
 // free a block of another thread's implicit pool (Domain::Free). The owner's fast paths (carve, free of
-// its own block) use no atomic read-modify-write; a free from another thread marks a bit in the pool's
-// remote bitmap (one cache line away from the owner's fields) and the owner folds those bits in on its
+// its own block) use no atomic read-modify-write; a free from another thread sets the block's byte in the
+// pool's remote map (on lines away from the owner's marks and fields) and the owner folds those in on its
 // slow path. The retire handshake between the two is documented in pool.cc.
 #ifndef POOLSCOPE_POOL_POOL_H_
 #define POOLSCOPE_POOL_POOL_H_
@@ -46,6 +46,11 @@ constexpr size_t kGranule = 8;         // the smallest block alignment and size 
 constexpr size_t kMinPoolSize = 8;
 constexpr size_t kMaxPoolSize = size_t{1} << 20;
 constexpr int kMaxCachedPools = 8;
+
+// A pool's mark byte per granule.
+constexpr uint8_t kMarkLive = 1;     // a live block starts here
+constexpr uint8_t kMarkStarted = 2;  // a block started here since the marks were last cleared
+constexpr uint8_t kMarkBlock = kMarkLive | kMarkStarted;  // what a live block's first granule holds
 
 // Why a request that could have been pooled was not.
 enum MissReason : int {
@@ -112,17 +117,17 @@ struct alignas(kLine) PoolHeader {
   Arena* arena;         // the explicit arena that holds it, else nullptr
   int64_t live;         // live blocks, as the owner sees them (remote frees not yet folded in count)
   PoolKind kind;
-  uint32_t mark_words;  // words of `marks`
-  // Two bits per 8-byte granule: bit 2g = a live block starts here, bit 2g+1 = a block started here
-  // since the last reset (tells a double free from an interior one).
-  std::atomic<uint64_t>* marks;
-  // One bit per granule: blocks freed by other threads while the pool is owned, not yet folded in.
-  std::atomic<uint64_t>* remote;
-  uint32_t remote_words;
+  uint32_t granules;    // 8-byte granules of the pool (pool bytes / 8): bytes of `marks` and `remote`
+  // One byte per granule (kMarkLive | kMarkStarted; kMarkStarted tells a double free from an interior
+  // one). A byte, not bits in a word, so that marking a block is one store to it.
+  std::atomic<uint8_t>* marks;
+  // One byte per granule, on lines of its own: non-zero = the block starting here was freed by
+  // another thread while the pool was owned, not yet folded in.
+  std::atomic<uint8_t>* remote;
 
   alignas(kLine) std::atomic<int> state;  // PoolState
   std::atomic<int> in_flight;             // remote frees between reading `state` and marking
-  std::atomic<int64_t> remote_pending;    // bits set in `remote`, a hint for the owner
+  std::atomic<int64_t> remote_pending;    // bytes set in `remote`, a hint for the owner
   std::atomic<int64_t> live_shared;       // live blocks once retired (plus one while retiring)
   std::atomic<char*> used_end;            // end of the carved bytes, published at retire
 };
@@ -161,15 +166,14 @@ class Domain {
  private:
   friend class ThreadCache;
   void PoolEmptied(ThreadCache* tc, PoolHeader* h);  // a retired pool's last block was freed
-  FreeResult FreeRetired(ThreadCache* tc, PoolHeader* h, std::atomic<uint64_t>* mark_word, unsigned shift);
+  FreeResult FreeRetired(ThreadCache* tc, PoolHeader* h, std::atomic<uint8_t>* mark);
 
   Config config_;
   Backend* backend_;
   PoolMap map_;
   size_t pool_bytes_;    // the real allocation: pool_size rounded up to 64
-  size_t meta_bytes_;    // header + bitmaps
-  uint32_t mark_words_;
-  uint32_t remote_words_;
+  size_t meta_bytes_;    // header + mark bytes + remote bytes
+  uint32_t granules_;
 };
 
 // A block allocated on an explicit arena's regular path, freed at close.
@@ -216,7 +220,7 @@ class ThreadCache {
 
   // Carves a malloc-family block of `n` bytes (1 <= n <= pool_size) from the implicit arena's current
   // pool, or returns nullptr when it has no room (or there is none yet). No call, no atomic RMW: a
-  // compare, the mark (a load and a store), and three increments.
+  // compare, the mark (one byte store), one increment. The caller counts the hit (Carve does).
   POOLSCOPE_ALWAYS_INLINE void* TryCarve(size_t n) {
     uintptr_t size, p;
     if (POOLSCOPE_LIKELY(!align8_)) {
@@ -229,98 +233,89 @@ class ThreadCache {
     }
     // An empty thread starts with cur_ == end_ == 0, so its first request finds no room.
     if (POOLSCOPE_UNLIKELY(p + size > end_)) return nullptr;
+    // A carve point is an address inside a pool, never 0: callers' null tests fold away.
+    if (p == 0) __builtin_unreachable();
     cur_ = p + size;
-    size_t off = p - base_;
-    std::atomic<uint64_t>& word = marks_[off >> 8];
-    word.store(word.load(std::memory_order_relaxed) | (uint64_t{3} << ((off >> 2) & 62)),
-               std::memory_order_relaxed);
+    marks_[(p - base_) / kGranule].store(kMarkBlock, std::memory_order_relaxed);
     ++live_;
-    ++stats_.hits;
     last1_ = p + 1;
     return reinterpret_cast<void*>(p);
   }
 
-  // TryCarve, else a fresh pool (the current one reset in place, or retired). nullptr only when no pool
-  // can be had (out of memory).
+  // TryCarve, else a fresh pool (the current one reset in place, or retired), counting the hit.
+  // nullptr only when no pool can be had (out of memory).
   inline void* Carve(size_t n) {
-    if (void* p = TryCarve(n)) return p;
-    return CarveSlow(n);
+    void* p = TryCarve(n);
+    if (POOLSCOPE_UNLIKELY(p == nullptr)) {
+      p = CarveSlow(n);
+      if (p == nullptr) return nullptr;
+    }
+    ++stats_.hits;
+    return p;
   }
 
   // Frees `p` if it is the block this thread carved last and it is still live (the LIFO case: a
   // temporary freed before anything else is carved): no pool-map lookup; the block is zeroed and the
-  // carve point moves back over it, so the next request reuses it. About 20 instructions.
+  // carve point moves back over it, so the next request reuses it. About 25 instructions for a block
+  // of 16 bytes (8 of them the zeroing loop): compare, remote-byte test, mark store, three stores and
+  // the live count. The caller counts the pooled free (Free does).
   POOLSCOPE_ALWAYS_INLINE bool FreeLast(void* p) {
     uintptr_t a = reinterpret_cast<uintptr_t>(p);
     if (POOLSCOPE_UNLIKELY(a + 1 != last1_)) return false;  // last1_ is 0 when there is none
     size_t off = a - base_;
-    size_t g = off >> 3;
-    std::atomic<uint64_t>& word = marks_[off >> 8];
-    unsigned shift = static_cast<unsigned>(off >> 2) & 62;
-    uint64_t v = word.load(std::memory_order_relaxed);
-    // Live, and not freed by another thread meanwhile (its remote bit is not folded in yet).
-    if (POOLSCOPE_UNLIKELY(((v >> shift) & 1) == 0 ||
-                           (remote_[g >> 6].load(std::memory_order_relaxed) >> (g & 63)) & 1)) {
-      return false;
-    }
-    word.store(v & ~(uint64_t{1} << shift), std::memory_order_relaxed);
+    size_t g = off / kGranule;
+    // The block is live on this thread's side: last1_ is cleared by every other way this thread ends a
+    // block (FreeOwn, FoldRemoteFrees, resets, retiring). Another thread may have freed it meanwhile:
+    // its remote byte is not folded in yet, and this is a double free for the slow path.
+    if (POOLSCOPE_UNLIKELY(remote_[g].load(std::memory_order_relaxed) != 0)) return false;
+    marks_[g].store(kMarkStarted, std::memory_order_relaxed);
     uintptr_t end = cur_;
     do {  // blocks are whole granules of 8 bytes, at least one
       *reinterpret_cast<uint64_t*>(a) = 0;
       a += 8;
     } while (a < end);
-    cur_ = a - (end - reinterpret_cast<uintptr_t>(p));
+    cur_ = reinterpret_cast<uintptr_t>(p);
     last1_ = 0;
-    ++stats_.pooled_frees;
-    if (POOLSCOPE_UNLIKELY(--live_ == 0)) {
-      // Nothing else is live. If the carve point is back at the base, nothing is left to zero.
-      if (cur_ - base_ == start_off_) {
-        marks_[0].store(0, std::memory_order_relaxed);
-        ++stats_.resets_in_place;
-      } else {
-        EmptiedInPlace();
-      }
+    if (off == start_off_) {
+      // The block carved first in a fresh pool, and the only one since (the carve point is at the
+      // start only while nothing is live): the pool is fresh again, a reset in place with nothing
+      // left to do. Its start mark stays, so a second free of p is told from an interior one.
+      live_ = 0;
+      ++stats_.resets_in_place;
+    } else if (POOLSCOPE_UNLIKELY(--live_ == 0)) {
+      EmptiedInPlace();
     }
     return true;
   }
 
   // Frees `p` if it is a live block of this thread's current pool `h`: the owner's fast path, no atomic
-  // read-modify-write. Returns false for anything else.
+  // read-modify-write. Returns false for anything else. The caller counts the pooled free.
   POOLSCOPE_ALWAYS_INLINE bool FreeOwn(PoolHeader* h, void* p) {
     if (POOLSCOPE_UNLIKELY(h->owner.load(std::memory_order_relaxed) != this)) return false;
+    // h is the current pool; p is inside it (Find), so g is a granule of it.
     size_t off = static_cast<size_t>(static_cast<char*>(p) - h->base);
-    std::atomic<uint64_t>& word = h->marks[off >> 8];
-    unsigned shift = static_cast<unsigned>(off >> 2) & 62;
-    uint64_t v = word.load(std::memory_order_relaxed);
-    if (POOLSCOPE_UNLIKELY((off & 7) != 0 || ((v >> shift) & 3) != 3)) return false;
-    // Freed by another thread already (its remote bit is not folded in yet): a double free.
-    size_t g = off >> 3;
-    if (POOLSCOPE_UNLIKELY((remote_[g >> 6].load(std::memory_order_relaxed) >> (g & 63)) & 1)) return false;
-    word.store(v & ~(uint64_t{1} << shift), std::memory_order_relaxed);
+    size_t g = off / kGranule;
+    if (POOLSCOPE_UNLIKELY((off & 7) != 0 || marks_[g].load(std::memory_order_relaxed) != kMarkBlock)) {
+      return false;
+    }
+    // Freed by another thread already (its remote byte is not folded in yet): a double free.
+    if (POOLSCOPE_UNLIKELY(remote_[g].load(std::memory_order_relaxed) != 0)) return false;
+    marks_[g].store(kMarkStarted, std::memory_order_relaxed);
     if (reinterpret_cast<uintptr_t>(p) + 1 == last1_) last1_ = 0;
-    ++stats_.pooled_frees;
     if (POOLSCOPE_UNLIKELY(--live_ == 0)) EmptiedInPlace();
     return true;
   }
 
   // The current pool has no live block left (and no remote free pending: those count as live): zero
-  // what was carved and start again at its base. Inline when little was used.
-  inline void EmptiedInPlace() {
-    size_t used = cur_ - base_;
-    if (POOLSCOPE_LIKELY(used <= 256)) {  // one mark word covers the first 256 bytes
-      for (uintptr_t q = base_, end = cur_; q < end; q += 8) *reinterpret_cast<uint64_t*>(q) = 0;
-      marks_[0].store(0, std::memory_order_relaxed);
-      cur_ = base_ + start_off_;
-      last1_ = 0;
-      ++stats_.resets_in_place;
-    } else {
-      ResetInPlace();
-    }
-  }
+  // what was carved and start again at its base. Out of line.
+  void EmptiedInPlace();
 
   // Frees `p`, a block of `h` (from Domain::Find), from any thread.
   inline Domain::FreeResult Free(PoolHeader* h, void* p) {
-    if (POOLSCOPE_LIKELY(FreeLast(p) || FreeOwn(h, p))) return Domain::FreeResult::kFreed;
+    if (POOLSCOPE_LIKELY(FreeLast(p) || FreeOwn(h, p))) {
+      ++stats_.pooled_frees;
+      return Domain::FreeResult::kFreed;
+    }
     return domain_->FreeSlow(this, h, p);
   }
 
@@ -443,7 +438,8 @@ class ThreadCache {
 
   void* CarveSlow(size_t n);
   void ResetInPlace();
-  void FoldRemoteFrees(PoolHeader* h);
+  // Folds in the remote frees of `h`, whose carved bytes end at `used_end`.
+  void FoldRemoteFrees(PoolHeader* h, char* used_end);
   void Retire(PoolHeader* h, char* used_end);
   PoolHeader* TakePool();
 
@@ -457,8 +453,8 @@ class ThreadCache {
   // valgrind that address is the start of the first block, and a leaked block must not look referenced.
   uintptr_t start_off_ = 0;
   uintptr_t base_ = 0;  // the current pool's base and marks, copied here so that the fast paths
-  std::atomic<uint64_t>* marks_ = nullptr;  // read them without going through its header
-  std::atomic<uint64_t>* remote_ = nullptr;
+  std::atomic<uint8_t>* marks_ = nullptr;  // read them without going through its header
+  std::atomic<uint8_t>* remote_ = nullptr;
   uintptr_t last1_ = 0;  // 1 + the start of the block carved last, while it is live; else 0
   int64_t live_ = 0;    // the current pool's live count (its header's `live` is stale meanwhile)
   PoolHeader* pool_ = nullptr;

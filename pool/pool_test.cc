@@ -127,6 +127,28 @@ TEST(PoolTest, DoubleAndInteriorFreesAreCaughtAndChangeNothing) {
   EXPECT_EQ(tc.stats().resets_in_place, 1u);
 }
 
+// The block of a malloc+free pair (the LIFO case, which leaves the pool as fresh as before) freed
+// again is a double free, not an interior one: the pool keeps the mark of where a block started.
+TEST(PoolTest, SecondFreeOfALifoPairIsADoubleFree) {
+  TestDomain t(Cfg());
+  ThreadCache tc(&t.domain);
+  char* p = static_cast<char*>(tc.Carve(5));
+  EXPECT_EQ(tc.Free(t.domain.Find(p), p), Domain::FreeResult::kFreed);
+  EXPECT_EQ(tc.stats().resets_in_place, 1u);
+  EXPECT_EQ(tc.Free(t.domain.Find(p), p), Domain::FreeResult::kDouble);
+  EXPECT_EQ(tc.stats().double_frees, 1u);
+  EXPECT_EQ(tc.stats().invalid_frees, 0u);
+  // The pool is fresh: the next block starts where p did, zeroed, and is a block like any other.
+  char* q = static_cast<char*>(tc.Carve(32));
+  EXPECT_EQ(q, p);
+  EXPECT_TRUE(AllZero(q, 32));
+  EXPECT_EQ(t.domain.UsableSize(t.domain.Find(q), q), 32u);
+  EXPECT_EQ(tc.Free(t.domain.Find(q + 16), q + 16), Domain::FreeResult::kInvalid);
+  EXPECT_EQ(tc.Free(t.domain.Find(q), q), Domain::FreeResult::kFreed);
+  EXPECT_EQ(tc.stats().resets_in_place, 2u);
+  EXPECT_EQ(tc.stats().pooled_frees, tc.stats().hits);
+}
+
 TEST(PoolTest, UsableSizeCoversTheRequest) {
   TestDomain t(Cfg(256));
   ThreadCache tc(&t.domain);

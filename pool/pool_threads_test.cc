@@ -144,6 +144,30 @@ TEST(PoolThreadsTest, OwnerFreeAfterRemoteFreeIsADoubleFree) {
   EXPECT_EQ(owner.Free(t.domain.Find(b), b), Domain::FreeResult::kFreed);
 }
 
+// The block carved last, freed by another thread and folded in by its owner (drain_at_exit's Drain folds
+// while other blocks stay live), then freed by the owner: still a double free. The owner's LIFO free
+// trusts that it only sees a live block, so folding must forget the block carved last.
+TEST(PoolThreadsTest, OwnerFreeOfLastBlockAfterRemoteFreeFoldedInIsADoubleFree) {
+  TestDomain t(Config{true, 64, 4, false});
+  ThreadCache owner(&t.domain);
+  ThreadCache other(&t.domain);
+  char* a = static_cast<char*>(owner.Carve(16));
+  char* b = static_cast<char*>(owner.Carve(16));  // carved last
+  std::thread([&] { EXPECT_EQ(other.Free(t.domain.Find(b), b), Domain::FreeResult::kFreed); }).join();
+  owner.Drain();  // folds the remote free in; a is live, so the pool stays current
+  ASSERT_NE(owner.current(), nullptr);
+  EXPECT_EQ(owner.Free(t.domain.Find(b), b), Domain::FreeResult::kDouble);
+  EXPECT_EQ(owner.stats().double_frees, 1u);
+  EXPECT_EQ(owner.Free(t.domain.Find(a), a), Domain::FreeResult::kFreed);
+  // Nothing is live now: the next carve reuses the pool from its start, zeroed.
+  char* c = static_cast<char*>(owner.Carve(64));
+  EXPECT_EQ(c, a);
+  for (int i = 0; i < 64; ++i) ASSERT_EQ(c[i], 0) << i;
+  EXPECT_EQ(t.backend.pool_allocs, 1);
+  owner.Shutdown();
+  other.Shutdown();
+}
+
 TEST(PoolThreadsTest, ManyThreadsChurn) {
   TestDomain t(Config{true, 128, 2, false});
   constexpr int kThreads = 8;
