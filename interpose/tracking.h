@@ -6,8 +6,9 @@
 // pointers; libunwind for the frames the walk cannot read) and interned in a depot; per-site counters sit beside the depot. All memory is poolscope's own (mmap).
 // Symbolizing happens only when a report is written.
 //
-// Thread-safety: OnAlloc/OnFree from any thread, concurrently (striped locks in the table, lock-free
-// depot lookups, per-site counts batched per thread into relaxed atomic counters). Each thread keeps
+// Thread-safety: OnAlloc/OnFree from any thread, concurrently (each thread's young blocks in slots of
+// its own, older ones in a table with striped locks, lock-free depot lookups, per-site counts batched
+// per thread into relaxed atomic counters). Each thread keeps
 // the memo of its last stack capture and its last stack id in its own TLS (docs/tracking.md).
 // Aggregate() may run while other threads allocate.
 #ifndef POOLSCOPE_INTERPOSE_TRACKING_H_

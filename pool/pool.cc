@@ -243,24 +243,36 @@ PoolHeader* ThreadCache::TakePool() {
   return domain_->CreatePool(&stats_);
 }
 
-void ThreadCache::FoldRemoteFrees(PoolHeader* h, char* used_end) {
-  if (h->remote_pending.load(std::memory_order_acquire) == 0) return;
-  int64_t n = 0, seen = 0;
-  // Remote frees are of live blocks, which start below the carve end.
+namespace {
+// Clears every remote byte set in the granules below used_end (remote frees are of live blocks, which
+// start below the carve end) and calls fn(granule) for each; returns how many.
+template <typename F>
+int64_t TakeRemoteBytes(PoolHeader* h, char* used_end, F&& fn) {
   size_t used = static_cast<size_t>(used_end - h->base + kGranule - 1) / kGranule;
   if (used > h->granules) used = h->granules;
+  int64_t seen = 0;
   for (size_t g = 0; g < used; ++g) {
     if (h->remote[g].load(std::memory_order_relaxed) == 0 ||
         h->remote[g].exchange(0, std::memory_order_acq_rel) == 0) {
       continue;
     }
     ++seen;
+    fn(g);
+  }
+  return seen;
+}
+}  // namespace
+
+void ThreadCache::FoldRemoteFrees(PoolHeader* h, char* used_end) {
+  if (h->remote_pending.load(std::memory_order_acquire) == 0) return;
+  int64_t n = 0;
+  const int64_t seen = TakeRemoteBytes(h, used_end, [h, &n](size_t g) {
     std::atomic<uint8_t>& mark = h->marks[g];
     uint8_t m = mark.load(std::memory_order_relaxed);
-    if ((m & kMarkLive) == 0) continue;  // the owner's frees check the remote byte, so never
+    if ((m & kMarkLive) == 0) return;  // the owner's frees check the remote byte, so never
     mark.store(static_cast<uint8_t>(m & ~kMarkLive), std::memory_order_relaxed);
     ++n;
-  }
+  });
   h->remote_pending.fetch_sub(seen, std::memory_order_relaxed);
   h->live -= n;
   // The block carved last may be one of them: FreeLast trusts last1_ to name a live block.
@@ -319,18 +331,10 @@ void ThreadCache::Retire(PoolHeader* h, char* used_end) {
   h->owner.store(nullptr, std::memory_order_relaxed);
   h->state.exchange(kRetired, std::memory_order_seq_cst);
   while (h->in_flight.load(std::memory_order_seq_cst) != 0) sched_yield();
-  int64_t n = 0;
   // The wait above made every remote byte set while the pool was owned visible here.
-  size_t used = static_cast<size_t>(used_end - h->base + kGranule - 1) / kGranule;
-  if (used > h->granules) used = h->granules;
-  for (size_t g = 0; g < used; ++g) {
-    if (h->remote[g].load(std::memory_order_relaxed) == 0 ||
-        h->remote[g].exchange(0, std::memory_order_acq_rel) == 0) {
-      continue;
-    }
+  const int64_t n = TakeRemoteBytes(h, used_end, [h](size_t g) {
     h->marks[g].fetch_and(static_cast<uint8_t>(~kMarkLive), std::memory_order_acq_rel);
-    ++n;
-  }
+  });
   h->remote_pending.store(0, std::memory_order_relaxed);
   if (h->live_shared.fetch_sub(n + 1, std::memory_order_acq_rel) == n + 1) domain_->PoolEmptied(this, h);
 }

@@ -309,30 +309,13 @@ inline int TakeFrames(const uintptr_t* buf, int n, int skip, uintptr_t* pcs) {
       "mov %%rbp, %2"                       \
       : "=&r"(pc), "=&r"(sp), "=&r"(bp))
 
-__attribute__((noinline)) int CaptureStack(uintptr_t* pcs, int max_depth, int skip) {
-  if (!ClampArgs(&max_depth, &skip)) return 0;
-  uintptr_t pc, sp, bp;
-  POOLSCOPE_READ_REGISTERS(pc, sp, bp);
-  uintptr_t buf[kMaxCaptureDepth + kMaxCaptureSkip];
-  int n = Walk(pc, sp, bp, buf, max_depth + skip);
-  if (n >= 0) {
-    n = TakeFrames(buf, n, skip, pcs);
-  } else {
-    g_fallbacks.fetch_add(1, std::memory_order_relaxed);
-    n = CaptureWithLibunwind(pcs, max_depth, skip);
-  }
-  // Keeps this frame a real one: the walk and the copy must not be folded into the caller.
-  __asm__ volatile("" ::: "memory");
-  return n;
-}
-
 __attribute__((noinline)) int CaptureStack(uintptr_t* pcs, int max_depth, int skip, CaptureMemo* memo) {
   if (!ClampArgs(&max_depth, &skip)) return 0;
   uintptr_t pc, sp, bp;
   POOLSCOPE_READ_REGISTERS(pc, sp, bp);
   uintptr_t buf[kMaxCaptureDepth + kMaxCaptureSkip];
   int n;
-  if (memo->busy == 0) {
+  if (memo != nullptr && memo->busy == 0) {
     memo->busy = 1;
     std::atomic_signal_fence(std::memory_order_seq_cst);
     n = WalkMemo(pc, sp, bp, buf, max_depth + skip, memo);
@@ -352,6 +335,7 @@ __attribute__((noinline)) int CaptureStack(uintptr_t* pcs, int max_depth, int sk
     g_fallbacks.fetch_add(1, std::memory_order_relaxed);
     n = CaptureWithLibunwind(pcs, max_depth, skip);
   }
+  // Keeps this frame a real one: the walk and the copy must not be folded into the caller.
   __asm__ volatile("" ::: "memory");
   return n;
 }

@@ -68,7 +68,12 @@ constexpr int kMaxCaptureSkip = 32;
 // first, and returns how many. With skip == 0, pcs[0] is the return address into the function that
 // called CaptureStack; each unit of `skip` (clamped to kMaxCaptureSkip) drops one more frame (the
 // preload library passes the frames of its own entry points). Returns 0 when max_depth <= 0.
-int CaptureStack(uintptr_t* pcs, int max_depth, int skip);
+//
+// With a memo (the calling thread's own, see CaptureMemo below), the capture reuses what it says of
+// frames that have not changed since the last capture with it, and updates it; the answer is exactly
+// the one without.
+struct CaptureMemo;
+int CaptureStack(uintptr_t* pcs, int max_depth, int skip, CaptureMemo* memo = nullptr);
 
 // A thread's memo of its last capture, so that the next capture on that thread reads again only what
 // may have changed. Each step of a walk is a function of the registers it starts from (pc, rsp, rbp)
@@ -114,10 +119,6 @@ struct CaptureMemo {
   uint32_t base;
   Step step[kRing];
 };
-
-// CaptureStack, reusing what `memo` (the calling thread's own) says of frames that have not changed
-// since the last capture with it, and updating it. Returns exactly what CaptureStack would.
-int CaptureStack(uintptr_t* pcs, int max_depth, int skip, CaptureMemo* memo);
 
 // The same capture, always through libunwind (the reference the walk is tested against).
 int CaptureStackWithLibunwind(uintptr_t* pcs, int max_depth, int skip);
