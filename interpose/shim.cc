@@ -572,6 +572,12 @@ void FreeNotLast(Api api, void* p) {
     ++ts.c.nfast[api];  // the call, the logical free and the pooled free
     return;
   }
+  // The same with tracking, which then forgets the block (what FreePooled does, without its layers).
+  if (h != nullptr && g_tracking && !g_valgrind && ts.tc.FreeOwn(h, p)) {
+    ++ts.c.nfast[api];
+    OnFree(p);
+    return;
+  }
   if (POOLSCOPE_LIKELY(h == nullptr && api == kFree && ts.regular_miss > 0 && !IsBootstrap(p))) {
     CountFree(ts.c.regular, kFree, p != nullptr);
     Guard guard(ts);
