@@ -145,6 +145,7 @@ __attribute__((no_sanitize("address", "thread"))) int WalkMemo(uintptr_t pc, uin
   int t = 0;  // steps taken (each but a final kEnd step gives one frame)
   int j = 0;  // memo cursor: the first old step whose sp is not below ours
   bool ended = false;
+  bool ended_in_run = false;  // the step that ended the stack was taken from the memo
   bool try_memo = true;
   int extra = 0;  // frames walked past what the memo keeps
   while (t < want && !ended) {
@@ -185,6 +186,7 @@ __attribute__((no_sanitize("address", "thread"))) int WalkMemo(uintptr_t pc, uin
           }
           out[start + (k - j)] = ra;
         }
+        ended_in_run = ended;
         t = start + (k - j);
         sp = old(k).sp;  // old(k) is the state after the last step taken (or the same state, if none)
         key = old(k).key;
@@ -239,13 +241,17 @@ __attribute__((no_sanitize("address", "thread"))) int WalkMemo(uintptr_t pc, uin
       fresh_mask |= ((uint64_t{1} << runs[r].len) - 1) << runs[r].at;
     }
     // When the walk stopped inside the last run (it had all the frames it wanted), the old steps past
-    // it stay where they are: they are checked like any other when used.
+    // it stay where they are: they are checked like any other when used. When the memo's own last
+    // step ended the stack, the state after it is in place already.
     const Run& last = runs[nruns - 1];
-    if (nruns - 1 == longest && !ended && extra == 0 && last.at + last.len == steps &&
-        last.from + last.len < old_n) {
-      keep = old_n - last.from + last.at;
-      if (keep > kMemoSteps) keep = kMemoSteps;
-      tail_needed = false;
+    if (nruns - 1 == longest && extra == 0 && last.at + last.len == steps) {
+      if (ended_in_run) {
+        tail_needed = false;
+      } else if (!ended && last.from + last.len < old_n) {
+        keep = old_n - last.from + last.at;
+        if (keep > kMemoSteps) keep = kMemoSteps;
+        tail_needed = false;
+      }
     }
   }
   for (uint64_t m = fresh_mask; m != 0; m &= m - 1) {
