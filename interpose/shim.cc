@@ -566,6 +566,7 @@ void* MallocRegular(size_t n, void* ra) {
 // A free that is not of the block this thread carved last: a live block of its current pool, freed
 // with the owner's fast path, or anything else, through FreeSlow.
 void FreeNotLast(Api api, void* p) {
+  if (POOLSCOPE_UNLIKELY(g_tracking)) PrefetchFree(p);
   pool::PoolHeader* h = g_pool_map.Find(p);
   ThreadState& ts = t_state;
   if (POOLSCOPE_LIKELY(h != nullptr && !g_valgrind && !g_tracking && ts.tc.FreeOwn(h, p))) {

@@ -264,9 +264,15 @@ void TrackingThreadExit() {
 }
 
 void OnAlloc(void* p, size_t size, uint8_t flags, int skip) {
-  const uint32_t id = CaptureStackId(skip + 1);
   const uintptr_t ptr = reinterpret_cast<uintptr_t>(p);
   TrackThread& tt = t_track;
+  // The table lines the insert will touch load while the stack is captured.
+  if (tt.young != nullptr && tt.young_busy == 0) {
+    g_recent->PrefetchInsert(tt.young, ptr);
+  } else {
+    g_table->Prefetch(ptr);
+  }
+  const uint32_t id = CaptureStackId(skip + 1);
   if (tt.young_busy == 0 && !tt.ended) {
     tt.young_busy = 1;
     std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -356,6 +362,8 @@ void OnArenaClose(ArenaTrack* t) {
   t->~ArenaTrack();
   InternalFree(t, sizeof(ArenaTrack));
 }
+
+void PrefetchFree(void* p) { g_table->Prefetch(reinterpret_cast<uintptr_t>(p)); }
 
 bool OnFree(void* p) {
   TrackThread& tt = t_track;

@@ -31,6 +31,8 @@ bool TrackingOn();
 void OnAlloc(void* p, size_t size, uint8_t flags, int skip);
 // A logical free. Returns false when `p` was not in the table.
 bool OnFree(void* p);
+// A hint, as early as possible before OnFree(p): starts loading the table lines it may touch.
+void PrefetchFree(void* p);
 // The stack id of the calling code (for errors).
 uint32_t CaptureStackId(int skip);
 // Per-site counters, for real allocations a site caused (pool creations are charged to the site whose

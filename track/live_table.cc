@@ -111,6 +111,17 @@ bool LiveTable::Grow(Stripe* s) {
   return true;
 }
 
+// Reads the stripe's array pointer and mask without its lock: a stale pair only prefetches a line for
+// nothing (a prefetch never faults), but TSan would call the read a race.
+__attribute__((no_sanitize("thread"))) void LiveTable::Prefetch(uintptr_t ptr) const {
+  if (stripes_ == nullptr || (ptr & 7) != 0 || (ptr >> 3) > kUnitMask || ptr == 0) return;
+  const uint64_t hash = HashUnit(ptr >> 3);
+  const Stripe* s = StripeOf(hash);
+  __builtin_prefetch(s, 1);
+  const Slot* slots = s->slots;
+  if (slots != nullptr) __builtin_prefetch(&slots[static_cast<uint32_t>(hash) & s->mask], 1);
+}
+
 InsertResult LiveTable::Insert(uintptr_t ptr, uint64_t size, uint32_t stack_id, uint8_t flags) {
   if (stripes_ == nullptr || (ptr & 7) != 0 || (ptr >> 3) > kUnitMask || ptr == 0) {
     return InsertResult::kNoMemory;

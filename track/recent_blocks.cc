@@ -71,6 +71,11 @@ void RecentBlocks::Insert(Node* self, uintptr_t ptr, uint64_t size, uint32_t sta
   s.addr.store(Hide(ptr), std::memory_order_release);
 }
 
+void RecentBlocks::PrefetchInsert(const Node* self, uintptr_t ptr) const {
+  const uintptr_t v = self->slots[SlotOf(ptr)].addr.load(std::memory_order_relaxed);
+  if (v != 0) table_->Prefetch(Unhide(v));
+}
+
 bool RecentBlocks::Erase(Node* self, bool self_usable, uintptr_t ptr) {
   if (ptr == 0 || (ptr & 7) != 0 || (ptr & kHidden) != 0) return table_->Erase(ptr, nullptr);
   const size_t i = SlotOf(ptr);

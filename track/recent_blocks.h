@@ -79,6 +79,9 @@ class RecentBlocks {
 
   // Records a new live block in the thread's node (moving the slot's previous block to the table).
   void Insert(Node* self, uintptr_t ptr, uint64_t size, uint32_t stack_id, uint8_t flags);
+  // A hint before Insert(self, ptr, ...): prefetches the table lines for the block that Insert will
+  // move out of ptr's slot, if any (LiveTable::Prefetch).
+  void PrefetchInsert(const Node* self, uintptr_t ptr) const;
   // Forgets a freed block wherever it is; false when it is nowhere. `self` is the calling thread's
   // node or nullptr; with self_usable false its slots are neither used nor waited on.
   bool Erase(Node* self, bool self_usable, uintptr_t ptr);
