@@ -563,20 +563,31 @@ void* MallocRegular(size_t n, void* ra) {
   return AllocSlow(kMalloc, n, ra);
 }
 
+namespace {
+// FreeNotLast with track=1 (pool_limit and regular_miss are 0 then, so nothing here takes the inline
+// or regular shortcuts): the live table's lines start loading before the pool-map lookup, and a block of
+// the thread's own pool is freed and forgotten here (what FreePooled does, without its layers).
+__attribute__((noinline)) void FreeTracked(Api api, void* p) {
+  PrefetchFree(p);
+  pool::PoolHeader* h = g_pool_map.Find(p);
+  ThreadState& ts = t_state;
+  if (h != nullptr && !g_valgrind && ts.tc.FreeOwn(h, p)) {
+    ++ts.c.nfast[api];  // the call, the logical free and the pooled free
+    OnFree(p);
+    return;
+  }
+  FreeSlow(api, p, h);
+}
+}  // namespace
+
 // A free that is not of the block this thread carved last: a live block of its current pool, freed
 // with the owner's fast path, or anything else, through FreeSlow.
 void FreeNotLast(Api api, void* p) {
-  if (POOLSCOPE_UNLIKELY(g_tracking)) PrefetchFree(p);
+  if (POOLSCOPE_UNLIKELY(g_tracking)) return FreeTracked(api, p);
   pool::PoolHeader* h = g_pool_map.Find(p);
   ThreadState& ts = t_state;
-  if (POOLSCOPE_LIKELY(h != nullptr && !g_valgrind && !g_tracking && ts.tc.FreeOwn(h, p))) {
+  if (POOLSCOPE_LIKELY(h != nullptr && !g_valgrind && ts.tc.FreeOwn(h, p))) {
     ++ts.c.nfast[api];  // the call, the logical free and the pooled free
-    return;
-  }
-  // The same with tracking, which then forgets the block (what FreePooled does, without its layers).
-  if (h != nullptr && g_tracking && !g_valgrind && ts.tc.FreeOwn(h, p)) {
-    ++ts.c.nfast[api];
-    OnFree(p);
     return;
   }
   if (POOLSCOPE_LIKELY(h == nullptr && api == kFree && ts.regular_miss > 0 && !IsBootstrap(p))) {

@@ -174,10 +174,9 @@ uint32_t CaptureStackId(int skip) {
   // been seen to carry (learned, only ever raised); a capture that comes back full with too few
   // program frames had more of ours than that and is taken again, deeper.
   int own = g_own_frames.load(std::memory_order_relaxed);
-  int n, first;
+  int n, first, want;
   for (;;) {
-    int want = g_depth + own;
-    if (want > track::kMaxStackDepth) want = track::kMaxStackDepth;
+    want = g_depth + own < track::kMaxStackDepth ? g_depth + own : track::kMaxStackDepth;
     const bool with_memo = mine && tt.memo_off == 0;
     n = track::CaptureStack(pcs, want, skip + 1, with_memo ? &tt.memo : nullptr);
     if (!with_memo) {
@@ -207,7 +206,7 @@ uint32_t CaptureStackId(int skip) {
   const int depth = n - first < g_depth ? n - first : g_depth;
   const uint32_t id = depth > 0 ? g_depot->Insert(pcs + first, depth) : track::kNoStackId;
   if (mine) {
-    tt.last_want = g_depth + own < track::kMaxStackDepth ? g_depth + own : track::kMaxStackDepth;
+    tt.last_want = want;
     tt.last_skip = skip;
     tt.last_id = id;
   }
@@ -273,20 +272,17 @@ void OnAlloc(void* p, size_t size, uint8_t flags, int skip) {
     g_table->Prefetch(ptr);
   }
   const uint32_t id = CaptureStackId(skip + 1);
+  bool kept = false;  // in the thread's young slots
   if (tt.young_busy == 0 && !tt.ended) {
     tt.young_busy = 1;
     std::atomic_signal_fence(std::memory_order_seq_cst);
     if (tt.young == nullptr) tt.young = g_recent->Acquire();
-    const bool kept = tt.young != nullptr;
+    kept = tt.young != nullptr;
     if (kept) g_recent->Insert(tt.young, ptr, size, id, flags);
     std::atomic_signal_fence(std::memory_order_seq_cst);
     tt.young_busy = 0;
-    if (kept) {
-      ChargeSite(id, size, flags);
-      return;
-    }
   }
-  g_table->Insert(ptr, size, id, flags);
+  if (!kept) g_table->Insert(ptr, size, id, flags);
   ChargeSite(id, size, flags);
 }
 

@@ -22,7 +22,29 @@ inline uintptr_t Unhide(uintptr_t v) { return v & ~(kHidden | kMoving); }
 inline uint64_t Meta(uint32_t stack_id, uint8_t flags) {
   return static_cast<uint64_t>(stack_id) | (static_cast<uint64_t>(flags) << 32);
 }
+
+// The block slot s holds, seen there as address word v.
+LiveEntry EntryOf(const RecentBlocks::Slot& s, uintptr_t v) {
+  LiveEntry e;
+  e.ptr = Unhide(v);
+  e.size = s.size.load(std::memory_order_relaxed);
+  const uint64_t meta = s.meta.load(std::memory_order_relaxed);
+  e.stack_id = static_cast<uint32_t>(meta);
+  e.flags = static_cast<uint8_t>(meta >> 32);
+  return e;
+}
 }  // namespace
+
+void RecentBlocks::InsertIntoTable(const Slot& s, uintptr_t v) {
+  const LiveEntry e = EntryOf(s, v);
+  table_->Insert(e.ptr, e.size, e.stack_id, e.flags);
+}
+
+void RecentBlocks::PushFree(Node* node) {
+  node->in_use.store(false, std::memory_order_relaxed);
+  node->next_free = free_;
+  free_ = node;
+}
 
 RecentBlocks::Node* RecentBlocks::Acquire() {
   {
@@ -52,9 +74,7 @@ RecentBlocks::Node* RecentBlocks::Acquire() {
 
 bool RecentBlocks::MoveToTable(Slot& s, uintptr_t v) {
   if (!s.addr.compare_exchange_strong(v, v | kMoving, std::memory_order_acq_rel)) return false;
-  const uint64_t meta = s.meta.load(std::memory_order_relaxed);
-  table_->Insert(Unhide(v), s.size.load(std::memory_order_relaxed), static_cast<uint32_t>(meta),
-                 static_cast<uint8_t>(meta >> 32));
+  InsertIntoTable(s, v);
   return true;
 }
 
@@ -109,12 +129,7 @@ void RecentBlocks::ForEach(void (*fn)(const LiveEntry& entry, void* arg), void* 
     for (const Slot& s : n->slots) {
       const uintptr_t v = s.addr.load(std::memory_order_acquire);
       if (v == 0 || (v & kMoving) != 0) continue;
-      LiveEntry e;
-      e.ptr = Unhide(v);
-      e.size = s.size.load(std::memory_order_relaxed);
-      const uint64_t meta = s.meta.load(std::memory_order_relaxed);
-      e.stack_id = static_cast<uint32_t>(meta);
-      e.flags = static_cast<uint8_t>(meta >> 32);
+      const LiveEntry e = EntryOf(s, v);
       // Another block took the slot while we read it: that one is seen in its place or the table.
       if (s.addr.load(std::memory_order_acquire) != v) continue;
       fn(e, arg);
@@ -129,11 +144,7 @@ void RecentBlocks::Flush(Node* node, bool caught_halfway) {
     if ((v & kMoving) != 0) {
       // Only in a fork() child: the owner stopped between marking and publishing. The block is in the
       // table or not yet.
-      if (caught_halfway && !table_->Find(Unhide(v), nullptr)) {
-        const uint64_t meta = s.meta.load(std::memory_order_relaxed);
-        table_->Insert(Unhide(v), s.size.load(std::memory_order_relaxed), static_cast<uint32_t>(meta),
-                       static_cast<uint8_t>(meta >> 32));
-      }
+      if (caught_halfway && !table_->Find(Unhide(v), nullptr)) InsertIntoTable(s, v);
       s.addr.store(0, std::memory_order_release);
       continue;
     }
@@ -143,10 +154,8 @@ void RecentBlocks::Flush(Node* node, bool caught_halfway) {
 
 void RecentBlocks::Release(Node* node) {
   Flush(node, false);
-  node->in_use.store(false, std::memory_order_relaxed);
   SpinLockHolder h(&free_lock_);
-  node->next_free = free_;
-  free_ = node;
+  PushFree(node);
 }
 
 void RecentBlocks::ForkChild(Node* keep) {
@@ -154,9 +163,7 @@ void RecentBlocks::ForkChild(Node* keep) {
   for (Node* n = all_.load(std::memory_order_acquire); n != nullptr; n = n->next_all) {
     if (n == keep || !n->in_use.load(std::memory_order_relaxed)) continue;
     Flush(n, true);
-    n->in_use.store(false, std::memory_order_relaxed);
-    n->next_free = free_;
-    free_ = n;
+    PushFree(n);
   }
 }
 

@@ -108,6 +108,10 @@ class RecentBlocks {
   // Moves slot s's block (seen as `v`, not 0, not moving) to the table; false when another thread
   // freed it first. Leaves the slot moving (v | 1): the caller stores its next value.
   bool MoveToTable(Slot& s, uintptr_t v);
+  // Inserts slot s's block (its address word read as v) into the table.
+  void InsertIntoTable(const Slot& s, uintptr_t v);
+  // Puts a node no thread uses on the free list (free_lock_ held, or in a fork() child).
+  void PushFree(Node* node);
   void Flush(Node* node, bool caught_halfway);
 
   DepotMemory* const memory_;

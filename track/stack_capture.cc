@@ -264,8 +264,9 @@ __attribute__((no_sanitize("address", "thread"))) int WalkMemo(uintptr_t pc, uin
   if (tail_needed) {
     ring[(new_base + static_cast<uint32_t>(steps)) & kMask] = Step{key, sp, HideWord(bp), 0, 0, 0};
   }
+  // (A memo of another generation had no steps to reuse: nruns is 0 then.)
   memo->same = fresh_mask == 0 && nruns == 1 && runs[0].from == 0 && runs[0].at == 0 && extra == 0 &&
-               memo->last_steps == static_cast<uint32_t>(steps) && memo->generation == generation;
+               memo->last_steps == static_cast<uint32_t>(steps);
   memo->last_steps = static_cast<uint32_t>(steps);
   memo->base = new_base;
   memo->n = static_cast<uint32_t>(keep);
@@ -297,28 +298,18 @@ __attribute__((noinline)) int CaptureWithLibunwind(uintptr_t* pcs, int max_depth
   return out;
 }
 
-// Copies the frames past `skip` from the walk's buffer; returns how many.
-inline int TakeFrames(const uintptr_t* buf, int n, int skip, uintptr_t* pcs) {
-  n = n > skip ? n - skip : 0;
-  for (int i = 0; i < n; ++i) pcs[i] = buf[skip + i];
-  return n;
-}
-
 }  // namespace
-
-// CaptureStack's registers: one asm, so the pc is the address of the instruction that reads rsp and
-// the rule found for that pc describes exactly this rsp.
-#define POOLSCOPE_READ_REGISTERS(pc, sp, bp) \
-  __asm__ volatile(                         \
-      "lea 0(%%rip), %0\n\t"                \
-      "mov %%rsp, %1\n\t"                   \
-      "mov %%rbp, %2"                       \
-      : "=&r"(pc), "=&r"(sp), "=&r"(bp))
 
 __attribute__((noinline)) int CaptureStack(uintptr_t* pcs, int max_depth, int skip, CaptureMemo* memo) {
   if (!ClampArgs(&max_depth, &skip)) return 0;
   uintptr_t pc, sp, bp;
-  POOLSCOPE_READ_REGISTERS(pc, sp, bp);
+  // One asm, so the pc is the address of the instruction that reads rsp: the rule found for that
+  // pc describes exactly this rsp.
+  __asm__ volatile(
+      "lea 0(%%rip), %0\n\t"
+      "mov %%rsp, %1\n\t"
+      "mov %%rbp, %2"
+      : "=&r"(pc), "=&r"(sp), "=&r"(bp));
   uintptr_t buf[kMaxCaptureDepth + kMaxCaptureSkip];
   int n;
   if (memo != nullptr && memo->busy == 0) {
@@ -336,7 +327,8 @@ __attribute__((noinline)) int CaptureStack(uintptr_t* pcs, int max_depth, int sk
     n = Walk(pc, sp, bp, buf, max_depth + skip);
   }
   if (n >= 0) {
-    n = TakeFrames(buf, n, skip, pcs);
+    n = n > skip ? n - skip : 0;
+    for (int i = 0; i < n; ++i) pcs[i] = buf[skip + i];
   } else {
     g_fallbacks.fetch_add(1, std::memory_order_relaxed);
     n = CaptureWithLibunwind(pcs, max_depth, skip);
@@ -345,8 +337,6 @@ __attribute__((noinline)) int CaptureStack(uintptr_t* pcs, int max_depth, int sk
   __asm__ volatile("" ::: "memory");
   return n;
 }
-
-#undef POOLSCOPE_READ_REGISTERS
 
 __attribute__((noinline)) int CaptureStackWithLibunwind(uintptr_t* pcs, int max_depth, int skip) {
   if (!ClampArgs(&max_depth, &skip)) return 0;
