@@ -422,14 +422,15 @@ inline int Decide(const ThreadState& ts, size_t n, size_t align, const void* ra)
 }
 
 // Tries the pool for a logical allocation; counts the hit or the miss.
-inline void* TryPool(ThreadState& ts, Api api, size_t n, size_t align, const void* ra) {
+inline void* TryPool(ThreadState& ts, Api api, size_t n, size_t align, const void* ra,
+                     const track::StartFrame* from = nullptr) {
   int reason = Decide(ts, n, align, ra);
   if (reason < 0) {
     void* p = ts.tc.Carve(n == 0 ? 1 : n);
     if (p != nullptr) {
       if (POOLSCOPE_UNLIKELY(g_valgrind || g_tracking)) {
         ts.tc.ForgetLast();  // frees must come through FreePooled, which records them
-        if (g_tracking) OnAlloc(p, n, kBlockPooled, 0);
+        if (g_tracking) OnAlloc(p, n, kBlockPooled, 0, from);
         if (g_valgrind) {
           ValgrindDescribeAlloc(p, n == 0 ? 1 : n);
           WipeStackBelow();
@@ -465,10 +466,30 @@ inline void CountRegular(ThreadState& ts, Api api, size_t n, bool ok) {
 }
 
 // The same, and recorded in the live-block table (track=1).
-inline void* RegularAllocated(ThreadState& ts, Api api, size_t n, void* p) {
+inline void* RegularAllocated(ThreadState& ts, Api api, size_t n, void* p,
+                              const track::StartFrame* from = nullptr) {
   CountRegular(ts, api, n, p != nullptr);
-  if (POOLSCOPE_UNLIKELY(g_tracking) && p != nullptr) OnAlloc(p, n, kBlockReal, 0);
+  if (POOLSCOPE_UNLIKELY(g_tracking) && p != nullptr) OnAlloc(p, n, kBlockReal, 0, from);
   return p;
+}
+
+// The program's frame that called an entry point, for a capture that starts there (CaptureStackFrom),
+// seen from a slow path that the entry point reached by tail calls only: then its return address slot,
+// at its CFA - 8, holds `ra` (the entry point's __builtin_return_address), its CFA is rsp after the
+// program's call returns, and the rbp it saved is the program's (callee-saved registers are restored
+// before a tail call). Anything else (a build that made calls of those jumps) gives nullptr, and the
+// capture walks up from itself instead. `cfa` and `fp`: __builtin_dwarf_cfa() and
+// __builtin_frame_address(0) of that slow path (the latter makes it keep a frame pointer).
+// The reads are of the function's own frame.
+#define POOLSCOPE_PROGRAM_FRAME(frame, ra) \
+  (g_tracking ? ProgramFrame(&(frame), (ra), __builtin_dwarf_cfa(), __builtin_frame_address(0)) : nullptr)
+inline const track::StartFrame* ProgramFrame(track::StartFrame* f, const void* ra, void* cfa, void* fp) {
+  const uintptr_t c = reinterpret_cast<uintptr_t>(cfa);
+  if (*reinterpret_cast<const uintptr_t*>(c - 8) != reinterpret_cast<uintptr_t>(ra)) return nullptr;
+  f->ra = reinterpret_cast<uintptr_t>(ra);
+  f->sp = c;
+  f->bp = *static_cast<const uintptr_t*>(fp);
+  return f;
 }
 
 inline void TrackFree(void* p) {
@@ -533,7 +554,9 @@ void* AllocSlow(Api api, size_t n, void* ra) {
     case Mode::kCounted: break;
   }
   Scope scope(ts);
-  if (void* p = TryPool(ts, api, n, 0, ra)) return p;
+  track::StartFrame frame;
+  const track::StartFrame* from = POOLSCOPE_PROGRAM_FRAME(frame, ra);
+  if (void* p = TryPool(ts, api, n, 0, ra, from)) return p;
   void* p;
   {
     // The next allocator may allocate for itself while it serves us (heaptrack records the call):
@@ -541,7 +564,7 @@ void* AllocSlow(Api api, size_t n, void* ra) {
     Guard guard(ts);
     p = g_real.malloc(n);
   }
-  return RegularAllocated(ts, api, n, p);
+  return RegularAllocated(ts, api, n, p, from);
 }
 
 // malloc when the pooled fast path declined, either because the request is outside the pool limit
@@ -617,6 +640,10 @@ void FreeSlow(Api api, void* p, pool::PoolHeader* h) {
   RealDelete(api, p, 0, 0, false);
 }
 
+namespace {
+void* CallocSlow(size_t n, size_t m, void* ra);
+}  // namespace
+
 void* Calloc(size_t n, size_t m, void* ra) {
   ThreadState& ts = t_state;
   size_t total;
@@ -628,6 +655,16 @@ void* Calloc(size_t n, size_t m, void* ra) {
       return p;
     }
   }
+  return CallocSlow(n, m, ra);
+}
+
+namespace {
+// Calloc when the pooled fast path declined (a function of its own, so that the fast path keeps no
+// frame pointer).
+__attribute__((noinline)) void* CallocSlow(size_t n, size_t m, void* ra) {
+  ThreadState& ts = t_state;
+  size_t total;
+  bool overflow = __builtin_mul_overflow(n, m, &total);
   switch (Enter(ts)) {
     case Mode::kBootstrap: return overflow ? nullptr : Bootstrap(total, 16);  // static: zero
     case Mode::kPassthrough:
@@ -636,16 +673,19 @@ void* Calloc(size_t n, size_t m, void* ra) {
     case Mode::kCounted: break;
   }
   Scope scope(ts);
+  track::StartFrame frame;
+  const track::StartFrame* from = POOLSCOPE_PROGRAM_FRAME(frame, ra);
   if (!overflow) {
-    if (void* p = TryPool(ts, kCalloc, total, 0, ra)) return p;
+    if (void* p = TryPool(ts, kCalloc, total, 0, ra, from)) return p;
   }
   void* p;
   {
     Guard guard(ts);
     p = g_real.calloc(n, m);
   }
-  return RegularAllocated(ts, kCalloc, overflow ? ~size_t{0} : total, p);
+  return RegularAllocated(ts, kCalloc, overflow ? ~size_t{0} : total, p, from);
 }
+}  // namespace
 
 void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
   ThreadState& ts = t_state;
@@ -667,6 +707,8 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
     return api == kRealloc ? g_real.realloc(p, n) : g_real.reallocarray(p, n, m);
   }
   Scope scope(ts);
+  track::StartFrame frame;
+  const track::StartFrame* from = POOLSCOPE_PROGRAM_FRAME(frame, ra);
   // glibc's reallocarray calls realloc through the PLT: what it calls in turn passes through uncounted.
   auto real_call = [&]() {
     Guard guard(ts);
@@ -675,7 +717,7 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
   if (p == nullptr || IsBootstrap(p)) {
     // realloc(NULL, n) is an allocation.
     if (!overflow && p == nullptr) {
-      if (void* q = TryPool(ts, api, total, 0, ra)) return q;
+      if (void* q = TryPool(ts, api, total, 0, ra, from)) return q;
     }
     void* q;
     if (p == nullptr) {
@@ -684,7 +726,7 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
       q = overflow ? nullptr : g_real.malloc(total);
       if (q != nullptr) memcpy(q, p, BootstrapSize(p) < total ? BootstrapSize(p) : total);
     }
-    return RegularAllocated(ts, api, total, q);
+    return RegularAllocated(ts, api, total, q, from);
   }
   if (h == nullptr) {
     // A real block: the next allocator resizes it.
@@ -694,7 +736,7 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
       ++ts.c.regular.nreallocs;
       if (POOLSCOPE_UNLIKELY(g_tracking)) {
         OnFree(p);
-        OnAlloc(q, total, kBlockReal, 0);
+        OnAlloc(q, total, kBlockReal, 0, from);
       }
     } else if (total == 0 && !overflow) {
       ++ts.c.regular.nfrees;  // glibc: realloc(p, 0) frees p
@@ -725,7 +767,7 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
     ++ts.c.logical.nreallocs;
     if (POOLSCOPE_UNLIKELY(g_tracking)) {
       OnFree(p);
-      OnAlloc(p, total, kBlockPooled, 0);
+      OnAlloc(p, total, kBlockPooled, 0, from);
     }
     return p;
   }
@@ -760,7 +802,7 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
   ++ts.c.logical.nreallocs;
   if (POOLSCOPE_UNLIKELY(g_tracking)) {
     OnFree(p);
-    OnAlloc(q, total, spill ? kBlockReal : kBlockPooled, 0);
+    OnAlloc(q, total, spill ? kBlockReal : kBlockPooled, 0, from);
   }
   return q;
 }
@@ -885,7 +927,9 @@ void* NewForm(Api api, size_t n, size_t align, bool nothrow, void* ra) {
     case Mode::kCounted: break;
   }
   Scope scope(ts);
-  if (void* p = TryPool(ts, api, n, align, ra)) return p;
+  track::StartFrame frame;
+  const track::StartFrame* from = POOLSCOPE_PROGRAM_FRAME(frame, ra);
+  if (void* p = TryPool(ts, api, n, align, ra, from)) return p;
   // Counted before the call: operator new may throw.
   ++ts.c.regular.ncalls[api];
   ++ts.c.sizes[SizeBucket(n)];
@@ -897,7 +941,7 @@ void* NewForm(Api api, size_t n, size_t align, bool nothrow, void* ra) {
   if (p != nullptr) {
     ++ts.c.regular.nallocs;
     ts.c.regular.nbytes += n;
-    if (POOLSCOPE_UNLIKELY(g_tracking)) OnAlloc(p, n, kBlockReal, 0);
+    if (POOLSCOPE_UNLIKELY(g_tracking)) OnAlloc(p, n, kBlockReal, 0, from);
   }
   return p;
 }

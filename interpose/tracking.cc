@@ -163,7 +163,7 @@ bool TrackingOn() { return g_on; }
 constexpr uint32_t kMemoWindow = 64;  // captures judged together
 constexpr uint32_t kMemoRest = 1024;   // captures without the memo after a poor window
 
-uint32_t CaptureStackId(int skip) {
+uint32_t CaptureStackId(int skip, const track::StartFrame* from) {
   if (g_depth <= 0) return track::kNoStackId;
   TrackThread& tt = t_track;
   const bool mine = tt.busy == 0;
@@ -172,13 +172,21 @@ uint32_t CaptureStackId(int skip) {
   uintptr_t pcs[track::kMaxStackDepth];
   // Unwinding costs per frame, so ask for the program's frames plus as many of our own as a call has
   // been seen to carry (learned, only ever raised); a capture that comes back full with too few
-  // program frames had more of ours than that and is taken again, deeper.
+  // program frames had more of ours than that and is taken again, deeper. A capture from the
+  // program's own frame has none of ours to skip (skip -1 tells its stack ids from the others').
   int own = g_own_frames.load(std::memory_order_relaxed);
   int n, first, want;
   for (;;) {
     want = g_depth + own < track::kMaxStackDepth ? g_depth + own : track::kMaxStackDepth;
     const bool with_memo = mine && tt.memo_off == 0;
-    n = track::CaptureStack(pcs, want, skip + 1, with_memo ? &tt.memo : nullptr);
+    track::CaptureMemo* memo = with_memo ? &tt.memo : nullptr;
+    n = -1;
+    if (from != nullptr) {
+      want = g_depth;
+      n = track::CaptureStackFrom(*from, pcs, want, memo);
+      if (n >= 0) skip = -1;
+    }
+    if (n < 0) n = track::CaptureStack(pcs, want, skip + 1, memo);
     if (!with_memo) {
       if (mine) --tt.memo_off;
     } else {
@@ -196,6 +204,7 @@ uint32_t CaptureStackId(int skip) {
       return tt.last_id;
     }
     first = 0;
+    if (skip < 0) break;
     while (first < n && IsOwn(pcs[first])) ++first;
     if (n < want || n - first >= g_depth || want == track::kMaxStackDepth) break;
     own = first + 1;  // at least one more than this capture showed, in case the last one was ours too
@@ -262,7 +271,7 @@ void TrackingThreadExit() {
   }
 }
 
-void OnAlloc(void* p, size_t size, uint8_t flags, int skip) {
+void OnAlloc(void* p, size_t size, uint8_t flags, int skip, const track::StartFrame* from) {
   const uintptr_t ptr = reinterpret_cast<uintptr_t>(p);
   TrackThread& tt = t_track;
   // The table lines the insert will touch load while the stack is captured.
@@ -271,7 +280,7 @@ void OnAlloc(void* p, size_t size, uint8_t flags, int skip) {
   } else {
     g_table->Prefetch(ptr);
   }
-  const uint32_t id = CaptureStackId(skip + 1);
+  const uint32_t id = CaptureStackId(skip + 1, from);
   bool kept = false;  // in the thread's young slots
   if (tt.young_busy == 0 && !tt.ended) {
     tt.young_busy = 1;

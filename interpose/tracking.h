@@ -17,6 +17,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "track/stack_capture.h"
+
 namespace poolscope {
 
 enum BlockFlags : uint8_t {
@@ -28,13 +30,15 @@ enum BlockFlags : uint8_t {
 bool TrackingInit(int stack_depth);
 bool TrackingOn();
 // A logical allocation of `size` bytes at `p`. `skip`: frames of poolscope's own to leave out.
-void OnAlloc(void* p, size_t size, uint8_t flags, int skip);
+// `from`, when known: the program's frame that called the entry point (ProgramFrame in shim.cc); the
+// stack is captured from there, and `skip` does not apply.
+void OnAlloc(void* p, size_t size, uint8_t flags, int skip, const track::StartFrame* from = nullptr);
 // A logical free. Returns false when `p` was not in the table.
 bool OnFree(void* p);
 // A hint, as early as possible before OnFree(p): starts loading the table lines it may touch.
 void PrefetchFree(void* p);
-// The stack id of the calling code (for errors).
-uint32_t CaptureStackId(int skip);
+// The stack id of the calling code (for errors), or of the stack above `from` (see OnAlloc).
+uint32_t CaptureStackId(int skip, const track::StartFrame* from = nullptr);
 // Per-site counters, for real allocations a site caused (pool creations are charged to the site whose
 // request created the pool).
 void ChargeRealAlloc(uint32_t stack_id);

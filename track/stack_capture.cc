@@ -275,6 +275,23 @@ __attribute__((no_sanitize("address", "thread"))) int WalkMemo(uintptr_t pc, uin
   return frames;
 }
 
+// Walk or WalkMemo from the frame at (pc, sp, bp), as the memo allows (one in use by the capture a
+// signal handler interrupted is left alone); a failed walk leaves the memo empty.
+inline int WalkFrom(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t* out, int want, CaptureMemo* memo) {
+  if (memo == nullptr || memo->busy != 0) return Walk(pc, sp, bp, out, want);
+  memo->busy = 1;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  const int n = WalkMemo(pc, sp, bp, out, want, memo);
+  if (n < 0) {
+    memo->n = 0;
+    memo->same = 0;
+    memo->last_steps = 0;
+  }
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  memo->busy = 0;
+  return n;
+}
+
 // Clamps the arguments of CaptureStack and CaptureStackWithLibunwind; false when there is nothing to
 // capture.
 bool ClampArgs(int* max_depth, int* skip) {
@@ -311,21 +328,7 @@ __attribute__((noinline)) int CaptureStack(uintptr_t* pcs, int max_depth, int sk
       "mov %%rbp, %2"
       : "=&r"(pc), "=&r"(sp), "=&r"(bp));
   uintptr_t buf[kMaxCaptureDepth + kMaxCaptureSkip];
-  int n;
-  if (memo != nullptr && memo->busy == 0) {
-    memo->busy = 1;
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    n = WalkMemo(pc, sp, bp, buf, max_depth + skip, memo);
-    if (n < 0) {
-      memo->n = 0;
-      memo->same = 0;
-      memo->last_steps = 0;
-    }
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    memo->busy = 0;
-  } else {
-    n = Walk(pc, sp, bp, buf, max_depth + skip);
-  }
+  int n = WalkFrom(pc, sp, bp, buf, max_depth + skip, memo);
   if (n >= 0) {
     n = n > skip ? n - skip : 0;
     for (int i = 0; i < n; ++i) pcs[i] = buf[skip + i];
@@ -336,6 +339,16 @@ __attribute__((noinline)) int CaptureStack(uintptr_t* pcs, int max_depth, int sk
   // Keeps this frame a real one: the walk and the copy must not be folded into the caller.
   __asm__ volatile("" ::: "memory");
   return n;
+}
+
+int CaptureStackFrom(const StartFrame& from, uintptr_t* pcs, int max_depth, CaptureMemo* memo) {
+  if (max_depth <= 0) return 0;
+  if (max_depth > kMaxCaptureDepth) max_depth = kMaxCaptureDepth;
+  pcs[0] = from.ra;
+  if (max_depth == 1 || from.ra == 0) return 1;
+  // The state after the return: the rule is the one of the call instruction, at ra - 1.
+  const int n = WalkFrom(from.ra - 1, from.sp, from.bp, pcs + 1, max_depth - 1, memo);
+  return n < 0 ? -1 : n + 1;
 }
 
 __attribute__((noinline)) int CaptureStackWithLibunwind(uintptr_t* pcs, int max_depth, int skip) {

@@ -75,6 +75,20 @@ constexpr int kMaxCaptureSkip = 32;
 struct CaptureMemo;
 int CaptureStack(uintptr_t* pcs, int max_depth, int skip, CaptureMemo* memo = nullptr);
 
+// A frame of the calling thread's stack, given by the state a return into it restores: `ra`, the return
+// address; `sp`, rsp after the return (the callee's CFA); `bp`, rbp at the call (callee-saved, so what
+// the caller will find). The preload library takes it from its entry point's frame, so that a capture
+// starts at the program's call instead of walking up through its own frames (five of them on malloc's
+// tracked path, each a step of the walk).
+struct StartFrame {
+  uintptr_t ra, sp, bp;
+};
+// Writes up to `max_depth` (clamped to kMaxCaptureDepth) return addresses into `pcs`: `from.ra` first,
+// then those of the frames above it, exactly as CaptureStack would list them after from.ra. Returns
+// how many, or -1 when the walk cannot go on from `from` by the rules (libunwind cannot start from a
+// given state): the caller captures with CaptureStack instead. The memo is used as CaptureStack uses it.
+int CaptureStackFrom(const StartFrame& from, uintptr_t* pcs, int max_depth, CaptureMemo* memo = nullptr);
+
 // A thread's memo of its last capture, so that the next capture on that thread reads again only what
 // may have changed. Each step of a walk is a function of the registers it starts from (pc, rsp, rbp)
 // and of the words it reads (the return address at CFA-8, the caller's saved rbp); the memo keeps,

@@ -96,10 +96,26 @@ __attribute__((noinline)) int ThroughQsort(BothCaptures* out) {
 namespace {
 struct BranchyArgs {
   int max_depth;
-  int skip;
+  int skip;  // -1: capture from the caller's frame
   CaptureMemo* memo;
   MemoCaptures* out;
 };
+
+// The caller's frame as the preload library's slow paths find it (ProgramFrame in shim.cc), captured
+// from there with the memo, and plainly by CaptureStack, whose frame 0 is the call site in here.
+__attribute__((noinline)) void CaptureFromAndPlain(const BranchyArgs& a) {
+  StartFrame f;
+  f.ra = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
+  f.sp = reinterpret_cast<uintptr_t>(__builtin_dwarf_cfa());
+  f.bp = *static_cast<const uintptr_t*>(__builtin_frame_address(0));
+  a.out->n_memo = CaptureStackFrom(f, a.out->memo, a.max_depth, a.memo);
+  g_sink.fetch_add(9, std::memory_order_relaxed);
+  uintptr_t plain[kMaxCaptureDepth + 1];
+  const int n = CaptureStack(plain, a.max_depth + 1, 0);
+  a.out->n_plain = n > 0 ? n - 1 : 0;
+  for (int i = 1; i < n; ++i) a.out->plain[i - 1] = plain[i];
+  g_sink.fetch_add(10, std::memory_order_relaxed);
+}
 
 __attribute__((noinline)) void CaptureMemoAndPlain(const BranchyArgs& a) {
   a.out->n_memo = CaptureStack(a.out->memo, a.max_depth, a.skip, a.memo);
@@ -121,7 +137,11 @@ __attribute__((noinline)) int WithAlloca(int depth, uint64_t path, const Branchy
 
 __attribute__((noinline)) int BranchyLevel(int depth, uint64_t path, const BranchyArgs& a) {
   if (depth == 0) {
-    CaptureMemoAndPlain(a);
+    if (a.skip < 0) {
+      CaptureFromAndPlain(a);
+    } else {
+      CaptureMemoAndPlain(a);
+    }
     return g_sink.fetch_add(1, std::memory_order_relaxed);
   }
   int r;
@@ -149,6 +169,10 @@ __attribute__((noinline)) int BranchyLevel(int depth, uint64_t path, const Branc
 
 int Branchy(int depth, uint64_t path, int max_depth, int skip, CaptureMemo* memo, MemoCaptures* out) {
   return BranchyLevel(depth, path, BranchyArgs{max_depth, skip, memo, out});
+}
+
+int BranchyFrom(int depth, uint64_t path, int max_depth, CaptureMemo* memo, MemoCaptures* out) {
+  return BranchyLevel(depth, path, BranchyArgs{max_depth, -1, memo, out});
 }
 
 }  // namespace testchain

@@ -54,6 +54,9 @@ struct MemoCaptures {
 // of `path` (two of them through frames with an alloca of a path-dependent size, whose CFA is on
 // rbp), then both captures, each with `max_depth` and `skip`.
 int Branchy(int depth, uint64_t path, int max_depth, int skip, CaptureMemo* memo, MemoCaptures* out);
+// The same frames, then a capture from the frame that called the last one (CaptureStackFrom, with
+// `memo`) and the plain CaptureStack's frames above that call site: all must agree, index 0 too.
+int BranchyFrom(int depth, uint64_t path, int max_depth, CaptureMemo* memo, MemoCaptures* out);
 
 }  // namespace testchain
 }  // namespace track
