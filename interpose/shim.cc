@@ -39,6 +39,8 @@ bool g_valgrind = false;
 char g_valgrind_anchor;
 // track=1: every logical allocation and free is recorded, so the inline fast paths are off.
 bool g_tracking = false;
+// track=1 with tag=small and no valgrind: malloc's slow path is MallocTracked.
+bool g_tracked_malloc = false;
 
 // Marks poolscope's own work on this thread: calls it makes into libc pass straight through.
 class Guard {
@@ -330,6 +332,7 @@ void InitGlobal(ThreadState& ts) {
   // Under valgrind, memcheck records the stacks itself (and libunwind's memory probes would be
   // reported as errors): the table still counts live blocks, without stacks.
   if (g_options.track) g_tracking = TrackingInit(g_valgrind ? 0 : g_options.stack_depth);
+  g_tracked_malloc = g_tracking && !g_valgrind && g_options.tag == TagMode::kSmall;
   if (g_options.tag == TagMode::kCaller) CallerTagInit(g_options.tag_globs);
   if (g_options.help) DescribeOptions(g_options, EmitLine, nullptr);
   // Touch the next allocator once, under the guard, before the program's first call reaches it: a
@@ -567,9 +570,36 @@ void* AllocSlow(Api api, size_t n, void* ra) {
   return RegularAllocated(ts, api, n, p, from);
 }
 
+namespace {
+// malloc with track=1 (and tag=small, no valgrind), for an initialised thread outside poolscope: what
+// AllocSlow does for it, without the checks that cannot apply (entry modes, the tag, alignment) and
+// with its stack captured from the program's frame. Anything else goes to AllocSlow.
+__attribute__((noinline)) void* MallocTracked(size_t n, void* ra) {
+  ThreadState& ts = t_state;
+  if (POOLSCOPE_UNLIKELY(ts.phase != kActive || ts.guard != 0 || n == 0)) return AllocSlow(kMalloc, n, ra);
+  track::StartFrame frame;
+  const track::StartFrame* from = POOLSCOPE_PROGRAM_FRAME(frame, ra);
+  void* p;
+  if (g_pooling && n <= g_pool_capacity) {
+    p = ts.tc.Carve(n);
+    if (POOLSCOPE_UNLIKELY(p == nullptr)) return AllocSlow(kMalloc, n, ra);
+    ts.tc.ForgetLast();  // frees must come through FreeTracked, which records them
+    OnAlloc(p, n, kBlockPooled, 0, from);
+    CountPooled(ts, kMalloc, n);
+    return p;
+  }
+  ++ts.tc.stats().misses[g_pooling ? pool::kMissTooLarge : pool::kMissDisabled];
+  {
+    Guard guard(ts);
+    p = g_real.malloc(n);
+  }
+  return RegularAllocated(ts, kMalloc, n, p, from);
+}
+}  // namespace
+
 // malloc when the pooled fast path declined, either because the request is outside the pool limit
 // (then the regular path runs inline when nothing else can apply) or because the current pool has no
-// room (then the slow path takes a fresh pool).
+// room (then the slow path takes a fresh pool); with track=1, MallocTracked.
 void* MallocRegular(size_t n, void* ra) {
   ThreadState& ts = t_state;
   int miss = ts.regular_miss;
@@ -583,6 +613,7 @@ void* MallocRegular(size_t n, void* ra) {
     CountRegular(ts, kMalloc, n, p != nullptr);
     return p;
   }
+  if (g_tracked_malloc) return MallocTracked(n, ra);
   return AllocSlow(kMalloc, n, ra);
 }
 
