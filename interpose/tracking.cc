@@ -176,9 +176,10 @@ uint32_t CaptureStackId(int skip, const track::StartFrame* from) {
   // program's own frame has none of ours to skip (skip -1 tells its stack ids from the others').
   int own = g_own_frames.load(std::memory_order_relaxed);
   int n, first, want;
+  bool with_memo;
   for (;;) {
     want = g_depth + own < track::kMaxStackDepth ? g_depth + own : track::kMaxStackDepth;
-    const bool with_memo = mine && tt.memo_off == 0;
+    with_memo = mine && tt.memo_off == 0;
     track::CaptureMemo* memo = with_memo ? &tt.memo : nullptr;
     n = -1;
     if (from != nullptr) {
@@ -214,7 +215,9 @@ uint32_t CaptureStackId(int skip, const track::StartFrame* from) {
   }
   const int depth = n - first < g_depth ? n - first : g_depth;
   const uint32_t id = depth > 0 ? g_depot->Insert(pcs + first, depth) : track::kNoStackId;
-  if (mine) {
+  if (with_memo) {
+    // The memo holds this capture now, and `same` will be said of it: only then is its id the one to
+    // give again (a capture without the memo leaves the memo describing an older one).
     tt.last_want = want;
     tt.last_skip = skip;
     tt.last_id = id;
