@@ -163,12 +163,31 @@ bool TrackingOn() { return g_on; }
 constexpr uint32_t kMemoWindow = 64;  // captures judged together
 constexpr uint32_t kMemoRest = 1024;   // captures without the memo after a poor window
 
+// A capture with the memo, for the memo's policy: `steps` of it, `reused` taken from the memo.
+void NoteMemoCapture(TrackThread& tt, uint32_t steps, uint32_t reused) {
+  tt.memo_steps += steps;
+  tt.memo_reused += reused;
+  if (++tt.memo_window == kMemoWindow) {
+    if (tt.memo_reused * 10 < tt.memo_steps * 6) tt.memo_off = kMemoRest;
+    tt.memo_window = tt.memo_steps = tt.memo_reused = 0;
+  }
+}
+
 uint32_t CaptureStackId(int skip, const track::StartFrame* from) {
   if (g_depth <= 0) return track::kNoStackId;
   TrackThread& tt = t_track;
   const bool mine = tt.busy == 0;
   tt.busy = 1;
   std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (from != nullptr && mine && tt.memo_off == 0 && tt.last_skip == -1 && tt.last_want == g_depth &&
+      track::RepeatsLastCapture(*from, g_depth, tt.memo)) {
+    // The stack of the last capture from the program's frame, whose id is last_id: checked, not
+    // walked nor looked up.
+    NoteMemoCapture(tt, tt.memo.last_steps, tt.memo.last_steps);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    tt.busy = 0;
+    return tt.last_id;
+  }
   uintptr_t pcs[track::kMaxStackDepth];
   // Unwinding costs per frame, so ask for the program's frames plus as many of our own as a call has
   // been seen to carry (learned, only ever raised); a capture that comes back full with too few
@@ -191,12 +210,7 @@ uint32_t CaptureStackId(int skip, const track::StartFrame* from) {
     if (!with_memo) {
       if (mine) --tt.memo_off;
     } else {
-      tt.memo_steps += tt.memo.last_steps;
-      tt.memo_reused += tt.memo.reused;
-      if (++tt.memo_window == kMemoWindow) {
-        if (tt.memo_reused * 10 < tt.memo_steps * 6) tt.memo_off = kMemoRest;
-        tt.memo_window = tt.memo_steps = tt.memo_reused = 0;
-      }
+      NoteMemoCapture(tt, tt.memo.last_steps, tt.memo.reused);
     }
     if (with_memo && tt.memo.same && want == tt.last_want && skip == tt.last_skip) {
       // The very frames of the last capture: its stack id, without looking at them.

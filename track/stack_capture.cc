@@ -389,6 +389,22 @@ int CaptureStackFrom(const StartFrame& from, uintptr_t* pcs, int max_depth, Capt
   return n < 0 ? -1 : n + 1;
 }
 
+bool RepeatsLastCapture(const StartFrame& from, int max_depth, const CaptureMemo& memo) {
+  const int steps = static_cast<int>(memo.last_steps);
+  if (memo.busy != 0 || steps == 0 || steps > static_cast<int>(memo.n) || max_depth - 1 > kMemoSteps ||
+      memo.generation != FrameRulesGeneration()) {
+    return false;
+  }
+  const Step& first = memo.step[memo.base & (CaptureMemo::kRing - 1)];
+  if (first.sp != from.sp || first.key != from.ra - 1) return false;
+  // The same steps, each reading what it read: the same frames, ending where they ended (by the
+  // stack's end, or at max_depth).
+  uintptr_t bp = from.bp;
+  bool ended = false;
+  uintptr_t scratch[kMemoSteps];
+  return TakeRun(const_cast<Step*>(memo.step), memo.base, 0, steps, &bp, scratch, &ended) == steps;
+}
+
 __attribute__((noinline)) int CaptureStackWithLibunwind(uintptr_t* pcs, int max_depth, int skip) {
   if (!ClampArgs(&max_depth, &skip)) return 0;
   int n = CaptureWithLibunwind(pcs, max_depth, skip);

@@ -88,6 +88,13 @@ struct StartFrame {
 // how many, or -1 when the walk cannot go on from `from` by the rules (libunwind cannot start from a
 // given state): the caller captures with CaptureStack instead. The memo is used as CaptureStack uses it.
 int CaptureStackFrom(const StartFrame& from, uintptr_t* pcs, int max_depth, CaptureMemo* memo = nullptr);
+// True when CaptureStackFrom(from, pcs, max_depth, memo) would now return exactly what the last capture
+// with `memo` returned, provided that one was CaptureStackFrom with the same max_depth (the caller
+// knows): the memo's steps from its first start at `from` and all still hold. Reads the stack words
+// the memo's steps read, writes nothing: for a caller that keeps what it made of the last capture
+// (its stack id), the repeated stack costs these checks alone. False whenever it cannot tell (a memo
+// in use, of another rules generation, or a capture deeper than the memo keeps).
+bool RepeatsLastCapture(const StartFrame& from, int max_depth, const CaptureMemo& memo);
 
 // A thread's memo of its last capture, so that the next capture on that thread reads again only what
 // may have changed. Each step of a walk is a function of the registers it starts from (pc, rsp, rbp)

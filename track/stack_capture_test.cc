@@ -148,7 +148,7 @@ TEST(StackCaptureTest, MemoAnswersExactlyAsTheWalk) {
   int depth = 10;
   uint64_t path = 0;
   testchain::MemoCaptures last{};
-  int last_max_depth = -1, last_skip = -1, same = 0;
+  int last_max_depth = -1, last_skip = -2, same = 0, repeats = 0;
   for (int round = 0; round < 6000; ++round) {
     // Mostly small changes from one stack to the next, as programs make them, and now and then a
     // stack with nothing in common with the last.
@@ -168,6 +168,12 @@ TEST(StackCaptureTest, MemoAnswersExactlyAsTheWalk) {
     if (skip < 0) {
       testchain::BranchyFrom(depth, path, max_depth, &memo, &c);
       ExpectSameFromCaller(c, "round " + std::to_string(round));
+      if (c.repeats && last_skip == -1 && max_depth == last_max_depth) {
+        // Said before the capture: it returned exactly the last one's frames.
+        ++repeats;
+        ASSERT_EQ(c.n_memo, last.n_memo) << "round " << round;
+        for (int i = 0; i < c.n_memo; ++i) ASSERT_EQ(c.memo[i], last.memo[i]) << "round " << round;
+      }
     } else {
       testchain::Branchy(depth, path, max_depth, skip, &memo, &c);
       ExpectSameAsPlain(c, skip, "round " + std::to_string(round));
@@ -187,6 +193,7 @@ TEST(StackCaptureTest, MemoAnswersExactlyAsTheWalk) {
   // Most frames are outer frames that did not change: the memo must have answered for many of them.
   EXPECT_GT(reused, steps / 4) << reused << " of " << steps;
   EXPECT_GT(same, 50);
+  EXPECT_GT(repeats, 10);
 }
 
 TEST(StackCaptureTest, MemoAnswersTheSameStackFromTheMemoAlone) {

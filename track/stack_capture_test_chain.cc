@@ -108,6 +108,7 @@ __attribute__((noinline)) void CaptureFromAndPlain(const BranchyArgs& a) {
   f.ra = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
   f.sp = reinterpret_cast<uintptr_t>(__builtin_dwarf_cfa());
   f.bp = *static_cast<const uintptr_t*>(__builtin_frame_address(0));
+  a.out->repeats = a.memo != nullptr && RepeatsLastCapture(f, a.max_depth, *a.memo);
   a.out->n_memo = CaptureStackFrom(f, a.out->memo, a.max_depth, a.memo);
   g_sink.fetch_add(9, std::memory_order_relaxed);
   uintptr_t plain[kMaxCaptureDepth + 1];

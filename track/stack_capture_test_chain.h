@@ -48,6 +48,7 @@ struct MemoCaptures {
   int n_memo;
   uintptr_t plain[64];
   int n_plain;
+  bool repeats;  // BranchyFrom: what RepeatsLastCapture said just before the capture from the caller
 };
 
 // `depth` nested frames, level i calling the next from one of four call sites chosen by bits 2i..2i+1
