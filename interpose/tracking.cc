@@ -385,7 +385,13 @@ void OnArenaClose(ArenaTrack* t) {
   InternalFree(t, sizeof(ArenaTrack));
 }
 
-void PrefetchFree(void* p) { g_table->Prefetch(reinterpret_cast<uintptr_t>(p)); }
+void PrefetchFree(void* p) {
+  // A block in the thread's own young slots (most frees) is erased there: nothing to load.
+  const TrackThread& tt = t_track;
+  const uintptr_t ptr = reinterpret_cast<uintptr_t>(p);
+  if (tt.young != nullptr && tt.young_busy == 0 && g_recent->Holds(tt.young, ptr)) return;
+  g_table->Prefetch(ptr);
+}
 
 bool OnFree(void* p) {
   TrackThread& tt = t_track;

@@ -91,6 +91,10 @@ void RecentBlocks::Insert(Node* self, uintptr_t ptr, uint64_t size, uint32_t sta
   s.addr.store(Hide(ptr), std::memory_order_release);
 }
 
+bool RecentBlocks::Holds(const Node* self, uintptr_t ptr) const {
+  return self->slots[SlotOf(ptr)].addr.load(std::memory_order_relaxed) == Hide(ptr);
+}
+
 void RecentBlocks::PrefetchInsert(const Node* self, uintptr_t ptr) const {
   const uintptr_t v = self->slots[SlotOf(ptr)].addr.load(std::memory_order_relaxed);
   if (v != 0) table_->Prefetch(Unhide(v));
@@ -101,9 +105,14 @@ bool RecentBlocks::Erase(Node* self, bool self_usable, uintptr_t ptr) {
   const size_t i = SlotOf(ptr);
   const uintptr_t hidden = Hide(ptr);
   if (self != nullptr && self_usable) {
+    // The caller's own slot: only this thread moves its blocks, and another thread changes the slot
+    // only to erase this very block, which would be the program freeing it twice at once. So the
+    // block is erased with a store, not a compare-and-swap (a locked instruction on every free).
     Slot& s = self->slots[i];
-    uintptr_t v = s.addr.load(std::memory_order_relaxed);
-    if (v == hidden && s.addr.compare_exchange_strong(v, 0, std::memory_order_acq_rel)) return true;
+    if (s.addr.load(std::memory_order_relaxed) == hidden) {
+      s.addr.store(0, std::memory_order_release);
+      return true;
+    }
   }
   if (table_->Erase(ptr, nullptr)) return true;
   for (Node* n = all_.load(std::memory_order_acquire); n != nullptr; n = n->next_all) {

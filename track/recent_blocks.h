@@ -26,7 +26,8 @@
 // free list for the next thread, so another thread may always read any node.
 //
 // Cost: Insert into an empty slot is a hash and three stores; Erase of the caller's own block is a hash,
-// a load and a compare-and-swap. A free of a block that is neither in the caller's slot nor in the
+// a load and a store (another thread changes a slot only with a compare-and-swap, and only to erase
+// or, the owner, to move its block). A free of a block that is neither in the caller's slot nor in the
 // table visits one slot of every node (threads that ever ran at once).
 //
 // Limits: a signal handler that interrupts its own thread's Insert or Erase must not use the node
@@ -82,6 +83,8 @@ class RecentBlocks {
   // A hint before Insert(self, ptr, ...): prefetches the table lines for the block that Insert will
   // move out of ptr's slot, if any (LiveTable::Prefetch).
   void PrefetchInsert(const Node* self, uintptr_t ptr) const;
+  // Whether `ptr` is in one of `self`'s slots (a hint from the node's thread: Erase decides).
+  bool Holds(const Node* self, uintptr_t ptr) const;
   // Forgets a freed block wherever it is; false when it is nowhere. `self` is the calling thread's
   // node or nullptr; with self_usable false its slots are neither used nor waited on.
   bool Erase(Node* self, bool self_usable, uintptr_t ptr);
