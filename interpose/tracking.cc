@@ -173,21 +173,28 @@ void NoteMemoCapture(TrackThread& tt, uint32_t steps, uint32_t reused) {
   }
 }
 
+// The stack of the last capture from the program's frame, when a capture from `from` would repeat it
+// (its id is last_id): checked, not walked nor looked up. False when it cannot tell.
+inline bool RepeatedStack(TrackThread& tt, const track::StartFrame& from, uint32_t* id) {
+  if (tt.busy != 0 || tt.memo_off != 0 || tt.last_skip != -1 || tt.last_want != g_depth) return false;
+  tt.busy = 1;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  const bool repeats = track::RepeatsLastCapture(from, g_depth, tt.memo);
+  if (repeats) {
+    NoteMemoCapture(tt, tt.memo.last_steps, tt.memo.last_steps);
+    *id = tt.last_id;
+  }
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  tt.busy = 0;
+  return repeats;
+}
+
 uint32_t CaptureStackId(int skip, const track::StartFrame* from) {
   if (g_depth <= 0) return track::kNoStackId;
   TrackThread& tt = t_track;
   const bool mine = tt.busy == 0;
   tt.busy = 1;
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (from != nullptr && mine && tt.memo_off == 0 && tt.last_skip == -1 && tt.last_want == g_depth &&
-      track::RepeatsLastCapture(*from, g_depth, tt.memo)) {
-    // The stack of the last capture from the program's frame, whose id is last_id: checked, not
-    // walked nor looked up.
-    NoteMemoCapture(tt, tt.memo.last_steps, tt.memo.last_steps);
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    tt.busy = 0;
-    return tt.last_id;
-  }
   uintptr_t pcs[track::kMaxStackDepth];
   // Unwinding costs per frame, so ask for the program's frames plus as many of our own as a call has
   // been seen to carry (learned, only ever raised); a capture that comes back full with too few
@@ -259,7 +266,7 @@ void FlushSite(TrackThread& tt) {
   tt.site_hits = tt.site_real = tt.site_bytes = 0;
 }
 
-void ChargeSite(uint32_t id, size_t size, uint8_t flags) {
+__attribute__((always_inline)) inline void ChargeSite(uint32_t id, size_t size, uint8_t flags) {
   TrackThread& tt = t_track;
   const uint64_t hit = (flags & kBlockPooled) ? 1 : 0;
   if (tt.busy != 0 || tt.ended) {  // a signal handler inside a capture, or a thread past its end
@@ -297,7 +304,8 @@ void OnAlloc(void* p, size_t size, uint8_t flags, int skip, const track::StartFr
   } else {
     g_table->Prefetch(ptr);
   }
-  const uint32_t id = CaptureStackId(skip + 1, from);
+  uint32_t id;
+  if (from == nullptr || g_depth <= 0 || !RepeatedStack(tt, *from, &id)) id = CaptureStackId(skip + 1, from);
   bool kept = false;  // in the thread's young slots
   if (tt.young_busy == 0 && !tt.ended) {
     tt.young_busy = 1;

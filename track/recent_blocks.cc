@@ -12,16 +12,10 @@ namespace poolscope {
 namespace track {
 
 namespace {
-constexpr uintptr_t kMoving = 1;
-// Addresses are kept with the top bit set: never a valid pointer, so that a conservative leak checker
-// below us (memcheck) does not take a leaked block for one still referenced from here.
-constexpr uintptr_t kHidden = uintptr_t{1} << 63;
-inline uintptr_t Hide(uintptr_t p) { return p | kHidden; }
-inline uintptr_t Unhide(uintptr_t v) { return v & ~(kHidden | kMoving); }
-
-inline uint64_t Meta(uint32_t stack_id, uint8_t flags) {
-  return static_cast<uint64_t>(stack_id) | (static_cast<uint64_t>(flags) << 32);
-}
+constexpr uintptr_t kMoving = RecentBlocks::kMoving;
+constexpr uintptr_t kHidden = RecentBlocks::kHidden;
+inline uintptr_t Hide(uintptr_t p) { return RecentBlocks::Hide(p); }
+inline uintptr_t Unhide(uintptr_t v) { return RecentBlocks::Unhide(v); }
 
 // The block slot s holds, seen there as address word v.
 LiveEntry EntryOf(const RecentBlocks::Slot& s, uintptr_t v) {
@@ -78,21 +72,15 @@ bool RecentBlocks::MoveToTable(Slot& s, uintptr_t v) {
   return true;
 }
 
-void RecentBlocks::Insert(Node* self, uintptr_t ptr, uint64_t size, uint32_t stack_id, uint8_t flags) {
-  if ((ptr & 7) != 0 || ptr == 0 || (ptr & kHidden) != 0) {  // not an address: the table decides
+void RecentBlocks::InsertSlow(Node* self, uintptr_t ptr, uint64_t size, uint32_t stack_id, uint8_t flags) {
+  if (!IsAddress(ptr)) {  // the table decides
     table_->Insert(ptr, size, stack_id, flags);
     return;
   }
   Slot& s = self->slots[SlotOf(ptr)];
   const uintptr_t v = s.addr.load(std::memory_order_relaxed);
   if (v != 0) MoveToTable(s, v);  // the slot's block has lived long enough: to the table
-  s.size.store(size, std::memory_order_relaxed);
-  s.meta.store(Meta(stack_id, flags), std::memory_order_relaxed);
-  s.addr.store(Hide(ptr), std::memory_order_release);
-}
-
-bool RecentBlocks::Holds(const Node* self, uintptr_t ptr) const {
-  return self->slots[SlotOf(ptr)].addr.load(std::memory_order_relaxed) == Hide(ptr);
+  Fill(s, ptr, size, stack_id, flags);
 }
 
 void RecentBlocks::PrefetchInsert(const Node* self, uintptr_t ptr) const {
@@ -100,20 +88,10 @@ void RecentBlocks::PrefetchInsert(const Node* self, uintptr_t ptr) const {
   if (v != 0) table_->Prefetch(Unhide(v));
 }
 
-bool RecentBlocks::Erase(Node* self, bool self_usable, uintptr_t ptr) {
-  if (ptr == 0 || (ptr & 7) != 0 || (ptr & kHidden) != 0) return table_->Erase(ptr, nullptr);
+bool RecentBlocks::EraseElsewhere(Node* self, uintptr_t ptr) {
+  if (!IsAddress(ptr)) return table_->Erase(ptr, nullptr);
   const size_t i = SlotOf(ptr);
   const uintptr_t hidden = Hide(ptr);
-  if (self != nullptr && self_usable) {
-    // The caller's own slot: only this thread moves its blocks, and another thread changes the slot
-    // only to erase this very block, which would be the program freeing it twice at once. So the
-    // block is erased with a store, not a compare-and-swap (a locked instruction on every free).
-    Slot& s = self->slots[i];
-    if (s.addr.load(std::memory_order_relaxed) == hidden) {
-      s.addr.store(0, std::memory_order_release);
-      return true;
-    }
-  }
   if (table_->Erase(ptr, nullptr)) return true;
   for (Node* n = all_.load(std::memory_order_acquire); n != nullptr; n = n->next_all) {
     if (n == self) continue;  // its slot was looked at above (or must not be)

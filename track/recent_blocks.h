@@ -79,15 +79,37 @@ class RecentBlocks {
   void Release(Node* node);
 
   // Records a new live block in the thread's node (moving the slot's previous block to the table).
-  void Insert(Node* self, uintptr_t ptr, uint64_t size, uint32_t stack_id, uint8_t flags);
+  // Inline when the slot is empty (the block there was freed): three stores.
+  void Insert(Node* self, uintptr_t ptr, uint64_t size, uint32_t stack_id, uint8_t flags) {
+    Slot& s = self->slots[SlotOf(ptr)];
+    if (__builtin_expect(IsAddress(ptr) && s.addr.load(std::memory_order_relaxed) == 0, 1)) {
+      Fill(s, ptr, size, stack_id, flags);
+      return;
+    }
+    InsertSlow(self, ptr, size, stack_id, flags);
+  }
   // A hint before Insert(self, ptr, ...): prefetches the table lines for the block that Insert will
   // move out of ptr's slot, if any (LiveTable::Prefetch).
   void PrefetchInsert(const Node* self, uintptr_t ptr) const;
   // Whether `ptr` is in one of `self`'s slots (a hint from the node's thread: Erase decides).
-  bool Holds(const Node* self, uintptr_t ptr) const;
+  bool Holds(const Node* self, uintptr_t ptr) const {
+    return self->slots[SlotOf(ptr)].addr.load(std::memory_order_relaxed) == Hide(ptr);
+  }
   // Forgets a freed block wherever it is; false when it is nowhere. `self` is the calling thread's
-  // node or nullptr; with self_usable false its slots are neither used nor waited on.
-  bool Erase(Node* self, bool self_usable, uintptr_t ptr);
+  // node or nullptr; with self_usable false its slots are neither used nor waited on. Inline for a
+  // block in the caller's own slot: only this thread moves its blocks, and another thread changes
+  // the slot only to erase this very block, which would be the program freeing it twice at once; so
+  // it is erased with a store, not a compare-and-swap (a locked instruction on every free).
+  bool Erase(Node* self, bool self_usable, uintptr_t ptr) {
+    if (self != nullptr && self_usable && IsAddress(ptr)) {
+      Slot& s = self->slots[SlotOf(ptr)];
+      if (s.addr.load(std::memory_order_relaxed) == Hide(ptr)) {
+        s.addr.store(0, std::memory_order_release);
+        return true;
+      }
+    }
+    return EraseElsewhere(self, ptr);
+  }
 
   // Calls fn(entry, arg) for every block in a slot (the table's own blocks are not visited).
   void ForEach(void (*fn)(const LiveEntry& entry, void* arg), void* arg) const;
@@ -107,7 +129,27 @@ class RecentBlocks {
     return static_cast<size_t>(((ptr >> 3) * 0x9E3779B97F4A7C15ull) >> (64 - kSlotBits));
   }
 
+  // Slot words: 0 (empty), Hide(block address), or that | kMoving while the owner moves the block to
+  // the table. Addresses are kept with the top bit set: never a valid pointer, so that a conservative
+  // leak checker below us (memcheck) does not take a leaked block for one still referenced from here.
+  static constexpr uintptr_t kMoving = 1;
+  static constexpr uintptr_t kHidden = uintptr_t{1} << 63;
+  static uintptr_t Hide(uintptr_t p) { return p | kHidden; }
+  static uintptr_t Unhide(uintptr_t v) { return v & ~(kHidden | kMoving); }
+  // What slots can hold; anything else goes to the table.
+  static bool IsAddress(uintptr_t ptr) { return ptr != 0 && (ptr & 7) == 0 && (ptr & kHidden) == 0; }
+
  private:
+  static void Fill(Slot& s, uintptr_t ptr, uint64_t size, uint32_t stack_id, uint8_t flags) {
+    s.size.store(size, std::memory_order_relaxed);
+    s.meta.store(static_cast<uint64_t>(stack_id) | (static_cast<uint64_t>(flags) << 32),
+                 std::memory_order_relaxed);
+    s.addr.store(Hide(ptr), std::memory_order_release);
+  }
+  // Insert when ptr is not an address or its slot holds a block.
+  void InsertSlow(Node* self, uintptr_t ptr, uint64_t size, uint32_t stack_id, uint8_t flags);
+  // Erase when the block is not in the caller's own slot (or that cannot be used).
+  bool EraseElsewhere(Node* self, uintptr_t ptr);
   // Moves slot s's block (seen as `v`, not 0, not moving) to the table; false when another thread
   // freed it first. Leaves the slot moving (v | 1): the caller stores its next value.
   bool MoveToTable(Slot& s, uintptr_t v);
