@@ -389,20 +389,36 @@ int CaptureStackFrom(const StartFrame& from, uintptr_t* pcs, int max_depth, Capt
   return n < 0 ? -1 : n + 1;
 }
 
-bool RepeatsLastCapture(const StartFrame& from, int max_depth, const CaptureMemo& memo) {
+__attribute__((no_sanitize("address", "thread"))) bool RepeatsLastCapture(const StartFrame& from, int max_depth,
+                                                                           const CaptureMemo& memo) {
   const int steps = static_cast<int>(memo.last_steps);
   if (memo.busy != 0 || steps == 0 || steps > static_cast<int>(memo.n) || max_depth - 1 > kMemoSteps ||
       memo.generation != FrameRulesGeneration()) {
     return false;
   }
-  const Step& first = memo.step[memo.base & (CaptureMemo::kRing - 1)];
-  if (first.sp != from.sp || first.key != from.ra - 1) return false;
+  constexpr uint32_t kMask = CaptureMemo::kRing - 1;
+  const uint32_t base = memo.base & kMask;
+  const Step* s = &memo.step[base];
+  if (s->sp != from.sp || s->key != from.ra - 1) return false;
   // The same steps, each reading what it read: the same frames, ending where they ended (by the
-  // stack's end, or at max_depth).
+  // stack's end, or at max_depth). As TakeRun, without the copy of the frames; the steps are in one
+  // piece of the ring unless they wrap around its end.
+  if (base + static_cast<uint32_t>(steps) >= CaptureMemo::kRing) {
+    uintptr_t bp = from.bp;
+    bool ended = false;
+    uintptr_t scratch[kMemoSteps];
+    return TakeRun(const_cast<Step*>(memo.step), memo.base, 0, steps, &bp, scratch, &ended) == steps;
+  }
   uintptr_t bp = from.bp;
-  bool ended = false;
-  uintptr_t scratch[kMemoSteps];
-  return TakeRun(const_cast<Step*>(memo.step), memo.base, 0, steps, &bp, scratch, &ended) == steps;
+  for (const Step* const end = s + steps; s != end; ++s) {
+    if (__builtin_expect(s->flags != 0, 0)) {
+      if (s->flags & kStepOutermost) return s + 1 == end;
+      if ((s->flags & kStepNoReuse) || s->bp != HideWord(bp)) return false;
+    }
+    if (Load(s[1].sp - 8) != s->ra) return false;
+    if (s->bp_addr != 0) bp = Load(s->bp_addr);
+  }
+  return true;
 }
 
 __attribute__((noinline)) int CaptureStackWithLibunwind(uintptr_t* pcs, int max_depth, int skip) {
