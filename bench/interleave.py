@@ -1,0 +1,95 @@
+#!/usr/bin/python3
+"""Whole-process wall time of one command under several environments, measured in turn.
+
+hyperfine runs all rounds of one command before the next, and this machine's speed shifts for minutes
+at a time, so two commands measured that way can differ by the shift alone. Here every round runs each
+configuration once, in turn, each pinned to one CPU from inside the child (sched_setaffinity in a
+preexec hook: a `taskset` wrapper would be what a preloaded profiler sees and traces), and the report
+gives medians and minimums, and each configuration's added time (over `bare`, always measured) as a
+share of the reference configuration's.
+
+  bench/interleave.py --rounds 11 --reference heaptrack \\
+      --config 'heaptrack LD_PRELOAD=/usr/lib/heaptrack/libheaptrack_preload.so DUMP_HEAPTRACK_OUTPUT=/tmp/ht.raw' \\
+      --config 'poolscope LD_PRELOAD=bazel-bin/interpose/libpoolscope.so POOLSCOPE_OPTIONS=track=1:stack_depth=16:quiet=1:report=none' \\
+      -- bazel-bin/bench/malloc_loop 2000000 20
+
+A configuration is a name and KEY=VALUE words for the environment. The command's output is discarded;
+a round that fails stops the run with its exit status.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def parse_config(text):
+    words = text.split()
+    if not words or "=" in words[0]:
+        raise argparse.ArgumentTypeError("a configuration starts with its name: %r" % text)
+    env = {}
+    for word in words[1:]:
+        key, sep, value = word.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError("not KEY=VALUE: %r in %r" % (word, text))
+        env[key] = value
+    return words[0], env
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=11, help="rounds (default 11)")
+    parser.add_argument("--cpu", type=int, default=1, help="CPU to pin each run to (default 1)")
+    parser.add_argument("--config", type=parse_config, action="append", default=[],
+                        help="'NAME KEY=VALUE ...' (repeatable)")
+    parser.add_argument("--reference", help="the configuration whose added time the others are compared to")
+    parser.add_argument("--unset", action="append", default=["LD_PRELOAD", "POOLSCOPE_OPTIONS"],
+                        help="variables removed from every configuration's environment first")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
+    args = parser.parse_args()
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command given (after --)")
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    configs = [("bare", {})] + args.config
+    names = [name for name, _ in configs]
+    if len(set(names)) != len(names):
+        parser.error("configuration names must differ (bare is taken)")
+    if args.reference is not None and args.reference not in names:
+        parser.error("--reference %s is not a configuration" % args.reference)
+
+    base_env = {k: v for k, v in os.environ.items() if k not in args.unset}
+    times = {name: [] for name in names}
+    cpu = args.cpu
+    for _ in range(args.rounds):
+        for name, extra in configs:
+            env = dict(base_env)
+            env.update(extra)
+            start = time.perf_counter()
+            run = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
+            elapsed = time.perf_counter() - start
+            if run.returncode != 0:
+                print("interleave.py: %s exited with status %d" % (name, run.returncode), file=sys.stderr)
+                return run.returncode if run.returncode > 0 else 1
+            times[name].append(elapsed)
+
+    median = {name: statistics.median(t) for name, t in times.items()}
+    bare = median["bare"]
+    reference = median[args.reference] - bare if args.reference else None
+    print("%d rounds of: %s" % (args.rounds, " ".join(command)))
+    for name in names:
+        line = "%-16s median %10.1f ms   min %10.1f ms" % (name, median[name] * 1e3, min(times[name]) * 1e3)
+        if name != "bare":
+            added = median[name] - bare
+            line += "   added %9.1f ms" % (added * 1e3)
+            if reference and name != args.reference:
+                line += "   %5.0f%% of %s's" % (100 * added / reference, args.reference)
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,21 @@
+#!/bin/bash
+# bench/interleave.py tested on itself (no figure is checked): it reports every configuration and the
+# added-time share against the reference; a failing round stops it with a nonzero status and names the
+# configuration; a configuration without a name or with a word that is not KEY=VALUE is refused.
+set -uo pipefail
+tool=$(dirname "$0")/interleave.py
+out=$(/usr/bin/python3 "$tool" --rounds 2 --reference ref --config 'ref FOO=1' --config 'other FOO=2 BAR=3' \
+  -- /bin/sh -c 'test -n "${FOO:-}" || test -z "${BAR:-}"')
+[ $? -eq 0 ] || { echo "FAIL: a run of true exited nonzero: $out"; exit 1; }
+for want in "2 rounds of: /bin/sh" "bare " "ref " "other " "% of ref's"; do
+  grep -qF -- "$want" <<<"$out" || { echo "$out"; echo "FAIL: the report lacks '$want'"; exit 1; }
+done
+grep -q "^ref .*% of ref's" <<<"$out" && { echo "$out"; echo "FAIL: the reference compared to itself"; exit 1; }
+# The environment reaches the command: BAR set without FOO fails the check above, so this one fails.
+err=$(/usr/bin/python3 "$tool" --rounds 1 --config 'broken BAR=1' -- /bin/sh -c 'test -n "${FOO:-}" || test -z "${BAR:-}"' 2>&1)
+status=$?
+[ $status -ne 0 ] && grep -q "broken exited with status 1" <<<"$err" || { echo "$err"; echo "FAIL: a failing round was not reported (status $status)"; exit 1; }
+for bad in 'KEY=1' 'name KEY'; do
+  /usr/bin/python3 "$tool" --config "$bad" -- true >/dev/null 2>&1 && { echo "FAIL: --config '$bad' accepted"; exit 1; }
+done
+echo "PASS"
