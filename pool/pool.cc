@@ -69,6 +69,8 @@ Domain::Domain(const Config& config, Backend* backend, std::atomic<PoolMap::Leaf
   if (config_.pool_size > kMaxPoolSize) config_.pool_size = kMaxPoolSize;
   if (config_.max_cached < 0) config_.max_cached = 0;
   if (config_.max_cached > kMaxCachedPools) config_.max_cached = kMaxCachedPools;
+  // Carving starts on a 16-byte boundary (malloc's alignment), and FreeLast knows it by its granule.
+  config_.carve_offset = RoundUp(config_.carve_offset, 16);
   if (config_.carve_offset >= config_.pool_size) config_.carve_offset = 0;
   pool_bytes_ = RoundUp(config_.pool_size, kLine);
   granules_ = static_cast<uint32_t>(pool_bytes_ / kGranule);
@@ -275,27 +277,27 @@ void ThreadCache::FoldRemoteFrees(PoolHeader* h, char* used_end) {
   });
   h->remote_pending.fetch_sub(seen, std::memory_order_relaxed);
   h->live -= n;
-  // The block carved last may be one of them: FreeLast trusts last1_ to name a live block.
-  if (h == pool_ && n != 0) last1_ = 0;
+  // The block carved last may be one of them: FreeLast trusts last_ to name a live block.
+  if (h == pool_ && n != 0) last_ = kNoBlock;
 }
 
 void ThreadCache::SetCurrent(PoolHeader* h) {
   pool_ = h;
   if (h == nullptr) {
-    cur_ = end_ = base_ = last1_ = 0;
-    marks_ = remote_ = nullptr;
+    cur_ = end_ = base_ = start_g_ = marks_at_ = remote_at_ = 0;
+    last_ = kNoBlock;
     live_ = 0;
     return;
   }
   h->owner.store(this, std::memory_order_relaxed);
   h->kind = kImplicit;
   base_ = reinterpret_cast<uintptr_t>(h->base);
-  start_off_ = domain_->config_.carve_offset;
-  cur_ = base_ + start_off_;
+  cur_ = base_ + domain_->config_.carve_offset;
+  start_g_ = cur_ / kGranule;
   end_ = base_ + domain_->config_.pool_size;
-  marks_ = h->marks;
-  remote_ = h->remote;
-  last1_ = 0;
+  marks_at_ = reinterpret_cast<uintptr_t>(h->marks) - base_ / kGranule;
+  remote_at_ = reinterpret_cast<uintptr_t>(h->remote) - base_ / kGranule;
+  last_ = kNoBlock;
   live_ = h->live;
 }
 
@@ -306,9 +308,9 @@ void ThreadCache::EmptiedInPlace() {
     // One granule past the carved bytes: a LIFO free leaves its block's start mark where carving resumes.
     size_t marked = used / kGranule + 1;
     if (marked > pool_->granules) marked = pool_->granules;
-    for (size_t g = 0; g < marked; ++g) marks_[g].store(0, std::memory_order_relaxed);
-    cur_ = base_ + start_off_;
-    last1_ = 0;
+    for (size_t g = 0; g < marked; ++g) pool_->marks[g].store(0, std::memory_order_relaxed);
+    cur_ = start_g_ * kGranule;
+    last_ = kNoBlock;
     ++stats_.resets_in_place;
   } else {
     ResetInPlace();
@@ -319,9 +321,9 @@ void ThreadCache::ResetInPlace() {
   // The owner's current pool has no live block left (and no remote byte pending: those count as live).
   domain_->ZeroPool(pool_, reinterpret_cast<char*>(cur_));
   pool_->owner.store(this, std::memory_order_relaxed);
-  cur_ = base_ + start_off_;
+  cur_ = start_g_ * kGranule;
   live_ = 0;
-  last1_ = 0;
+  last_ = kNoBlock;
   ++stats_.resets_in_place;
 }
 

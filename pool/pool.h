@@ -97,7 +97,7 @@ struct Config {
   bool align8 = false;    // malloc_align=8: min(16, largest power of two <= size), at least 8
   // Bytes left unused at the start of each implicit pool (0, or 16 under valgrind: then no block
   // starts where the pool does, so the pointers poolscope keeps to its pools never look like
-  // pointers to a block the program leaked).
+  // pointers to a block the program leaked). Rounded up to a multiple of 16.
   size_t carve_offset = 0;
 };
 
@@ -236,9 +236,9 @@ class ThreadCache {
     // A carve point is an address inside a pool, never 0: callers' null tests fold away.
     if (p == 0) __builtin_unreachable();
     cur_ = p + size;
-    marks_[(p - base_) / kGranule].store(kMarkBlock, std::memory_order_relaxed);
+    MarkOf(p / kGranule).store(kMarkBlock, std::memory_order_relaxed);
     ++live_;
-    last1_ = p + 1;
+    last_ = p;
     return reinterpret_cast<void*>(p);
   }
 
@@ -261,22 +261,21 @@ class ThreadCache {
   // the live count. The caller counts the pooled free (Free does).
   POOLSCOPE_ALWAYS_INLINE bool FreeLast(void* p) {
     uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    if (POOLSCOPE_UNLIKELY(a + 1 != last1_)) return false;  // last1_ is 0 when there is none
-    size_t off = a - base_;
-    size_t g = off / kGranule;
-    // The block is live on this thread's side: last1_ is cleared by every other way this thread ends a
+    if (POOLSCOPE_UNLIKELY(a != last_)) return false;  // last_ is kNoBlock when there is none
+    uintptr_t g = a / kGranule;
+    // The block is live on this thread's side: last_ is cleared by every other way this thread ends a
     // block (FreeOwn, FoldRemoteFrees, resets, retiring). Another thread may have freed it meanwhile:
     // its remote byte is not folded in yet, and this is a double free for the slow path.
-    if (POOLSCOPE_UNLIKELY(remote_[g].load(std::memory_order_relaxed) != 0)) return false;
-    marks_[g].store(kMarkStarted, std::memory_order_relaxed);
+    if (POOLSCOPE_UNLIKELY(RemoteOf(g).load(std::memory_order_relaxed) != 0)) return false;
+    MarkOf(g).store(kMarkStarted, std::memory_order_relaxed);
     uintptr_t end = cur_;
     do {  // blocks are whole granules of 8 bytes, at least one
       *reinterpret_cast<uint64_t*>(a) = 0;
       a += 8;
     } while (a < end);
     cur_ = reinterpret_cast<uintptr_t>(p);
-    last1_ = 0;
-    if (off == start_off_) {
+    last_ = kNoBlock;
+    if (g == start_g_) {
       // The block carved first in a fresh pool, and the only one since (the carve point is at the
       // start only while nothing is live): the pool is fresh again, a reset in place with nothing
       // left to do. Its start mark stays, so a second free of p is told from an interior one.
@@ -293,15 +292,15 @@ class ThreadCache {
   POOLSCOPE_ALWAYS_INLINE bool FreeOwn(PoolHeader* h, void* p) {
     if (POOLSCOPE_UNLIKELY(h->owner.load(std::memory_order_relaxed) != this)) return false;
     // h is the current pool; p is inside it (Find), so g is a granule of it.
-    size_t off = static_cast<size_t>(static_cast<char*>(p) - h->base);
-    size_t g = off / kGranule;
-    if (POOLSCOPE_UNLIKELY((off & 7) != 0 || marks_[g].load(std::memory_order_relaxed) != kMarkBlock)) {
+    uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    uintptr_t g = a / kGranule;
+    if (POOLSCOPE_UNLIKELY((a & 7) != 0 || MarkOf(g).load(std::memory_order_relaxed) != kMarkBlock)) {
       return false;
     }
     // Freed by another thread already (its remote byte is not folded in yet): a double free.
-    if (POOLSCOPE_UNLIKELY(remote_[g].load(std::memory_order_relaxed) != 0)) return false;
-    marks_[g].store(kMarkStarted, std::memory_order_relaxed);
-    if (reinterpret_cast<uintptr_t>(p) + 1 == last1_) last1_ = 0;
+    if (POOLSCOPE_UNLIKELY(RemoteOf(g).load(std::memory_order_relaxed) != 0)) return false;
+    MarkOf(g).store(kMarkStarted, std::memory_order_relaxed);
+    if (a == last_) last_ = kNoBlock;
     if (POOLSCOPE_UNLIKELY(--live_ == 0)) EmptiedInPlace();
     return true;
   }
@@ -412,7 +411,7 @@ class ThreadCache {
   void AdoptFromDeadThread(ThreadCache* other);
 
   // The next free of the block carved last takes the general path (a caller that must see every free).
-  void ForgetLast() { last1_ = 0; }
+  void ForgetLast() { last_ = kNoBlock; }
 
   // For the report: the current pool holds live blocks or is held.
   bool has_current() const { return pool_ != nullptr; }
@@ -420,6 +419,14 @@ class ThreadCache {
  private:
   friend class Domain;
   friend class ThreadCachePeer;
+
+  // The mark and remote bytes of the current pool's granule number g (an address / kGranule).
+  std::atomic<uint8_t>& MarkOf(uintptr_t g) const {
+    return *reinterpret_cast<std::atomic<uint8_t>*>(marks_at_ + g);
+  }
+  std::atomic<uint8_t>& RemoteOf(uintptr_t g) const {
+    return *reinterpret_cast<std::atomic<uint8_t>*>(remote_at_ + g);
+  }
 
   // The current pool's live count goes to its header before a slow path works on the header, and
   // comes back after.
@@ -443,19 +450,29 @@ class ThreadCache {
   void Retire(PoolHeader* h, char* used_end);
   PoolHeader* TakePool();
 
+  // What last_ holds when it names no block: an address in the kernel's half of the address space,
+  // which no block (and no null pointer, unlike 0) has, and which is a sign-extended 32-bit immediate,
+  // so that clearing last_ is one store.
+  static constexpr uintptr_t kNoBlock = ~uintptr_t{0} << 31;
+
   Domain* domain_ = nullptr;
   bool align8_ = false;  // a copy of the domain's, to keep the carve free of a dependent load
   size_t pool_size_ = 0;  // likewise (0 when pooling is off)
   int max_cached_ = 0;
   uintptr_t cur_ = 0;   // next free byte of the current pool
   uintptr_t end_ = 0;   // base + pool_size of the current pool
-  // Where carving starts, as an offset from base_ (Config::carve_offset). Not kept as an address: under
-  // valgrind that address is the start of the first block, and a leaked block must not look referenced.
-  uintptr_t start_off_ = 0;
-  uintptr_t base_ = 0;  // the current pool's base and marks, copied here so that the fast paths
-  std::atomic<uint8_t>* marks_ = nullptr;  // read them without going through its header
-  std::atomic<uint8_t>* remote_ = nullptr;
-  uintptr_t last1_ = 0;  // 1 + the start of the block carved last, while it is live; else 0
+  // Where carving starts (base + Config::carve_offset), as a granule number (address / kGranule), which
+  // is what FreeLast has at hand. Not kept as an address: under valgrind that address is the start of
+  // the first block, and a leaked block must not look referenced.
+  uintptr_t start_g_ = 0;
+  uintptr_t base_ = 0;  // the current pool's base, copied here so that the slow paths skip the header
+  // The current pool's mark and remote bytes, biased by base_ / kGranule: the byte of the granule at
+  // address a is at marks_at_ + a / kGranule (base_ is 64-aligned), so that the fast paths index them
+  // with a shift of the address and no subtraction. Integers, not pointers: they point below the bytes.
+  uintptr_t marks_at_ = 0;
+  uintptr_t remote_at_ = 0;
+  // The start of the block carved last, while it is live; else kNoBlock.
+  uintptr_t last_ = kNoBlock;
   int64_t live_ = 0;    // the current pool's live count (its header's `live` is stale meanwhile)
   PoolHeader* pool_ = nullptr;
   PoolHeader* cache_[kMaxCachedPools] = {};

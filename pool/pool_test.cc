@@ -149,6 +149,39 @@ TEST(PoolTest, SecondFreeOfALifoPairIsADoubleFree) {
   EXPECT_EQ(tc.stats().pooled_frees, tc.stats().hits);
 }
 
+// The LIFO test compares the freed address with the block carved last; "none" must be an address no
+// program frees. free(NULL) and free(MAP_FAILED) (all ones) are freed by real programs: neither may be
+// taken for the block carved last, before any block, after a LIFO free, or after a reset.
+TEST(PoolTest, NullAndAllOnesAreNeverTheBlockCarvedLast) {
+  TestDomain t(Cfg());
+  ThreadCache tc(&t.domain);
+  void* const kAllOnes = reinterpret_cast<void*>(~uintptr_t{0});
+  EXPECT_FALSE(tc.FreeLast(nullptr));
+  EXPECT_FALSE(tc.FreeLast(kAllOnes));
+  void* p = tc.Carve(5);
+  EXPECT_FALSE(tc.FreeLast(nullptr));
+  EXPECT_FALSE(tc.FreeLast(kAllOnes));
+  EXPECT_TRUE(tc.FreeLast(p));
+  EXPECT_FALSE(tc.FreeLast(nullptr));
+  EXPECT_FALSE(tc.FreeLast(kAllOnes));
+  EXPECT_EQ(tc.stats().resets_in_place, 1u);
+}
+
+// Carving starts on a 16-byte boundary whatever offset is asked for.
+TEST(PoolTest, CarveOffsetKeepsMallocAlignment) {
+  Config c = Cfg(128);
+  c.carve_offset = 8;
+  TestDomain t(c);
+  EXPECT_EQ(t.domain.config().carve_offset, 16u);
+  ThreadCache tc(&t.domain);
+  char* p = static_cast<char*>(tc.Carve(5));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 16, 0u);
+  EXPECT_EQ(p - t.domain.Find(p)->base, 16);
+  EXPECT_EQ(tc.Free(t.domain.Find(p), p), Domain::FreeResult::kFreed);
+  EXPECT_EQ(tc.stats().resets_in_place, 1u);  // the LIFO free of the first block is a reset
+  EXPECT_EQ(tc.Carve(16), p);
+}
+
 TEST(PoolTest, UsableSizeCoversTheRequest) {
   TestDomain t(Cfg(256));
   ThreadCache tc(&t.domain);
