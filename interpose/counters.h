@@ -80,15 +80,21 @@ struct ThreadCounters {
   // increment stands for three counts that Settle() makes when the counters are read: the call and
   // the block in `logical`, and the pool's hit or pooled free. (Bytes and sizes are counted directly.)
   uint64_t nfast[kNumApis];
+  // Pooled blocks released by the inline LIFO free that left the thread's pool fresh, per entry point:
+  // like nfast, and the pool's reset in place as a fourth count.
+  uint64_t nfast_reset[kNumApis];
 };
 
 // Turns the fast-path counts of `c` into the counts they stand for: logical calls and blocks in `c`,
-// pool hits and pooled frees in `*hits` and `*pooled_frees`. Run on a copy for a thread that is still
-// running, in place by a thread on its own counters.
-inline void Settle(ThreadCounters* c, uint64_t* hits, uint64_t* pooled_frees) {
+// pool hits, pooled frees and resets in place in `*hits`, `*pooled_frees` and `*resets`. Run on a copy
+// for a thread that is still running, in place by a thread on its own counters.
+inline void Settle(ThreadCounters* c, uint64_t* hits, uint64_t* pooled_frees, uint64_t* resets) {
   for (int api = 0; api < kNumApis; ++api) {
-    uint64_t n = c->nfast[api];
+    uint64_t r = c->nfast_reset[api];
+    uint64_t n = c->nfast[api] + r;
     c->nfast[api] = 0;
+    c->nfast_reset[api] = 0;
+    *resets += r;
     c->logical.ncalls[api] += n;
     if (IsFreeApi(api)) {
       c->logical.nfrees += n;

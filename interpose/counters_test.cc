@@ -26,7 +26,8 @@ TEST(SizeBucketTest, PowersOfTwoUpperBounds) {
 }
 
 // The inline pooled fast paths count one number per call; settling turns it into the call and the
-// block in the logical ledger and the hit or pooled free of the pool, as the slow paths count them.
+// block in the logical ledger and the hit or pooled free of the pool, as the slow paths count them. A
+// LIFO free that left the pool fresh counts in nfast_reset: all that, and the reset in place.
 TEST(LedgerTest, SettleMakesTheCountsAFastPathCallStandsFor) {
   ThreadCounters c;
   memset(&c, 0, sizeof c);
@@ -34,23 +35,32 @@ TEST(LedgerTest, SettleMakesTheCountsAFastPathCallStandsFor) {
   c.nfast[kNew] = 2;
   c.nfast[kFree] = 5;
   c.nfast[kDelete] = 1;
+  c.nfast_reset[kFree] = 4;
+  c.nfast_reset[kDeleteArray] = 3;
   c.logical.ncalls[kMalloc] = 3;  // counted by a slow path
   c.logical.nallocs = 3;
-  uint64_t hits = 3, pooled_frees = 0;
-  Settle(&c, &hits, &pooled_frees);
+  uint64_t hits = 3, pooled_frees = 0, resets = 2;
+  Settle(&c, &hits, &pooled_frees, &resets);
   EXPECT_EQ(c.logical.ncalls[kMalloc], 10u);
   EXPECT_EQ(c.logical.ncalls[kNew], 2u);
-  EXPECT_EQ(c.logical.ncalls[kFree], 5u);
+  EXPECT_EQ(c.logical.ncalls[kFree], 9u);
   EXPECT_EQ(c.logical.ncalls[kDelete], 1u);
+  EXPECT_EQ(c.logical.ncalls[kDeleteArray], 3u);
   EXPECT_EQ(c.logical.nallocs, 12u);
-  EXPECT_EQ(c.logical.nfrees, 6u);
+  EXPECT_EQ(c.logical.nfrees, 13u);
   EXPECT_EQ(hits, 12u);
-  EXPECT_EQ(pooled_frees, 6u);
-  for (int api = 0; api < kNumApis; ++api) EXPECT_EQ(c.nfast[api], 0u) << ApiName(api);
+  EXPECT_EQ(pooled_frees, 13u);
+  EXPECT_EQ(resets, 9u);
+  for (int api = 0; api < kNumApis; ++api) {
+    EXPECT_EQ(c.nfast[api], 0u) << ApiName(api);
+    EXPECT_EQ(c.nfast_reset[api], 0u) << ApiName(api);
+  }
   // Settling again changes nothing.
-  Settle(&c, &hits, &pooled_frees);
+  Settle(&c, &hits, &pooled_frees, &resets);
   EXPECT_EQ(c.logical.nallocs, 12u);
+  EXPECT_EQ(c.logical.nfrees, 13u);
   EXPECT_EQ(hits, 12u);
+  EXPECT_EQ(resets, 9u);
 }
 
 TEST(LedgerTest, RegularCallsCountInBothLedgersOnce) {

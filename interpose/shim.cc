@@ -190,7 +190,7 @@ void EmitLine(void*, const char* line) { RawLine(line); }
 // A thread's own counters, settled (counters.h) in place.
 void SettleOwn(ThreadState& ts) {
   pool::PoolStats& stats = ts.tc.stats();
-  Settle(&ts.c, &stats.hits, &stats.pooled_frees);
+  Settle(&ts.c, &stats.hits, &stats.pooled_frees, &stats.resets_in_place);
 }
 
 void FoldInto(ThreadState& ts, ThreadRecord* record) {
@@ -1114,7 +1114,7 @@ void TakeSnapshot(Snapshot* s) {
     // Other threads keep counting: settle a copy.
     ThreadCounters c = ts->c;
     pool::PoolStats stats = ts->tc.stats();
-    Settle(&c, &stats.hits, &stats.pooled_frees);
+    Settle(&c, &stats.hits, &stats.pooled_frees, &stats.resets_in_place);
     AddCounters(&s->totals, c);
     pool::AddStats(&s->pool, stats);
     s->pools_cached += static_cast<uint64_t>(ts->tc.cached());

@@ -93,10 +93,8 @@ void FreeNotLast(Api api, void* p);
 
 __attribute__((always_inline)) inline void Free(Api api, void* p) {
   ThreadState& ts = t_state;
-  if (POOLSCOPE_LIKELY(ts.tc.FreeLast(p))) {
-    ++ts.c.nfast[api];  // the call, the logical free and the pooled free
-    return;
-  }
+  // Counted in nfast: the call, the logical free and the pooled free (and in nfast_reset, the reset).
+  if (POOLSCOPE_LIKELY(ts.tc.FreeLast(p, &ts.c.nfast[api], &ts.c.nfast_reset[api]))) return;
   FreeNotLast(api, p);
 }
 

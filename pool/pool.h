@@ -258,8 +258,10 @@ class ThreadCache {
   // temporary freed before anything else is carved): no pool-map lookup; the block is zeroed and the
   // carve point moves back over it, so the next request reuses it. About 25 instructions for a block
   // of 16 bytes (8 of them the zeroing loop): compare, remote-byte test, mark store, three stores and
-  // the live count. The caller counts the pooled free (Free does).
-  POOLSCOPE_ALWAYS_INLINE bool FreeLast(void* p) {
+  // the live count. Counts the pooled free in *nfreed, or, when the free leaves the pool fresh (a reset
+  // in place), in *nreset instead: that one count stands for the free and the reset. Counting before
+  // the rare call out of line leaves it last, so that the caller needs no register kept across it.
+  POOLSCOPE_ALWAYS_INLINE bool FreeLast(void* p, uint64_t* nfreed, uint64_t* nreset) {
     uintptr_t a = reinterpret_cast<uintptr_t>(p);
     if (POOLSCOPE_UNLIKELY(a != last_)) return false;  // last_ is kNoBlock when there is none
     uintptr_t g = a / kGranule;
@@ -280,10 +282,11 @@ class ThreadCache {
       // start only while nothing is live): the pool is fresh again, a reset in place with nothing
       // left to do. Its start mark stays, so a second free of p is told from an interior one.
       live_ = 0;
-      ++stats_.resets_in_place;
-    } else if (POOLSCOPE_UNLIKELY(--live_ == 0)) {
-      EmptiedInPlace();
+      ++*nreset;
+      return true;
     }
+    ++*nfreed;
+    if (POOLSCOPE_UNLIKELY(--live_ == 0)) EmptiedInPlace();
     return true;
   }
 
@@ -311,7 +314,13 @@ class ThreadCache {
 
   // Frees `p`, a block of `h` (from Domain::Find), from any thread.
   inline Domain::FreeResult Free(PoolHeader* h, void* p) {
-    if (POOLSCOPE_LIKELY(FreeLast(p) || FreeOwn(h, p))) {
+    uint64_t reset = 0;
+    if (POOLSCOPE_LIKELY(FreeLast(p, &stats_.pooled_frees, &reset))) {
+      stats_.pooled_frees += reset;
+      stats_.resets_in_place += reset;
+      return Domain::FreeResult::kFreed;
+    }
+    if (POOLSCOPE_LIKELY(FreeOwn(h, p))) {
       ++stats_.pooled_frees;
       return Domain::FreeResult::kFreed;
     }

@@ -156,15 +156,17 @@ TEST(PoolTest, NullAndAllOnesAreNeverTheBlockCarvedLast) {
   TestDomain t(Cfg());
   ThreadCache tc(&t.domain);
   void* const kAllOnes = reinterpret_cast<void*>(~uintptr_t{0});
-  EXPECT_FALSE(tc.FreeLast(nullptr));
-  EXPECT_FALSE(tc.FreeLast(kAllOnes));
+  uint64_t freed = 0, reset = 0;
+  EXPECT_FALSE(tc.FreeLast(nullptr, &freed, &reset));
+  EXPECT_FALSE(tc.FreeLast(kAllOnes, &freed, &reset));
   void* p = tc.Carve(5);
-  EXPECT_FALSE(tc.FreeLast(nullptr));
-  EXPECT_FALSE(tc.FreeLast(kAllOnes));
-  EXPECT_TRUE(tc.FreeLast(p));
-  EXPECT_FALSE(tc.FreeLast(nullptr));
-  EXPECT_FALSE(tc.FreeLast(kAllOnes));
-  EXPECT_EQ(tc.stats().resets_in_place, 1u);
+  EXPECT_FALSE(tc.FreeLast(nullptr, &freed, &reset));
+  EXPECT_FALSE(tc.FreeLast(kAllOnes, &freed, &reset));
+  EXPECT_TRUE(tc.FreeLast(p, &freed, &reset));
+  EXPECT_FALSE(tc.FreeLast(nullptr, &freed, &reset));
+  EXPECT_FALSE(tc.FreeLast(kAllOnes, &freed, &reset));
+  EXPECT_EQ(freed, 0u);
+  EXPECT_EQ(reset, 1u);  // the free of the pool's only block: one count for the free and the reset
 }
 
 // Carving starts on a 16-byte boundary whatever offset is asked for.
