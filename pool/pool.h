@@ -222,23 +222,28 @@ class ThreadCache {
   // pool, or returns nullptr when it has no room (or there is none yet). No call, no atomic RMW: a
   // compare, the mark (one byte store), one increment. The caller counts the hit (Carve does).
   POOLSCOPE_ALWAYS_INLINE void* TryCarve(size_t n) {
-    uintptr_t size, p;
+    uintptr_t size, p, last;
     if (POOLSCOPE_LIKELY(!align8_)) {
       size = (n + 15) & ~uintptr_t{15};
       p = cur_;
+      // An empty thread starts with cur_ == end_ == 0, so its first request finds no room.
+      if (POOLSCOPE_UNLIKELY(p + size > end_)) return nullptr;
+      last = p;
     } else {
       size = (n + 7) & ~uintptr_t{7};
       uintptr_t a = n >= 16 ? 16 : 8;
       p = (cur_ + a - 1) & ~(a - 1);
+      if (POOLSCOPE_UNLIKELY(p + size > end_)) return nullptr;
+      // FreeLast zeroes in steps of 16 bytes: a block of 8 (mod 16) bytes is named last only where
+      // the 8 bytes past it are the pool's (and free, so zero already).
+      last = p + ((size + 15) & ~uintptr_t{15}) <= end_ ? p : kNoBlock;
     }
-    // An empty thread starts with cur_ == end_ == 0, so its first request finds no room.
-    if (POOLSCOPE_UNLIKELY(p + size > end_)) return nullptr;
     // A carve point is an address inside a pool, never 0: callers' null tests fold away.
     if (p == 0) __builtin_unreachable();
     cur_ = p + size;
     MarkOf(p / kGranule).store(kMarkBlock, std::memory_order_relaxed);
     ++live_;
-    last_ = p;
+    last_ = last;
     return reinterpret_cast<void*>(p);
   }
 
@@ -270,11 +275,11 @@ class ThreadCache {
     // its remote byte is not folded in yet, and this is a double free for the slow path.
     if (POOLSCOPE_UNLIKELY(RemoteOf(g).load(std::memory_order_relaxed) != 0)) return false;
     MarkOf(g).store(kMarkStarted, std::memory_order_relaxed);
-    uintptr_t end = cur_;
-    do {  // blocks are whole granules of 8 bytes, at least one
-      *reinterpret_cast<uint64_t*>(a) = 0;
-      a += 8;
-    } while (a < end);
+    // Zeroed in steps of 16 bytes, at least one: a block named last is a whole number of them, or
+    // (malloc_align=8) ends 8 bytes short of one that is still the pool's, beyond the carve point.
+    const uintptr_t end = cur_;
+    ZeroStep(a);
+    for (a += 16; a < end; a += 16) ZeroStep(a);
     cur_ = reinterpret_cast<uintptr_t>(p);
     last_ = kNoBlock;
     if (g == start_g_) {
@@ -428,6 +433,11 @@ class ThreadCache {
  private:
   friend class Domain;
   friend class ThreadCachePeer;
+
+  static void ZeroStep(uintptr_t a) {
+    reinterpret_cast<uint64_t*>(a)[0] = 0;
+    reinterpret_cast<uint64_t*>(a)[1] = 0;
+  }
 
   // The mark and remote bytes of the current pool's granule number g (an address / kGranule).
   std::atomic<uint8_t>& MarkOf(uintptr_t g) const {

@@ -210,6 +210,43 @@ TEST(PoolTest, Align8Rule) {
   EXPECT_EQ(t.domain.UsableSize(t.domain.Find(a), a), 8u);
 }
 
+// With malloc_align=8, blocks are whole granules of 8 bytes; the LIFO free zeroes in steps of 16 and
+// may pass a block's end by 8 bytes, which must be free pool bytes: never past the pool's end (where
+// the shim keeps the pool's malloc'd address), never a live neighbour.
+TEST(PoolTest, Align8LifoFreesZeroWithinThePool) {
+  TestDomain t(Cfg(64, 4, true));  // 64 bytes: nothing of the real allocation past the pool's end
+  ThreadCache tc(&t.domain);
+  std::vector<char*> blocks;
+  for (int i = 0; i < 8; ++i) {
+    blocks.push_back(static_cast<char*>(tc.Carve(8)));
+    memset(blocks.back(), 0x5A, 8);
+  }
+  EXPECT_EQ(blocks[7] - blocks[0], 56);  // the last one ends where the pool does
+  EXPECT_EQ(tc.Free(t.domain.Find(blocks[7]), blocks[7]), Domain::FreeResult::kFreed);
+  EXPECT_EQ(t.backend.CheckTails(), 0);
+  for (int i = 0; i < 7; ++i) EXPECT_EQ(blocks[i][0], 0x5A) << i;
+  for (int i = 6; i >= 0; --i) EXPECT_EQ(tc.Free(t.domain.Find(blocks[i]), blocks[i]), Domain::FreeResult::kFreed);
+  EXPECT_EQ(tc.stats().resets_in_place, 1u);
+  EXPECT_TRUE(AllZero(t.domain.Find(blocks[0])->base, 64));
+  // LIFO pairs of 8 and 24 bytes (a 24-byte block starts 16-aligned) in the middle of the pool: the
+  // carve point moves back over each, zeroed, and the block before stays.
+  char* a = static_cast<char*>(tc.Carve(8));
+  memset(a, 0x5A, 8);
+  for (size_t n : {5, 8, 20, 24, 8}) {
+    char* p = static_cast<char*>(tc.Carve(n));
+    memset(p, 0x5A, n);
+    EXPECT_EQ(tc.Free(t.domain.Find(p), p), Domain::FreeResult::kFreed) << n;
+    char* q = static_cast<char*>(tc.Carve(n));
+    EXPECT_EQ(q, p) << n;
+    EXPECT_TRUE(AllZero(q, n)) << n;
+    EXPECT_EQ(tc.Free(t.domain.Find(q), q), Domain::FreeResult::kFreed) << n;
+  }
+  EXPECT_EQ(a[7], 0x5A);
+  EXPECT_EQ(tc.Free(t.domain.Find(a), a), Domain::FreeResult::kFreed);
+  EXPECT_EQ(tc.stats().pooled_frees, tc.stats().hits);
+  EXPECT_EQ(t.backend.CheckTails(), 0);
+}
+
 TEST(PoolTest, PoolSizeIsClampedToTheSpecRange) {
   TestDomain small(Cfg(1));
   EXPECT_EQ(small.domain.config().pool_size, kMinPoolSize);
