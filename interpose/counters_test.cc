@@ -31,8 +31,6 @@ TEST(SizeBucketTest, PowersOfTwoUpperBounds) {
 TEST(LedgerTest, SettleMakesTheCountsAFastPathCallStandsFor) {
   ThreadCounters c;
   memset(&c, 0, sizeof c);
-  c.nfast[kMalloc] = 7;
-  c.nfast[kNew] = 2;
   c.nfast[kFree] = 5;
   c.nfast[kDelete] = 1;
   c.nfast_reset[kFree] = 4;
@@ -40,7 +38,11 @@ TEST(LedgerTest, SettleMakesTheCountsAFastPathCallStandsFor) {
   c.logical.ncalls[kMalloc] = 3;  // counted by a slow path
   c.logical.nallocs = 3;
   uint64_t hits = 3, pooled_frees = 0, resets = 2;
-  Settle(&c, &hits, &pooled_frees, &resets);
+  FastCarves carves;
+  memset(&carves, 0, sizeof carves);
+  carves.n[kFastMalloc][4] = 7;  // 7 malloc(5)
+  carves.n[kFastNew][23] = 2;    // 2 new of 24 bytes
+  Settle(&c, carves, &hits, &pooled_frees, &resets);
   EXPECT_EQ(c.logical.ncalls[kMalloc], 10u);
   EXPECT_EQ(c.logical.ncalls[kNew], 2u);
   EXPECT_EQ(c.logical.ncalls[kFree], 9u);
@@ -55,12 +57,52 @@ TEST(LedgerTest, SettleMakesTheCountsAFastPathCallStandsFor) {
     EXPECT_EQ(c.nfast[api], 0u) << ApiName(api);
     EXPECT_EQ(c.nfast_reset[api], 0u) << ApiName(api);
   }
-  // Settling again changes nothing.
-  Settle(&c, &hits, &pooled_frees, &resets);
+  EXPECT_EQ(c.logical.nbytes, 7u * 5 + 2u * 24);
+  EXPECT_EQ(c.sizes[SizeBucket(5)], 7u);
+  EXPECT_EQ(c.sizes[SizeBucket(24)], 2u);
+  // Settling again with the table cleared (as its thread does) changes nothing.
+  memset(&carves, 0, sizeof carves);
+  Settle(&c, carves, &hits, &pooled_frees, &resets);
   EXPECT_EQ(c.logical.nallocs, 12u);
   EXPECT_EQ(c.logical.nfrees, 13u);
   EXPECT_EQ(hits, 12u);
   EXPECT_EQ(resets, 9u);
+}
+
+// The inline malloc, new and new[] count a block in one cell of the table, by entry point and size:
+// settled, every cell must give what the slow path counts for each of its blocks (CountPooled in
+// shim.h, and the pool's hit), for every size the inline path serves.
+TEST(LedgerTest, SettledCarveTableEqualsTheSlowPathsCounts) {
+  FastCarves carves;
+  ThreadCounters fast, slow;
+  memset(&carves, 0, sizeof carves);
+  memset(&fast, 0, sizeof fast);
+  memset(&slow, 0, sizeof slow);
+  uint64_t fast_hits = 0, slow_hits = 0, unused = 0;
+  for (int f = 0; f < kNumFastApis; ++f) {
+    for (size_t n = 1; n <= kFastSizes; ++n) {
+      const uint64_t k = (n * 7 + static_cast<size_t>(f)) % 5;  // some cells empty
+      carves.n[f][n - 1] = k;
+      for (uint64_t i = 0; i < k; ++i) {
+        ++slow.logical.ncalls[kFastApis[f]];
+        ++slow.logical.nallocs;
+        slow.logical.nbytes += n;
+        ++slow.sizes[SizeBucket(n)];
+        ++slow_hits;
+      }
+    }
+  }
+  EXPECT_EQ(FastApiOf(kMalloc), kFastMalloc);
+  EXPECT_EQ(FastApiOf(kNew), kFastNew);
+  EXPECT_EQ(FastApiOf(kNewArray), kFastNewArray);
+  const FastCarves before = carves;
+  Settle(&fast, carves, &fast_hits, &unused, &unused);
+  EXPECT_EQ(memcmp(&fast, &slow, sizeof fast), 0);
+  EXPECT_EQ(fast.logical.nbytes, slow.logical.nbytes);
+  for (int b = 0; b < kSizeBuckets; ++b) EXPECT_EQ(fast.sizes[b], slow.sizes[b]) << b;
+  EXPECT_EQ(fast_hits, slow_hits);
+  // The table is only read: a report settles a copy of a running thread's counters with its table.
+  EXPECT_EQ(memcmp(&before, &carves, sizeof carves), 0);
 }
 
 TEST(LedgerTest, RegularCallsCountInBothLedgersOnce) {

@@ -43,14 +43,15 @@ bool g_tracking = false;
 // Marks poolscope's own work on this thread: calls it makes into libc pass straight through.
 class Guard {
  public:
-  explicit Guard(ThreadState& ts) : ts_(ts), limit_(ts.pool_limit), reason_(ts.regular_miss) {
+  // The two fields that the inline shortcuts test (pool_limit's users test the guard itself).
+  explicit Guard(ThreadState& ts) : ts_(ts), limit_(ts.fast_limit), reason_(ts.regular_miss) {
     ++ts_.guard;
-    ts_.pool_limit = 0;
+    ts_.fast_limit = 0;
     ts_.regular_miss = 0;
   }
   ~Guard() {
     --ts_.guard;
-    ts_.pool_limit = limit_;
+    ts_.fast_limit = limit_;
     ts_.regular_miss = reason_;
   }
   Guard(const Guard&) = delete;
@@ -179,6 +180,20 @@ size_t LimitFor(const ThreadState& ts) {
   return 0;
 }
 
+// The inline path (TryPooled) serves the pooled requests it can count in its table, and only in the
+// 16-byte mode (its carve has no malloc_align=8 branch); the rest of the pool's range takes
+// MallocRegular's pooled branch or the slow paths.
+size_t FastLimitFor(size_t pool_limit) {
+  if (g_max_align != 16) return 0;
+  return pool_limit < kFastSizes ? pool_limit : kFastSizes;
+}
+
+void SetLimits(ThreadState& ts) {
+  ts.pool_limit = LimitFor(ts);
+  ts.fast_limit = FastLimitFor(ts.pool_limit);
+  ts.regular_miss = RegularMissFor(ts);
+}
+
 void WarnLine(void*, const char* line) {
   char buf[700];
   snprintf(buf, sizeof buf, "poolscope: warning: %s", line);
@@ -190,7 +205,8 @@ void EmitLine(void*, const char* line) { RawLine(line); }
 // A thread's own counters, settled (counters.h) in place.
 void SettleOwn(ThreadState& ts) {
   pool::PoolStats& stats = ts.tc.stats();
-  Settle(&ts.c, &stats.hits, &stats.pooled_frees, &stats.resets_in_place);
+  Settle(&ts.c, ts.carves, &stats.hits, &stats.pooled_frees, &stats.resets_in_place);
+  memset(&ts.carves, 0, sizeof ts.carves);
 }
 
 void FoldInto(ThreadState& ts, ThreadRecord* record) {
@@ -237,6 +253,7 @@ void OnThreadExit(void* arg) {
   Unregister(ts);
   FoldInto(ts, NewRecord(ts));
   ts.phase = kDead;
+  ts.fast_limit = 0;
   ts.pool_limit = 0;
   ts.regular_miss = 0;
 }
@@ -281,6 +298,7 @@ void ForkChild() {
       if (self.phase == kActive) self.tc.AdoptFromDeadThread(&ts->tc);
       Unregister(*ts);
       memset(&ts->c, 0, sizeof ts->c);
+      memset(&ts->carves, 0, sizeof ts->carves);
       ts->tc.stats() = pool::PoolStats{};
       ts->phase = kDead;
       ++g_threads_lost_at_fork;
@@ -380,8 +398,7 @@ inline Mode Enter(ThreadState& ts) {
   if (ts.phase == kFresh) {
     InitThread(ts);
     if (ts.phase != kActive) return RealResolved() ? Mode::kPassthrough : Mode::kBootstrap;
-    ts.pool_limit = LimitFor(ts);
-    ts.regular_miss = RegularMissFor(ts);
+    SetLimits(ts);
     return Mode::kCounted;
   }
   return Mode::kCounted;  // kDead: counted, then folded by Scope
@@ -544,9 +561,26 @@ void* AllocSlow(Api api, size_t n, void* ra) {
   return RegularAllocated(ts, api, n, p);
 }
 
+namespace {
+// A malloc that the inline path declined although it is within pool_limit (above kFastSizes, or
+// malloc_align=8, or the current pool has no room): pooled here with Carve, which takes a fresh pool
+// when it must; else (inside poolscope, or no pool to be had) the slow path.
+__attribute__((noinline)) void* MallocPooled(size_t n, void* ra) {
+  ThreadState& ts = t_state;
+  if (POOLSCOPE_LIKELY(n - 1 < ts.pool_limit && ts.guard == 0)) {
+    // The thread is active and outside poolscope, and Decide would pool this (see pool_limit).
+    if (void* p = ts.tc.Carve(n)) {
+      CountPooled(ts, kMalloc, n);
+      return p;
+    }
+  }
+  return AllocSlow(kMalloc, n, ra);
+}
+}  // namespace
+
 // malloc when the pooled fast path declined, either because the request is outside the pool limit
-// (then the regular path runs inline when nothing else can apply) or because the current pool has no
-// room (then the slow path takes a fresh pool).
+// (then the regular path runs inline when nothing else can apply) or because it is pooled but not by
+// the inline path (MallocPooled).
 void* MallocRegular(size_t n, void* ra) {
   ThreadState& ts = t_state;
   int miss = ts.regular_miss;
@@ -560,7 +594,7 @@ void* MallocRegular(size_t n, void* ra) {
     CountRegular(ts, kMalloc, n, p != nullptr);
     return p;
   }
-  return AllocSlow(kMalloc, n, ra);
+  return MallocPooled(n, ra);
 }
 
 namespace {
@@ -621,7 +655,7 @@ void* Calloc(size_t n, size_t m, void* ra) {
   ThreadState& ts = t_state;
   size_t total;
   bool overflow = __builtin_mul_overflow(n, m, &total);
-  if (POOLSCOPE_LIKELY(!overflow && total - 1 < ts.pool_limit)) {
+  if (POOLSCOPE_LIKELY(!overflow && total - 1 < ts.pool_limit && ts.guard == 0)) {
     void* p = ts.tc.Carve(total);  // pool memory is always zero
     if (POOLSCOPE_LIKELY(p != nullptr)) {
       CountPooled(ts, kCalloc, total);
@@ -1047,16 +1081,14 @@ void TagPush() {
   ThreadState& ts = t_state;
   if (Enter(ts) != Mode::kCounted) return;
   ++ts.tag_depth;
-  ts.pool_limit = LimitFor(ts);
-  ts.regular_miss = RegularMissFor(ts);
+  SetLimits(ts);
 }
 
 void TagPop() {
   ThreadState& ts = t_state;
   if (Enter(ts) != Mode::kCounted) return;
   if (ts.tag_depth > 0) --ts.tag_depth;
-  ts.pool_limit = LimitFor(ts);
-  ts.regular_miss = RegularMissFor(ts);
+  SetLimits(ts);
 }
 
 int Active() {
@@ -1071,8 +1103,7 @@ void OnLoad() {
   ThreadState& ts = t_state;
   Enter(ts);
   if (ts.phase == kActive) {
-    ts.pool_limit = LimitFor(ts);
-    ts.regular_miss = RegularMissFor(ts);
+    SetLimits(ts);
     StartSnapshots(g_options);
   }
 }
@@ -1114,7 +1145,7 @@ void TakeSnapshot(Snapshot* s) {
     // Other threads keep counting: settle a copy.
     ThreadCounters c = ts->c;
     pool::PoolStats stats = ts->tc.stats();
-    Settle(&c, &stats.hits, &stats.pooled_frees, &stats.resets_in_place);
+    Settle(&c, ts->carves, &stats.hits, &stats.pooled_frees, &stats.resets_in_place);
     AddCounters(&s->totals, c);
     pool::AddStats(&s->pool, stats);
     s->pools_cached += static_cast<uint64_t>(ts->tc.cached());

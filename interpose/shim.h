@@ -29,7 +29,12 @@ namespace poolscope {
 enum ThreadPhase : int { kFresh = 0, kActive = 1, kDead = 2 };
 
 struct ThreadState {
-  size_t pool_limit;  // requests of 1..pool_limit bytes try the pooled fast path; 0 turns it off
+  // Requests of 1..fast_limit bytes try the inline pooled path (TryPooled); 0 turns it off. At most
+  // pool_limit and kFastSizes, and 0 with malloc_align=8; 0 inside poolscope (Guard).
+  size_t fast_limit;
+  // Requests of 1..pool_limit bytes are pooled without asking Decide, when guard is 0 (Guard leaves
+  // this alone: its users test guard as well); 0: ask Decide.
+  size_t pool_limit;
   // 1 + a miss reason: a request of n >= 1 bytes that fails the pool_limit test takes the regular path
   // without further checks and counts as a miss with that reason (pooling off, or tag=small and too
   // large); 0 (as every thread starts): such requests go through the slow path (uninitialised, inside
@@ -41,6 +46,7 @@ struct ThreadState {
   int tid;
   ThreadCounters c;
   pool::ThreadCache tc;
+  FastCarves carves;  // the inline path's counts, settled with c (Settle)
   ThreadState* next;  // the registry of live threads
   ThreadState* prev;
 };
@@ -67,21 +73,14 @@ inline void CountPooled(ThreadState& ts, Api api, size_t n) {
   ++ts.c.sizes[PooledSizeBucket(n)];
 }
 
-// A pooled allocation made by the inline fast path: the call, hit and logical block are one count.
-inline void CountFastPooled(ThreadState& ts, Api api, size_t n) {
-  ++ts.c.nfast[api];
-  ts.c.logical.nbytes += n;
-  ++ts.c.sizes[PooledSizeBucket(n)];
-}
-
-// malloc, calloc and plain operator new: the hot path. Returns nullptr when the request must take the
-// slow path (the exported function then calls AllocSlow/NewSlow with the caller's address).
+// malloc and plain operator new and new[]: the hot path. Returns nullptr when the request must take the
+// slow path (the exported function then calls MallocRegular/NewSlow with the caller's address).
 inline void* TryPooled(Api api, size_t n) {
   ThreadState& ts = t_state;
-  if (POOLSCOPE_LIKELY(n - 1 < ts.pool_limit)) {
-    void* p = ts.tc.TryCarve(n);
+  if (POOLSCOPE_LIKELY(n - 1 < ts.fast_limit)) {
+    void* p = ts.tc.TryCarve16(n);
     if (POOLSCOPE_LIKELY(p != nullptr)) {
-      CountFastPooled(ts, api, n);
+      ++ts.carves.n[FastApiOf(api)][n - 1];  // the call, the block, its bytes and size, the hit
       return p;
     }
   }

@@ -222,29 +222,32 @@ class ThreadCache {
   // pool, or returns nullptr when it has no room (or there is none yet). No call, no atomic RMW: a
   // compare, the mark (one byte store), one increment. The caller counts the hit (Carve does).
   POOLSCOPE_ALWAYS_INLINE void* TryCarve(size_t n) {
-    uintptr_t size, p, last;
-    if (POOLSCOPE_LIKELY(!align8_)) {
-      size = (n + 15) & ~uintptr_t{15};
-      p = cur_;
-      // An empty thread starts with cur_ == end_ == 0, so its first request finds no room.
-      if (POOLSCOPE_UNLIKELY(p + size > end_)) return nullptr;
-      last = p;
-    } else {
-      size = (n + 7) & ~uintptr_t{7};
-      uintptr_t a = n >= 16 ? 16 : 8;
-      p = (cur_ + a - 1) & ~(a - 1);
-      if (POOLSCOPE_UNLIKELY(p + size > end_)) return nullptr;
-      // FreeLast zeroes in steps of 16 bytes: a block of 8 (mod 16) bytes is named last only where
-      // the 8 bytes past it are the pool's (and free, so zero already).
-      last = p + ((size + 15) & ~uintptr_t{15}) <= end_ ? p : kNoBlock;
-    }
+    if (POOLSCOPE_UNLIKELY(align8_)) return TryCarve8(n);
+    return TryCarve16(n);
+  }
+
+  // TryCarve without the malloc_align=8 test, for a domain without it (the shim's inline path runs
+  // only then): blocks of whole 16-byte steps on 16-byte boundaries.
+  POOLSCOPE_ALWAYS_INLINE void* TryCarve16(size_t n) {
+    uintptr_t p = cur_;
+    uintptr_t next = p + ((n + 15) & ~uintptr_t{15});
+    // An empty thread starts with cur_ == end_ == 0, so its first request finds no room.
+    if (POOLSCOPE_UNLIKELY(next > end_)) return nullptr;
     // A carve point is an address inside a pool, never 0: callers' null tests fold away.
     if (p == 0) __builtin_unreachable();
-    cur_ = p + size;
-    MarkOf(p / kGranule).store(kMarkBlock, std::memory_order_relaxed);
-    ++live_;
-    last_ = last;
-    return reinterpret_cast<void*>(p);
+    return Carved(p, next, p);
+  }
+
+  // TryCarve with malloc_align=8: min(16, the largest power of two <= n) aligned, at least 8.
+  POOLSCOPE_ALWAYS_INLINE void* TryCarve8(size_t n) {
+    uintptr_t size = (n + 7) & ~uintptr_t{7};
+    uintptr_t a = n >= 16 ? 16 : 8;
+    uintptr_t p = (cur_ + a - 1) & ~(a - 1);
+    if (POOLSCOPE_UNLIKELY(p + size > end_)) return nullptr;
+    if (p == 0) __builtin_unreachable();
+    // FreeLast zeroes in steps of 16 bytes: a block of 8 (mod 16) bytes is named last only where the
+    // 8 bytes past it are the pool's (and free, so zero already).
+    return Carved(p, p + size, p + ((size + 15) & ~uintptr_t{15}) <= end_ ? p : kNoBlock);
   }
 
   // TryCarve, else a fresh pool (the current one reset in place, or retired), counting the hit.
@@ -433,6 +436,15 @@ class ThreadCache {
  private:
   friend class Domain;
   friend class ThreadCachePeer;
+
+  // The block [p, next) is carved: marked, counted live, and named last (or not: `last` is p or kNoBlock).
+  POOLSCOPE_ALWAYS_INLINE void* Carved(uintptr_t p, uintptr_t next, uintptr_t last) {
+    cur_ = next;
+    MarkOf(p / kGranule).store(kMarkBlock, std::memory_order_relaxed);
+    ++live_;
+    last_ = last;
+    return reinterpret_cast<void*>(p);
+  }
 
   static void ZeroStep(uintptr_t a) {
     reinterpret_cast<uint64_t*>(a)[0] = 0;
