@@ -180,6 +180,14 @@ Domain::FreeResult Domain::FreeSlow(ThreadCache* tc, PoolHeader* h, void* p) {
       CountFreeError(stats, r);
       return r;
     }
+    // The owner's LIFO free trusts last_ to name a live block and does not look at remote bytes: if
+    // this is the block it carved last, take it back first. The owner's cache is still there: the
+    // block is live and its remote byte not set yet, so the owner can neither release the pool
+    // (only an empty one) nor retire it (that waits for in_flight), nor end its thread before either.
+    if (ThreadCache* owner = h->owner.load(std::memory_order_relaxed)) {
+      uintptr_t last = reinterpret_cast<uintptr_t>(p);
+      owner->last_.compare_exchange_strong(last, ThreadCache::kNoBlock, std::memory_order_relaxed);
+    }
     uint8_t old = h->remote[g].exchange(1, std::memory_order_acq_rel);
     if (old == 0) h->remote_pending.fetch_add(1, std::memory_order_relaxed);
     h->in_flight.fetch_sub(1, std::memory_order_release);
@@ -278,14 +286,14 @@ void ThreadCache::FoldRemoteFrees(PoolHeader* h, char* used_end) {
   h->remote_pending.fetch_sub(seen, std::memory_order_relaxed);
   h->live -= n;
   // The block carved last may be one of them: FreeLast trusts last_ to name a live block.
-  if (h == pool_ && n != 0) last_ = kNoBlock;
+  if (h == pool_ && n != 0) last_.store(kNoBlock, std::memory_order_relaxed);
 }
 
 void ThreadCache::SetCurrent(PoolHeader* h) {
   pool_ = h;
   if (h == nullptr) {
     cur_ = end_ = base_ = start_g_ = marks_at_ = remote_at_ = 0;
-    last_ = kNoBlock;
+    last_.store(kNoBlock, std::memory_order_relaxed);
     live_ = 0;
     return;
   }
@@ -297,7 +305,7 @@ void ThreadCache::SetCurrent(PoolHeader* h) {
   end_ = base_ + domain_->config_.pool_size;
   marks_at_ = reinterpret_cast<uintptr_t>(h->marks) - base_ / kGranule;
   remote_at_ = reinterpret_cast<uintptr_t>(h->remote) - base_ / kGranule;
-  last_ = kNoBlock;
+  last_.store(kNoBlock, std::memory_order_relaxed);
   live_ = h->live;
 }
 
@@ -310,7 +318,7 @@ void ThreadCache::EmptiedInPlace() {
     if (marked > pool_->granules) marked = pool_->granules;
     for (size_t g = 0; g < marked; ++g) pool_->marks[g].store(0, std::memory_order_relaxed);
     cur_ = start_g_ * kGranule;
-    last_ = kNoBlock;
+    last_.store(kNoBlock, std::memory_order_relaxed);
     ++stats_.resets_in_place;
   } else {
     ResetInPlace();
@@ -323,7 +331,7 @@ void ThreadCache::ResetInPlace() {
   pool_->owner.store(this, std::memory_order_relaxed);
   cur_ = start_g_ * kGranule;
   live_ = 0;
-  last_ = kNoBlock;
+  last_.store(kNoBlock, std::memory_order_relaxed);
   ++stats_.resets_in_place;
 }
 
