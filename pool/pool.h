@@ -232,7 +232,9 @@ class ThreadCache {
   // only then): blocks of whole 16-byte steps on 16-byte boundaries.
   POOLSCOPE_ALWAYS_INLINE void* TryCarve16(size_t n) {
     uintptr_t p = cur_;
-    uintptr_t next = p + ((n + 15) & ~uintptr_t{15});
+    // n rounded up to 16 as ((n - 1) | 15) + 1 (so n = 0 is not allowed): the shim's limit test has
+    // n - 1 at hand already.
+    uintptr_t next = p + ((n - 1) | 15) + 1;
     // An empty thread starts with cur_ == end_ == 0, so its first request finds no room.
     if (POOLSCOPE_UNLIKELY(next > end_)) return nullptr;
     // A carve point is an address inside a pool, never 0: callers' null tests fold away.
