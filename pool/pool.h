@@ -119,10 +119,15 @@ struct alignas(kLine) PoolHeader {
   Arena* arena;         // the explicit arena that holds it, else nullptr
   int64_t live;         // live blocks, as the owner sees them (remote frees not yet folded in count)
   PoolKind kind;
-  uint32_t granules;    // 8-byte granules of the pool (pool bytes / 8): bytes of `marks` and `remote`
+  uint32_t granules;    // 8-byte granules of the pool (pool bytes / 8): bytes of `remote`
   // One byte per granule (kMarkLive | kMarkStarted; kMarkStarted tells a double free from an interior
-  // one). A byte, not bits in a word, so that marking a block is one store to it.
+  // one), at the granule's byte offset: marks[off] for the granule at pool offset off, the seven bytes
+  // after it unused. A byte, not bits in a word, so that marking a block is one store to it; spread
+  // over as many bytes as the pool has, so that the fast paths index it with the block's address
+  // itself (no shift). For the default pool of 64 bytes that is the one line a byte per granule takes
+  // anyway; a pool of n bytes has n bytes of marks.
   std::atomic<uint8_t>* marks;
+  std::atomic<uint8_t>& mark(size_t g) const { return marks[g * kGranule]; }  // granule g's
   // One byte per granule, on lines of its own: non-zero = the block starting here was freed by
   // another thread while the pool was owned, not yet folded in.
   std::atomic<uint8_t>* remote;
@@ -279,8 +284,7 @@ class ThreadCache {
     // FoldRemoteFrees, resets, retiring), and by another thread that frees it (Domain::FreeSlow), so
     // the remote byte need not be looked at. (kNoBlock when there is none.)
     if (POOLSCOPE_UNLIKELY(!IsLast(a))) return false;
-    uintptr_t g = a / kGranule;
-    MarkOf(g).store(kMarkStarted, std::memory_order_relaxed);
+    MarkAt(a).store(kMarkStarted, std::memory_order_relaxed);
     // Zeroed in steps of 16 bytes, at least one: a block named last is a whole number of them, or
     // (malloc_align=8) ends 8 bytes short of one that is still the pool's, beyond the carve point.
     const uintptr_t end = cur_;
@@ -288,7 +292,7 @@ class ThreadCache {
     for (a += 16; a < end; a += 16) ZeroStep(a);
     cur_ = reinterpret_cast<uintptr_t>(p);
     last_.store(kNoBlock, std::memory_order_relaxed);
-    if (g == start_g_) {
+    if (reinterpret_cast<uintptr_t>(p) == fresh_) {
       // The block carved first in a fresh pool, and the only one since (the carve point is at the
       // start only while nothing is live): the pool is fresh again, a reset in place with nothing
       // left to do. Its start mark stays, so a second free of p is told from an interior one.
@@ -307,13 +311,12 @@ class ThreadCache {
     if (POOLSCOPE_UNLIKELY(h->owner.load(std::memory_order_relaxed) != this)) return false;
     // h is the current pool; p is inside it (Find), so g is a granule of it.
     uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    uintptr_t g = a / kGranule;
-    if (POOLSCOPE_UNLIKELY((a & 7) != 0 || MarkOf(g).load(std::memory_order_relaxed) != kMarkBlock)) {
+    if (POOLSCOPE_UNLIKELY((a & 7) != 0 || MarkAt(a).load(std::memory_order_relaxed) != kMarkBlock)) {
       return false;
     }
     // Freed by another thread already (its remote byte is not folded in yet): a double free.
-    if (POOLSCOPE_UNLIKELY(RemoteOf(g).load(std::memory_order_relaxed) != 0)) return false;
-    MarkOf(g).store(kMarkStarted, std::memory_order_relaxed);
+    if (POOLSCOPE_UNLIKELY(RemoteOf(a / kGranule).load(std::memory_order_relaxed) != 0)) return false;
+    MarkAt(a).store(kMarkStarted, std::memory_order_relaxed);
     if (a == last_.load(std::memory_order_relaxed)) last_.store(kNoBlock, std::memory_order_relaxed);
     if (POOLSCOPE_UNLIKELY(--live_ == 0)) EmptiedInPlace();
     return true;
@@ -443,7 +446,7 @@ class ThreadCache {
   // The block [p, next) is carved: marked, counted live, and named last (or not: `last` is p or kNoBlock).
   POOLSCOPE_ALWAYS_INLINE void* Carved(uintptr_t p, uintptr_t next, uintptr_t last) {
     cur_ = next;
-    MarkOf(p / kGranule).store(kMarkBlock, std::memory_order_relaxed);
+    MarkAt(p).store(kMarkBlock, std::memory_order_relaxed);
     ++live_;
     last_.store(last, std::memory_order_relaxed);
     return reinterpret_cast<void*>(p);
@@ -467,9 +470,10 @@ class ThreadCache {
     reinterpret_cast<uint64_t*>(a)[1] = 0;
   }
 
-  // The mark and remote bytes of the current pool's granule number g (an address / kGranule).
-  std::atomic<uint8_t>& MarkOf(uintptr_t g) const {
-    return *reinterpret_cast<std::atomic<uint8_t>*>(marks_at_ + g);
+  // The mark byte of the current pool's granule at address a, and the remote byte of its granule
+  // number g (the address / kGranule).
+  std::atomic<uint8_t>& MarkAt(uintptr_t a) const {
+    return *reinterpret_cast<std::atomic<uint8_t>*>(marks_at_ + a);
   }
   std::atomic<uint8_t>& RemoteOf(uintptr_t g) const {
     return *reinterpret_cast<std::atomic<uint8_t>*>(remote_at_ + g);
@@ -508,14 +512,17 @@ class ThreadCache {
   int max_cached_ = 0;
   uintptr_t cur_ = 0;   // next free byte of the current pool
   uintptr_t end_ = 0;   // base + pool_size of the current pool
-  // Where carving starts (base + Config::carve_offset), as a granule number (address / kGranule), which
-  // is what FreeLast has at hand. Not kept as an address: under valgrind that address is the start of
-  // the first block, and a leaked block must not look referenced.
-  uintptr_t start_g_ = 0;
+  uintptr_t start_off_ = 0;  // Config::carve_offset
+  // The block whose LIFO free leaves the pool fresh (FreeLast's reset in place, with nothing to zero
+  // before it): the pool's base when carving starts there, else kNoBlock. With a carve offset
+  // (valgrind) the pool does not keep the first block's address, which would make a leaked block look
+  // referenced; that free then takes EmptiedInPlace, which counts the same reset.
+  uintptr_t fresh_ = kNoBlock;
   uintptr_t base_ = 0;  // the current pool's base, copied here so that the slow paths skip the header
-  // The current pool's mark and remote bytes, biased by base_ / kGranule: the byte of the granule at
-  // address a is at marks_at_ + a / kGranule (base_ is 64-aligned), so that the fast paths index them
-  // with a shift of the address and no subtraction. Integers, not pointers: they point below the bytes.
+  // The current pool's mark and remote bytes, biased by the pool's base: the mark of the granule at
+  // address a is at marks_at_ + a, its remote byte at remote_at_ + a / kGranule (base_ is 64-aligned),
+  // so that the fast paths index them with the address and no subtraction. Integers, not pointers:
+  // they point below the bytes.
   uintptr_t marks_at_ = 0;
   uintptr_t remote_at_ = 0;
   // The start of the block carved last, while it is live; else kNoBlock. Written by this thread

@@ -181,7 +181,11 @@ TEST(PoolTest, CarveOffsetKeepsMallocAlignment) {
   EXPECT_EQ(p - t.domain.Find(p)->base, 16);
   EXPECT_EQ(tc.Free(t.domain.Find(p), p), Domain::FreeResult::kFreed);
   EXPECT_EQ(tc.stats().resets_in_place, 1u);  // the LIFO free of the first block is a reset
+  // ... which keeps the block's mark, as without an offset: freed again, it is a double free.
+  EXPECT_EQ(tc.Free(t.domain.Find(p), p), Domain::FreeResult::kDouble);
   EXPECT_EQ(tc.Carve(16), p);
+  EXPECT_EQ(tc.Free(t.domain.Find(p + 16), p + 16), Domain::FreeResult::kInvalid);
+  EXPECT_EQ(t.domain.UsableSize(t.domain.Find(p), p), 16u);
 }
 
 TEST(PoolTest, UsableSizeCoversTheRequest) {
