@@ -3,12 +3,15 @@
 // The logic behind every interposed entry point. libc_override.cc only forwards to these functions.
 //
 // Each entry point has one inlined fast path and leaves through named NOINLINE slow paths. The pooled
-// fast path of malloc assumes: the thread is initialised and not inside poolscope's own code
-// (pool_limit is 0 otherwise, so an uninitialised thread, a thread inside poolscope, and a process with
-// pooling off all fall through to the slow path without testing anything else), and 1 <= n <= pool_size.
-// It costs one TLS-relative compare, the pool carve (a compare, three stores and the live count) and
-// three counter increments (the call, the bytes, the size bucket; the call stands for the logical block
-// and the pool hit too, see Settle in counters.h): no lock, no atomic read-modify-write, no call.
+// fast path of malloc and operator new assumes: the thread is initialised and not inside poolscope's
+// own code (fast_limit is 0 otherwise, so an uninitialised thread, a thread inside poolscope, and a
+// process with pooling off all fall through to the slow path without testing anything else), and
+// 1 <= n <= fast_limit (at most the pool capacity and kFastSizes; 0 with malloc_align=8). It costs one
+// TLS-relative compare, the pool carve (a compare, three stores, the mark, the live count) and one
+// counter increment, by entry point and size (it stands for the call, the logical block, its bytes and
+// size bucket, and the pool hit; see Settle in counters.h): no lock, no atomic read-modify-write, no
+// call. 17 instructions for malloc(5), 18 for the LIFO free after it (FreeLast in pool.h): with the
+// benchmark loop's 9, 44 per pair (bench/callgrind_pair.sh).
 //
 // Thread-safety: every function may be called from any thread, re-entrantly from poolscope's own libc
 // calls (those pass straight through, uncounted as logical or real), from signal handlers no more safely

@@ -227,7 +227,8 @@ class ThreadCache {
 
   // Carves a malloc-family block of `n` bytes (1 <= n <= pool_size) from the implicit arena's current
   // pool, or returns nullptr when it has no room (or there is none yet). No call, no atomic RMW: a
-  // compare, the mark (one byte store), one increment. The caller counts the hit (Carve does).
+  // compare, the mark (one byte store), the live count, the block carved last. The caller counts the
+  // hit (Carve does).
   POOLSCOPE_ALWAYS_INLINE void* TryCarve(size_t n) {
     if (POOLSCOPE_UNLIKELY(align8_)) return TryCarve8(n);
     return TryCarve16(n);
@@ -273,9 +274,9 @@ class ThreadCache {
 
   // Frees `p` if it is the block this thread carved last and it is still live (the LIFO case: a
   // temporary freed before anything else is carved): no pool-map lookup; the block is zeroed and the
-  // carve point moves back over it, so the next request reuses it. 20 instructions in the shim's free
-  // for a block of 16 bytes that leaves the pool fresh: compare, mark store, zeroing (5), three stores
-  // and a count. Counts the pooled free in *nfreed, or, when the free leaves the pool fresh (a reset
+  // carve point moves back over it, so the next request reuses it. 18 instructions in the shim's free
+  // for a block of 16 bytes that leaves the pool fresh: compare, mark store, zeroing (5), the carve
+  // point, last_, the start compare, the live count and one count. Counts the pooled free in *nfreed, or, when the free leaves the pool fresh (a reset
   // in place), in *nreset instead: that one count stands for the free and the reset. Counting before
   // the rare call out of line leaves it last, so that the caller needs no register kept across it.
   POOLSCOPE_ALWAYS_INLINE bool FreeLast(void* p, uint64_t* nfreed, uint64_t* nreset) {
