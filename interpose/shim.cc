@@ -562,17 +562,15 @@ void* AllocSlow(Api api, size_t n, void* ra) {
 }
 
 namespace {
-// A malloc that the inline path declined although it is within pool_limit (above kFastSizes, or
-// malloc_align=8, or the current pool has no room): pooled here with Carve, which takes a fresh pool
-// when it must; else (inside poolscope, or no pool to be had) the slow path.
+// A malloc that the inline path declined although it is within pool_limit, outside poolscope (above
+// kFastSizes, or malloc_align=8, or the current pool has no room): pooled here with Carve, which takes
+// a fresh pool when it must; else (no pool to be had) the slow path.
 __attribute__((noinline)) void* MallocPooled(size_t n, void* ra) {
   ThreadState& ts = t_state;
-  if (POOLSCOPE_LIKELY(n - 1 < ts.pool_limit && ts.guard == 0)) {
-    // The thread is active and outside poolscope, and Decide would pool this (see pool_limit).
-    if (void* p = ts.tc.Carve(n)) {
-      CountPooled(ts, kMalloc, n);
-      return p;
-    }
+  // The thread is active and outside poolscope, and Decide would pool this (see pool_limit).
+  if (void* p = ts.tc.Carve(n)) {
+    CountPooled(ts, kMalloc, n);
+    return p;
   }
   return AllocSlow(kMalloc, n, ra);
 }
@@ -594,7 +592,8 @@ void* MallocRegular(size_t n, void* ra) {
     CountRegular(ts, kMalloc, n, p != nullptr);
     return p;
   }
-  return MallocPooled(n, ra);
+  if (n - 1 < ts.pool_limit && ts.guard == 0) return MallocPooled(n, ra);
+  return AllocSlow(kMalloc, n, ra);
 }
 
 namespace {

@@ -320,7 +320,10 @@ void ThreadCache::EmptiedInPlace() {
     // a carve offset FreeLast does not tell it), whose mark stays, as FreeLast's own reset keeps it.
     size_t marked = used / kGranule + (used != start_off_ ? 1 : 0);
     if (marked > pool_->granules) marked = pool_->granules;
-    for (size_t g = 0; g < marked; ++g) pool_->mark(g).store(0, std::memory_order_relaxed);
+    std::atomic<uint8_t>* const marks = pool_->marks;  // (a byte store could alias pool_)
+    for (size_t off = 0; off < marked * kGranule; off += kGranule) {
+      marks[off].store(0, std::memory_order_relaxed);
+    }
     cur_ = base_ + start_off_;
     last_.store(kNoBlock, std::memory_order_relaxed);
     ++stats_.resets_in_place;

@@ -276,9 +276,10 @@ class ThreadCache {
   // temporary freed before anything else is carved): no pool-map lookup; the block is zeroed and the
   // carve point moves back over it, so the next request reuses it. 18 instructions in the shim's free
   // for a block of 16 bytes that leaves the pool fresh: compare, mark store, zeroing (5), the carve
-  // point, last_, the start compare, the live count and one count. Counts the pooled free in *nfreed, or, when the free leaves the pool fresh (a reset
-  // in place), in *nreset instead: that one count stands for the free and the reset. Counting before
-  // the rare call out of line leaves it last, so that the caller needs no register kept across it.
+  // point, last_, the start compare, the live count and one count. Counts the pooled free in *nfreed,
+  // or, when the free leaves the pool fresh (a reset in place), in *nreset instead: that one count
+  // stands for the free and the reset. Counting before the rare call out of line leaves it last, so
+  // that the caller needs no register kept across it.
   POOLSCOPE_ALWAYS_INLINE bool FreeLast(void* p, uint64_t* nfreed, uint64_t* nreset) {
     uintptr_t a = reinterpret_cast<uintptr_t>(p);
     // The block is live: last_ is cleared by every other way this thread ends a block (FreeOwn,

@@ -229,7 +229,9 @@ TEST(PoolTest, Align8LifoFreesZeroWithinThePool) {
   EXPECT_EQ(tc.Free(t.domain.Find(blocks[7]), blocks[7]), Domain::FreeResult::kFreed);
   EXPECT_EQ(t.backend.CheckTails(), 0);
   for (int i = 0; i < 7; ++i) EXPECT_EQ(blocks[i][0], 0x5A) << i;
-  for (int i = 6; i >= 0; --i) EXPECT_EQ(tc.Free(t.domain.Find(blocks[i]), blocks[i]), Domain::FreeResult::kFreed);
+  for (int i = 6; i >= 0; --i) {
+    EXPECT_EQ(tc.Free(t.domain.Find(blocks[i]), blocks[i]), Domain::FreeResult::kFreed) << i;
+  }
   EXPECT_EQ(tc.stats().resets_in_place, 1u);
   EXPECT_TRUE(AllZero(t.domain.Find(blocks[0])->base, 64));
   // LIFO pairs of 8 and 24 bytes (a 24-byte block starts 16-aligned) in the middle of the pool: the
