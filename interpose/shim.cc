@@ -568,8 +568,13 @@ namespace {
 __attribute__((noinline)) void* MallocPooled(size_t n, void* ra) {
   ThreadState& ts = t_state;
   // The thread is active and outside poolscope, and Decide would pool this (see pool_limit).
-  if (void* p = ts.tc.Carve(n)) {
-    CountPooled(ts, kMalloc, n);
+  if (void* p = ts.tc.CarveUncounted(n)) {
+    if (n <= kFastSizes) {
+      ++ts.carves.n[kFastMalloc][n - 1];  // as TryPooled counts: with malloc_align=8, most requests
+    } else {
+      CountPooled(ts, kMalloc, n);
+      ++ts.tc.stats().hits;
+    }
     return p;
   }
   return AllocSlow(kMalloc, n, ra);
@@ -581,8 +586,9 @@ __attribute__((noinline)) void* MallocPooled(size_t n, void* ra) {
 // the inline path (MallocPooled).
 void* MallocRegular(size_t n, void* ra) {
   ThreadState& ts = t_state;
+  if (n - 1 < ts.pool_limit && ts.guard == 0) return MallocPooled(n, ra);
   int miss = ts.regular_miss;
-  if (POOLSCOPE_LIKELY(miss > 0 && n - 1 >= ts.pool_limit && n != 0)) {
+  if (POOLSCOPE_LIKELY(miss > 0 && n != 0)) {  // (and n is above pool_limit, or inside poolscope)
     ++ts.tc.stats().misses[miss - 1];
     void* p;
     {
@@ -592,7 +598,6 @@ void* MallocRegular(size_t n, void* ra) {
     CountRegular(ts, kMalloc, n, p != nullptr);
     return p;
   }
-  if (n - 1 < ts.pool_limit && ts.guard == 0) return MallocPooled(n, ra);
   return AllocSlow(kMalloc, n, ra);
 }
 

@@ -263,12 +263,14 @@ class ThreadCache {
   // TryCarve, else a fresh pool (the current one reset in place, or retired), counting the hit.
   // nullptr only when no pool can be had (out of memory).
   inline void* Carve(size_t n) {
+    void* p = CarveUncounted(n);
+    if (p != nullptr) ++stats_.hits;
+    return p;
+  }
+  // Carve without counting the hit, for a caller that counts it with the call (see Carve).
+  inline void* CarveUncounted(size_t n) {
     void* p = TryCarve(n);
-    if (POOLSCOPE_UNLIKELY(p == nullptr)) {
-      p = CarveSlow(n);
-      if (p == nullptr) return nullptr;
-    }
-    ++stats_.hits;
+    if (POOLSCOPE_UNLIKELY(p == nullptr)) p = CarveSlow(n);
     return p;
   }
 

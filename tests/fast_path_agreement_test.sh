@@ -5,6 +5,7 @@
 #    matching the program itself (the same requests pooled, every one through the slow paths) reports
 #    the same ledgers, size histogram and pool counts; only the reason of a miss may differ (a request
 #    from outside the program that is too large in one run is untagged in the other);
+#  - the same with malloc_align=8 (no inline carve; pooled mallocs counted out of line in the table);
 #  - with track=1 (no inline path at all, no LIFO free) the ledgers, sizes and hits are the same again;
 #  - LIFO pairs on an empty pool (the inline free that leaves the pool fresh) are each one pooled free
 #    and one reset in place.
@@ -25,22 +26,27 @@ run fast "track=0:tag=small" 20
 run slow "track=0:tag=caller:$prog" 20
 run tracked "track=1:tag=small" 20
 run pairs "track=0:tag=small" 20 pairs
-for name in fast slow tracked; do
+run fast8 "track=0:tag=small:malloc_align=8" 20
+run slow8 "track=0:tag=caller:$prog:malloc_align=8" 20
+for name in fast slow tracked fast8 slow8; do
   cmp "$work/bare.out" "$work/$name.out" || { echo "FAIL: output differs ($name)"; exit 1; }
 done
 /usr/bin/python3 - "$work" <<'PY'
 import json, sys
-fast, slow, tracked, pairs = (json.load(open("%s/%s.json" % (sys.argv[1], n)))
-                              for n in ("fast", "slow", "tracked", "pairs"))
+fast, slow, tracked, pairs, fast8, slow8 = (json.load(open("%s/%s.json" % (sys.argv[1], n)))
+                                          for n in ("fast", "slow", "tracked", "pairs", "fast8", "slow8"))
 assert slow["options"]["tag"].startswith("caller:") and fast["options"]["tag"] == "small"
 assert fast["pool"]["hits"] >= 20 * 256, fast["pool"]
-for section in ("logical", "real", "sizes"):
-    assert fast[section] == slow[section], (section, fast[section], slow[section])
-for key in ("hits", "resets_in_place", "pools_created", "pools_reused", "pools_released", "spills",
-            "absorbs", "pooled_live_blocks"):
-    assert fast["pool"][key] == slow["pool"][key], (key, fast["pool"][key], slow["pool"][key])
-assert sum(fast["pool"]["misses"].values()) == sum(slow["pool"]["misses"].values()), \
-    (fast["pool"]["misses"], slow["pool"]["misses"])
+# malloc_align=8 has no inline carve: its pooled mallocs are counted out of line, in the same table.
+for f, s in ((fast, slow), (fast8, slow8)):
+    for section in ("logical", "real", "sizes"):
+        assert f[section] == s[section], (section, f[section], s[section])
+    for key in ("hits", "resets_in_place", "pools_created", "pools_reused", "pools_released", "spills",
+                "absorbs", "pooled_live_blocks"):
+        assert f["pool"][key] == s["pool"][key], (key, f["pool"][key], s["pool"][key])
+    assert sum(f["pool"]["misses"].values()) == sum(s["pool"]["misses"].values()), \
+        (f["pool"]["misses"], s["pool"]["misses"])
+assert fast8["options"]["malloc_align"] == 8 and fast8["logical"] == fast["logical"], fast8["options"]
 tracked["logical"]["live_bytes"] = None  # known only with track=1
 for section in ("logical", "sizes"):
     assert fast[section] == tracked[section], (section, fast[section], tracked[section])
