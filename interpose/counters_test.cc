@@ -19,7 +19,7 @@ TEST(SizeBucketTest, PowersOfTwoUpperBounds) {
   EXPECT_EQ(SizeBucket(65), 7);
   EXPECT_EQ(SizeBucket(size_t{1} << 40), 40);
   EXPECT_EQ(SizeBucket(~size_t{0}), kSizeBuckets - 1);  // clamped
-  // The shim's pooled fast path uses the highest bit of 2n - 1 for 1 <= n <= 1 MiB: the same bucket.
+  // The shim's CountPooled uses the highest bit of 2n - 1 for 1 <= n <= 1 MiB: the same bucket.
   for (size_t n = 1; n <= (size_t{1} << 20); n = n * 3 / 2 + 1) {
     EXPECT_EQ(63 - __builtin_clzll(2 * n - 1), SizeBucket(n)) << n;
   }
