@@ -75,28 +75,61 @@ struct ThreadCounters {
   Ledger logical;
   Ledger real;
   uint64_t sizes[kSizeBuckets];  // logical request sizes
-  // Calls that the inline pooled fast paths served, per entry point: a block carved (malloc, calloc,
-  // operator new and new[]) or a pooled block released (free, operator delete and delete[]). One
-  // increment stands for three counts that Settle() makes when the counters are read: the call and
-  // the block in `logical`, and the pool's hit or pooled free. (Bytes and sizes are counted directly.)
+  // Pooled blocks released by the inline free paths (free, operator delete and delete[]) per entry
+  // point. One increment stands for three counts that Settle() makes when the counters are read: the
+  // call and the free in `logical`, and the pool's pooled free. (Blocks carved inline are counted in
+  // FastCarves.)
   uint64_t nfast[kNumApis];
+  // Pooled blocks released by the inline LIFO free that left the thread's pool fresh, per entry point:
+  // like nfast, and the pool's reset in place as a fourth count.
+  uint64_t nfast_reset[kNumApis];
 };
 
-// Turns the fast-path counts of `c` into the counts they stand for: logical calls and blocks in `c`,
-// pool hits and pooled frees in `*hits` and `*pooled_frees`. Run on a copy for a thread that is still
-// running, in place by a thread on its own counters.
-inline void Settle(ThreadCounters* c, uint64_t* hits, uint64_t* pooled_frees) {
-  for (int api = 0; api < kNumApis; ++api) {
-    uint64_t n = c->nfast[api];
-    c->nfast[api] = 0;
-    c->logical.ncalls[api] += n;
-    if (IsFreeApi(api)) {
-      c->logical.nfrees += n;
-      *pooled_frees += n;
-    } else {
-      c->logical.nallocs += n;
-      *hits += n;
+// The inline pooled malloc, operator new and new[] count each block in one number: by entry point and
+// request size, so that one increment stands for the call, the logical block, its bytes, its size
+// bucket and the pool's hit. The table is per thread, apart from ThreadCounters (whose copies the
+// reports keep per thread), and as large as the sizes the inline path serves (1..kFastSizes bytes).
+constexpr size_t kFastSizes = 128;
+enum FastApi : int { kFastMalloc, kFastNew, kFastNewArray, kNumFastApis };
+constexpr Api kFastApis[kNumFastApis] = {kMalloc, kNew, kNewArray};
+// The row of malloc, operator new and new[] (the only entry points with an inline carve).
+constexpr int FastApiOf(Api api) {
+  return api == kMalloc ? kFastMalloc : api == kNew ? kFastNew : kFastNewArray;
+}
+struct FastCarves {
+  uint64_t n[kNumFastApis][kFastSizes];  // [entry point][request size - 1]: blocks carved inline
+};
+
+// Turns the fast-path counts of `c` and `carves` into the counts they stand for: logical calls,
+// blocks, bytes and sizes in `c`, pool hits, pooled frees and resets in place in `*hits`,
+// `*pooled_frees` and `*resets`. Clears the fast counts of `c`, and only reads `carves`: run on a copy of
+// the counters of a thread that is still running (with its table), or by a thread on its own counters,
+// which then clears its table.
+inline void Settle(ThreadCounters* c, const FastCarves& carves, uint64_t* hits, uint64_t* pooled_frees,
+                   uint64_t* resets) {
+  for (int f = 0; f < kNumFastApis; ++f) {
+    const Api api = kFastApis[f];
+    for (size_t i = 0; i < kFastSizes; ++i) {
+      const uint64_t k = carves.n[f][i];
+      if (k == 0) continue;
+      const size_t n = i + 1;
+      c->logical.ncalls[api] += k;
+      c->logical.nallocs += k;
+      c->logical.nbytes += k * n;
+      c->sizes[SizeBucket(n)] += k;
+      *hits += k;
     }
+  }
+  for (int api = 0; api < kNumApis; ++api) {
+    uint64_t r = c->nfast_reset[api];
+    uint64_t n = c->nfast[api] + r;
+    c->nfast[api] = 0;
+    c->nfast_reset[api] = 0;
+    if (!IsFreeApi(api)) continue;  // (never counted)
+    *resets += r;
+    c->logical.ncalls[api] += n;
+    c->logical.nfrees += n;
+    *pooled_frees += n;
   }
 }
 

@@ -45,14 +45,15 @@ bool g_tracked_malloc = false;
 // Marks poolscope's own work on this thread: calls it makes into libc pass straight through.
 class Guard {
  public:
-  explicit Guard(ThreadState& ts) : ts_(ts), limit_(ts.pool_limit), reason_(ts.regular_miss) {
+  // The two fields that the inline shortcuts test (pool_limit's users test the guard itself).
+  explicit Guard(ThreadState& ts) : ts_(ts), limit_(ts.fast_limit), reason_(ts.regular_miss) {
     ++ts_.guard;
-    ts_.pool_limit = 0;
+    ts_.fast_limit = 0;
     ts_.regular_miss = 0;
   }
   ~Guard() {
     --ts_.guard;
-    ts_.pool_limit = limit_;
+    ts_.fast_limit = limit_;
     ts_.regular_miss = reason_;
   }
   Guard(const Guard&) = delete;
@@ -181,6 +182,20 @@ size_t LimitFor(const ThreadState& ts) {
   return 0;
 }
 
+// The inline path (TryPooled) serves the pooled requests it can count in its table, and only in the
+// 16-byte mode (its carve has no malloc_align=8 branch); the rest of the pool's range takes
+// MallocRegular's pooled branch or the slow paths.
+size_t FastLimitFor(size_t pool_limit) {
+  if (g_max_align != 16) return 0;
+  return pool_limit < kFastSizes ? pool_limit : kFastSizes;
+}
+
+void SetLimits(ThreadState& ts) {
+  ts.pool_limit = LimitFor(ts);
+  ts.fast_limit = FastLimitFor(ts.pool_limit);
+  ts.regular_miss = RegularMissFor(ts);
+}
+
 void WarnLine(void*, const char* line) {
   char buf[700];
   snprintf(buf, sizeof buf, "poolscope: warning: %s", line);
@@ -192,7 +207,8 @@ void EmitLine(void*, const char* line) { RawLine(line); }
 // A thread's own counters, settled (counters.h) in place.
 void SettleOwn(ThreadState& ts) {
   pool::PoolStats& stats = ts.tc.stats();
-  Settle(&ts.c, &stats.hits, &stats.pooled_frees);
+  Settle(&ts.c, ts.carves, &stats.hits, &stats.pooled_frees, &stats.resets_in_place);
+  memset(&ts.carves, 0, sizeof ts.carves);
 }
 
 void FoldInto(ThreadState& ts, ThreadRecord* record) {
@@ -239,6 +255,7 @@ void OnThreadExit(void* arg) {
   Unregister(ts);
   FoldInto(ts, NewRecord(ts));
   ts.phase = kDead;
+  ts.fast_limit = 0;
   ts.pool_limit = 0;
   ts.regular_miss = 0;
 }
@@ -283,6 +300,7 @@ void ForkChild() {
       if (self.phase == kActive) self.tc.AdoptFromDeadThread(&ts->tc);
       Unregister(*ts);
       memset(&ts->c, 0, sizeof ts->c);
+      memset(&ts->carves, 0, sizeof ts->carves);
       ts->tc.stats() = pool::PoolStats{};
       ts->phase = kDead;
       ++g_threads_lost_at_fork;
@@ -383,8 +401,7 @@ inline Mode Enter(ThreadState& ts) {
   if (ts.phase == kFresh) {
     InitThread(ts);
     if (ts.phase != kActive) return RealResolved() ? Mode::kPassthrough : Mode::kBootstrap;
-    ts.pool_limit = LimitFor(ts);
-    ts.regular_miss = RegularMissFor(ts);
+    SetLimits(ts);
     return Mode::kCounted;
   }
   return Mode::kCounted;  // kDead: counted, then folded by Scope
@@ -595,15 +612,34 @@ __attribute__((noinline)) void* MallocTracked(size_t n, void* ra) {
   }
   return RegularAllocated(ts, kMalloc, n, p, from);
 }
+
+// A malloc that the inline path declined although it is within pool_limit, outside poolscope (above
+// kFastSizes, or malloc_align=8, or the current pool has no room): pooled here with Carve, which takes
+// a fresh pool when it must; else (no pool to be had) the slow path.
+__attribute__((noinline)) void* MallocPooled(size_t n, void* ra) {
+  ThreadState& ts = t_state;
+  // The thread is active and outside poolscope, and Decide would pool this (see pool_limit).
+  if (void* p = ts.tc.CarveUncounted(n)) {
+    if (n <= kFastSizes) {
+      ++ts.carves.n[kFastMalloc][n - 1];  // as TryPooled counts: with malloc_align=8, most requests
+    } else {
+      CountPooled(ts, kMalloc, n);
+      ++ts.tc.stats().hits;
+    }
+    return p;
+  }
+  return AllocSlow(kMalloc, n, ra);
+}
 }  // namespace
 
 // malloc when the pooled fast path declined, either because the request is outside the pool limit
-// (then the regular path runs inline when nothing else can apply) or because the current pool has no
-// room (then the slow path takes a fresh pool); with track=1, MallocTracked.
+// (then the regular path runs inline when nothing else can apply) or because it is pooled but not by
+// the inline path (MallocPooled); with track=1, MallocTracked.
 void* MallocRegular(size_t n, void* ra) {
   ThreadState& ts = t_state;
+  if (n - 1 < ts.pool_limit && ts.guard == 0) return MallocPooled(n, ra);
   int miss = ts.regular_miss;
-  if (POOLSCOPE_LIKELY(miss > 0 && n - 1 >= ts.pool_limit && n != 0)) {
+  if (POOLSCOPE_LIKELY(miss > 0 && n != 0)) {  // (and n is above pool_limit, or inside poolscope)
     ++ts.tc.stats().misses[miss - 1];
     void* p;
     {
@@ -679,7 +715,7 @@ void* Calloc(size_t n, size_t m, void* ra) {
   ThreadState& ts = t_state;
   size_t total;
   bool overflow = __builtin_mul_overflow(n, m, &total);
-  if (POOLSCOPE_LIKELY(!overflow && total - 1 < ts.pool_limit)) {
+  if (POOLSCOPE_LIKELY(!overflow && total - 1 < ts.pool_limit && ts.guard == 0)) {
     void* p = ts.tc.Carve(total);  // pool memory is always zero
     if (POOLSCOPE_LIKELY(p != nullptr)) {
       CountPooled(ts, kCalloc, total);
@@ -1122,16 +1158,14 @@ void TagPush() {
   ThreadState& ts = t_state;
   if (Enter(ts) != Mode::kCounted) return;
   ++ts.tag_depth;
-  ts.pool_limit = LimitFor(ts);
-  ts.regular_miss = RegularMissFor(ts);
+  SetLimits(ts);
 }
 
 void TagPop() {
   ThreadState& ts = t_state;
   if (Enter(ts) != Mode::kCounted) return;
   if (ts.tag_depth > 0) --ts.tag_depth;
-  ts.pool_limit = LimitFor(ts);
-  ts.regular_miss = RegularMissFor(ts);
+  SetLimits(ts);
 }
 
 int Active() {
@@ -1146,8 +1180,7 @@ void OnLoad() {
   ThreadState& ts = t_state;
   Enter(ts);
   if (ts.phase == kActive) {
-    ts.pool_limit = LimitFor(ts);
-    ts.regular_miss = RegularMissFor(ts);
+    SetLimits(ts);
     StartSnapshots(g_options);
   }
 }
@@ -1189,7 +1222,7 @@ void TakeSnapshot(Snapshot* s) {
     // Other threads keep counting: settle a copy.
     ThreadCounters c = ts->c;
     pool::PoolStats stats = ts->tc.stats();
-    Settle(&c, &stats.hits, &stats.pooled_frees);
+    Settle(&c, ts->carves, &stats.hits, &stats.pooled_frees, &stats.resets_in_place);
     AddCounters(&s->totals, c);
     pool::AddStats(&s->pool, stats);
     s->pools_cached += static_cast<uint64_t>(ts->tc.cached());

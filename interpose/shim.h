@@ -3,12 +3,15 @@
 // The logic behind every interposed entry point. libc_override.cc only forwards to these functions.
 //
 // Each entry point has one inlined fast path and leaves through named NOINLINE slow paths. The pooled
-// fast path of malloc assumes: the thread is initialised and not inside poolscope's own code
-// (pool_limit is 0 otherwise, so an uninitialised thread, a thread inside poolscope, and a process with
-// pooling off all fall through to the slow path without testing anything else), and 1 <= n <= pool_size.
-// It costs one TLS-relative compare, the pool carve (a compare, three stores and the live count) and
-// three counter increments (the call, the bytes, the size bucket; the call stands for the logical block
-// and the pool hit too, see Settle in counters.h): no lock, no atomic read-modify-write, no call.
+// fast path of malloc and operator new assumes: the thread is initialised and not inside poolscope's
+// own code (fast_limit is 0 otherwise, so an uninitialised thread, a thread inside poolscope, and a
+// process with pooling off all fall through to the slow path without testing anything else), and
+// 1 <= n <= fast_limit (at most the pool capacity and kFastSizes; 0 with malloc_align=8). It costs one
+// TLS-relative compare, the pool carve (a compare, three stores, the mark, the live count) and one
+// counter increment, by entry point and size (it stands for the call, the logical block, its bytes and
+// size bucket, and the pool hit; see Settle in counters.h): no lock, no atomic read-modify-write, no
+// call. 17 instructions for malloc(5), 18 for the LIFO free after it (FreeLast in pool.h): with the
+// benchmark loop's 9, 44 per pair (bench/callgrind_pair.sh).
 //
 // Thread-safety: every function may be called from any thread, re-entrantly from poolscope's own libc
 // calls (those pass straight through, uncounted as logical or real), from signal handlers no more safely
@@ -29,7 +32,12 @@ namespace poolscope {
 enum ThreadPhase : int { kFresh = 0, kActive = 1, kDead = 2 };
 
 struct ThreadState {
-  size_t pool_limit;  // requests of 1..pool_limit bytes try the pooled fast path; 0 turns it off
+  // Requests of 1..fast_limit bytes try the inline pooled path (TryPooled); 0 turns it off. At most
+  // pool_limit and kFastSizes, and 0 with malloc_align=8; 0 inside poolscope (Guard).
+  size_t fast_limit;
+  // Requests of 1..pool_limit bytes are pooled without asking Decide, when guard is 0 (Guard leaves
+  // this alone: its users test guard as well); 0: ask Decide.
+  size_t pool_limit;
   // 1 + a miss reason: a request of n >= 1 bytes that fails the pool_limit test takes the regular path
   // without further checks and counts as a miss with that reason (pooling off, or tag=small and too
   // large); 0 (as every thread starts): such requests go through the slow path (uninitialised, inside
@@ -41,6 +49,7 @@ struct ThreadState {
   int tid;
   ThreadCounters c;
   pool::ThreadCache tc;
+  FastCarves carves;  // the inline path's counts, settled with c (Settle)
   ThreadState* next;  // the registry of live threads
   ThreadState* prev;
 };
@@ -67,21 +76,14 @@ inline void CountPooled(ThreadState& ts, Api api, size_t n) {
   ++ts.c.sizes[PooledSizeBucket(n)];
 }
 
-// A pooled allocation made by the inline fast path: the call, hit and logical block are one count.
-inline void CountFastPooled(ThreadState& ts, Api api, size_t n) {
-  ++ts.c.nfast[api];
-  ts.c.logical.nbytes += n;
-  ++ts.c.sizes[PooledSizeBucket(n)];
-}
-
-// malloc, calloc and plain operator new: the hot path. Returns nullptr when the request must take the
-// slow path (the exported function then calls AllocSlow/NewSlow with the caller's address).
+// malloc and plain operator new and new[]: the hot path. Returns nullptr when the request must take the
+// slow path (the exported function then calls MallocRegular/NewSlow with the caller's address).
 inline void* TryPooled(Api api, size_t n) {
   ThreadState& ts = t_state;
-  if (POOLSCOPE_LIKELY(n - 1 < ts.pool_limit)) {
-    void* p = ts.tc.TryCarve(n);
+  if (POOLSCOPE_LIKELY(n - 1 < ts.fast_limit)) {
+    void* p = ts.tc.TryCarve16(n);
     if (POOLSCOPE_LIKELY(p != nullptr)) {
-      CountFastPooled(ts, api, n);
+      ++ts.carves.n[FastApiOf(api)][n - 1];  // the call, the block, its bytes and size, the hit
       return p;
     }
   }
@@ -93,10 +95,8 @@ void FreeNotLast(Api api, void* p);
 
 __attribute__((always_inline)) inline void Free(Api api, void* p) {
   ThreadState& ts = t_state;
-  if (POOLSCOPE_LIKELY(ts.tc.FreeLast(p))) {
-    ++ts.c.nfast[api];  // the call, the logical free and the pooled free
-    return;
-  }
+  // Counted in nfast: the call, the logical free and the pooled free (and in nfast_reset, the reset).
+  if (POOLSCOPE_LIKELY(ts.tc.FreeLast(p, &ts.c.nfast[api], &ts.c.nfast_reset[api]))) return;
   FreeNotLast(api, p);
 }
 

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -31,6 +32,11 @@ class FakeBackend : public Backend {
   bool fail_pools = false;
   // Fill fresh pool memory with this byte, to prove the pool zeroes what the allocator returns.
   int fill = 0xA5;
+  // Each pool is followed by kTail bytes of kTailByte, checked when it is freed: the pool must never
+  // write past its end (the shim keeps the malloc'd address of a pool right there).
+  static constexpr size_t kTail = 64;
+  static constexpr unsigned char kTailByte = 0xE7;
+  std::atomic<long> tail_overwrites{0};
 
   // What a test leaves behind (pools of caches it never shut down, orphaned pools) is freed here.
   ~FakeBackend() override {
@@ -40,16 +46,33 @@ class FakeBackend : public Backend {
 
   void* AllocPool(size_t bytes) override {
     if (fail_pools) return nullptr;
-    void* p = aligned_alloc(64, bytes);
-    if (p != nullptr) memset(p, fill, bytes);
+    void* p = aligned_alloc(64, bytes + kTail);
+    if (p != nullptr) {
+      memset(p, fill, bytes);
+      memset(static_cast<char*>(p) + bytes, kTailByte, kTail);
+      std::lock_guard<std::mutex> lock(mu_);
+      pool_bytes_[p] = bytes;
+    }
     ++pool_allocs;
     Track(p);
     return p;
   }
   void FreePool(void* p) override {
     ++pool_frees;
+    CheckTail(p);
     Untrack(p);
     free(p);
+  }
+  // Checks the tails of the pools not freed yet (freed ones were checked then); returns
+  // tail_overwrites.
+  long CheckTails() {
+    std::vector<void*> pools;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& e : pool_bytes_) pools.push_back(e.first);
+    }
+    for (void* p : pools) CheckTail(p);
+    return tail_overwrites;
   }
   void* AllocMeta(size_t bytes) override {
     ++meta_allocs;
@@ -81,9 +104,27 @@ class FakeBackend : public Backend {
   void Untrack(void* p) {
     std::lock_guard<std::mutex> lock(mu_);
     outstanding_.erase(p);
+    pool_bytes_.erase(p);
+  }
+  void CheckTail(void* p) {
+    size_t bytes;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = pool_bytes_.find(p);
+      if (it == pool_bytes_.end()) return;
+      bytes = it->second;
+    }
+    const unsigned char* t = static_cast<const unsigned char*>(p) + bytes;
+    for (size_t i = 0; i < kTail; ++i) {
+      if (t[i] != kTailByte) {
+        ++tail_overwrites;
+        return;
+      }
+    }
   }
   std::mutex mu_;
   std::set<void*> outstanding_;
+  std::map<void*, size_t> pool_bytes_;
   std::vector<std::pair<void*, size_t>> leaves_;
 };
 

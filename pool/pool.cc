@@ -69,10 +69,12 @@ Domain::Domain(const Config& config, Backend* backend, std::atomic<PoolMap::Leaf
   if (config_.pool_size > kMaxPoolSize) config_.pool_size = kMaxPoolSize;
   if (config_.max_cached < 0) config_.max_cached = 0;
   if (config_.max_cached > kMaxCachedPools) config_.max_cached = kMaxCachedPools;
+  // Carving starts on a 16-byte boundary: malloc's alignment.
+  config_.carve_offset = RoundUp(config_.carve_offset, 16);
   if (config_.carve_offset >= config_.pool_size) config_.carve_offset = 0;
   pool_bytes_ = RoundUp(config_.pool_size, kLine);
   granules_ = static_cast<uint32_t>(pool_bytes_ / kGranule);
-  meta_bytes_ = sizeof(PoolHeader) + 2 * RoundUp(granules_, kLine);
+  meta_bytes_ = sizeof(PoolHeader) + RoundUp(pool_bytes_, kLine) + RoundUp(granules_, kLine);
 }
 
 PoolHeader* Domain::CreatePool(PoolStats* stats) {
@@ -89,9 +91,9 @@ PoolHeader* Domain::CreatePool(PoolStats* stats) {
   h->kind = kImplicit;
   h->granules = granules_;
   h->marks = reinterpret_cast<std::atomic<uint8_t>*>(words);
-  h->remote = reinterpret_cast<std::atomic<uint8_t>*>(words + RoundUp(granules_, kLine));
+  h->remote = reinterpret_cast<std::atomic<uint8_t>*>(words + RoundUp(pool_bytes_, kLine));
   for (uint32_t i = 0; i < granules_; ++i) {
-    h->marks[i].store(0, std::memory_order_relaxed);
+    h->mark(i).store(0, std::memory_order_relaxed);
     h->remote[i].store(0, std::memory_order_relaxed);
   }
   h->state.store(kOwned, std::memory_order_relaxed);
@@ -111,7 +113,7 @@ void Domain::ZeroPool(PoolHeader* h, char* used_end) {
   // One granule past the carved bytes: a LIFO free leaves its block's start mark where carving resumes.
   size_t marked = static_cast<size_t>(used_end - h->base) / kGranule + 1;
   if (marked > h->granules) marked = h->granules;
-  for (size_t i = 0; i < marked; ++i) h->marks[i].store(0, std::memory_order_relaxed);
+  for (size_t i = 0; i < marked; ++i) h->mark(i).store(0, std::memory_order_relaxed);
   h->live = 0;
   h->owner.store(nullptr, std::memory_order_relaxed);
   h->arena = nullptr;
@@ -155,7 +157,7 @@ Domain::FreeResult Domain::FreeSlow(ThreadCache* tc, PoolHeader* h, void* p) {
     return FreeResult::kInvalid;
   }
   size_t g = off / kGranule;
-  std::atomic<uint8_t>& mark = h->marks[g];
+  std::atomic<uint8_t>& mark = h->mark(g);
   if (h->owner.load(std::memory_order_relaxed) == tc) {
     // The owner's fast path refused it: not a live block start, or freed by another thread already.
     uint8_t m = mark.load(std::memory_order_relaxed);
@@ -177,6 +179,14 @@ Domain::FreeResult Domain::FreeSlow(ThreadCache* tc, PoolHeader* h, void* p) {
       FreeResult r = Classify(m);
       CountFreeError(stats, r);
       return r;
+    }
+    // The owner's LIFO free trusts last_ to name a live block and does not look at remote bytes: if
+    // this is the block it carved last, take it back first. The owner's cache is still there: the
+    // block is live and its remote byte not set yet, so the owner can neither release the pool
+    // (only an empty one) nor retire it (that waits for in_flight), nor end its thread before either.
+    if (ThreadCache* owner = h->owner.load(std::memory_order_relaxed)) {
+      uintptr_t last = reinterpret_cast<uintptr_t>(p);
+      owner->last_.compare_exchange_strong(last, ThreadCache::kNoBlock, std::memory_order_relaxed);
     }
     uint8_t old = h->remote[g].exchange(1, std::memory_order_acq_rel);
     if (old == 0) h->remote_pending.fetch_add(1, std::memory_order_relaxed);
@@ -211,7 +221,7 @@ size_t Domain::UsableSize(const PoolHeader* h, const void* p) const {
   size_t off = static_cast<size_t>(static_cast<const char*>(p) - h->base);
   if ((off & 7) != 0 || off >= config_.pool_size) return 0;
   size_t g = off / kGranule;
-  if (h->marks[g].load(std::memory_order_relaxed) != kMarkBlock) return 0;
+  if (h->mark(g).load(std::memory_order_relaxed) != kMarkBlock) return 0;
   // The block ends where the next block starts, or where carving stopped.
   uintptr_t end;
   ThreadCache* owner = h->owner.load(std::memory_order_relaxed);
@@ -225,7 +235,7 @@ size_t Domain::UsableSize(const PoolHeader* h, const void* p) const {
   }
   size_t end_g = (end - reinterpret_cast<uintptr_t>(h->base)) / kGranule;
   for (size_t k = g + 1; k < end_g; ++k) {
-    if (h->marks[k].load(std::memory_order_relaxed) & kMarkStarted) {
+    if (h->mark(k).load(std::memory_order_relaxed) & kMarkStarted) {
       end_g = k;
       break;
     }
@@ -267,7 +277,7 @@ void ThreadCache::FoldRemoteFrees(PoolHeader* h, char* used_end) {
   if (h->remote_pending.load(std::memory_order_acquire) == 0) return;
   int64_t n = 0;
   const int64_t seen = TakeRemoteBytes(h, used_end, [h, &n](size_t g) {
-    std::atomic<uint8_t>& mark = h->marks[g];
+    std::atomic<uint8_t>& mark = h->mark(g);
     uint8_t m = mark.load(std::memory_order_relaxed);
     if ((m & kMarkLive) == 0) return;  // the owner's frees check the remote byte, so never
     mark.store(static_cast<uint8_t>(m & ~kMarkLive), std::memory_order_relaxed);
@@ -275,15 +285,16 @@ void ThreadCache::FoldRemoteFrees(PoolHeader* h, char* used_end) {
   });
   h->remote_pending.fetch_sub(seen, std::memory_order_relaxed);
   h->live -= n;
-  // The block carved last may be one of them: FreeLast trusts last1_ to name a live block.
-  if (h == pool_ && n != 0) last1_ = 0;
+  // The block carved last may be one of them: FreeLast trusts last_ to name a live block.
+  if (h == pool_ && n != 0) last_.store(kNoBlock, std::memory_order_relaxed);
 }
 
 void ThreadCache::SetCurrent(PoolHeader* h) {
   pool_ = h;
   if (h == nullptr) {
-    cur_ = end_ = base_ = last1_ = 0;
-    marks_ = remote_ = nullptr;
+    cur_ = end_ = base_ = start_off_ = marks_at_ = remote_at_ = 0;
+    fresh_ = kNoBlock;
+    last_.store(kNoBlock, std::memory_order_relaxed);
     live_ = 0;
     return;
   }
@@ -292,10 +303,11 @@ void ThreadCache::SetCurrent(PoolHeader* h) {
   base_ = reinterpret_cast<uintptr_t>(h->base);
   start_off_ = domain_->config_.carve_offset;
   cur_ = base_ + start_off_;
+  fresh_ = start_off_ == 0 ? base_ : kNoBlock;
   end_ = base_ + domain_->config_.pool_size;
-  marks_ = h->marks;
-  remote_ = h->remote;
-  last1_ = 0;
+  marks_at_ = reinterpret_cast<uintptr_t>(h->marks) - base_;
+  remote_at_ = reinterpret_cast<uintptr_t>(h->remote) - base_ / kGranule;
+  last_.store(kNoBlock, std::memory_order_relaxed);
   live_ = h->live;
 }
 
@@ -304,11 +316,16 @@ void ThreadCache::EmptiedInPlace() {
   if (POOLSCOPE_LIKELY(used <= 256)) {
     for (uintptr_t q = base_, end = cur_; q < end; q += 8) *reinterpret_cast<uint64_t*>(q) = 0;
     // One granule past the carved bytes: a LIFO free leaves its block's start mark where carving resumes.
-    size_t marked = used / kGranule + 1;
+    // Unless carving resumes where it starts: then the LIFO free was of the pool's first block (with
+    // a carve offset FreeLast does not tell it), whose mark stays, as FreeLast's own reset keeps it.
+    size_t marked = used / kGranule + (used != start_off_ ? 1 : 0);
     if (marked > pool_->granules) marked = pool_->granules;
-    for (size_t g = 0; g < marked; ++g) marks_[g].store(0, std::memory_order_relaxed);
+    std::atomic<uint8_t>* const marks = pool_->marks;  // (a byte store could alias pool_)
+    for (size_t off = 0; off < marked * kGranule; off += kGranule) {
+      marks[off].store(0, std::memory_order_relaxed);
+    }
     cur_ = base_ + start_off_;
-    last1_ = 0;
+    last_.store(kNoBlock, std::memory_order_relaxed);
     ++stats_.resets_in_place;
   } else {
     ResetInPlace();
@@ -321,7 +338,7 @@ void ThreadCache::ResetInPlace() {
   pool_->owner.store(this, std::memory_order_relaxed);
   cur_ = base_ + start_off_;
   live_ = 0;
-  last1_ = 0;
+  last_.store(kNoBlock, std::memory_order_relaxed);
   ++stats_.resets_in_place;
 }
 
@@ -333,7 +350,7 @@ void ThreadCache::Retire(PoolHeader* h, char* used_end) {
   while (h->in_flight.load(std::memory_order_seq_cst) != 0) sched_yield();
   // The wait above made every remote byte set while the pool was owned visible here.
   const int64_t n = TakeRemoteBytes(h, used_end, [h](size_t g) {
-    h->marks[g].fetch_and(static_cast<uint8_t>(~kMarkLive), std::memory_order_acq_rel);
+    h->mark(g).fetch_and(static_cast<uint8_t>(~kMarkLive), std::memory_order_acq_rel);
   });
   h->remote_pending.store(0, std::memory_order_relaxed);
   if (h->live_shared.fetch_sub(n + 1, std::memory_order_acq_rel) == n + 1) domain_->PoolEmptied(this, h);

@@ -23,7 +23,9 @@
 // free a block of another thread's implicit pool (Domain::Free). The owner's fast paths (carve, free of
 // its own block) use no atomic read-modify-write; a free from another thread sets the block's byte in the
 // pool's remote map (on lines away from the owner's marks and fields) and the owner folds those in on its
-// slow path. The retire handshake between the two is documented in pool.cc.
+// slow path; if the block is the one the owner carved last, that free first takes it back from the
+// owner's ThreadCache::last_ with a compare-and-swap. The retire handshake between the two is
+// documented in pool.cc.
 #ifndef POOLSCOPE_POOL_POOL_H_
 #define POOLSCOPE_POOL_POOL_H_
 
@@ -97,7 +99,7 @@ struct Config {
   bool align8 = false;    // malloc_align=8: min(16, largest power of two <= size), at least 8
   // Bytes left unused at the start of each implicit pool (0, or 16 under valgrind: then no block
   // starts where the pool does, so the pointers poolscope keeps to its pools never look like
-  // pointers to a block the program leaked).
+  // pointers to a block the program leaked). Rounded up to a multiple of 16.
   size_t carve_offset = 0;
 };
 
@@ -117,10 +119,15 @@ struct alignas(kLine) PoolHeader {
   Arena* arena;         // the explicit arena that holds it, else nullptr
   int64_t live;         // live blocks, as the owner sees them (remote frees not yet folded in count)
   PoolKind kind;
-  uint32_t granules;    // 8-byte granules of the pool (pool bytes / 8): bytes of `marks` and `remote`
+  uint32_t granules;    // 8-byte granules of the pool (pool bytes / 8): bytes of `remote`
   // One byte per granule (kMarkLive | kMarkStarted; kMarkStarted tells a double free from an interior
-  // one). A byte, not bits in a word, so that marking a block is one store to it.
+  // one), at the granule's byte offset: marks[off] for the granule at pool offset off, the seven bytes
+  // after it unused. A byte, not bits in a word, so that marking a block is one store to it; spread
+  // over as many bytes as the pool has, so that the fast paths index it with the block's address
+  // itself (no shift). For the default pool of 64 bytes that is the one line a byte per granule takes
+  // anyway; a pool of n bytes has n bytes of marks.
   std::atomic<uint8_t>* marks;
+  std::atomic<uint8_t>& mark(size_t g) const { return marks[g * kGranule]; }  // granule g's
   // One byte per granule, on lines of its own: non-zero = the block starting here was freed by
   // another thread while the pool was owned, not yet folded in.
   std::atomic<uint8_t>* remote;
@@ -220,71 +227,85 @@ class ThreadCache {
 
   // Carves a malloc-family block of `n` bytes (1 <= n <= pool_size) from the implicit arena's current
   // pool, or returns nullptr when it has no room (or there is none yet). No call, no atomic RMW: a
-  // compare, the mark (one byte store), one increment. The caller counts the hit (Carve does).
+  // compare, the mark (one byte store), the live count, the block carved last. The caller counts the
+  // hit (Carve does).
   POOLSCOPE_ALWAYS_INLINE void* TryCarve(size_t n) {
-    uintptr_t size, p;
-    if (POOLSCOPE_LIKELY(!align8_)) {
-      size = (n + 15) & ~uintptr_t{15};
-      p = cur_;
-    } else {
-      size = (n + 7) & ~uintptr_t{7};
-      uintptr_t a = n >= 16 ? 16 : 8;
-      p = (cur_ + a - 1) & ~(a - 1);
-    }
+    if (POOLSCOPE_UNLIKELY(align8_)) return TryCarve8(n);
+    return TryCarve16(n);
+  }
+
+  // TryCarve without the malloc_align=8 test, for a domain without it (the shim's inline path runs
+  // only then): blocks of whole 16-byte steps on 16-byte boundaries.
+  POOLSCOPE_ALWAYS_INLINE void* TryCarve16(size_t n) {
+    uintptr_t p = cur_;
+    // n rounded up to 16 as ((n - 1) | 15) + 1 (so n = 0 is not allowed): the shim's limit test has
+    // n - 1 at hand already.
+    uintptr_t next = p + ((n - 1) | 15) + 1;
     // An empty thread starts with cur_ == end_ == 0, so its first request finds no room.
-    if (POOLSCOPE_UNLIKELY(p + size > end_)) return nullptr;
+    if (POOLSCOPE_UNLIKELY(next > end_)) return nullptr;
     // A carve point is an address inside a pool, never 0: callers' null tests fold away.
     if (p == 0) __builtin_unreachable();
-    cur_ = p + size;
-    marks_[(p - base_) / kGranule].store(kMarkBlock, std::memory_order_relaxed);
-    ++live_;
-    last1_ = p + 1;
-    return reinterpret_cast<void*>(p);
+    return Carved(p, next, p);
+  }
+
+  // TryCarve with malloc_align=8: min(16, the largest power of two <= n) aligned, at least 8.
+  POOLSCOPE_ALWAYS_INLINE void* TryCarve8(size_t n) {
+    uintptr_t size = (n + 7) & ~uintptr_t{7};
+    uintptr_t a = n >= 16 ? 16 : 8;
+    uintptr_t p = (cur_ + a - 1) & ~(a - 1);
+    if (POOLSCOPE_UNLIKELY(p + size > end_)) return nullptr;
+    if (p == 0) __builtin_unreachable();
+    // FreeLast zeroes in steps of 16 bytes: a block of 8 (mod 16) bytes is named last only where the
+    // 8 bytes past it are the pool's (and free, so zero already).
+    return Carved(p, p + size, p + ((size + 15) & ~uintptr_t{15}) <= end_ ? p : kNoBlock);
   }
 
   // TryCarve, else a fresh pool (the current one reset in place, or retired), counting the hit.
   // nullptr only when no pool can be had (out of memory).
   inline void* Carve(size_t n) {
+    void* p = CarveUncounted(n);
+    if (p != nullptr) ++stats_.hits;
+    return p;
+  }
+  // Carve without counting the hit, for a caller that counts it with the call (see Carve).
+  inline void* CarveUncounted(size_t n) {
     void* p = TryCarve(n);
-    if (POOLSCOPE_UNLIKELY(p == nullptr)) {
-      p = CarveSlow(n);
-      if (p == nullptr) return nullptr;
-    }
-    ++stats_.hits;
+    if (POOLSCOPE_UNLIKELY(p == nullptr)) p = CarveSlow(n);
     return p;
   }
 
   // Frees `p` if it is the block this thread carved last and it is still live (the LIFO case: a
   // temporary freed before anything else is carved): no pool-map lookup; the block is zeroed and the
-  // carve point moves back over it, so the next request reuses it. About 25 instructions for a block
-  // of 16 bytes (8 of them the zeroing loop): compare, remote-byte test, mark store, three stores and
-  // the live count. The caller counts the pooled free (Free does).
-  POOLSCOPE_ALWAYS_INLINE bool FreeLast(void* p) {
+  // carve point moves back over it, so the next request reuses it. 18 instructions in the shim's free
+  // for a block of 16 bytes that leaves the pool fresh: compare, mark store, zeroing (5), the carve
+  // point, last_, the start compare, the live count and one count. Counts the pooled free in *nfreed,
+  // or, when the free leaves the pool fresh (a reset in place), in *nreset instead: that one count
+  // stands for the free and the reset. Counting before the rare call out of line leaves it last, so
+  // that the caller needs no register kept across it.
+  POOLSCOPE_ALWAYS_INLINE bool FreeLast(void* p, uint64_t* nfreed, uint64_t* nreset) {
     uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    if (POOLSCOPE_UNLIKELY(a + 1 != last1_)) return false;  // last1_ is 0 when there is none
-    size_t off = a - base_;
-    size_t g = off / kGranule;
-    // The block is live on this thread's side: last1_ is cleared by every other way this thread ends a
-    // block (FreeOwn, FoldRemoteFrees, resets, retiring). Another thread may have freed it meanwhile:
-    // its remote byte is not folded in yet, and this is a double free for the slow path.
-    if (POOLSCOPE_UNLIKELY(remote_[g].load(std::memory_order_relaxed) != 0)) return false;
-    marks_[g].store(kMarkStarted, std::memory_order_relaxed);
-    uintptr_t end = cur_;
-    do {  // blocks are whole granules of 8 bytes, at least one
-      *reinterpret_cast<uint64_t*>(a) = 0;
-      a += 8;
-    } while (a < end);
+    // The block is live: last_ is cleared by every other way this thread ends a block (FreeOwn,
+    // FoldRemoteFrees, resets, retiring), and by another thread that frees it (Domain::FreeSlow), so
+    // the remote byte need not be looked at. (kNoBlock when there is none.)
+    if (POOLSCOPE_UNLIKELY(!IsLast(a))) return false;
+    MarkAt(a).store(kMarkStarted, std::memory_order_relaxed);
+    // Zeroed in steps of 16 bytes, at least one: a block named last is a whole number of them, or
+    // (malloc_align=8) ends 8 bytes short of one that is still the pool's, beyond the carve point.
+    const uintptr_t end = cur_;
+    ZeroStep(a);
+    for (a += 16; a < end; a += 16) ZeroStep(a);
     cur_ = reinterpret_cast<uintptr_t>(p);
-    last1_ = 0;
-    if (off == start_off_) {
+    last_.store(kNoBlock, std::memory_order_relaxed);
+    if (reinterpret_cast<uintptr_t>(p) == fresh_) {
       // The block carved first in a fresh pool, and the only one since (the carve point is at the
       // start only while nothing is live): the pool is fresh again, a reset in place with nothing
       // left to do. Its start mark stays, so a second free of p is told from an interior one.
       live_ = 0;
-      ++stats_.resets_in_place;
-    } else if (POOLSCOPE_UNLIKELY(--live_ == 0)) {
-      EmptiedInPlace();
+      ++*nreset;
+      return true;
     }
+    ++*nfreed;
+    if (POOLSCOPE_UNLIKELY(--live_ == 0)) EmptiedInPlace();
     return true;
   }
 
@@ -293,15 +314,14 @@ class ThreadCache {
   POOLSCOPE_ALWAYS_INLINE bool FreeOwn(PoolHeader* h, void* p) {
     if (POOLSCOPE_UNLIKELY(h->owner.load(std::memory_order_relaxed) != this)) return false;
     // h is the current pool; p is inside it (Find), so g is a granule of it.
-    size_t off = static_cast<size_t>(static_cast<char*>(p) - h->base);
-    size_t g = off / kGranule;
-    if (POOLSCOPE_UNLIKELY((off & 7) != 0 || marks_[g].load(std::memory_order_relaxed) != kMarkBlock)) {
+    uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    if (POOLSCOPE_UNLIKELY((a & 7) != 0 || MarkAt(a).load(std::memory_order_relaxed) != kMarkBlock)) {
       return false;
     }
     // Freed by another thread already (its remote byte is not folded in yet): a double free.
-    if (POOLSCOPE_UNLIKELY(remote_[g].load(std::memory_order_relaxed) != 0)) return false;
-    marks_[g].store(kMarkStarted, std::memory_order_relaxed);
-    if (reinterpret_cast<uintptr_t>(p) + 1 == last1_) last1_ = 0;
+    if (POOLSCOPE_UNLIKELY(RemoteOf(a / kGranule).load(std::memory_order_relaxed) != 0)) return false;
+    MarkAt(a).store(kMarkStarted, std::memory_order_relaxed);
+    if (a == last_.load(std::memory_order_relaxed)) last_.store(kNoBlock, std::memory_order_relaxed);
     if (POOLSCOPE_UNLIKELY(--live_ == 0)) EmptiedInPlace();
     return true;
   }
@@ -312,7 +332,13 @@ class ThreadCache {
 
   // Frees `p`, a block of `h` (from Domain::Find), from any thread.
   inline Domain::FreeResult Free(PoolHeader* h, void* p) {
-    if (POOLSCOPE_LIKELY(FreeLast(p) || FreeOwn(h, p))) {
+    uint64_t reset = 0;
+    if (POOLSCOPE_LIKELY(FreeLast(p, &stats_.pooled_frees, &reset))) {
+      stats_.pooled_frees += reset;
+      stats_.resets_in_place += reset;
+      return Domain::FreeResult::kFreed;
+    }
+    if (POOLSCOPE_LIKELY(FreeOwn(h, p))) {
       ++stats_.pooled_frees;
       return Domain::FreeResult::kFreed;
     }
@@ -412,7 +438,7 @@ class ThreadCache {
   void AdoptFromDeadThread(ThreadCache* other);
 
   // The next free of the block carved last takes the general path (a caller that must see every free).
-  void ForgetLast() { last1_ = 0; }
+  void ForgetLast() { last_.store(kNoBlock, std::memory_order_relaxed); }
 
   // For the report: the current pool holds live blocks or is held.
   bool has_current() const { return pool_ != nullptr; }
@@ -420,6 +446,42 @@ class ThreadCache {
  private:
   friend class Domain;
   friend class ThreadCachePeer;
+
+  // The block [p, next) is carved: marked, counted live, and named last (or not: `last` is p or kNoBlock).
+  POOLSCOPE_ALWAYS_INLINE void* Carved(uintptr_t p, uintptr_t next, uintptr_t last) {
+    cur_ = next;
+    MarkAt(p).store(kMarkBlock, std::memory_order_relaxed);
+    ++live_;
+    last_.store(last, std::memory_order_relaxed);
+    return reinterpret_cast<void*>(p);
+  }
+
+  // a == last_: a relaxed load of last_, written as one compare with memory on x86-64 (the compiler
+  // does not fold an atomic load into the compare: one instruction more on every free). An aligned
+  // 8-byte load is atomic there. ThreadSanitizer builds keep the load it can see.
+  POOLSCOPE_ALWAYS_INLINE bool IsLast(uintptr_t a) const {
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+    bool eq;
+    asm("cmpq %1, %2" : "=@ccz"(eq) : "m"(last_), "r"(a));
+    return eq;
+#else
+    return a == last_.load(std::memory_order_relaxed);
+#endif
+  }
+
+  static void ZeroStep(uintptr_t a) {
+    reinterpret_cast<uint64_t*>(a)[0] = 0;
+    reinterpret_cast<uint64_t*>(a)[1] = 0;
+  }
+
+  // The mark byte of the current pool's granule at address a, and the remote byte of its granule
+  // number g (the address / kGranule).
+  std::atomic<uint8_t>& MarkAt(uintptr_t a) const {
+    return *reinterpret_cast<std::atomic<uint8_t>*>(marks_at_ + a);
+  }
+  std::atomic<uint8_t>& RemoteOf(uintptr_t g) const {
+    return *reinterpret_cast<std::atomic<uint8_t>*>(remote_at_ + g);
+  }
 
   // The current pool's live count goes to its header before a slow path works on the header, and
   // comes back after.
@@ -443,19 +505,34 @@ class ThreadCache {
   void Retire(PoolHeader* h, char* used_end);
   PoolHeader* TakePool();
 
+  // What last_ holds when it names no block: an address in the kernel's half of the address space,
+  // which no block (and no null pointer, unlike 0) has, and which is a sign-extended 32-bit immediate,
+  // so that clearing last_ is one store.
+  static constexpr uintptr_t kNoBlock = ~uintptr_t{0} << 31;
+
   Domain* domain_ = nullptr;
   bool align8_ = false;  // a copy of the domain's, to keep the carve free of a dependent load
   size_t pool_size_ = 0;  // likewise (0 when pooling is off)
   int max_cached_ = 0;
   uintptr_t cur_ = 0;   // next free byte of the current pool
   uintptr_t end_ = 0;   // base + pool_size of the current pool
-  // Where carving starts, as an offset from base_ (Config::carve_offset). Not kept as an address: under
-  // valgrind that address is the start of the first block, and a leaked block must not look referenced.
-  uintptr_t start_off_ = 0;
-  uintptr_t base_ = 0;  // the current pool's base and marks, copied here so that the fast paths
-  std::atomic<uint8_t>* marks_ = nullptr;  // read them without going through its header
-  std::atomic<uint8_t>* remote_ = nullptr;
-  uintptr_t last1_ = 0;  // 1 + the start of the block carved last, while it is live; else 0
+  uintptr_t start_off_ = 0;  // Config::carve_offset
+  // The block whose LIFO free leaves the pool fresh (FreeLast's reset in place, with nothing to zero
+  // before it): the pool's base when carving starts there, else kNoBlock. With a carve offset
+  // (valgrind) the pool does not keep the first block's address, which would make a leaked block look
+  // referenced; that free then takes EmptiedInPlace, which counts the same reset.
+  uintptr_t fresh_ = kNoBlock;
+  uintptr_t base_ = 0;  // the current pool's base, copied here so that the slow paths skip the header
+  // The current pool's mark and remote bytes, biased by the pool's base: the mark of the granule at
+  // address a is at marks_at_ + a, its remote byte at remote_at_ + a / kGranule (base_ is 64-aligned),
+  // so that the fast paths index them with the address and no subtraction. Integers, not pointers:
+  // they point below the bytes.
+  uintptr_t marks_at_ = 0;
+  uintptr_t remote_at_ = 0;
+  // The start of the block carved last, while it is live; else kNoBlock. Written by this thread
+  // (plain stores), and cleared by another thread that frees that block (a compare-and-swap in
+  // Domain::FreeSlow), so that the LIFO free never takes a block another thread freed.
+  std::atomic<uintptr_t> last_{kNoBlock};
   int64_t live_ = 0;    // the current pool's live count (its header's `live` is stale meanwhile)
   PoolHeader* pool_ = nullptr;
   PoolHeader* cache_[kMaxCachedPools] = {};

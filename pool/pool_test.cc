@@ -149,6 +149,45 @@ TEST(PoolTest, SecondFreeOfALifoPairIsADoubleFree) {
   EXPECT_EQ(tc.stats().pooled_frees, tc.stats().hits);
 }
 
+// The LIFO test compares the freed address with the block carved last; "none" must be an address no
+// program frees. free(NULL) and free(MAP_FAILED) (all ones) are freed by real programs: neither may be
+// taken for the block carved last, before any block, after a LIFO free, or after a reset.
+TEST(PoolTest, NullAndAllOnesAreNeverTheBlockCarvedLast) {
+  TestDomain t(Cfg());
+  ThreadCache tc(&t.domain);
+  void* const kAllOnes = reinterpret_cast<void*>(~uintptr_t{0});
+  uint64_t freed = 0, reset = 0;
+  EXPECT_FALSE(tc.FreeLast(nullptr, &freed, &reset));
+  EXPECT_FALSE(tc.FreeLast(kAllOnes, &freed, &reset));
+  void* p = tc.Carve(5);
+  EXPECT_FALSE(tc.FreeLast(nullptr, &freed, &reset));
+  EXPECT_FALSE(tc.FreeLast(kAllOnes, &freed, &reset));
+  EXPECT_TRUE(tc.FreeLast(p, &freed, &reset));
+  EXPECT_FALSE(tc.FreeLast(nullptr, &freed, &reset));
+  EXPECT_FALSE(tc.FreeLast(kAllOnes, &freed, &reset));
+  EXPECT_EQ(freed, 0u);
+  EXPECT_EQ(reset, 1u);  // the free of the pool's only block: one count for the free and the reset
+}
+
+// Carving starts on a 16-byte boundary whatever offset is asked for.
+TEST(PoolTest, CarveOffsetKeepsMallocAlignment) {
+  Config c = Cfg(128);
+  c.carve_offset = 8;
+  TestDomain t(c);
+  EXPECT_EQ(t.domain.config().carve_offset, 16u);
+  ThreadCache tc(&t.domain);
+  char* p = static_cast<char*>(tc.Carve(5));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 16, 0u);
+  EXPECT_EQ(p - t.domain.Find(p)->base, 16);
+  EXPECT_EQ(tc.Free(t.domain.Find(p), p), Domain::FreeResult::kFreed);
+  EXPECT_EQ(tc.stats().resets_in_place, 1u);  // the LIFO free of the first block is a reset
+  // ... which keeps the block's mark, as without an offset: freed again, it is a double free.
+  EXPECT_EQ(tc.Free(t.domain.Find(p), p), Domain::FreeResult::kDouble);
+  EXPECT_EQ(tc.Carve(16), p);
+  EXPECT_EQ(tc.Free(t.domain.Find(p + 16), p + 16), Domain::FreeResult::kInvalid);
+  EXPECT_EQ(t.domain.UsableSize(t.domain.Find(p), p), 16u);
+}
+
 TEST(PoolTest, UsableSizeCoversTheRequest) {
   TestDomain t(Cfg(256));
   ThreadCache tc(&t.domain);
@@ -173,6 +212,45 @@ TEST(PoolTest, Align8Rule) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(c) % 16, 0u);
   EXPECT_EQ(c - b, 8);
   EXPECT_EQ(t.domain.UsableSize(t.domain.Find(a), a), 8u);
+}
+
+// With malloc_align=8, blocks are whole granules of 8 bytes; the LIFO free zeroes in steps of 16 and
+// may pass a block's end by 8 bytes, which must be free pool bytes: never past the pool's end (where
+// the shim keeps the pool's malloc'd address), never a live neighbour.
+TEST(PoolTest, Align8LifoFreesZeroWithinThePool) {
+  TestDomain t(Cfg(64, 4, true));  // 64 bytes: nothing of the real allocation past the pool's end
+  ThreadCache tc(&t.domain);
+  std::vector<char*> blocks;
+  for (int i = 0; i < 8; ++i) {
+    blocks.push_back(static_cast<char*>(tc.Carve(8)));
+    memset(blocks.back(), 0x5A, 8);
+  }
+  EXPECT_EQ(blocks[7] - blocks[0], 56);  // the last one ends where the pool does
+  EXPECT_EQ(tc.Free(t.domain.Find(blocks[7]), blocks[7]), Domain::FreeResult::kFreed);
+  EXPECT_EQ(t.backend.CheckTails(), 0);
+  for (int i = 0; i < 7; ++i) EXPECT_EQ(blocks[i][0], 0x5A) << i;
+  for (int i = 6; i >= 0; --i) {
+    EXPECT_EQ(tc.Free(t.domain.Find(blocks[i]), blocks[i]), Domain::FreeResult::kFreed) << i;
+  }
+  EXPECT_EQ(tc.stats().resets_in_place, 1u);
+  EXPECT_TRUE(AllZero(t.domain.Find(blocks[0])->base, 64));
+  // LIFO pairs of 8 and 24 bytes (a 24-byte block starts 16-aligned) in the middle of the pool: the
+  // carve point moves back over each, zeroed, and the block before stays.
+  char* a = static_cast<char*>(tc.Carve(8));
+  memset(a, 0x5A, 8);
+  for (size_t n : {5, 8, 20, 24, 8}) {
+    char* p = static_cast<char*>(tc.Carve(n));
+    memset(p, 0x5A, n);
+    EXPECT_EQ(tc.Free(t.domain.Find(p), p), Domain::FreeResult::kFreed) << n;
+    char* q = static_cast<char*>(tc.Carve(n));
+    EXPECT_EQ(q, p) << n;
+    EXPECT_TRUE(AllZero(q, n)) << n;
+    EXPECT_EQ(tc.Free(t.domain.Find(q), q), Domain::FreeResult::kFreed) << n;
+  }
+  EXPECT_EQ(a[7], 0x5A);
+  EXPECT_EQ(tc.Free(t.domain.Find(a), a), Domain::FreeResult::kFreed);
+  EXPECT_EQ(tc.stats().pooled_frees, tc.stats().hits);
+  EXPECT_EQ(t.backend.CheckTails(), 0);
 }
 
 TEST(PoolTest, PoolSizeIsClampedToTheSpecRange) {

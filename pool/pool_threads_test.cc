@@ -144,6 +144,43 @@ TEST(PoolThreadsTest, OwnerFreeAfterRemoteFreeIsADoubleFree) {
   EXPECT_EQ(owner.Free(t.domain.Find(b), b), Domain::FreeResult::kFreed);
 }
 
+// The block carved last, freed by another thread and then by its owner with no fold in between: a
+// double free. The owner's LIFO free does not look at remote bytes; the remote free must have taken
+// the block back from the owner's last block. Also when it is the pool's only block (the LIFO free
+// that would reset the pool).
+TEST(PoolThreadsTest, OwnerFreeOfLastBlockAfterRemoteFreeIsADoubleFree) {
+  TestDomain t(Config{true, 64, 4, false});
+  ThreadCache owner(&t.domain);
+  ThreadCache other(&t.domain);
+  char* a = static_cast<char*>(owner.Carve(16));
+  char* b = static_cast<char*>(owner.Carve(16));  // carved last
+  a[0] = 42;
+  std::thread([&] { EXPECT_EQ(other.Free(t.domain.Find(b), b), Domain::FreeResult::kFreed); }).join();
+  EXPECT_EQ(owner.Free(t.domain.Find(b), b), Domain::FreeResult::kDouble);
+  EXPECT_EQ(owner.stats().double_frees, 1u);
+  // b's bytes were not handed back to the carve point: the next block goes after b.
+  char* c = static_cast<char*>(owner.Carve(16));
+  EXPECT_EQ(c, b + 16);
+  EXPECT_EQ(a[0], 42);
+  EXPECT_EQ(owner.Free(t.domain.Find(c), c), Domain::FreeResult::kFreed);
+  EXPECT_EQ(owner.Free(t.domain.Find(a), a), Domain::FreeResult::kFreed);
+  EXPECT_EQ(owner.stats().resets_in_place, 0u);  // b's remote free is not folded in yet: b counts live
+  // The pool's only block.
+  TestDomain t2(Config{true, 64, 4, false});
+  ThreadCache owner2(&t2.domain);
+  ThreadCache other2(&t2.domain);
+  char* p = static_cast<char*>(owner2.Carve(5));
+  std::thread([&] { EXPECT_EQ(other2.Free(t2.domain.Find(p), p), Domain::FreeResult::kFreed); }).join();
+  EXPECT_EQ(owner2.Free(t2.domain.Find(p), p), Domain::FreeResult::kDouble);
+  EXPECT_EQ(owner2.stats().resets_in_place, 0u);
+  EXPECT_EQ(owner2.stats().double_frees, 1u);
+  // The next carve finds the remote free, folds it in and starts the pool again, zeroed.
+  char* q = static_cast<char*>(owner2.Carve(64));
+  EXPECT_EQ(q, p);
+  for (int i = 0; i < 64; ++i) ASSERT_EQ(q[i], 0) << i;
+  for (ThreadCache* tc : {&owner, &other, &owner2, &other2}) tc->Shutdown();
+}
+
 // The block carved last, freed by another thread and folded in by its owner (drain_at_exit's Drain folds
 // while other blocks stay live), then freed by the owner: still a double free. The owner's LIFO free
 // trusts that it only sees a live block, so folding must forget the block carved last.
