@@ -661,8 +661,8 @@ __attribute__((noinline)) void FreeTracked(Api api, void* p) {
   PrefetchFree(p);
   pool::PoolHeader* h = g_pool_map.Find(p);
   ThreadState& ts = t_state;
-  if (h != nullptr && !g_valgrind && ts.tc.FreeOwn(h, p)) {
-    ++ts.c.nfast[api];  // the call, the logical free and the pooled free
+  // Counted in nfast: the call, the logical free and the pooled free (and in nfast_reset, the reset).
+  if (h != nullptr && !g_valgrind && ts.tc.FreeOwnTracked(h, p, &ts.c.nfast[api], &ts.c.nfast_reset[api])) {
     OnFree(p);
     return;
   }

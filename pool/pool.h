@@ -326,6 +326,39 @@ class ThreadCache {
     return true;
   }
 
+  // FreeOwn for a caller that records every free (track=1), for which no block is ever named last
+  // (ForgetLast: the inline free, which records nothing, must not take it). A block that ends at the
+  // carve point (no block starts between it and cur_: its next marks are 0) is freed as FreeLast frees
+  // the last block: zeroed, the carve point moved back over it, and when it was the pool's first
+  // block, the pool fresh again with nothing else to do (so a tracked malloc/free pair does not pay
+  // EmptiedInPlace). Counts the pooled free in *nfreed, or the free and the reset in *nreset.
+  POOLSCOPE_ALWAYS_INLINE bool FreeOwnTracked(PoolHeader* h, void* p, uint64_t* nfreed, uint64_t* nreset) {
+    if (POOLSCOPE_UNLIKELY(h->owner.load(std::memory_order_relaxed) != this)) return false;
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    if (POOLSCOPE_UNLIKELY((a & 7) != 0 || MarkAt(a).load(std::memory_order_relaxed) != kMarkBlock)) {
+      return false;
+    }
+    // Freed by another thread already (its remote byte is not folded in yet): a double free.
+    if (POOLSCOPE_UNLIKELY(RemoteOf(a / kGranule).load(std::memory_order_relaxed) != 0)) return false;
+    MarkAt(a).store(kMarkStarted, std::memory_order_relaxed);
+    if (a == last_.load(std::memory_order_relaxed)) last_.store(kNoBlock, std::memory_order_relaxed);
+    const uintptr_t end = cur_;
+    uintptr_t q = a + kGranule;
+    while (q < end && MarkAt(q).load(std::memory_order_relaxed) == 0) q += kGranule;
+    if (q >= end) {
+      for (q = a; q < end; q += 8) *reinterpret_cast<uint64_t*>(q) = 0;
+      cur_ = a;
+      if (a == fresh_) {
+        live_ = 0;
+        ++*nreset;
+        return true;
+      }
+    }
+    ++*nfreed;
+    if (POOLSCOPE_UNLIKELY(--live_ == 0)) EmptiedInPlace();
+    return true;
+  }
+
   // The current pool has no live block left (and no remote free pending: those count as live): zero
   // what was carved and start again at its base. Out of line.
   void EmptiedInPlace();

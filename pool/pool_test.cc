@@ -149,6 +149,67 @@ TEST(PoolTest, SecondFreeOfALifoPairIsADoubleFree) {
   EXPECT_EQ(tc.stats().pooled_frees, tc.stats().hits);
 }
 
+// track=1: no block is named last (ForgetLast after each carve), and the recording free path frees
+// with FreeOwnTracked, which treats a block that ends at the carve point as FreeLast treats the last
+// block: the pool is fresh again after a pair, and a tail block's bytes are carved again.
+TEST(PoolTest, TrackedFreeOfTheTailBlockMovesTheCarvePointBack) {
+  TestDomain t(Cfg());
+  ThreadCache tc(&t.domain);
+  uint64_t freed = 0, reset = 0;
+  char* p = static_cast<char*>(tc.Carve(20));
+  tc.ForgetLast();
+  memset(p, 0x5E, 20);
+  ASSERT_TRUE(tc.FreeOwnTracked(t.domain.Find(p), p, &freed, &reset));
+  EXPECT_EQ(reset, 1u);  // the pair left the pool fresh
+  EXPECT_EQ(freed, 0u);
+  char* q = static_cast<char*>(tc.Carve(32));
+  tc.ForgetLast();
+  EXPECT_EQ(q, p);
+  EXPECT_TRUE(AllZero(q, 32));
+  char* b = static_cast<char*>(tc.Carve(16));
+  tc.ForgetLast();
+  memset(b, 0x33, 16);
+  // q is not the tail (b starts after it): an ordinary free, the carve point stays.
+  ASSERT_TRUE(tc.FreeOwnTracked(t.domain.Find(q), q, &freed, &reset));
+  EXPECT_EQ(freed, 1u);
+  char* c = static_cast<char*>(tc.Carve(8));
+  tc.ForgetLast();
+  EXPECT_EQ(c, b + 16);
+  memset(c, 0x44, 8);
+  // c is: freed and zeroed, its bytes carved again; the live b keeps its own.
+  ASSERT_TRUE(tc.FreeOwnTracked(t.domain.Find(c), c, &freed, &reset));
+  EXPECT_EQ(freed, 2u);
+  EXPECT_EQ(b[15], 0x33);
+  char* d = static_cast<char*>(tc.Carve(16));
+  tc.ForgetLast();
+  EXPECT_EQ(d, c);
+  EXPECT_TRUE(AllZero(d, 16));
+  EXPECT_EQ(t.domain.UsableSize(t.domain.Find(b), b), 16u);
+  EXPECT_EQ(reset, 1u);
+}
+
+TEST(PoolTest, TrackedTailFreesKeepDoubleFreesCaught) {
+  TestDomain t(Cfg());
+  ThreadCache tc(&t.domain);
+  uint64_t freed = 0, reset = 0;
+  char* p = static_cast<char*>(tc.Carve(5));
+  tc.ForgetLast();
+  ASSERT_TRUE(tc.FreeOwnTracked(t.domain.Find(p), p, &freed, &reset));
+  EXPECT_FALSE(tc.FreeOwnTracked(t.domain.Find(p), p, &freed, &reset));
+  EXPECT_EQ(tc.Free(t.domain.Find(p), p), Domain::FreeResult::kDouble);
+  char* a = static_cast<char*>(tc.Carve(16));
+  char* b = static_cast<char*>(tc.Carve(16));
+  tc.ForgetLast();
+  ASSERT_TRUE(tc.FreeOwnTracked(t.domain.Find(b), b, &freed, &reset));
+  EXPECT_FALSE(tc.FreeOwnTracked(t.domain.Find(b), b, &freed, &reset));
+  EXPECT_EQ(tc.Free(t.domain.Find(b), b), Domain::FreeResult::kDouble);
+  EXPECT_EQ(tc.Free(t.domain.Find(a + 8), a + 8), Domain::FreeResult::kInvalid);
+  ASSERT_TRUE(tc.FreeOwnTracked(t.domain.Find(a), a, &freed, &reset));
+  EXPECT_EQ(tc.stats().double_frees, 2u);
+  EXPECT_EQ(tc.stats().invalid_frees, 1u);
+  EXPECT_EQ(freed + reset, 3u);
+}
+
 // The LIFO test compares the freed address with the block carved last; "none" must be an address no
 // program frees. free(NULL) and free(MAP_FAILED) (all ones) are freed by real programs: neither may be
 // taken for the block carved last, before any block, after a LIFO free, or after a reset.
