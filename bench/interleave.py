@@ -5,8 +5,8 @@ hyperfine runs all rounds of one command before the next, and this machine's spe
 at a time, so two commands measured that way can differ by the shift alone. Here every round runs each
 configuration once, in turn, each pinned to one CPU from inside the child (sched_setaffinity in a
 preexec hook: a `taskset` wrapper would be what a preloaded profiler sees and traces), and the report
-gives medians and minimums, and each configuration's added time (over `bare`, always measured) as a
-share of the reference configuration's.
+gives medians and minimums, each configuration's added time (over `bare`, always measured) as a
+share of the reference configuration's, and the median peak resident set of the command's process.
 
   bench/interleave.py --rounds 11 --reference heaptrack \\
       --config 'heaptrack LD_PRELOAD=/usr/lib/heaptrack/libheaptrack_preload.so DUMP_HEAPTRACK_OUTPUT=/tmp/ht.raw' \\
@@ -62,26 +62,31 @@ def main():
 
     base_env = {k: v for k, v in os.environ.items() if k not in args.unset}
     times = {name: [] for name in names}
+    peak_kib = {name: [] for name in names}  # the command's own peak resident set (its children's not)
     cpu = args.cpu
     for _ in range(args.rounds):
         for name, extra in configs:
             env = dict(base_env)
             env.update(extra)
             start = time.perf_counter()
-            run = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
+            child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
+            _, status, usage = os.wait4(child.pid, 0)
             elapsed = time.perf_counter() - start
-            if run.returncode != 0:
-                print("interleave.py: %s exited with status %d" % (name, run.returncode), file=sys.stderr)
-                return run.returncode if run.returncode > 0 else 1
+            child.returncode = os.waitstatus_to_exitcode(status)  # (so Popen does not wait again)
+            if child.returncode != 0:
+                print("interleave.py: %s exited with status %d" % (name, child.returncode), file=sys.stderr)
+                return child.returncode if child.returncode > 0 else 1
             times[name].append(elapsed)
+            peak_kib[name].append(usage.ru_maxrss)
 
     median = {name: statistics.median(t) for name, t in times.items()}
     bare = median["bare"]
     reference = median[args.reference] - bare if args.reference else None
     print("%d rounds of: %s" % (args.rounds, " ".join(command)))
     for name in names:
-        line = "%-16s median %10.1f ms   min %10.1f ms" % (name, median[name] * 1e3, min(times[name]) * 1e3)
+        line = "%-16s median %10.1f ms   min %10.1f ms   peak RSS %8.1f MiB" % (
+            name, median[name] * 1e3, min(times[name]) * 1e3, statistics.median(peak_kib[name]) / 1024)
         if name != "bare":
             added = median[name] - bare
             line += "   added %9.1f ms" % (added * 1e3)
