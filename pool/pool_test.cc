@@ -149,6 +149,13 @@ TEST(PoolTest, SecondFreeOfALifoPairIsADoubleFree) {
   EXPECT_EQ(tc.stats().pooled_frees, tc.stats().hits);
 }
 
+// A carve as the tracked malloc makes it: no block named last.
+char* CarveTracked(ThreadCache* tc, size_t n) {
+  char* p = static_cast<char*>(tc->Carve(n));
+  tc->ForgetLast();
+  return p;
+}
+
 // track=1: no block is named last (ForgetLast after each carve), and the recording free path frees
 // with FreeOwnTracked, which treats a block that ends at the carve point as FreeLast treats the last
 // block: the pool is fresh again after a pair, and a tail block's bytes are carved again.
@@ -156,32 +163,27 @@ TEST(PoolTest, TrackedFreeOfTheTailBlockMovesTheCarvePointBack) {
   TestDomain t(Cfg());
   ThreadCache tc(&t.domain);
   uint64_t freed = 0, reset = 0;
-  char* p = static_cast<char*>(tc.Carve(20));
-  tc.ForgetLast();
+  char* p = CarveTracked(&tc, 20);
   memset(p, 0x5E, 20);
   ASSERT_TRUE(tc.FreeOwnTracked(t.domain.Find(p), p, &freed, &reset));
   EXPECT_EQ(reset, 1u);  // the pair left the pool fresh
   EXPECT_EQ(freed, 0u);
-  char* q = static_cast<char*>(tc.Carve(32));
-  tc.ForgetLast();
+  char* q = CarveTracked(&tc, 32);
   EXPECT_EQ(q, p);
   EXPECT_TRUE(AllZero(q, 32));
-  char* b = static_cast<char*>(tc.Carve(16));
-  tc.ForgetLast();
+  char* b = CarveTracked(&tc, 16);
   memset(b, 0x33, 16);
   // q is not the tail (b starts after it): an ordinary free, the carve point stays.
   ASSERT_TRUE(tc.FreeOwnTracked(t.domain.Find(q), q, &freed, &reset));
   EXPECT_EQ(freed, 1u);
-  char* c = static_cast<char*>(tc.Carve(8));
-  tc.ForgetLast();
+  char* c = CarveTracked(&tc, 8);
   EXPECT_EQ(c, b + 16);
   memset(c, 0x44, 8);
   // c is: freed and zeroed, its bytes carved again; the live b keeps its own.
   ASSERT_TRUE(tc.FreeOwnTracked(t.domain.Find(c), c, &freed, &reset));
   EXPECT_EQ(freed, 2u);
   EXPECT_EQ(b[15], 0x33);
-  char* d = static_cast<char*>(tc.Carve(16));
-  tc.ForgetLast();
+  char* d = CarveTracked(&tc, 16);
   EXPECT_EQ(d, c);
   EXPECT_TRUE(AllZero(d, 16));
   EXPECT_EQ(t.domain.UsableSize(t.domain.Find(b), b), 16u);
@@ -192,14 +194,12 @@ TEST(PoolTest, TrackedTailFreesKeepDoubleFreesCaught) {
   TestDomain t(Cfg());
   ThreadCache tc(&t.domain);
   uint64_t freed = 0, reset = 0;
-  char* p = static_cast<char*>(tc.Carve(5));
-  tc.ForgetLast();
+  char* p = CarveTracked(&tc, 5);
   ASSERT_TRUE(tc.FreeOwnTracked(t.domain.Find(p), p, &freed, &reset));
   EXPECT_FALSE(tc.FreeOwnTracked(t.domain.Find(p), p, &freed, &reset));
   EXPECT_EQ(tc.Free(t.domain.Find(p), p), Domain::FreeResult::kDouble);
-  char* a = static_cast<char*>(tc.Carve(16));
-  char* b = static_cast<char*>(tc.Carve(16));
-  tc.ForgetLast();
+  char* a = CarveTracked(&tc, 16);
+  char* b = CarveTracked(&tc, 16);
   ASSERT_TRUE(tc.FreeOwnTracked(t.domain.Find(b), b, &freed, &reset));
   EXPECT_FALSE(tc.FreeOwnTracked(t.domain.Find(b), b, &freed, &reset));
   EXPECT_EQ(tc.Free(t.domain.Find(b), b), Domain::FreeResult::kDouble);
