@@ -6,7 +6,9 @@ at a time, so two commands measured that way can differ by the shift alone. Here
 configuration once, in turn, each pinned to one CPU from inside the child (sched_setaffinity in a
 preexec hook: a `taskset` wrapper would be what a preloaded profiler sees and traces), and the report
 gives medians and minimums, each configuration's added time (over `bare`, always measured) as a
-share of the reference configuration's, and the median peak resident set of the command's process.
+share of the reference configuration's, and the median peak resident set of the command's process
+(Linux keeps that maximum across exec, so it includes the forked copy of this script, about 10 MiB:
+a figure near that floor says only that the command stayed below it).
 
   bench/interleave.py --rounds 11 --reference heaptrack \\
       --config 'heaptrack LD_PRELOAD=/usr/lib/heaptrack/libheaptrack_preload.so DUMP_HEAPTRACK_OUTPUT=/tmp/ht.raw' \\
