@@ -209,9 +209,13 @@ uint32_t CaptureStackId(int skip, const track::StartFrame* from) {
     track::CaptureMemo* memo = with_memo ? &tt.memo : nullptr;
     n = -1;
     if (from != nullptr) {
-      want = g_depth;
-      n = track::CaptureStackFrom(*from, pcs, want, memo);
-      if (n >= 0) skip = -1;
+      n = track::CaptureStackFrom(*from, pcs, g_depth, memo);
+      if (n >= 0) {
+        want = g_depth;
+        skip = -1;
+      } else {
+        from = nullptr;  // the walk cannot go on from there: from here, with libunwind behind it
+      }
     }
     if (n < 0) n = track::CaptureStack(pcs, want, skip + 1, memo);
     if (!with_memo) {
