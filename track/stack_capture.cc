@@ -383,7 +383,14 @@ int CaptureStackFrom(const StartFrame& from, uintptr_t* pcs, int max_depth, Capt
   if (max_depth <= 0) return 0;
   if (max_depth > kMaxCaptureDepth) max_depth = kMaxCaptureDepth;
   pcs[0] = from.ra;
-  if (max_depth == 1 || from.ra == 0) return 1;
+  if (max_depth == 1 || from.ra == 0) {
+    // Nothing walked: the memo cannot say this capture repeated its last one.
+    if (memo != nullptr && memo->busy == 0) {
+      memo->same = 0;
+      memo->reused = 0;
+    }
+    return 1;
+  }
   // The state after the return: the rule is the one of the call instruction, at ra - 1.
   const int n = WalkFrom(from.ra - 1, from.sp, from.bp, pcs + 1, max_depth - 1, memo);
   return n < 0 ? -1 : n + 1;
