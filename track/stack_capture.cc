@@ -120,11 +120,33 @@ using Step = CaptureMemo::Step;
 inline uintptr_t HideWord(uintptr_t v) { return v ^ (uintptr_t{1} << 63); }
 constexpr int kMemoSteps = CaptureMemo::kSteps;
 
-// Takes steps from the memo's ring while they hold, from old step `j` (which starts at the current
-// state) up to old step `stop`: each re-reads the word its rule read (the return address at the next
-// state's sp - 8) and, where the step read rbp, compares rbp too. Writes the return addresses to
-// `out`, updates `*bp`, sets `*ended` when a taken step ended the stack. Returns the old index it
-// stopped at: old(result) is the state after the last step taken.
+enum class StepCheck { kHolds, kEnds, kChanged };
+
+// Whether memo step `s` (whose next state is `next`) still holds from rbp *bp: it re-reads the word its
+// rule read (the return address at the next state's sp - 8) and, where the step read rbp, compares rbp
+// too. kHolds: its answer, s.ra, is the walk's; kEnds: it holds and ends the stack (an outermost rule,
+// or a zero return address); kChanged: the rules must answer. Updates *bp as the step did.
+__attribute__((always_inline, no_sanitize("address", "thread"))) inline StepCheck CheckStep(
+    const CaptureMemo::Step& s, const CaptureMemo::Step& next, uintptr_t* bp) {
+  if (__builtin_expect(s.flags != 0, 0)) {
+    if (s.flags & kStepOutermost) return StepCheck::kEnds;
+    if (s.flags & kStepNoReuse) return StepCheck::kChanged;
+    // kStepUsesBp, and rbp is not what the step was recorded with.
+    if (s.bp != HideWord(*bp)) return StepCheck::kChanged;
+  }
+  // Where the rules would read the return address: this step's CFA - 8, the next sp - 8.
+  const uintptr_t ra = Load(next.sp - 8);
+  if (ra != s.ra) return StepCheck::kChanged;
+  // The caller's rbp changes nothing of this step's answer; a later step that reads rbp compares it
+  // with the rbp it was recorded with.
+  if (s.bp_addr != 0) *bp = Load(s.bp_addr);
+  return ra == 0 ? StepCheck::kEnds : StepCheck::kHolds;
+}
+
+// Takes steps from the memo's ring while they hold (CheckStep), from old step `j` (which starts at the
+// current state) up to old step `stop`. Writes the return addresses to `out`, updates `*bp`, sets
+// `*ended` when a taken step ended the stack. Returns the old index it stopped at: old(result) is the
+// state after the last step taken.
 __attribute__((always_inline, no_sanitize("address", "thread"))) inline int TakeRun(
     CaptureMemo::Step* ring, uint32_t base, int j, int stop, uintptr_t* bp, uintptr_t* out, bool* ended) {
   constexpr uint32_t kMask = CaptureMemo::kRing - 1;
@@ -133,29 +155,14 @@ __attribute__((always_inline, no_sanitize("address", "thread"))) inline int Take
   for (; k < stop; ++k) {
     const CaptureMemo::Step& s = *next;
     next = next + 1 == ring + CaptureMemo::kRing ? ring : next + 1;
-    if (__builtin_expect(s.flags != 0, 0)) {
-      if (s.flags & (kStepNoReuse | kStepOutermost)) {
-        if (s.flags & kStepOutermost) {
-          ++k;
-          *ended = true;
-        }
-        break;
-      }
-      // kStepUsesBp, and rbp is not what the step was recorded with.
-      if (s.bp != HideWord(*bp)) break;
-    }
-    // Where the rules would read the return address: this step's CFA - 8, the next sp - 8.
-    const uintptr_t ra = Load(next->sp - 8);
-    if (ra != s.ra) break;
-    // The caller's rbp changes nothing of this step's answer; a later step that reads rbp
-    // compares it with the rbp it was recorded with.
-    if (s.bp_addr != 0) *bp = Load(s.bp_addr);
-    if (ra == 0) {
+    const StepCheck c = CheckStep(s, *next, bp);
+    if (c == StepCheck::kChanged) break;
+    if (c == StepCheck::kEnds) {
       ++k;
       *ended = true;
       break;
     }
-    out[k - j] = ra;
+    out[k - j] = s.ra;
   }
   return k;
 }
@@ -408,8 +415,8 @@ __attribute__((no_sanitize("address", "thread"))) bool RepeatsLastCapture(const 
   const Step* s = &memo.step[base];
   if (s->sp != from.sp || s->key != from.ra - 1) return false;
   // The same steps, each reading what it read: the same frames, ending where they ended (by the
-  // stack's end, or at max_depth). As TakeRun, without the copy of the frames; the steps are in one
-  // piece of the ring unless they wrap around its end.
+  // stack's end, or at max_depth). CheckStep as TakeRun, without the copy of the frames; the steps are
+  // in one piece of the ring unless they wrap around its end.
   if (base + static_cast<uint32_t>(steps) >= CaptureMemo::kRing) {
     uintptr_t bp = from.bp;
     bool ended = false;
@@ -418,12 +425,9 @@ __attribute__((no_sanitize("address", "thread"))) bool RepeatsLastCapture(const 
   }
   uintptr_t bp = from.bp;
   for (const Step* const end = s + steps; s != end; ++s) {
-    if (__builtin_expect(s->flags != 0, 0)) {
-      if (s->flags & kStepOutermost) return s + 1 == end;
-      if ((s->flags & kStepNoReuse) || s->bp != HideWord(bp)) return false;
-    }
-    if (Load(s[1].sp - 8) != s->ra) return false;
-    if (s->bp_addr != 0) bp = Load(s->bp_addr);
+    const StepCheck c = CheckStep(s[0], s[1], &bp);
+    if (c == StepCheck::kChanged) return false;
+    if (c == StepCheck::kEnds) return s + 1 == end;
   }
   return true;
 }
