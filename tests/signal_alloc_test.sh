@@ -1,23 +1,19 @@
 #!/bin/bash
 # Allocations inside a signal handler (tests/programs/signal_alloc.c): the stack walk from the
 # allocating frame meets the kernel's signal frame, which only the fallback unwinder reads. The process
-# must finish (a capture that cannot go on from the program's frame once looped forever), print what it
-# prints bare, and the report must put the kept 777-byte block on on_signal with the frames above the
-# signal frame (raise, deep_caller) in its stack. Pooling on and off.
+# must finish (a capture that cannot go on from the program's frame once looped forever: each run has
+# 20 s), show what it shows bare, and the report must put the kept 777-byte block on on_signal with
+# the frames above the signal frame (raise, deep_caller) in its stack. Bare, pool=0 and pool=1.
 # Args: LIB CHECKER SIGNAL_ALLOC
 set -euo pipefail
-lib=$(readlink -f "$1"); checker=$(readlink -f "$2"); prog=$(readlink -f "$3")
-work=${TEST_TMPDIR:-$(mktemp -d)}/signal_alloc
-mkdir -p "$work"
-bare=$("$prog")
-for pool in 1 0; do
-  status=0
-  out=$(timeout 20 env LD_PRELOAD="$lib" POOLSCOPE_OPTIONS="pool=$pool:quiet=1:report=$work/r$pool.json" "$prog") ||
-    status=$?
-  [ "$status" -eq 0 ] || { echo "FAIL: exit status $status with pool=$pool (124: it did not finish in 20 s)"; exit 1; }
-  [ "$out" = "$bare" ] || { echo "FAIL: output differs with pool=$pool"; exit 1; }
-  /usr/bin/python3 "$checker" "$work/r$pool.json"
-  /usr/bin/python3 - "$work/r$pool.json" "$pool" <<'PY'
+POOLSCOPE_RUN_TIMEOUT=20
+source "$(dirname "$0")/integration_lib.sh"
+integration_init "$1" "$2"
+prog=$(abspath "$3")
+run_three signal_alloc /dev/null -- "$prog"
+standard_checks signal_alloc signal_alloc
+for pool in 0 1; do
+  "$PY" - "$WORK"/signal_alloc/pool$pool/reports/r.*.json "$pool" <<'PY' || fail "signal_alloc/pool$pool: the kept block"
 import json, sys
 r = json.load(open(sys.argv[1])); pool = int(sys.argv[2])
 kept = [g for g in r["leaks"] if g["bytes"] == 777]

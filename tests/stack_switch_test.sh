@@ -3,17 +3,16 @@
 # 64 new stacks in a row on one thread (a run on which the per-thread walk memo does not pay, so the
 # next 1,024 captures go without it), 1,024 allocations from one other site, then the 64th stack again
 # and keeps that block. The report must put the kept block on f77/g77, not on the site seen last.
+# Bare, pool=0 and pool=1 (integration_lib.sh: same output and status, complete balanced reports).
 # Args: LIB CHECKER STACK_SWITCH
 set -euo pipefail
-lib=$(readlink -f "$1"); checker=$(readlink -f "$2"); prog=$(readlink -f "$3")
-work=${TEST_TMPDIR:-$(mktemp -d)}/stack_switch
-mkdir -p "$work"
-bare=$("$prog")
-for pool in 1 0; do
-  out=$(LD_PRELOAD="$lib" POOLSCOPE_OPTIONS="pool=$pool:quiet=1:report=$work/r$pool.json" "$prog")
-  [ "$out" = "$bare" ] || { echo "FAIL: output differs with pool=$pool"; exit 1; }
-  /usr/bin/python3 "$checker" "$work/r$pool.json"
-  /usr/bin/python3 - "$work/r$pool.json" "$pool" <<'PY'
+source "$(dirname "$0")/integration_lib.sh"
+integration_init "$1" "$2"
+prog=$(abspath "$3")
+run_three stack_switch /dev/null -- "$prog"
+standard_checks stack_switch stack_switch
+for pool in 0 1; do
+  "$PY" - "$WORK"/stack_switch/pool$pool/reports/r.*.json "$pool" <<'PY' || fail "stack_switch/pool$pool: the kept block"
 import json, sys
 r = json.load(open(sys.argv[1])); pool = int(sys.argv[2])
 kept = [g for g in r["leaks"] if g["bytes"] == 1077]
