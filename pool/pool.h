@@ -312,50 +312,32 @@ class ThreadCache {
   // Frees `p` if it is a live block of this thread's current pool `h`: the owner's fast path, no atomic
   // read-modify-write. Returns false for anything else. The caller counts the pooled free.
   POOLSCOPE_ALWAYS_INLINE bool FreeOwn(PoolHeader* h, void* p) {
-    if (POOLSCOPE_UNLIKELY(h->owner.load(std::memory_order_relaxed) != this)) return false;
-    // h is the current pool; p is inside it (Find), so g is a granule of it.
-    uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    if (POOLSCOPE_UNLIKELY((a & 7) != 0 || MarkAt(a).load(std::memory_order_relaxed) != kMarkBlock)) {
-      return false;
-    }
-    // Freed by another thread already (its remote byte is not folded in yet): a double free.
-    if (POOLSCOPE_UNLIKELY(RemoteOf(a / kGranule).load(std::memory_order_relaxed) != 0)) return false;
-    MarkAt(a).store(kMarkStarted, std::memory_order_relaxed);
-    if (a == last_.load(std::memory_order_relaxed)) last_.store(kNoBlock, std::memory_order_relaxed);
-    if (POOLSCOPE_UNLIKELY(--live_ == 0)) EmptiedInPlace();
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    if (POOLSCOPE_UNLIKELY(!IsOwnLive(h, a))) return false;
+    FreeOwnLive(a);
     return true;
   }
 
   // FreeOwn for a caller that records every free (track=1), for which no block is ever named last
   // (ForgetLast: the inline free, which records nothing, must not take it). A block that ends at the
-  // carve point (no block starts between it and cur_: its next marks are 0) is freed as FreeLast frees
-  // the last block: zeroed, the carve point moved back over it, and when it was the pool's first
+  // carve point (no block starts between it and cur_: its next marks are 0) is named last here and
+  // freed by FreeLast: zeroed, the carve point moved back over it, and when it was the pool's first
   // block, the pool fresh again with nothing else to do (so a tracked malloc/free pair does not pay
   // EmptiedInPlace). Counts the pooled free in *nfreed, or the free and the reset in *nreset.
   POOLSCOPE_ALWAYS_INLINE bool FreeOwnTracked(PoolHeader* h, void* p, uint64_t* nfreed, uint64_t* nreset) {
-    if (POOLSCOPE_UNLIKELY(h->owner.load(std::memory_order_relaxed) != this)) return false;
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    if (POOLSCOPE_UNLIKELY((a & 7) != 0 || MarkAt(a).load(std::memory_order_relaxed) != kMarkBlock)) {
-      return false;
-    }
-    // Freed by another thread already (its remote byte is not folded in yet): a double free.
-    if (POOLSCOPE_UNLIKELY(RemoteOf(a / kGranule).load(std::memory_order_relaxed) != 0)) return false;
-    MarkAt(a).store(kMarkStarted, std::memory_order_relaxed);
-    if (a == last_.load(std::memory_order_relaxed)) last_.store(kNoBlock, std::memory_order_relaxed);
+    if (POOLSCOPE_UNLIKELY(!IsOwnLive(h, a))) return false;
     const uintptr_t end = cur_;
     uintptr_t q = a + kGranule;
     while (q < end && MarkAt(q).load(std::memory_order_relaxed) == 0) q += kGranule;
-    if (q >= end) {
-      for (q = a; q < end; q += 8) *reinterpret_cast<uint64_t*>(q) = 0;
-      cur_ = a;
-      if (a == fresh_) {
-        live_ = 0;
-        ++*nreset;
-        return true;
-      }
+    // (FreeLast zeroes in steps of 16 bytes: with malloc_align=8, only where they stay in the pool, as
+    // the carve names a block last.)
+    if (q >= end && a + ((end - a + 15) & ~uintptr_t{15}) <= end_) {
+      last_.store(a, std::memory_order_relaxed);
+      return FreeLast(p, nfreed, nreset);
     }
+    FreeOwnLive(a);
     ++*nfreed;
-    if (POOLSCOPE_UNLIKELY(--live_ == 0)) EmptiedInPlace();
     return true;
   }
 
@@ -500,6 +482,21 @@ class ThreadCache {
 #else
     return a == last_.load(std::memory_order_relaxed);
 #endif
+  }
+
+  // FreeOwn's test: the block at a is a live block of this thread's current pool h (h from Find, so a
+  // is inside it), not freed by another thread meanwhile (its remote byte not folded in yet: that
+  // would make this free a double one).
+  POOLSCOPE_ALWAYS_INLINE bool IsOwnLive(const PoolHeader* h, uintptr_t a) const {
+    return h->owner.load(std::memory_order_relaxed) == this && (a & 7) == 0 &&
+           MarkAt(a).load(std::memory_order_relaxed) == kMarkBlock &&
+           RemoteOf(a / kGranule).load(std::memory_order_relaxed) == 0;
+  }
+  // FreeOwn's free, once IsOwnLive said yes.
+  POOLSCOPE_ALWAYS_INLINE void FreeOwnLive(uintptr_t a) {
+    MarkAt(a).store(kMarkStarted, std::memory_order_relaxed);
+    if (a == last_.load(std::memory_order_relaxed)) last_.store(kNoBlock, std::memory_order_relaxed);
+    if (POOLSCOPE_UNLIKELY(--live_ == 0)) EmptiedInPlace();
   }
 
   static void ZeroStep(uintptr_t a) {
