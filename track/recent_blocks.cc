@@ -12,15 +12,10 @@ namespace poolscope {
 namespace track {
 
 namespace {
-constexpr uintptr_t kMoving = RecentBlocks::kMoving;
-constexpr uintptr_t kHidden = RecentBlocks::kHidden;
-inline uintptr_t Hide(uintptr_t p) { return RecentBlocks::Hide(p); }
-inline uintptr_t Unhide(uintptr_t v) { return RecentBlocks::Unhide(v); }
-
 // The block slot s holds, seen there as address word v.
 LiveEntry EntryOf(const RecentBlocks::Slot& s, uintptr_t v) {
   LiveEntry e;
-  e.ptr = Unhide(v);
+  e.ptr = RecentBlocks::Unhide(v);
   e.size = s.size.load(std::memory_order_relaxed);
   const uint64_t meta = s.meta.load(std::memory_order_relaxed);
   e.stack_id = static_cast<uint32_t>(meta);
