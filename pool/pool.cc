@@ -420,6 +420,10 @@ void ThreadCache::Drain() {
     live_ = pool_->live;
     if (pool_->live == 0) {
       PoolHeader* h = pool_;
+      // A remote free whose byte was just folded in may still be between setting it and leaving
+      // (remote_pending, in_flight): it writes the header, which ReleasePool gives back. Seeing its
+      // byte made its in_flight increment visible; wait for the decrement, as Retire does.
+      while (h->in_flight.load(std::memory_order_seq_cst) != 0) sched_yield();
       domain_->ZeroPool(h, reinterpret_cast<char*>(cur_));
       SetCurrent(nullptr);
       domain_->ReleasePool(h, &stats_);

@@ -2,6 +2,7 @@
 //
 // Cross-thread frees against the retire handshake; run under --config=tsan too.
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -203,6 +204,34 @@ TEST(PoolThreadsTest, OwnerFreeOfLastBlockAfterRemoteFreeFoldedInIsADoubleFree) 
   EXPECT_EQ(t.backend.pool_allocs, 1);
   owner.Shutdown();
   other.Shutdown();
+}
+
+// A remote free sets its block's byte, then still writes the pool's header (remote_pending, in_flight).
+// If the owner drains (thread exit) between the two, folds the byte in and finds the pool empty, it
+// must not release the header under that free. The test holds a free in that window by hand.
+TEST(PoolThreadsTest, DrainWaitsForARemoteFreeStillInFlight) {
+  TestDomain t(Config{true, 64, 4, false});
+  ThreadCache owner(&t.domain);
+  char* p = static_cast<char*>(owner.Carve(16));  // the pool's only block
+  PoolHeader* h = t.domain.Find(p);
+  ASSERT_NE(h, nullptr);
+  // What FreeSlow has done for a remote free of p when it stops after setting the byte.
+  h->in_flight.fetch_add(1, std::memory_order_seq_cst);
+  h->remote[(p - h->base) / kGranule].store(1, std::memory_order_release);
+  h->remote_pending.fetch_add(1, std::memory_order_relaxed);
+  std::atomic<bool> drained{false};
+  std::thread drainer([&] {
+    owner.Drain();
+    drained.store(true, std::memory_order_release);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(drained.load(std::memory_order_acquire));
+  EXPECT_EQ(t.backend.pool_frees.load(), 0);
+  h->in_flight.fetch_sub(1, std::memory_order_release);  // the free leaves
+  drainer.join();
+  EXPECT_EQ(t.backend.pool_frees.load(), 1);
+  EXPECT_EQ(owner.current(), nullptr);
+  owner.Shutdown();
 }
 
 TEST(PoolThreadsTest, ManyThreadsChurn) {
