@@ -333,6 +333,10 @@ class ThreadCache {
     // (FreeLast zeroes in steps of 16 bytes: with malloc_align=8, only where they stay in the pool, as
     // the carve names a block last.)
     if (q >= end && a + ((end - a + 15) & ~uintptr_t{15}) <= end_) {
+      // A tail free before this one left its block's start mark at the carve point (FreeLast keeps
+      // it, for the next carve to overwrite). Carving resumes at `a` now, and a block carved there
+      // may cover `end`: clear that mark, or it would end such a block early (UsableSize, realloc).
+      if (end < end_) MarkAt(end).store(0, std::memory_order_relaxed);
       last_.store(a, std::memory_order_relaxed);
       return FreeLast(p, nfreed, nreset);
     }

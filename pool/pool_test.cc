@@ -190,6 +190,33 @@ TEST(PoolTest, TrackedFreeOfTheTailBlockMovesTheCarvePointBack) {
   EXPECT_EQ(reset, 1u);
 }
 
+// Tail frees in a row step the carve point back over several blocks. Each FreeLast leaves its block's
+// start mark where carving resumes; a block carved there later may be longer and cover where an
+// earlier tail block started: that mark must not survive inside it, or the block's usable size (what
+// realloc copies) ends there.
+TEST(PoolTest, TrackedTailFreesInARowLeaveNoStartMarkInsideALaterBlock) {
+  TestDomain t(Cfg());
+  ThreadCache tc(&t.domain);
+  uint64_t freed = 0, reset = 0;
+  char* a = CarveTracked(&tc, 16);
+  char* b = CarveTracked(&tc, 16);
+  char* c = CarveTracked(&tc, 16);
+  ASSERT_TRUE(tc.FreeOwnTracked(t.domain.Find(c), c, &freed, &reset));
+  ASSERT_TRUE(tc.FreeOwnTracked(t.domain.Find(b), b, &freed, &reset));
+  char* g = CarveTracked(&tc, 32);  // b's and c's bytes
+  ASSERT_EQ(g, b);
+  EXPECT_EQ(t.domain.UsableSize(t.domain.Find(g), g), 32u);
+  // c is inside g now: an interior pointer, not a block freed twice.
+  EXPECT_EQ(tc.Free(t.domain.Find(c), c), Domain::FreeResult::kInvalid);
+  // g is the tail again, and a before it.
+  ASSERT_TRUE(tc.FreeOwnTracked(t.domain.Find(g), g, &freed, &reset));
+  ASSERT_TRUE(tc.FreeOwnTracked(t.domain.Find(a), a, &freed, &reset));
+  char* h = CarveTracked(&tc, 64);
+  EXPECT_EQ(h, a);
+  EXPECT_EQ(t.domain.UsableSize(t.domain.Find(h), h), 64u);
+  EXPECT_TRUE(AllZero(h, 64));
+}
+
 TEST(PoolTest, TrackedTailFreesKeepDoubleFreesCaught) {
   TestDomain t(Cfg());
   ThreadCache tc(&t.domain);
