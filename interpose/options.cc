@@ -161,7 +161,7 @@ void DescribeOptions(const Options& o, WarnFn emit, void* ctx) {
       {"drain_at_exit", o.drain_at_exit, nullptr, "1 releases every cached pool at exit"},
       {"snapshot_interval", o.snapshot_interval, nullptr, "seconds between report rewrites; 0 only at exit"},
       {"quiet", o.quiet, nullptr, "1 prints nothing on stderr"},
-      {"leak_exitcode", o.leak_exitcode, nullptr, "N > 0: exit with N when the program itself leaks"},
+      {"leak_exitcode", o.leak_exitcode, nullptr, "N > 0: status N from exit() (not _exit) when the program leaks"},
       {"valgrind", o.valgrind, nullptr, "1 describes pools to memcheck under valgrind"},
       {"help", o.help, nullptr, "1 prints this list at start-up"},
   };

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "interpose/internal.h"
+#include "interpose/leak_exit.h"
 #include "interpose/shim.h"
 #include "interpose/snapshot.h"
 #include "interpose/tracking.h"
@@ -76,6 +77,13 @@ std::atomic<int> g_nbad{0};
 
 SpinLock g_write_lock;
 bool g_exit_written = false;
+
+// What leak_exitcode found at exit: the report's `leak_check`.
+struct LeakCheck {
+  int leak_exitcode;
+  ProgramLeaks leaks;
+  int exit_status;  // the status the process ends with for its leaks; 0: its own is kept
+};
 
 void Warn(const Options& o, const char* what, const char* path) {
   if (o.quiet) return;
@@ -222,8 +230,27 @@ void WriteStack(report::JsonWriter& w, track::Symbolizer* sym, uint32_t stack_id
   w.EndArray();
 }
 
+void WriteLeakCheck(report::JsonWriter& w, const LeakCheck& c) {
+  w.Key("leak_check");
+  w.BeginObject();
+  w.FieldInt("leak_exitcode", c.leak_exitcode);
+  w.FieldInt("live_blocks", c.leaks.live_blocks);
+  w.FieldInt("live_at_start", c.leaks.live_at_start);
+  w.FieldInt("stdio_buffers", c.leaks.stdio_buffers);
+  w.FieldInt("program_leak_blocks", c.leaks.blocks);
+  w.FieldBool("exact", c.leaks.exact);
+  w.Key("exit_status");
+  if (c.exit_status != 0) {
+    w.Int(c.exit_status);
+  } else {
+    w.Null();
+  }
+  w.EndObject();
+}
+
+// `check`: null but in the exit report with leak_exitcode > 0.
 void Render(report::JsonWriter& w, const char* reason, const Options& o, const ProcessInfo& p,
-            const Snapshot& s, const char* path) {
+            const Snapshot& s, const LeakCheck* check, const char* path) {
   const ThreadCounters& t = s.totals;
   // Report time: allocation through the normal malloc is fine here (the caller holds the guard, so it
   // passes straight through, counted as poolscope's own).
@@ -472,6 +499,7 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   w.FieldStr("verdict", verdict);
   w.EndObject();
   w.EndObject();
+  if (check != nullptr) WriteLeakCheck(w, *check);
 
   w.Key("errors");
   w.BeginObject();
@@ -508,8 +536,26 @@ bool WriteAll(int fd, const char* data, size_t n) {
   return true;
 }
 
+// Every counter now, in poolscope's own memory; null when that cannot be had.
+class SnapshotNow {
+ public:
+  SnapshotNow() : s_(static_cast<Snapshot*>(InternalAlloc(sizeof(Snapshot)))) {
+    if (s_ != nullptr) TakeSnapshot(s_);
+  }
+  ~SnapshotNow() {
+    if (s_ != nullptr) InternalFree(s_, sizeof(Snapshot));
+  }
+  SnapshotNow(const SnapshotNow&) = delete;
+  SnapshotNow& operator=(const SnapshotNow&) = delete;
+  const Snapshot* get() const { return s_; }
+
+ private:
+  Snapshot* s_;
+};
+
 // Returns true when the report was written.
-bool WriteReport(const char* reason, char* path_out, size_t path_cap) {
+bool WriteReport(const char* reason, const Snapshot& snap, const LeakCheck* check, char* path_out,
+                 size_t path_cap) {
   const Options& o = CurrentOptions();
   if (strcmp(o.report, "none") == 0) return false;
   const ProcessInfo& p = CurrentProcess();
@@ -518,13 +564,9 @@ bool WriteReport(const char* reason, char* path_out, size_t path_cap) {
     Warn(o, "cannot write the report to", o.report);
     return false;
   }
-  auto* snap = static_cast<Snapshot*>(InternalAlloc(sizeof(Snapshot)));
-  if (snap == nullptr) return false;
-  TakeSnapshot(snap);
   MappedSink sink;
   report::JsonWriter w(&sink);
-  Render(w, reason, o, p, *snap, path_out);
-  InternalFree(snap, sizeof(Snapshot));
+  Render(w, reason, o, p, snap, check, path_out);
   if (sink.failed()) {
     errno = ENOMEM;
     Warn(o, "out of memory writing the report to", path_out);
@@ -569,7 +611,8 @@ void* SnapshotLoop(void* arg) {
     SpinLockHolder lock(&g_write_lock);
     if (g_exit_written) break;
     char path[1200];
-    WriteReport("snapshot", path, sizeof path);
+    SnapshotNow snap;
+    if (snap.get() != nullptr) WriteReport("snapshot", *snap.get(), nullptr, path, sizeof path);
   }
   return nullptr;
 }
@@ -637,16 +680,37 @@ void StartSnapshots(const Options& o) {
   pthread_attr_destroy(&attr);
 }
 
-void WriteReportAtExit(const Options& o) {
+int WriteReportAtExit(const Options& o, bool may_change_status) {
   SpinLockHolder lock(&g_write_lock);
-  if (g_exit_written) return;
+  if (g_exit_written) return 0;
   g_exit_written = true;
+  if (o.leak_exitcode <= 0 && strcmp(o.report, "none") == 0) return 0;
+  SnapshotNow snap;
+  if (snap.get() == nullptr) return 0;
+  LeakCheck check = {o.leak_exitcode, {}, 0};
+  if (o.leak_exitcode > 0) {
+    CountProgramLeaks(LogicalLive(*snap.get()), &check.leaks);
+    if (may_change_status && check.leaks.blocks > 0) check.exit_status = o.leak_exitcode;
+  }
   char path[1200];
-  if (WriteReport("exit", path, sizeof path) && !o.quiet) {
+  bool written = WriteReport("exit", *snap.get(), o.leak_exitcode > 0 ? &check : nullptr, path, sizeof path);
+  if (!o.quiet && (written || check.exit_status != 0)) {
+    // One line, whatever happened.
+    char status[160] = "";
+    if (check.exit_status != 0) {
+      snprintf(status, sizeof status, "%sthe program leaks %lld block%s: exit status %d (leak_exitcode)",
+               written ? "; " : "", static_cast<long long>(check.leaks.blocks),
+               check.leaks.blocks == 1 ? "" : "s", check.exit_status);
+    }
     char line[1400];
-    snprintf(line, sizeof line, "poolscope: report written to %s", path);
+    if (written) {
+      snprintf(line, sizeof line, "poolscope: report written to %s%s", path, status);
+    } else {
+      snprintf(line, sizeof line, "poolscope: %s", status);
+    }
     RawLine(line);
   }
+  return check.exit_status;
 }
 
 }  // namespace poolscope

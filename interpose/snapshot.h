@@ -67,6 +67,13 @@ struct Snapshot {
 // stopped between two counter updates of one call (measured in the child before it runs on).
 int64_t ReconciliationGap(const Snapshot& s);
 
+// logical.live_blocks: logical blocks created less those released (negative when the program frees
+// blocks allocated before poolscope was loaded).
+inline int64_t LogicalLive(const Snapshot& s) {
+  const Ledger logical = Logical(s.totals);
+  return static_cast<int64_t>(logical.nallocs - logical.nfrees);
+}
+
 uint64_t NowNs();
 void InitProcessInfo(ProcessInfo* p, const Options& o);
 void TakeSnapshot(Snapshot* s);
@@ -75,7 +82,10 @@ const ProcessInfo& CurrentProcess();
 // Remembers a bad free of a pooled block for the report's `errors` (the count is in the pool stats).
 void RecordBadFree(const void* p, bool is_double);
 void StartSnapshots(const Options& o);
-void WriteReportAtExit(const Options& o);
+// Writes the exit report, once per process (later calls do nothing and return 0), and the one line
+// on stderr about it. Returns the status leak_exitcode asks the process to end with (0: keep its own),
+// which is never other than 0 unless `may_change_status`.
+int WriteReportAtExit(const Options& o, bool may_change_status);
 
 }  // namespace poolscope
 

@@ -343,17 +343,18 @@ struct ArenaTrack {
   ArenaGroup* groups;
   uint32_t ngroups;
   uint32_t capacity;
+  uint64_t baseline_blocks;  // blocks held at MarkArenaBaseline (an arena never frees one by one)
 };
 
 namespace {
 SpinLock g_arenas_lock;
-ArenaTrack g_arenas = {&g_arenas, &g_arenas, {}, nullptr, 0, 0};
+ArenaTrack g_arenas = {&g_arenas, &g_arenas, {}, nullptr, 0, 0, 0};
 }  // namespace
 
 ArenaTrack* OnArenaOpen() {
   auto* t = static_cast<ArenaTrack*>(InternalAlloc(sizeof(ArenaTrack)));
   if (t == nullptr) return nullptr;
-  new (t) ArenaTrack{nullptr, nullptr, {}, nullptr, 0, 0};
+  new (t) ArenaTrack{nullptr, nullptr, {}, nullptr, 0, 0, 0};
   SpinLockHolder h(&g_arenas_lock);
   t->next = g_arenas.next;
   t->prev = &g_arenas;
@@ -523,6 +524,41 @@ size_t TopSites(SiteCounters* sites, size_t max) {
 int StackFrames(uint32_t stack_id, const uintptr_t** pcs) {
   if (!g_on) return 0;
   return g_depot->Get(stack_id, pcs);
+}
+
+void ForEachLiveBlock(void (*fn)(uintptr_t ptr, void* arg), void* arg) {
+  if (!g_on) return;
+  g_table->ForEach([&](const track::LiveEntry& e) { fn(e.ptr, arg); });
+  g_recent->ForEach([&](const track::LiveEntry& e) { fn(e.ptr, arg); });
+}
+
+namespace {
+uint64_t ArenaBlocks(const ArenaTrack& t) {
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < t.ngroups; ++i) n += t.groups[i].blocks;
+  return n;
+}
+}  // namespace
+
+void MarkArenaBaseline() {
+  if (!g_on) return;
+  SpinLockHolder h(&g_arenas_lock);
+  for (ArenaTrack* t = g_arenas.next; t != &g_arenas; t = t->next) {
+    SpinLockHolder a(&t->lock);
+    t->baseline_blocks = ArenaBlocks(*t);
+  }
+}
+
+void CountArenaBlocks(uint64_t* blocks, uint64_t* since_baseline) {
+  *blocks = *since_baseline = 0;
+  if (!g_on) return;
+  SpinLockHolder h(&g_arenas_lock);
+  for (ArenaTrack* t = g_arenas.next; t != &g_arenas; t = t->next) {
+    SpinLockHolder a(&t->lock);
+    const uint64_t n = ArenaBlocks(*t);
+    *blocks += n;
+    *since_baseline += n > t->baseline_blocks ? n - t->baseline_blocks : 0;
+  }
 }
 
 }  // namespace poolscope

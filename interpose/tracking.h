@@ -89,6 +89,15 @@ size_t TopSites(SiteCounters* sites, size_t max);
 // The frames of a stack; 0 when unknown.
 int StackFrames(uint32_t stack_id, const uintptr_t** pcs);
 
+// For leak_exitcode (interpose/leak_exit.h). Calls fn(ptr, arg) for every live block that has an
+// address (arena blocks have none), with a lock of the table held: fn must not call into tracking.
+void ForEachLiveBlock(void (*fn)(uintptr_t ptr, void* arg), void* arg);
+// Remembers how many blocks each open tracked arena holds now.
+void MarkArenaBaseline();
+// Blocks of the open tracked arenas: all of them, and those allocated since MarkArenaBaseline (all of
+// an arena opened since).
+void CountArenaBlocks(uint64_t* blocks, uint64_t* since_baseline);
+
 }  // namespace poolscope
 
 #endif  // POOLSCOPE_INTERPOSE_TRACKING_H_
