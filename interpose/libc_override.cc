@@ -124,11 +124,11 @@ EXPORT void poolscope_impl_tag_push(const char*) { ps::TagPush(); }
 EXPORT void poolscope_impl_tag_pop(void) { ps::TagPop(); }
 EXPORT int poolscope_impl_active(void) { return ps::Active(); }
 
-EXPORT poolscope_arena* poolscope_arena_open(void) { return poolscope_impl_arena_open(); }
+EXPORT poolscope_arena* poolscope_arena_open(void) { return static_cast<poolscope_arena*>(ps::ArenaOpen()); }
 EXPORT void* poolscope_arena_alloc(poolscope_arena* a, size_t size, size_t align) {
-  return poolscope_impl_arena_alloc(a, size, align);
+  return ps::ArenaAlloc(a, size, align);
 }
-EXPORT void poolscope_arena_close(poolscope_arena* a) { poolscope_impl_arena_close(a); }
+EXPORT void poolscope_arena_close(poolscope_arena* a) { ps::ArenaClose(a); }
 EXPORT void poolscope_tag_push(const char* label) { poolscope_impl_tag_push(label); }
 EXPORT void poolscope_tag_pop(void) { poolscope_impl_tag_pop(); }
 EXPORT int poolscope_active(void) { return poolscope_impl_active(); }

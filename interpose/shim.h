@@ -43,6 +43,11 @@ struct ThreadState {
   // large); 0 (as every thread starts): such requests go through the slow path (uninitialised, inside
   // poolscope, dead, tag=explicit or caller).
   int regular_miss;
+  // Explicit arena requests of 1..arena_limit bytes try the inline carve (ArenaAlloc), and nonzero lets
+  // ArenaOpen and ArenaClose take their inline paths: at most pool_size and kFastSizes. 0 (as every
+  // thread starts, and inside poolscope: Guard) sends all three to their slow paths: uninitialised or
+  // dead thread, pooling off, tracking on (a tracked arena records every block's stack).
+  size_t arena_limit;
   int guard;          // > 0 while poolscope itself runs on this thread
   int phase;          // ThreadPhase
   int tag_depth;      // poolscope_tag_push nesting
@@ -109,11 +114,51 @@ size_t UsableSize(void* p);
 void* NewForm(Api api, size_t n, size_t align, bool nothrow, void* ra);
 void DeleteForm(Api api, void* p, size_t size, size_t align, bool nothrow);
 
-// The C API.
-struct ArenaImpl;
-void* ArenaOpen();
-void* ArenaAlloc(void* arena, size_t size, size_t align);
-void ArenaClose(void* arena);
+// The C API. The exported poolscope_impl_arena_* functions are these inline paths; each leaves through
+// its slow path (in shim.cc) unless arena_limit says the thread may take it.
+void* ArenaOpenSlow();
+void* ArenaAllocSlow(void* arena, size_t size, size_t align);
+void ArenaCloseSlow(void* arena);
+
+inline void* ArenaOpen() {
+  ThreadState& ts = t_state;
+  if (POOLSCOPE_LIKELY(ts.arena_limit != 0)) {
+    if (pool::Arena* a = ts.tc.TryReuseArena()) return a;
+  }
+  return ArenaOpenSlow();
+}
+
+inline void* ArenaAlloc(void* arena, size_t size, size_t align) {
+  ThreadState& ts = t_state;
+  auto* a = static_cast<pool::Arena*>(arena);
+  if (POOLSCOPE_LIKELY(size - 1 < ts.arena_limit && a != nullptr)) {
+    void* p = ts.tc.ArenaTryCarve(a, size, align == 0 ? 16 : align);
+    if (POOLSCOPE_LIKELY(p != nullptr)) {
+      ++ts.c.logical.ncalls[kArenaAlloc];
+      ++ts.c.sizes[SizeBucket(size)];
+      ++ts.c.logical.nallocs;
+      ts.c.logical.nbytes += size;
+      return p;
+    }
+  }
+  return ArenaAllocSlow(arena, size, align);
+}
+
+inline void ArenaClose(void* arena) {
+  ThreadState& ts = t_state;
+  auto* a = static_cast<pool::Arena*>(arena);
+  // Nothing took the regular path: no real free to make. (A tracked arena closes on the slow path;
+  // arena_limit is 0 while tracking.)
+  if (POOLSCOPE_LIKELY(ts.arena_limit != 0 && a != nullptr && a->regular == nullptr)) {
+    ++ts.c.logical.ncalls[kArenaClose];
+    ts.c.logical.nfrees += a->pooled_blocks;
+    ts.tc.ArenaClosePool(a);
+    ts.tc.DeleteArena(a);
+    return;
+  }
+  ArenaCloseSlow(arena);
+}
+
 void TagPush();
 void TagPop();
 int Active();

@@ -411,14 +411,19 @@ class ThreadCache {
   // An arena struct, zeroed and attached to this thread: a closed one of this thread's when it keeps
   // any (no lock, no call), else poolscope's own memory from the backend. nullptr when out of memory.
   Arena* NewArena() {
+    if (Arena* a = TryReuseArena()) return a;
+    auto* a = static_cast<Arena*>(domain_->backend()->AllocMeta(sizeof(Arena)));
+    if (a == nullptr) return nullptr;
+    *a = Arena{};
+    a->tc = this;
+    return a;
+  }
+  // NewArena's common case, inline: a closed arena struct of this thread's, else nullptr.
+  POOLSCOPE_ALWAYS_INLINE Arena* TryReuseArena() {
     Arena* a = free_arenas_;
-    if (POOLSCOPE_LIKELY(a != nullptr)) {
-      free_arenas_ = a->next_free;
-      --nfree_arenas_;
-    } else {
-      a = static_cast<Arena*>(domain_->backend()->AllocMeta(sizeof(Arena)));
-      if (a == nullptr) return nullptr;
-    }
+    if (POOLSCOPE_UNLIKELY(a == nullptr)) return nullptr;
+    free_arenas_ = a->next_free;
+    --nfree_arenas_;
     *a = Arena{};
     a->tc = this;
     return a;
