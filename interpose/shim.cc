@@ -45,18 +45,16 @@ bool g_tracked_malloc = false;
 // Marks poolscope's own work on this thread: calls it makes into libc pass straight through.
 class Guard {
  public:
-  // The fields that the inline shortcuts test (pool_limit's users test the guard itself).
-  explicit Guard(ThreadState& ts)
-      : ts_(ts), limit_(ts.fast_limit), arena_limit_(ts.arena_limit), reason_(ts.regular_miss) {
+  // The two fields that the inline shortcuts test (pool_limit's users test the guard itself; the
+  // arena paths' arena_limit is left alone: poolscope's own code never calls the arena API).
+  explicit Guard(ThreadState& ts) : ts_(ts), limit_(ts.fast_limit), reason_(ts.regular_miss) {
     ++ts_.guard;
     ts_.fast_limit = 0;
-    ts_.arena_limit = 0;
     ts_.regular_miss = 0;
   }
   ~Guard() {
     --ts_.guard;
     ts_.fast_limit = limit_;
-    ts_.arena_limit = arena_limit_;
     ts_.regular_miss = reason_;
   }
   Guard(const Guard&) = delete;
@@ -65,7 +63,6 @@ class Guard {
  private:
   ThreadState& ts_;
   size_t limit_;
-  size_t arena_limit_;
   int reason_;
 };
 
@@ -196,7 +193,7 @@ size_t FastLimitFor(size_t pool_limit) {
 
 // Explicit arenas ignore the tag option and malloc_align.
 size_t ArenaLimitFor(const ThreadState& ts) {
-  if (!g_pooling || ts.phase != kActive || ts.guard > 0 || g_tracking) return 0;
+  if (!g_pooling || ts.phase != kActive || g_tracking) return 0;
   return g_pool_size < kFastSizes ? g_pool_size : kFastSizes;
 }
 

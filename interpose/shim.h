@@ -45,8 +45,9 @@ struct ThreadState {
   int regular_miss;
   // Explicit arena requests of 1..arena_limit bytes try the inline carve (ArenaAlloc), and nonzero lets
   // ArenaOpen and ArenaClose take their inline paths: at most pool_size and kFastSizes. 0 (as every
-  // thread starts, and inside poolscope: Guard) sends all three to their slow paths: uninitialised or
-  // dead thread, pooling off, tracking on (a tracked arena records every block's stack).
+  // thread starts) sends all three to their slow paths: uninitialised or dead thread, pooling off,
+  // tracking on (a tracked arena records every block's stack). The Guard leaves it alone (poolscope
+  // never calls the arena API itself), which keeps the Guard as cheap as it was.
   size_t arena_limit;
   int guard;          // > 0 while poolscope itself runs on this thread
   int phase;          // ThreadPhase
