@@ -191,7 +191,8 @@ size_t FastLimitFor(size_t pool_limit) {
   return pool_limit < kFastSizes ? pool_limit : kFastSizes;
 }
 
-// Explicit arenas ignore the tag option and malloc_align.
+// Explicit arenas ignore the tag option and malloc_align. At most kFastSizes: the inline carve counts
+// in the carve table.
 size_t ArenaLimitFor(const ThreadState& ts) {
   if (!g_pooling || ts.phase != kActive || g_tracking) return 0;
   return g_pool_size < kFastSizes ? g_pool_size : kFastSizes;

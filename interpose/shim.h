@@ -121,7 +121,7 @@ void* ArenaOpenSlow();
 void* ArenaAllocSlow(void* arena, size_t size, size_t align);
 void ArenaCloseSlow(void* arena);
 
-inline void* ArenaOpen() {
+POOLSCOPE_ALWAYS_INLINE void* ArenaOpen() {
   ThreadState& ts = t_state;
   if (POOLSCOPE_LIKELY(ts.arena_limit != 0)) {
     if (pool::Arena* a = ts.tc.TryReuseArena()) return a;
@@ -129,23 +129,21 @@ inline void* ArenaOpen() {
   return ArenaOpenSlow();
 }
 
-inline void* ArenaAlloc(void* arena, size_t size, size_t align) {
+POOLSCOPE_ALWAYS_INLINE void* ArenaAlloc(void* arena, size_t size, size_t align) {
   ThreadState& ts = t_state;
   auto* a = static_cast<pool::Arena*>(arena);
   if (POOLSCOPE_LIKELY(size - 1 < ts.arena_limit && a != nullptr)) {
-    void* p = ts.tc.ArenaTryCarve(a, size, align == 0 ? 16 : align);
+    if (size > kFastSizes) __builtin_unreachable();  // (arena_limit is at most kFastSizes)
+    void* p = ts.tc.ArenaTryCarveUncounted(a, size, align);
     if (POOLSCOPE_LIKELY(p != nullptr)) {
-      ++ts.c.logical.ncalls[kArenaAlloc];
-      ++ts.c.sizes[SizeBucket(size)];
-      ++ts.c.logical.nallocs;
-      ts.c.logical.nbytes += size;
+      ++ts.carves.n[kFastArenaAlloc][size - 1];  // the call, the block, its bytes and size, the hit
       return p;
     }
   }
   return ArenaAllocSlow(arena, size, align);
 }
 
-inline void ArenaClose(void* arena) {
+POOLSCOPE_ALWAYS_INLINE void ArenaClose(void* arena) {
   ThreadState& ts = t_state;
   auto* a = static_cast<pool::Arena*>(arena);
   // Nothing took the regular path: no real free to make. (A tracked arena closes on the slow path;

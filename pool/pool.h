@@ -364,28 +364,41 @@ class ThreadCache {
   // Carves `size` bytes aligned to `align` (a power of two) from `arena`'s pool, taking one lazily; sets
   // *reason and returns nullptr when the request must take the regular path.
   void* ArenaCarve(Arena* arena, size_t size, size_t align, int* reason);
-  // ArenaCarve's common case, inline: the arena has its pool and the request fits with its alignment
-  // (a power of two, at most 64). nullptr means "ask ArenaCarve", which also gives the miss reason.
+  // ArenaCarve's common case, inline, counting the hit. nullptr means "ask ArenaCarve", which also
+  // gives the miss reason.
   POOLSCOPE_ALWAYS_INLINE void* ArenaTryCarve(Arena* arena, size_t size, size_t align) {
-    if (POOLSCOPE_UNLIKELY(align - 1 >= kLine || (align & (align - 1)) != 0)) return nullptr;
-    uintptr_t a = align < kGranule ? kGranule : align;
-    uintptr_t p = (reinterpret_cast<uintptr_t>(arena->cur) + a - 1) & ~(a - 1);
-    uintptr_t rounded = size == 0 ? kGranule : (size + kGranule - 1) & ~uintptr_t{kGranule - 1};
-    if (POOLSCOPE_UNLIKELY(arena->pool == nullptr)) {
-      // The arena's first request that fits takes a cached pool here; creating one is ArenaCarve's.
-      if (rounded > pool_size_ || ncached_ == 0) return nullptr;
+    void* p = ArenaTryCarveUncounted(arena, size, align);
+    if (p != nullptr) ++stats_.hits;
+    return p;
+  }
+  // ArenaTryCarve without counting the hit, for a caller that counts it with the call (the shim, in
+  // its carve table). Serves a request whose alignment is a power of two of at most 64 (0 means 16)
+  // when it fits the arena's pool, or when the arena has none yet and this thread caches one, which it
+  // takes (creating one is ArenaCarve's). When it fits: the alignment tests, the carve point rounded
+  // up, one compare with the pool's end, two stores; no call. An arena without a pool has
+  // cur == end == nullptr, so its first request fails that compare and takes its pool off that branch.
+  POOLSCOPE_ALWAYS_INLINE void* ArenaTryCarveUncounted(Arena* arena, size_t size, size_t align) {
+    uintptr_t m = align - 1;
+    if (POOLSCOPE_UNLIKELY(m >= kLine || (align & m) != 0)) {
+      if (align != 0) return nullptr;
+      m = 15;
+    }
+    m |= kGranule - 1;  // blocks start on granules
+    const uintptr_t rounded = size == 0 ? kGranule : (size + kGranule - 1) & ~uintptr_t{kGranule - 1};
+    uintptr_t p = (reinterpret_cast<uintptr_t>(arena->cur) + m) & ~m;
+    // The first test keeps a huge size from wrapping.
+    if (POOLSCOPE_UNLIKELY(size > kMaxPoolSize || p + rounded > reinterpret_cast<uintptr_t>(arena->end))) {
+      // (rounded is 0 only when size + 7 wrapped.)
+      if (arena->pool != nullptr || rounded - 1 >= pool_size_ || ncached_ == 0) return nullptr;
       PoolHeader* h = cache_[--ncached_];
       ++stats_.pools_reused;
       AttachPool(arena, h);
-      p = (reinterpret_cast<uintptr_t>(h->base) + a - 1) & ~(a - 1);
-    }
-    // The first test keeps a huge size from wrapping.
-    if (POOLSCOPE_UNLIKELY(size > kMaxPoolSize || p + rounded > reinterpret_cast<uintptr_t>(arena->end))) {
-      return nullptr;
+      p = reinterpret_cast<uintptr_t>(h->base);  // 64-aligned, and rounded <= pool_size_: it fits
     }
     arena->cur = reinterpret_cast<char*>(p + rounded);
     ++arena->pooled_blocks;
-    ++stats_.hits;
+    // An address inside a pool, never 0: callers' null tests fold away.
+    if (p == 0) __builtin_unreachable();
     return reinterpret_cast<void*>(p);
   }
   // Zeroes and returns the arena's pool to this thread's cache (or releases it).

@@ -443,6 +443,39 @@ TEST(ArenaTest, InlineCarveRefusesWhatOnlyTheSlowPathCanAnswer) {
   EXPECT_EQ(tc.free_arenas(), 1);
 }
 
+// The inline carve takes a cached pool on the arena's first request, off its no-room branch: only for a
+// request that fits a pool (a size whose rounding wraps must not take one and carve nothing), and with
+// alignment 0 meaning 16.
+TEST(ArenaTest, InlineCarveTakesACachedPoolOnlyForARequestThatFits) {
+  TestDomain t(Cfg());
+  ThreadCache tc(&t.domain);
+  Arena* first = tc.NewArena();
+  int reason = -1;
+  ASSERT_NE(tc.ArenaCarve(first, 8, 8, &reason), nullptr);
+  tc.ArenaClosePool(first);
+  tc.DeleteArena(first);
+  ASSERT_EQ(tc.cached(), 1);
+  Arena* a = tc.NewArena();
+  EXPECT_EQ(tc.ArenaTryCarve(a, ~size_t{0} - 3, 8), nullptr);  // size + 7 wraps to 0
+  EXPECT_EQ(tc.ArenaTryCarve(a, 65, 8), nullptr);
+  EXPECT_EQ(tc.ArenaTryCarve(a, 8, 24), nullptr);
+  EXPECT_EQ(tc.cached(), 1);
+  EXPECT_EQ(a->pool, nullptr);
+  EXPECT_EQ(tc.stats().pools_reused, 0u);
+  void* p = tc.ArenaTryCarve(a, 4, 1);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(tc.cached(), 0);
+  EXPECT_EQ(tc.stats().pools_reused, 1u);
+  EXPECT_EQ(p, a->pool->base);
+  void* q = tc.ArenaTryCarve(a, 4, 0);  // 0: 16-aligned
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(static_cast<char*>(q), a->pool->base + 16);
+  EXPECT_EQ(tc.stats().hits, 3u);
+  EXPECT_EQ(a->pooled_blocks, 2u);
+  tc.ArenaClosePool(a);
+  tc.DeleteArena(a);
+}
+
 TEST(ThreadExitTest, ShutdownReleasesCachedAndOrphansLivePool) {
   TestDomain t(Cfg());
   auto* dying = new ThreadCache(&t.domain);
