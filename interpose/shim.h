@@ -149,11 +149,12 @@ POOLSCOPE_ALWAYS_INLINE void ArenaClose(void* arena) {
   // Nothing took the regular path: no real free to make. (A tracked arena closes on the slow path;
   // arena_limit is 0 while tracking.)
   if (POOLSCOPE_LIKELY(ts.arena_limit != 0 && a != nullptr && a->regular == nullptr)) {
-    ++ts.c.logical.ncalls[kArenaClose];
-    ts.c.logical.nfrees += a->pooled_blocks;
-    ts.tc.ArenaClosePool(a);
-    ts.tc.DeleteArena(a);
-    return;
+    const uint64_t blocks = a->pooled_blocks;
+    if (POOLSCOPE_LIKELY(ts.tc.TryCloseArena(a))) {
+      ++ts.c.logical.ncalls[kArenaClose];
+      ts.c.logical.nfrees += blocks;
+      return;
+    }
   }
   ArenaCloseSlow(arena);
 }
