@@ -54,19 +54,19 @@ static int resolve(void) {
   return r;
 }
 
-/* The entry points are a load, a compare and a tail call when the preload library is present (JDK-style
- * open/allocate/close loops spend most of their time here otherwise); the rest is out of line. */
-#define LIKELY_RESOLVED() __builtin_expect(atomic_load_explicit(&resolved, memory_order_acquire) == 1, 1)
-
-static __attribute__((noinline)) poolscope_arena* open_slow(void) {
-  if (resolve() == 1) return p_open();
+/* The arena entry points jump through one pointer each: it starts at a first-call function that
+ * resolves (resolve() above, so every pointer makes the same choice) and points it at the preload
+ * library's function or at the fallback below, for good. Each call is then a load and an indirect
+ * jump (JDK-style open/allocate/close loops spend much of their time here otherwise). The first-call
+ * functions are named poolscope_*: a tracked allocation's stack may start in one, and the report
+ * leaves the client's poolscope_* frames out (ProgramFrames in report_writer.cc). */
+static poolscope_arena* fallback_open(void) {
   fallback_arena* a = (fallback_arena*)calloc(1, sizeof *a);
   if (a == NULL) errno = ENOMEM;
   return (poolscope_arena*)a;
 }
 
-static __attribute__((noinline)) void* alloc_slow(poolscope_arena* arena, size_t size, size_t align) {
-  if (resolve() == 1) return p_alloc(arena, size, align);
+static void* fallback_alloc(poolscope_arena* arena, size_t size, size_t align) {
   fallback_arena* a = (fallback_arena*)arena;
   if (align == 0) align = 16;
   if (a == NULL || (align & (align - 1)) != 0) {
@@ -98,11 +98,7 @@ static __attribute__((noinline)) void* alloc_slow(poolscope_arena* arena, size_t
   return (char*)raw + header;
 }
 
-static __attribute__((noinline)) void close_slow(poolscope_arena* arena) {
-  if (resolve() == 1) {
-    p_close(arena);
-    return;
-  }
+static void fallback_close(poolscope_arena* arena) {
   fallback_arena* a = (fallback_arena*)arena;
   if (a == NULL) return;
   for (fallback_block* b = a->blocks; b != NULL;) {
@@ -111,6 +107,31 @@ static __attribute__((noinline)) void close_slow(poolscope_arena* arena) {
     b = next;
   }
   free(a);
+}
+
+static poolscope_arena* poolscope_client_open_first(void);
+static void* poolscope_client_alloc_first(poolscope_arena* arena, size_t size, size_t align);
+static void poolscope_client_close_first(poolscope_arena* arena);
+static _Atomic(open_fn) arena_open = poolscope_client_open_first;
+static _Atomic(alloc_fn) arena_alloc = poolscope_client_alloc_first;
+static _Atomic(close_fn) arena_close = poolscope_client_close_first;
+
+static poolscope_arena* poolscope_client_open_first(void) {
+  open_fn f = resolve() == 1 ? p_open : fallback_open;
+  atomic_store_explicit(&arena_open, f, memory_order_release);
+  return f();
+}
+
+static void* poolscope_client_alloc_first(poolscope_arena* arena, size_t size, size_t align) {
+  alloc_fn f = resolve() == 1 ? p_alloc : fallback_alloc;
+  atomic_store_explicit(&arena_alloc, f, memory_order_release);
+  return f(arena, size, align);
+}
+
+static void poolscope_client_close_first(poolscope_arena* arena) {
+  close_fn f = resolve() == 1 ? p_close : fallback_close;
+  atomic_store_explicit(&arena_close, f, memory_order_release);
+  f(arena);
 }
 
 void poolscope_tag_push(const char* label) {
@@ -124,19 +145,13 @@ void poolscope_tag_pop(void) {
 int poolscope_active(void) { return resolve() == 1 ? p_active() : 0; }
 
 poolscope_arena* poolscope_arena_open(void) {
-  if (LIKELY_RESOLVED()) return p_open();
-  return open_slow();
+  return atomic_load_explicit(&arena_open, memory_order_acquire)();
 }
 
 void* poolscope_arena_alloc(poolscope_arena* arena, size_t size, size_t align) {
-  if (LIKELY_RESOLVED()) return p_alloc(arena, size, align);
-  return alloc_slow(arena, size, align);
+  return atomic_load_explicit(&arena_alloc, memory_order_acquire)(arena, size, align);
 }
 
 void poolscope_arena_close(poolscope_arena* arena) {
-  if (LIKELY_RESOLVED()) {
-    p_close(arena);
-    return;
-  }
-  close_slow(arena);
+  atomic_load_explicit(&arena_close, memory_order_acquire)(arena);
 }

@@ -85,14 +85,15 @@ struct ThreadCounters {
   uint64_t nfast_reset[kNumApis];
 };
 
-// The inline pooled malloc, operator new and new[] count each block in one number: by entry point and
-// request size, so that one increment stands for the call, the logical block, its bytes, its size
-// bucket and the pool's hit. The table is per thread, apart from ThreadCounters (whose copies the
-// reports keep per thread), and as large as the sizes the inline path serves (1..kFastSizes bytes).
+// The inline pooled malloc, operator new and new[], and the inline carve of poolscope_arena_alloc,
+// count each block in one number: by entry point and request size, so that one increment stands for
+// the call, the logical block, its bytes, its size bucket and the pool's hit. The table is per thread,
+// apart from ThreadCounters (whose copies the reports keep per thread), and as large as the sizes the
+// inline paths serve (1..kFastSizes bytes).
 constexpr size_t kFastSizes = 128;
-enum FastApi : int { kFastMalloc, kFastNew, kFastNewArray, kNumFastApis };
-constexpr Api kFastApis[kNumFastApis] = {kMalloc, kNew, kNewArray};
-// The row of malloc, operator new and new[] (the only entry points with an inline carve).
+enum FastApi : int { kFastMalloc, kFastNew, kFastNewArray, kFastArenaAlloc, kNumFastApis };
+constexpr Api kFastApis[kNumFastApis] = {kMalloc, kNew, kNewArray, kArenaAlloc};
+// The row of malloc, operator new and new[] (the malloc-family entry points with an inline carve).
 constexpr int FastApiOf(Api api) {
   return api == kMalloc ? kFastMalloc : api == kNew ? kFastNew : kFastNewArray;
 }

@@ -112,23 +112,21 @@ NEW_ATTR void operator delete[](void* p, std::align_val_t al, const std::nothrow
 }
 
 // The C API, under its public names (for programs that look it up themselves) and as poolscope_impl_*
-// (what the client library looks up, so the client's own definitions never shadow these).
-EXPORT poolscope_arena* poolscope_impl_arena_open(void) {
-  return static_cast<poolscope_arena*>(ps::ArenaOpen());
-}
-EXPORT void* poolscope_impl_arena_alloc(poolscope_arena* a, size_t size, size_t align) {
+// (what the client library looks up, so the client's own definitions never shadow these). The arena
+// functions' two names are one function (aliases), so the client's call lands on the inline path itself.
+EXPORT poolscope_arena* poolscope_arena_open(void) { return static_cast<poolscope_arena*>(ps::ArenaOpen()); }
+EXPORT void* poolscope_arena_alloc(poolscope_arena* a, size_t size, size_t align) {
   return ps::ArenaAlloc(a, size, align);
 }
-EXPORT void poolscope_impl_arena_close(poolscope_arena* a) { ps::ArenaClose(a); }
+EXPORT void poolscope_arena_close(poolscope_arena* a) { ps::ArenaClose(a); }
+EXPORT poolscope_arena* poolscope_impl_arena_open(void) __attribute__((alias("poolscope_arena_open")));
+EXPORT void* poolscope_impl_arena_alloc(poolscope_arena* a, size_t size, size_t align)
+    __attribute__((alias("poolscope_arena_alloc")));
+EXPORT void poolscope_impl_arena_close(poolscope_arena* a) __attribute__((alias("poolscope_arena_close")));
 EXPORT void poolscope_impl_tag_push(const char*) { ps::TagPush(); }
 EXPORT void poolscope_impl_tag_pop(void) { ps::TagPop(); }
 EXPORT int poolscope_impl_active(void) { return ps::Active(); }
 
-EXPORT poolscope_arena* poolscope_arena_open(void) { return poolscope_impl_arena_open(); }
-EXPORT void* poolscope_arena_alloc(poolscope_arena* a, size_t size, size_t align) {
-  return poolscope_impl_arena_alloc(a, size, align);
-}
-EXPORT void poolscope_arena_close(poolscope_arena* a) { poolscope_impl_arena_close(a); }
 EXPORT void poolscope_tag_push(const char* label) { poolscope_impl_tag_push(label); }
 EXPORT void poolscope_tag_pop(void) { poolscope_impl_tag_pop(); }
 EXPORT int poolscope_active(void) { return poolscope_impl_active(); }

@@ -46,7 +46,8 @@ bool g_tracked_malloc = false;
 // Marks poolscope's own work on this thread: calls it makes into libc pass straight through.
 class Guard {
  public:
-  // The two fields that the inline shortcuts test (pool_limit's users test the guard itself).
+  // The two fields that the inline shortcuts test (pool_limit's users test the guard itself; the
+  // arena paths' arena_limit is left alone: poolscope's own code never calls the arena API).
   explicit Guard(ThreadState& ts) : ts_(ts), limit_(ts.fast_limit), reason_(ts.regular_miss) {
     ++ts_.guard;
     ts_.fast_limit = 0;
@@ -191,10 +192,18 @@ size_t FastLimitFor(size_t pool_limit) {
   return pool_limit < kFastSizes ? pool_limit : kFastSizes;
 }
 
+// Explicit arenas ignore the tag option and malloc_align. At most kFastSizes: the inline carve counts
+// in the carve table.
+size_t ArenaLimitFor(const ThreadState& ts) {
+  if (!g_pooling || ts.phase != kActive || g_tracking) return 0;
+  return g_pool_size < kFastSizes ? g_pool_size : kFastSizes;
+}
+
 void SetLimits(ThreadState& ts) {
   ts.pool_limit = LimitFor(ts);
   ts.fast_limit = FastLimitFor(ts.pool_limit);
   ts.regular_miss = RegularMissFor(ts);
+  ts.arena_limit = ArenaLimitFor(ts);
 }
 
 void WarnLine(void*, const char* line) {
@@ -257,6 +266,7 @@ void OnThreadExit(void* arg) {
   FoldInto(ts, NewRecord(ts));
   ts.phase = kDead;
   ts.fast_limit = 0;
+  ts.arena_limit = 0;
   ts.pool_limit = 0;
   ts.regular_miss = 0;
 }
@@ -1037,7 +1047,7 @@ void DeleteForm(Api api, void* p, size_t size, size_t align, bool nothrow) {
 
 // ---- the C API ----------------------------------------------------------------------------------------
 
-void* ArenaOpen() {
+__attribute__((noinline)) void* ArenaOpenSlow() {
   ThreadState& ts = t_state;
   if (Enter(ts) != Mode::kCounted) return nullptr;
   pool::Arena* a = ts.tc.NewArena();
@@ -1049,28 +1059,6 @@ void* ArenaOpen() {
   return a;
 }
 
-namespace {
-void* ArenaAllocSlow(void* arena, size_t size, size_t align);
-}  // namespace
-
-void* ArenaAlloc(void* arena, size_t size, size_t align) {
-  ThreadState& ts = t_state;
-  auto* a = static_cast<pool::Arena*>(arena);
-  // A tracked arena records each block's stack: the slow path.
-  if (POOLSCOPE_LIKELY(a != nullptr && ts.phase == kActive && ts.guard == 0 && a->track == nullptr)) {
-    void* p = ts.tc.ArenaTryCarve(a, size, align == 0 ? 16 : align);
-    if (POOLSCOPE_LIKELY(p != nullptr)) {
-      ++ts.c.logical.ncalls[kArenaAlloc];
-      ++ts.c.sizes[SizeBucket(size)];
-      ++ts.c.logical.nallocs;
-      ts.c.logical.nbytes += size;
-      return p;
-    }
-  }
-  return ArenaAllocSlow(arena, size, align);
-}
-
-namespace {
 __attribute__((noinline)) void* ArenaAllocSlow(void* arena, size_t size, size_t align) {
   ThreadState& ts = t_state;
   auto* a = static_cast<pool::Arena*>(arena);
@@ -1125,20 +1113,9 @@ __attribute__((noinline)) void* ArenaAllocSlow(void* arena, size_t size, size_t 
   return p;
 }
 
-}  // namespace
-
-void ArenaClose(void* arena) {
+__attribute__((noinline)) void ArenaCloseSlow(void* arena) {
   ThreadState& ts = t_state;
   auto* a = static_cast<pool::Arena*>(arena);
-  if (POOLSCOPE_LIKELY(a != nullptr && ts.phase == kActive && ts.guard == 0 && a->regular == nullptr &&
-                       a->track == nullptr)) {
-    // Nothing took the regular path: no real free to make. (A tracked arena closes on the slow path.)
-    ++ts.c.logical.ncalls[kArenaClose];
-    ts.c.logical.nfrees += a->pooled_blocks;
-    ts.tc.ArenaClosePool(a);
-    ts.tc.DeleteArena(a);
-    return;
-  }
   if (Enter(ts) != Mode::kCounted) return;
   Scope scope(ts);
   ++ts.c.logical.ncalls[kArenaClose];

@@ -43,6 +43,12 @@ struct ThreadState {
   // large); 0 (as every thread starts): such requests go through the slow path (uninitialised, inside
   // poolscope, dead, tag=explicit or caller).
   int regular_miss;
+  // Explicit arena requests of 1..arena_limit bytes try the inline carve (ArenaAlloc), and nonzero lets
+  // ArenaOpen and ArenaClose take their inline paths: at most pool_size and kFastSizes. 0 (as every
+  // thread starts) sends all three to their slow paths: uninitialised or dead thread, pooling off,
+  // tracking on (a tracked arena records every block's stack). The Guard leaves it alone (poolscope
+  // never calls the arena API itself), which keeps the Guard as cheap as it was.
+  size_t arena_limit;
   int guard;          // > 0 while poolscope itself runs on this thread
   int phase;          // ThreadPhase
   int tag_depth;      // poolscope_tag_push nesting
@@ -109,11 +115,56 @@ size_t UsableSize(void* p);
 void* NewForm(Api api, size_t n, size_t align, bool nothrow, void* ra);
 void DeleteForm(Api api, void* p, size_t size, size_t align, bool nothrow);
 
-// The C API.
-struct ArenaImpl;
-void* ArenaOpen();
-void* ArenaAlloc(void* arena, size_t size, size_t align);
-void ArenaClose(void* arena);
+// The C API. The exported poolscope_impl_arena_* functions are these inline paths; each leaves through
+// its slow path (in shim.cc) unless arena_limit says the thread may take it. They assume what
+// arena_limit != 0 says (an active thread, pooling on, no tracking) and that the arena is this thread's.
+// Open pops a kept struct (11 instructions); a block that fits is a carve and one count in the carve
+// table (24; the arena's first block also takes its pool from the cache); close, for an arena whose
+// blocks all came from its pool and lie in the pool's first line, zeroes that line and gives back the
+// pool and the struct (about 45). A round of bench/arena_loop (open, an int and 20 bytes, close),
+// with the client library's jumps and the loop itself: 154 instructions (bench/callgrind_pair.sh).
+void* ArenaOpenSlow();
+void* ArenaAllocSlow(void* arena, size_t size, size_t align);
+void ArenaCloseSlow(void* arena);
+
+POOLSCOPE_ALWAYS_INLINE void* ArenaOpen() {
+  ThreadState& ts = t_state;
+  if (POOLSCOPE_LIKELY(ts.arena_limit != 0)) {
+    if (pool::Arena* a = ts.tc.TryReuseArena()) return a;
+  }
+  return ArenaOpenSlow();
+}
+
+POOLSCOPE_ALWAYS_INLINE void* ArenaAlloc(void* arena, size_t size, size_t align) {
+  ThreadState& ts = t_state;
+  auto* a = static_cast<pool::Arena*>(arena);
+  if (POOLSCOPE_LIKELY(size - 1 < ts.arena_limit && a != nullptr)) {
+    if (size > kFastSizes) __builtin_unreachable();  // (arena_limit is at most kFastSizes)
+    void* p = ts.tc.ArenaTryCarveUncounted(a, size, align);
+    if (POOLSCOPE_LIKELY(p != nullptr)) {
+      ++ts.carves.n[kFastArenaAlloc][size - 1];  // the call, the block, its bytes and size, the hit
+      return p;
+    }
+  }
+  return ArenaAllocSlow(arena, size, align);
+}
+
+POOLSCOPE_ALWAYS_INLINE void ArenaClose(void* arena) {
+  ThreadState& ts = t_state;
+  auto* a = static_cast<pool::Arena*>(arena);
+  // Nothing took the regular path: no real free to make. (A tracked arena closes on the slow path;
+  // arena_limit is 0 while tracking.)
+  if (POOLSCOPE_LIKELY(ts.arena_limit != 0 && a != nullptr && a->regular == nullptr)) {
+    const uint64_t blocks = a->pooled_blocks;
+    if (POOLSCOPE_LIKELY(ts.tc.TryCloseArena(a))) {
+      ++ts.c.logical.ncalls[kArenaClose];
+      ts.c.logical.nfrees += blocks;
+      return;
+    }
+  }
+  ArenaCloseSlow(arena);
+}
+
 void TagPush();
 void TagPop();
 int Active();

@@ -116,7 +116,6 @@ void Domain::ZeroPool(PoolHeader* h, char* used_end) {
   for (size_t i = 0; i < marked; ++i) h->mark(i).store(0, std::memory_order_relaxed);
   h->live = 0;
   h->owner.store(nullptr, std::memory_order_relaxed);
-  h->arena = nullptr;
   h->kind = kImplicit;
   h->remote_pending.store(0, std::memory_order_relaxed);
   h->live_shared.store(0, std::memory_order_relaxed);
@@ -432,7 +431,7 @@ void ThreadCache::Drain() {
 }
 
 void ThreadCache::Shutdown() {
-  dead_ = true;
+  MarkDead();
   while (free_arenas_ != nullptr) {
     Arena* a = free_arenas_;
     free_arenas_ = a->next_free;
@@ -467,7 +466,7 @@ void ThreadCache::AdoptFromDeadThread(ThreadCache* other) {
     }
   }
   while (other->ncached_ > 0) Adopt(other->cache_[--other->ncached_]);
-  other->dead_ = true;
+  other->MarkDead();
 }
 
 }  // namespace pool

@@ -116,9 +116,8 @@ struct alignas(kLine) PoolHeader {
   // The thread whose implicit arena's current pool this is, else nullptr. Read by any thread (a free
   // compares it with its own cache), written by the owner.
   std::atomic<ThreadCache*> owner;
-  Arena* arena;         // the explicit arena that holds it, else nullptr
   int64_t live;         // live blocks, as the owner sees them (remote frees not yet folded in count)
-  PoolKind kind;
+  PoolKind kind;         // kExplicit while an explicit arena holds it
   uint32_t granules;    // 8-byte granules of the pool (pool bytes / 8): bytes of `remote`
   // One byte per granule (kMarkLive | kMarkStarted; kMarkStarted tells a double free from an interior
   // one), at the granule's byte offset: marks[off] for the granule at pool offset off, the seven bytes
@@ -195,7 +194,6 @@ struct Arena {
   char* cur;
   char* end;
   PoolHeader* pool;
-  ThreadCache* tc;
   RegularBlock* regular;
   uint64_t pooled_blocks;
   uint64_t regular_blocks;
@@ -368,28 +366,41 @@ class ThreadCache {
   // Carves `size` bytes aligned to `align` (a power of two) from `arena`'s pool, taking one lazily; sets
   // *reason and returns nullptr when the request must take the regular path.
   void* ArenaCarve(Arena* arena, size_t size, size_t align, int* reason);
-  // ArenaCarve's common case, inline: the arena has its pool and the request fits with its alignment
-  // (a power of two, at most 64). nullptr means "ask ArenaCarve", which also gives the miss reason.
+  // ArenaCarve's common case, inline, counting the hit. nullptr means "ask ArenaCarve", which also
+  // gives the miss reason.
   POOLSCOPE_ALWAYS_INLINE void* ArenaTryCarve(Arena* arena, size_t size, size_t align) {
-    if (POOLSCOPE_UNLIKELY(align - 1 >= kLine || (align & (align - 1)) != 0)) return nullptr;
-    uintptr_t a = align < kGranule ? kGranule : align;
-    uintptr_t p = (reinterpret_cast<uintptr_t>(arena->cur) + a - 1) & ~(a - 1);
-    uintptr_t rounded = size == 0 ? kGranule : (size + kGranule - 1) & ~uintptr_t{kGranule - 1};
-    if (POOLSCOPE_UNLIKELY(arena->pool == nullptr)) {
-      // The arena's first request that fits takes a cached pool here; creating one is ArenaCarve's.
-      if (rounded > pool_size_ || ncached_ == 0) return nullptr;
+    void* p = ArenaTryCarveUncounted(arena, size, align);
+    if (p != nullptr) ++stats_.hits;
+    return p;
+  }
+  // ArenaTryCarve without counting the hit, for a caller that counts it with the call (the shim, in
+  // its carve table). Serves a request whose alignment is a power of two of at most 64 (0 means 16)
+  // when it fits the arena's pool, or when the arena has none yet and this thread caches one, which it
+  // takes (creating one is ArenaCarve's). When it fits: the alignment tests, the carve point rounded
+  // up, one compare with the pool's end, two stores; no call. An arena without a pool has
+  // cur == end == nullptr, so its first request fails that compare and takes its pool off that branch.
+  POOLSCOPE_ALWAYS_INLINE void* ArenaTryCarveUncounted(Arena* arena, size_t size, size_t align) {
+    uintptr_t m = align - 1;
+    if (POOLSCOPE_UNLIKELY(m >= kLine || (align & m) != 0)) {
+      if (align != 0) return nullptr;
+      m = 15;
+    }
+    m |= kGranule - 1;  // blocks start on granules
+    const uintptr_t rounded = size == 0 ? kGranule : (size + kGranule - 1) & ~uintptr_t{kGranule - 1};
+    uintptr_t p = (reinterpret_cast<uintptr_t>(arena->cur) + m) & ~m;
+    // The first test keeps a huge size from wrapping.
+    if (POOLSCOPE_UNLIKELY(size > kMaxPoolSize || p + rounded > reinterpret_cast<uintptr_t>(arena->end))) {
+      // (rounded is 0 only when size + 7 wrapped.)
+      if (arena->pool != nullptr || rounded - 1 >= pool_size_ || ncached_ == 0) return nullptr;
       PoolHeader* h = cache_[--ncached_];
       ++stats_.pools_reused;
       AttachPool(arena, h);
-      p = (reinterpret_cast<uintptr_t>(h->base) + a - 1) & ~(a - 1);
-    }
-    // The first test keeps a huge size from wrapping.
-    if (POOLSCOPE_UNLIKELY(size > kMaxPoolSize || p + rounded > reinterpret_cast<uintptr_t>(arena->end))) {
-      return nullptr;
+      p = reinterpret_cast<uintptr_t>(h->base);  // 64-aligned, and rounded <= pool_size_: it fits
     }
     arena->cur = reinterpret_cast<char*>(p + rounded);
     ++arena->pooled_blocks;
-    ++stats_.hits;
+    // An address inside a pool, never 0: callers' null tests fold away.
+    if (p == 0) __builtin_unreachable();
     return reinterpret_cast<void*>(p);
   }
   // Zeroes and returns the arena's pool to this thread's cache (or releases it).
@@ -400,39 +411,61 @@ class ThreadCache {
     // An explicit pool's marks, live counts and retire state were never touched (its blocks are not
     // freed one by one: FreeSlow turns them away before looking at anything else), so zeroing the
     // carved bytes and giving it back its implicit identity is the whole reset.
-    uintptr_t q = reinterpret_cast<uintptr_t>(h->base), used_end = reinterpret_cast<uintptr_t>(arena->cur);
-    if (POOLSCOPE_LIKELY(used_end - q <= 64)) {
-      for (; q < used_end; q += 8) *reinterpret_cast<uint64_t*>(q) = 0;  // carves are whole granules
+    const size_t used = static_cast<size_t>(arena->cur - h->base);
+    if (POOLSCOPE_LIKELY(used <= kLine)) {
+      ZeroFirstLine(h);
     } else {
-      memset(h->base, 0, used_end - q);
+      memset(h->base, 0, used);
     }
     h->kind = kImplicit;
-    h->arena = nullptr;
     arena->pool = nullptr;
     arena->cur = arena->end = nullptr;
     Adopt(h);
   }
-  // An arena struct, zeroed and attached to this thread: a closed one of this thread's when it keeps
+  // ArenaClosePool and DeleteArena in one, inline, for an arena with no regular block, when its carved
+  // bytes lie in its pool's first line and this thread keeps both the pool and the struct; otherwise
+  // changes nothing and returns false (the caller takes the long way). Counts the pooled frees. No
+  // call: the line zeroed in four 16-byte stores, the pool pushed on the cache, the struct on the list.
+  POOLSCOPE_ALWAYS_INLINE bool TryCloseArena(Arena* arena) {
+    if (POOLSCOPE_UNLIKELY(nfree_arenas_ >= max_free_arenas_)) return false;
+    if (PoolHeader* h = arena->pool) {
+      if (POOLSCOPE_UNLIKELY(arena->cur - h->base > static_cast<ptrdiff_t>(kLine) || ncached_ >= max_cached_)) {
+        return false;
+      }
+      stats_.pooled_frees += arena->pooled_blocks;
+      ZeroFirstLine(h);
+      h->kind = kImplicit;
+      cache_[ncached_++] = h;
+      arena->pool = nullptr;
+      arena->cur = arena->end = nullptr;
+      arena->pooled_blocks = 0;
+    }
+    KeepArena(arena);
+    return true;
+  }
+  // An arena struct, empty: a closed one of this thread's when it keeps
   // any (no lock, no call), else poolscope's own memory from the backend. nullptr when out of memory.
   Arena* NewArena() {
-    Arena* a = free_arenas_;
-    if (POOLSCOPE_LIKELY(a != nullptr)) {
-      free_arenas_ = a->next_free;
-      --nfree_arenas_;
-    } else {
-      a = static_cast<Arena*>(domain_->backend()->AllocMeta(sizeof(Arena)));
-      if (a == nullptr) return nullptr;
-    }
+    if (Arena* a = TryReuseArena()) return a;
+    auto* a = static_cast<Arena*>(domain_->backend()->AllocMeta(sizeof(Arena)));
+    if (a == nullptr) return nullptr;
     *a = Arena{};
-    a->tc = this;
+    return a;
+  }
+  // NewArena's common case, inline: a closed arena struct of this thread's, else nullptr. A kept
+  // struct is empty already (KeepArena).
+  POOLSCOPE_ALWAYS_INLINE Arena* TryReuseArena() {
+    Arena* a = free_arenas_;
+    if (POOLSCOPE_UNLIKELY(a == nullptr)) return nullptr;
+    free_arenas_ = a->next_free;
+    --nfree_arenas_;
     return a;
   }
   // Takes back a closed arena (its pool closed and its regular blocks freed by the caller).
   void DeleteArena(Arena* a) {
-    if (POOLSCOPE_LIKELY(nfree_arenas_ < kMaxFreeArenas && !dead_)) {
-      a->next_free = free_arenas_;
-      free_arenas_ = a;
-      ++nfree_arenas_;
+    if (POOLSCOPE_LIKELY(nfree_arenas_ < max_free_arenas_)) {
+      *a = Arena{};
+      KeepArena(a);
     } else {
       domain_->backend()->FreeMeta(a, sizeof(Arena));
     }
@@ -441,7 +474,7 @@ class ThreadCache {
 
   // Takes a pool into this cache (or releases it when the cache is full or the thread is ending).
   void Adopt(PoolHeader* h) {
-    if (POOLSCOPE_LIKELY(!dead_ && ncached_ < max_cached_)) {
+    if (POOLSCOPE_LIKELY(ncached_ < max_cached_)) {  // (0 once the thread is dead)
       cache_[ncached_++] = h;
     } else {
       domain_->ReleasePool(h, &stats_);
@@ -526,10 +559,29 @@ class ThreadCache {
   // Makes `h` (empty, zeroed) the pool of explicit arena `arena`.
   void AttachPool(Arena* arena, PoolHeader* h) {
     h->kind = kExplicit;
-    h->arena = arena;
     arena->pool = h;
     arena->cur = h->base;
     arena->end = h->base + pool_size_;
+  }
+
+  // The thread is ending (or gone, after fork): pools and arena structs it is given from now on are
+  // released, not kept (the caches' limits drop to 0, so their fast paths need no test of their own).
+  void MarkDead() {
+    dead_ = true;
+    max_cached_ = 0;
+    max_free_arenas_ = 0;
+  }
+  // Keeps a closed arena struct, empty (no pool, no block, no tracking record), for the next open;
+  // the caller checked that the list has room.
+  POOLSCOPE_ALWAYS_INLINE void KeepArena(Arena* a) {
+    a->next_free = free_arenas_;
+    free_arenas_ = a;
+    ++nfree_arenas_;
+  }
+  // Zeroes the first line of an explicit pool: every pool has one (pool bytes are whole lines) and no
+  // one else's data lies in it, so a carve that ended inside it is zeroed with fixed stores.
+  static void ZeroFirstLine(PoolHeader* h) {
+    memset(__builtin_assume_aligned(h->base, kLine), 0, kLine);
   }
 
   void* CarveSlow(size_t n);
@@ -576,6 +628,7 @@ class ThreadCache {
   static constexpr int kMaxFreeArenas = 16;
   Arena* free_arenas_ = nullptr;
   int nfree_arenas_ = 0;
+  int max_free_arenas_ = kMaxFreeArenas;  // 0 once the thread is dead, like max_cached_
   bool dead_ = false;
   PoolStats stats_ = {};
 };

@@ -374,7 +374,6 @@ TEST(ArenaTest, LazyPoolZeroedAlignedAndReturnedOnClose) {
   TestDomain t(Cfg());
   ThreadCache tc(&t.domain);
   Arena arena = {};
-  arena.tc = &tc;
   EXPECT_EQ(t.backend.pool_allocs, 0);
   int reason = -1;
   void* i = tc.ArenaCarve(&arena, 4, 4, &reason);
@@ -423,7 +422,6 @@ TEST(ArenaTest, OpenCloseLoopReusesArenaStructAndPoolWithoutTheBackend) {
   for (int round = 0; round < 1000; ++round) {
     Arena* a = tc.NewArena();
     ASSERT_NE(a, nullptr);
-    EXPECT_EQ(a->tc, &tc);
     EXPECT_EQ(a->pool, nullptr);  // lazy: a reused struct comes back empty
     void* i = tc.ArenaTryCarve(a, 4, 4);
     if (i == nullptr) {  // the very first round: no cached pool yet, ArenaCarve creates one
@@ -468,6 +466,125 @@ TEST(ArenaTest, InlineCarveRefusesWhatOnlyTheSlowPathCanAnswer) {
   tc.ArenaClosePool(a);
   tc.DeleteArena(a);
   EXPECT_EQ(tc.free_arenas(), 1);
+}
+
+// The inline carve takes a cached pool on the arena's first request, off its no-room branch: only for a
+// request that fits a pool (a size whose rounding wraps must not take one and carve nothing), and with
+// alignment 0 meaning 16.
+TEST(ArenaTest, InlineCarveTakesACachedPoolOnlyForARequestThatFits) {
+  TestDomain t(Cfg());
+  ThreadCache tc(&t.domain);
+  Arena* first = tc.NewArena();
+  int reason = -1;
+  ASSERT_NE(tc.ArenaCarve(first, 8, 8, &reason), nullptr);
+  tc.ArenaClosePool(first);
+  tc.DeleteArena(first);
+  ASSERT_EQ(tc.cached(), 1);
+  Arena* a = tc.NewArena();
+  EXPECT_EQ(tc.ArenaTryCarve(a, ~size_t{0} - 3, 8), nullptr);  // size + 7 wraps to 0
+  EXPECT_EQ(tc.ArenaTryCarve(a, 65, 8), nullptr);
+  EXPECT_EQ(tc.ArenaTryCarve(a, 8, 24), nullptr);
+  EXPECT_EQ(tc.cached(), 1);
+  EXPECT_EQ(a->pool, nullptr);
+  EXPECT_EQ(tc.stats().pools_reused, 0u);
+  void* p = tc.ArenaTryCarve(a, 4, 1);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(tc.cached(), 0);
+  EXPECT_EQ(tc.stats().pools_reused, 1u);
+  EXPECT_EQ(p, a->pool->base);
+  void* q = tc.ArenaTryCarve(a, 4, 0);  // 0: 16-aligned
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(static_cast<char*>(q), a->pool->base + 16);
+  EXPECT_EQ(tc.stats().hits, 3u);
+  EXPECT_EQ(a->pooled_blocks, 2u);
+  tc.ArenaClosePool(a);
+  tc.DeleteArena(a);
+}
+
+bool ArenaIsEmpty(const Arena* a) {
+  return a->pool == nullptr && a->cur == nullptr && a->end == nullptr && a->regular == nullptr &&
+         a->pooled_blocks == 0 && a->regular_blocks == 0 && a->track == nullptr;
+}
+
+// The inline close zeroes the pool's first line with fixed stores (a carve that ended inside it), gives
+// the pool back and keeps the struct, empty, for the next open, which hands it out as it is.
+TEST(ArenaTest, InlineCloseZeroesTheLineAndKeepsAnEmptyStruct) {
+  TestDomain t(Cfg());
+  ThreadCache tc(&t.domain);
+  Arena* a = tc.NewArena();
+  int reason = -1;
+  char* p[3] = {static_cast<char*>(tc.ArenaCarve(a, 4, 4, &reason)),
+                static_cast<char*>(tc.ArenaTryCarve(a, 20, 1)), static_cast<char*>(tc.ArenaTryCarve(a, 30, 2))};
+  for (char* q : p) ASSERT_NE(q, nullptr);
+  EXPECT_EQ(a->cur, a->pool->base + 64);  // 8 + 24 + 32: the whole line
+  memset(p[0], 0x5A, 8);
+  memset(p[1], 0x5A, 24);
+  memset(p[2], 0x5A, 32);
+  char* base = a->pool->base;
+  ASSERT_TRUE(tc.TryCloseArena(a));
+  EXPECT_TRUE(AllZero(base, 64));
+  EXPECT_TRUE(ArenaIsEmpty(a));
+  EXPECT_EQ(tc.cached(), 1);
+  EXPECT_EQ(tc.free_arenas(), 1);
+  EXPECT_EQ(tc.stats().pooled_frees, 3u);
+  EXPECT_EQ(t.domain.Find(base)->kind, kImplicit);
+  EXPECT_EQ(tc.NewArena(), a);
+  EXPECT_EQ(tc.free_arenas(), 0);
+  // An arena that never allocated closes inline too, and touches no pool.
+  ASSERT_TRUE(tc.TryCloseArena(a));
+  EXPECT_EQ(tc.cached(), 1);
+  EXPECT_EQ(tc.stats().pooled_frees, 3u);
+  EXPECT_EQ(t.backend.meta_allocs, 2);  // one pool header, one arena struct
+}
+
+// What the inline close cannot do in fixed stores (carved bytes past the first line, a full pool cache)
+// it leaves alone; the long way (ArenaClosePool, DeleteArena) zeroes what was carved and empties the
+// struct as well, regular blocks included.
+TEST(ArenaTest, InlineCloseLeavesTheRestToTheLongWay) {
+  TestDomain t(Cfg(256, 0));  // pools=0: the cache keeps nothing
+  ThreadCache tc(&t.domain);
+  Arena* a = tc.NewArena();
+  int reason = -1;
+  char* big = static_cast<char*>(tc.ArenaCarve(a, 100, 8, &reason));
+  ASSERT_NE(big, nullptr);
+  memset(big, 0x5A, 100);
+  EXPECT_FALSE(tc.TryCloseArena(a));  // 104 bytes carved
+  EXPECT_EQ(a->pool, t.domain.Find(big));
+  EXPECT_EQ(a->pooled_blocks, 1u);
+  EXPECT_EQ(tc.free_arenas(), 0);
+  RegularBlock node = {nullptr, nullptr};
+  a->regular = &node;  // as the shim links a block of the regular path
+  a->regular_blocks = 1;
+  tc.ArenaClosePool(a);
+  EXPECT_EQ(t.backend.pool_frees, 1);  // pools=0: released
+  tc.DeleteArena(a);
+  EXPECT_EQ(tc.NewArena(), a);
+  EXPECT_TRUE(ArenaIsEmpty(a));
+  // A small carve with nowhere to cache the pool: also the long way.
+  ASSERT_NE(tc.ArenaCarve(a, 8, 8, &reason), nullptr);
+  EXPECT_FALSE(tc.TryCloseArena(a));
+  EXPECT_NE(a->pool, nullptr);
+  tc.ArenaClosePool(a);
+  tc.DeleteArena(a);
+  EXPECT_EQ(t.backend.live_pools(), 0);
+}
+
+// Once its thread is ending, a cache keeps neither pools nor arena structs: an arena closed after that
+// (from a later thread-exit destructor) releases both, and the inline close leaves it to the long way.
+TEST(ArenaTest, ArenaClosedAfterShutdownReleasesItsPoolAndStruct) {
+  TestDomain t(Cfg());
+  ThreadCache tc(&t.domain);
+  Arena* a = tc.NewArena();
+  int reason = -1;
+  ASSERT_NE(tc.ArenaCarve(a, 8, 8, &reason), nullptr);
+  tc.Shutdown();
+  EXPECT_FALSE(tc.TryCloseArena(a));
+  tc.ArenaClosePool(a);
+  tc.DeleteArena(a);
+  EXPECT_EQ(tc.cached(), 0);
+  EXPECT_EQ(tc.free_arenas(), 0);
+  EXPECT_EQ(t.backend.live_pools(), 0);
+  EXPECT_EQ(t.backend.meta_frees, t.backend.meta_allocs.load());
 }
 
 TEST(ThreadExitTest, ShutdownReleasesCachedAndOrphansLivePool) {
