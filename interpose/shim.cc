@@ -258,13 +258,17 @@ void Unregister(ThreadState& ts) {
 void OnThreadExit(void* arg) {
   ThreadState& ts = *static_cast<ThreadState*>(arg);
   if (ts.phase != kActive) return;
-  Guard guard(ts);
-  if (g_tracking) TrackingThreadExit();
-  ts.tc.Shutdown();
-  SpinLockHolder lock(&g_registry_lock);
-  Unregister(ts);
-  FoldInto(ts, NewRecord(ts));
-  ts.phase = kDead;
+  {
+    Guard guard(ts);
+    if (g_tracking) TrackingThreadExit();
+    ts.tc.Shutdown();
+    SpinLockHolder lock(&g_registry_lock);
+    Unregister(ts);
+    FoldInto(ts, NewRecord(ts));
+    ts.phase = kDead;
+  }
+  // After the guard's end, which puts back the shortcut fields it cleared: a dead thread's later
+  // allocations (other key and TLS destructors) must take the slow path, which counts them (FoldDead).
   ts.fast_limit = 0;
   ts.arena_limit = 0;
   ts.pool_limit = 0;
