@@ -3,16 +3,17 @@
 // The table of live logical blocks, keyed by address: what each block's size, allocation stack (a
 // StackDepot id) and flags are, for leak accounting at report time.
 //
-// Design: the table is split into `stripes` (a power of two) by a hash of the address; each stripe is an
-// open-addressing hash table (linear probing, backward-shift deletion, so no tombstones) under its own
-// spin lock, so threads that touch different stripes never share a lock or a cache line. An entry is
-// 16 bytes and holds everything: the address (in 8-byte units), size, flags and stack id, packed so
-// that neither word is ever a valid pointer (a conservative leak checker below us, memcheck, scans
-// our memory and must not find the program's blocks there). Finding, inserting or erasing a block
-// therefore touches one cache line of the table in the common case (the stripe header aside), where a
-// chained table touched a bucket, then an entry. A stripe's array doubles when it is 3/4 full; the
-// old array goes back through DepotMemory::Free. Memory per live block: 16 bytes over a load between
-// 3/8 and 3/4, that is 21 to 43 bytes.
+// Design: the table is split into `stripes` (a power of two) by a hash of the address's 256-byte span
+// (blocks next to each other in memory sit next to each other in the table: live_table.cc); each stripe is
+// an open-addressing hash table (linear probing, backward-shift deletion, so no tombstones) under its own
+// spin lock, so threads that touch different stripes never share a lock or a cache line. An entry is 16
+// bytes and holds everything: the address (in 8-byte units), size, flags and stack id, packed so that
+// neither word is ever a valid pointer (a conservative leak checker below us, memcheck, scans our memory
+// and must not find the program's blocks there). Finding, inserting or erasing a block therefore touches
+// one cache line of the table in the common case (the stripe header aside), where a chained table touched
+// a bucket, then an entry. A stripe's array doubles when it is 3/4 full; the old array goes back through
+// DepotMemory::Free. Memory per live block: 16 bytes over a load between 3/8 and 3/4, that is 21 to 43
+// bytes.
 //
 // Measured at 3 million live blocks: 22.4 bytes per block, everything included (the chained table it
 // replaced: 44.6). On python3 (py_bench), the live table's share of the process's cycles fell from 32%

@@ -1,10 +1,11 @@
 // bazel run -c opt //track:track_benchmark [-- --benchmark_filter=...]
 #include <execinfo.h>
 
-#include <benchmark/benchmark.h>
-
+#include <algorithm>
 #include <random>
 #include <vector>
+
+#include <benchmark/benchmark.h>
 
 #include "track/fake_memory.h"
 #include "track/live_table.h"
@@ -101,6 +102,34 @@ void BM_LiveInsertErase(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_LiveInsertErase)->Arg(0)->Arg(1 << 20);
+
+// The live table under address shapes that stress where it places keys: `range(0)` selects
+//   0: 2^20 blocks of 48 bytes at random addresses (no locality), freed in random order;
+//   1: 2^20 blocks of 16 bytes back to back (dense pooled blocks), freed in allocation order;
+//   2: 4 heaps 64 MiB apart (glibc's thread arenas are aligned so), 2^18 blocks of 32 bytes each,
+//      freed in allocation order.
+// Each iteration inserts the whole set and erases it again; items are blocks.
+void BM_LiveShapes(benchmark::State& state) {
+  std::vector<uintptr_t> keys;
+  std::mt19937_64 rng(1);
+  const int shape = static_cast<int>(state.range(0));
+  for (uintptr_t i = 0; i < (uintptr_t{1} << 20); ++i) {
+    if (shape == 0) keys.push_back(((rng() % (uintptr_t{1} << 36)) + (uintptr_t{1} << 32)) & ~uintptr_t{15});
+    if (shape == 1) keys.push_back(0x7f0000000000 + i * 16);
+    if (shape == 2) keys.push_back(0x7f0000000000 + (i & 3) * (uintptr_t{64} << 20) + (i >> 2) * 32);
+  }
+  std::vector<uintptr_t> order = keys;
+  if (shape == 0) std::shuffle(order.begin(), order.end(), rng);
+  FakeMemory mem;
+  LiveTable table(&mem);
+  for (auto _ : state) {
+    for (uintptr_t k : keys) table.Insert(k, 32, 1, 0);
+    LiveEntry e;
+    for (uintptr_t k : order) benchmark::DoNotOptimize(table.Erase(k, &e));
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(keys.size()));
+}
+BENCHMARK(BM_LiveShapes)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_LiveInsertErase)->Arg(1 << 16)->Threads(2);
 
 void BM_SymbolizeCached(benchmark::State& state) {
