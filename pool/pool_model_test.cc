@@ -28,7 +28,8 @@ struct Live {
 
 class Model {
  public:
-  Model(const Config& config, bool tracked, uint64_t seed) : t_(config), tc_(&t_.domain), tracked_(tracked), rng_(seed) {
+  Model(const Config& config, bool tracked, uint64_t seed)
+      : t_(config), tc_(&t_.domain), tracked_(tracked), rng_(seed) {
     pool_size_ = config.pool_size;
   }
   ~Model() { tc_.Shutdown(); }
@@ -70,7 +71,8 @@ class Model {
     // Mostly the newest block (LIFO, as temporaries go), else any.
     size_t i = rng_() % 2 == 0 ? live_.size() - 1 : rng_() % live_.size();
     Live b = live_[i];
-    for (size_t k = 0; k < b.n; ++k) ASSERT_EQ(static_cast<unsigned char>(b.p[k]), b.fill) << "a live block was overwritten";
+    for (size_t k = 0; k < b.n; ++k)
+      ASSERT_EQ(static_cast<unsigned char>(b.p[k]), b.fill) << "a live block was overwritten";
     PoolHeader* h = t_.domain.Find(b.p);
     ASSERT_NE(h, nullptr);
     bool freed = false;
@@ -118,7 +120,8 @@ class Model {
       const size_t usable = t_.domain.UsableSize(t_.domain.Find(b.p), b.p);
       ASSERT_GE(usable, b.n) << "step " << step << ": block of " << b.n << " bytes";
       if (i + 1 < sorted.size() && t_.domain.Find(sorted[i + 1].p) == t_.domain.Find(b.p)) {
-        ASSERT_LE(b.p + usable, sorted[i + 1].p) << "step " << step << ": usable size runs into the next block";
+        ASSERT_LE(b.p + usable, sorted[i + 1].p)
+            << "step " << step << ": usable size runs into the next block";
       }
     }
   }
