@@ -1160,6 +1160,10 @@ int Active() {
 
 // ---- process life cycle and snapshots -----------------------------------------------------------------
 
+namespace {
+void OnQuickExit() { OnExitCall(); }
+}  // namespace
+
 void OnLoad() {
   ThreadState& ts = t_state;
   Enter(ts);
@@ -1177,6 +1181,11 @@ void OnLoad() {
       }
     }
     StartSnapshots(g_options);
+    // quick_exit() runs the at_quick_exit handlers, then glibc's internal _exit (which the interposed
+    // _exit never sees): the report is written by a handler of our own. Registered before the
+    // program's, it runs after them.
+    Guard guard(ts);
+    at_quick_exit(OnQuickExit);
   }
 }
 
