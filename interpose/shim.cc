@@ -5,6 +5,7 @@
 // Lock order (fork() takes them in this order): g_registry_lock, then the internal memory lock.
 #include "interpose/shim.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <valgrind/memcheck.h>
 #include <valgrind/valgrind.h>
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 
 #include "interpose/caller_tag.h"
 #include "interpose/internal.h"
@@ -1162,6 +1164,26 @@ int Active() {
 
 namespace {
 void OnQuickExit() { OnExitCall(); }
+
+// Whether the process's malloc and free are this library's. A program that defines its own (or an
+// allocator preloaded ahead of this library) comes first in symbol lookup: poolscope then sees none
+// of the program's allocations, and its report would say nothing without saying why. One warning line
+// names the object whose function wins.
+void WarnIfShadowed() {
+  Dl_info ours, theirs;
+  if (dladdr(reinterpret_cast<void*>(&OnLoad), &ours) == 0) return;
+  for (const char* name : {"malloc", "free"}) {
+    void* fn = dlsym(RTLD_DEFAULT, name);
+    if (fn == nullptr || dladdr(fn, &theirs) == 0 || theirs.dli_fbase == ours.dli_fbase) continue;
+    char line[600];
+    snprintf(line, sizeof line,
+             "%s() comes from %s, not from poolscope: the program's allocations are not seen, and the report "
+             "counts none of them",
+             name, theirs.dli_fname != nullptr && theirs.dli_fname[0] != '\0' ? theirs.dli_fname : "the program");
+    WarnLine(nullptr, line);
+    return;
+  }
+}
 }  // namespace
 
 void OnLoad() {
@@ -1186,6 +1208,7 @@ void OnLoad() {
     // program's, it runs after them.
     Guard guard(ts);
     at_quick_exit(OnQuickExit);
+    WarnIfShadowed();
   }
 }
 
