@@ -25,6 +25,7 @@ namespace ps = poolscope;
 
 EXPORT void* malloc(size_t n) {
   if (void* p = ps::TryPooled(ps::kMalloc, n)) return p;
+  if (POOLSCOPE_UNLIKELY(ps::g_tracked_malloc)) return ps::MallocTracked(n, RA);
   return ps::MallocRegular(n, RA);
 }
 EXPORT void free(void* p) { ps::Free(ps::kFree, p); }

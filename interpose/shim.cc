@@ -42,8 +42,6 @@ bool g_valgrind = false;
 char g_valgrind_anchor;
 // track=1: every logical allocation and free is recorded, so the inline fast paths are off.
 bool g_tracking = false;
-// track=1 with tag=small and no valgrind: malloc's slow path is MallocTracked.
-bool g_tracked_malloc = false;
 
 // Marks poolscope's own work on this thread: calls it makes into libc pass straight through.
 class Guard {
@@ -121,6 +119,10 @@ class ShimBackend : public pool::Backend {
 ShimBackend g_backend;
 
 }  // namespace
+
+// track=1 with tag=small and no valgrind: malloc's slow path is MallocTracked (the exported malloc
+// jumps there directly).
+bool g_tracked_malloc = false;
 
 bool g_pool_by_malloc = false;
 
@@ -606,7 +608,6 @@ void* AllocSlow(Api api, size_t n, void* ra) {
   return RegularAllocated(ts, api, n, p, from);
 }
 
-namespace {
 // malloc with track=1 (and tag=small, no valgrind), for an initialised thread outside poolscope: what
 // AllocSlow does for it, without the checks that cannot apply (entry modes, the tag, alignment) and
 // with its stack captured from the program's frame. Anything else goes to AllocSlow.
@@ -649,7 +650,6 @@ __attribute__((noinline)) void* MallocPooled(size_t n, void* ra) {
   }
   return AllocSlow(kMalloc, n, ra);
 }
-}  // namespace
 
 // malloc when the pooled fast path declined, either because the request is outside the pool limit
 // (then the regular path runs inline when nothing else can apply) or because it is pooled but not by
@@ -668,7 +668,6 @@ void* MallocRegular(size_t n, void* ra) {
     CountRegular(ts, kMalloc, n, p != nullptr);
     return p;
   }
-  if (g_tracked_malloc) return MallocTracked(n, ra);
   return AllocSlow(kMalloc, n, ra);
 }
 

@@ -68,6 +68,10 @@ extern pool::PoolMap g_pool_map;
 // Slow paths.
 void* AllocSlow(Api api, size_t n, void* ra);
 void* MallocRegular(size_t n, void* ra);
+// malloc's slow path when g_tracked_malloc (track=1, tag=small, no valgrind): reached by jumps only
+// from the exported malloc, so its stack capture starts at the program's frame.
+extern bool g_tracked_malloc;
+void* MallocTracked(size_t n, void* ra);
 void FreeSlow(Api api, void* p, pool::PoolHeader* h);
 void* NewSlow(Api api, size_t n, void* ra);
 
