@@ -40,8 +40,6 @@ std::atomic<pool::PoolMap::Leaf*> g_map_root[pool::PoolMap::kRootSize];
 // which makes the client requests.
 bool g_valgrind = false;
 char g_valgrind_anchor;
-// track=1: every logical allocation and free is recorded, so the inline fast paths are off.
-bool g_tracking = false;
 
 // Marks poolscope's own work on this thread: calls it makes into libc pass straight through.
 class Guard {
@@ -120,6 +118,9 @@ ShimBackend g_backend;
 
 }  // namespace
 
+// track=1: every logical allocation and free is recorded, so the inline fast paths are off (the
+// exported free jumps to FreeTracked itself).
+bool g_tracking = false;
 // track=1 with tag=small and no valgrind: malloc's slow path is MallocTracked (the exported malloc
 // jumps there directly).
 bool g_tracked_malloc = false;
@@ -671,7 +672,6 @@ void* MallocRegular(size_t n, void* ra) {
   return AllocSlow(kMalloc, n, ra);
 }
 
-namespace {
 // FreeNotLast with track=1 (pool_limit and regular_miss are 0 then, so nothing here takes the inline
 // or regular shortcuts): the live table's lines start loading before the pool-map lookup, and a block of
 // the thread's own pool is freed and forgotten here (what FreePooled does, without its layers).
@@ -686,12 +686,10 @@ __attribute__((noinline)) void FreeTracked(Api api, void* p) {
   }
   FreeSlow(api, p, h);
 }
-}  // namespace
 
 // A free that is not of the block this thread carved last: a live block of its current pool, freed
 // with the owner's fast path, or anything else, through FreeSlow.
 void FreeNotLast(Api api, void* p) {
-  if (POOLSCOPE_UNLIKELY(g_tracking)) return FreeTracked(api, p);
   pool::PoolHeader* h = g_pool_map.Find(p);
   ThreadState& ts = t_state;
   if (POOLSCOPE_LIKELY(h != nullptr && !g_valgrind && ts.tc.FreeOwn(h, p))) {

@@ -102,11 +102,15 @@ inline void* TryPooled(Api api, size_t n) {
 
 // free and plain operator delete: a live block of this thread's current pool is freed inline.
 void FreeNotLast(Api api, void* p);
+// The free path with track=1 (no block is ever named last then, so FreeLast always declines).
+extern bool g_tracking;
+void FreeTracked(Api api, void* p);
 
 __attribute__((always_inline)) inline void Free(Api api, void* p) {
   ThreadState& ts = t_state;
   // Counted in nfast: the call, the logical free and the pooled free (and in nfast_reset, the reset).
   if (POOLSCOPE_LIKELY(ts.tc.FreeLast(p, &ts.c.nfast[api], &ts.c.nfast_reset[api]))) return;
+  if (POOLSCOPE_UNLIKELY(g_tracking)) return FreeTracked(api, p);
   FreeNotLast(api, p);
 }
 
