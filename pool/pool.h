@@ -286,6 +286,13 @@ class ThreadCache {
     // FoldRemoteFrees, resets, retiring), and by another thread that frees it (Domain::FreeSlow), so
     // the remote byte need not be looked at. (kNoBlock when there is none.)
     if (POOLSCOPE_UNLIKELY(!IsLast(a))) return false;
+    return FreeKnownLast(p, nfreed, nreset);
+  }
+
+  // FreeLast once `p` is known to be the block carved last (or, for FreeOwnTracked, to end at the
+  // carve point), without reading last_ back.
+  POOLSCOPE_ALWAYS_INLINE bool FreeKnownLast(void* p, uint64_t* nfreed, uint64_t* nreset) {
+    uintptr_t a = reinterpret_cast<uintptr_t>(p);
     MarkAt(a).store(kMarkStarted, std::memory_order_relaxed);
     // Zeroed in steps of 16 bytes, at least one: a block named last is a whole number of them, or
     // (malloc_align=8) ends 8 bytes short of one that is still the pool's, beyond the carve point.
@@ -318,10 +325,11 @@ class ThreadCache {
 
   // FreeOwn for a caller that records every free (track=1), for which no block is ever named last
   // (ForgetLast: the inline free, which records nothing, must not take it). A block that ends at the
-  // carve point (no block starts between it and cur_: its next marks are 0) is named last here and
-  // freed by FreeLast: zeroed, the carve point moved back over it, and when it was the pool's first
-  // block, the pool fresh again with nothing else to do (so a tracked malloc/free pair does not pay
-  // EmptiedInPlace). Counts the pooled free in *nfreed, or the free and the reset in *nreset.
+  // carve point (no block starts between it and cur_: its next marks are 0) is freed as FreeLast frees
+  // the last block (FreeKnownLast): zeroed, the carve point moved back over it, and when it was the
+  // pool's first block, the pool fresh again with nothing else to do (so a tracked malloc/free pair
+  // does not pay EmptiedInPlace). Counts the pooled free in *nfreed, or the free and the reset in
+  // *nreset.
   POOLSCOPE_ALWAYS_INLINE bool FreeOwnTracked(PoolHeader* h, void* p, uint64_t* nfreed, uint64_t* nreset) {
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
     if (POOLSCOPE_UNLIKELY(!IsOwnLive(h, a))) return false;
@@ -335,8 +343,7 @@ class ThreadCache {
       // it, for the next carve to overwrite). Carving resumes at `a` now, and a block carved there
       // may cover `end`: clear that mark, or it would end such a block early (UsableSize, realloc).
       if (end < end_) MarkAt(end).store(0, std::memory_order_relaxed);
-      last_.store(a, std::memory_order_relaxed);
-      return FreeLast(p, nfreed, nreset);
+      return FreeKnownLast(p, nfreed, nreset);
     }
     FreeOwnLive(a);
     ++*nfreed;
