@@ -536,23 +536,6 @@ bool WriteAll(int fd, const char* data, size_t n) {
   return true;
 }
 
-// Every counter now, in poolscope's own memory; null when that cannot be had.
-class SnapshotNow {
- public:
-  SnapshotNow() : s_(static_cast<Snapshot*>(InternalAlloc(sizeof(Snapshot)))) {
-    if (s_ != nullptr) TakeSnapshot(s_);
-  }
-  ~SnapshotNow() {
-    if (s_ != nullptr) InternalFree(s_, sizeof(Snapshot));
-  }
-  SnapshotNow(const SnapshotNow&) = delete;
-  SnapshotNow& operator=(const SnapshotNow&) = delete;
-  const Snapshot* get() const { return s_; }
-
- private:
-  Snapshot* s_;
-};
-
 // Returns true when the report was written.
 bool WriteReport(const char* reason, const Snapshot& snap, const LeakCheck* check, char* path_out,
                  size_t path_cap) {

@@ -330,13 +330,11 @@ void ForkChild() {
   // The other threads were stopped by fork() wherever they stood, some between two counter updates of
   // one allocation. Whatever that left unbalanced is measured now, while nothing else runs, and
   // reported as its own term of the reconciliation.
-  Snapshot* snap = static_cast<Snapshot*>(InternalAlloc(sizeof(Snapshot)));
-  if (snap != nullptr) {
-    TakeSnapshot(snap);
-    g_fork_carryover += ReconciliationGap(*snap);
+  SnapshotNow snap;
+  if (snap.get() != nullptr) {
+    g_fork_carryover += ReconciliationGap(*snap.get());
     // leak_exitcode: this process's own code begins here; what it inherited is not its leak.
-    if (g_options.leak_exitcode > 0) TakeLeakBaseline(LogicalLive(*snap));
-    InternalFree(snap, sizeof(Snapshot));
+    if (g_options.leak_exitcode > 0) TakeLeakBaseline(LogicalLive(*snap.get()));
   }
 }
 
@@ -1192,12 +1190,8 @@ void OnLoad() {
     // own dependencies among them) are not the program's leaks.
     if (g_options.leak_exitcode > 0) {
       Guard guard(ts);
-      Snapshot* snap = static_cast<Snapshot*>(InternalAlloc(sizeof(Snapshot)));
-      if (snap != nullptr) {
-        TakeSnapshot(snap);
-        TakeLeakBaseline(LogicalLive(*snap));
-        InternalFree(snap, sizeof(Snapshot));
-      }
+      SnapshotNow snap;
+      if (snap.get() != nullptr) TakeLeakBaseline(LogicalLive(*snap.get()));
     }
     StartSnapshots(g_options);
     // quick_exit() runs the at_quick_exit handlers, then glibc's internal _exit (which the interposed

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "interpose/counters.h"
+#include "interpose/internal.h"
 #include "interpose/options.h"
 #include "pool/pool.h"
 
@@ -86,6 +87,23 @@ void StartSnapshots(const Options& o);
 // on stderr about it. Returns the status leak_exitcode asks the process to end with (0: keep its own),
 // which is never other than 0 unless `may_change_status`.
 int WriteReportAtExit(const Options& o, bool may_change_status);
+
+// Every counter now, in poolscope's own memory; null when that cannot be had.
+class SnapshotNow {
+ public:
+  SnapshotNow() : s_(static_cast<Snapshot*>(InternalAlloc(sizeof(Snapshot)))) {
+    if (s_ != nullptr) TakeSnapshot(s_);
+  }
+  ~SnapshotNow() {
+    if (s_ != nullptr) InternalFree(s_, sizeof(Snapshot));
+  }
+  SnapshotNow(const SnapshotNow&) = delete;
+  SnapshotNow& operator=(const SnapshotNow&) = delete;
+  const Snapshot* get() const { return s_; }
+
+ private:
+  Snapshot* s_;
+};
 
 }  // namespace poolscope
 
