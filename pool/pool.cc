@@ -30,6 +30,12 @@ namespace {
 
 inline size_t RoundUp(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 
+// Waits until no remote free of `h` is between its increment and decrement of in_flight (the retire
+// handshake's step 4, and Drain before it releases an emptied pool).
+inline void WaitForRemoteFrees(const PoolHeader* h) {
+  while (h->in_flight.load(std::memory_order_seq_cst) != 0) sched_yield();
+}
+
 inline void CountFreeError(PoolStats* stats, Domain::FreeResult r) {
   if (stats == nullptr) return;
   if (r == Domain::FreeResult::kDouble) {
@@ -346,7 +352,7 @@ void ThreadCache::Retire(PoolHeader* h, char* used_end) {
   h->live_shared.store(h->live + 1, std::memory_order_relaxed);
   h->owner.store(nullptr, std::memory_order_relaxed);
   h->state.exchange(kRetired, std::memory_order_seq_cst);
-  while (h->in_flight.load(std::memory_order_seq_cst) != 0) sched_yield();
+  WaitForRemoteFrees(h);
   // The wait above made every remote byte set while the pool was owned visible here.
   const int64_t n = TakeRemoteBytes(h, used_end, [h](size_t g) {
     h->mark(g).fetch_and(static_cast<uint8_t>(~kMarkLive), std::memory_order_acq_rel);
@@ -422,7 +428,7 @@ void ThreadCache::Drain() {
       // A remote free whose byte was just folded in may still be between setting it and leaving
       // (remote_pending, in_flight): it writes the header, which ReleasePool gives back. Seeing its
       // byte made its in_flight increment visible; wait for the decrement, as Retire does.
-      while (h->in_flight.load(std::memory_order_seq_cst) != 0) sched_yield();
+      WaitForRemoteFrees(h);
       domain_->ZeroPool(h, reinterpret_cast<char*>(cur_));
       SetCurrent(nullptr);
       domain_->ReleasePool(h, &stats_);

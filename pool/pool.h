@@ -424,9 +424,7 @@ class ThreadCache {
     } else {
       memset(h->base, 0, used);
     }
-    h->kind = kImplicit;
-    arena->pool = nullptr;
-    arena->cur = arena->end = nullptr;
+    DetachPool(arena, h);
     Adopt(h);
   }
   // ArenaClosePool and DeleteArena in one, inline, for an arena with no regular block, when its carved
@@ -441,10 +439,8 @@ class ThreadCache {
       }
       stats_.pooled_frees += arena->pooled_blocks;
       ZeroFirstLine(h);
-      h->kind = kImplicit;
+      DetachPool(arena, h);
       cache_[ncached_++] = h;
-      arena->pool = nullptr;
-      arena->cur = arena->end = nullptr;
       arena->pooled_blocks = 0;
     }
     KeepArena(arena);
@@ -569,6 +565,13 @@ class ThreadCache {
     arena->pool = h;
     arena->cur = h->base;
     arena->end = h->base + pool_size_;
+  }
+  // Undoes AttachPool: `h`, the arena's pool (zeroed by the caller), is an implicit pool again, held by
+  // no arena; the caller caches or releases it.
+  POOLSCOPE_ALWAYS_INLINE static void DetachPool(Arena* arena, PoolHeader* h) {
+    h->kind = kImplicit;
+    arena->pool = nullptr;
+    arena->cur = arena->end = nullptr;
   }
 
   // The thread is ending (or gone, after fork): pools and arena structs it is given from now on are
