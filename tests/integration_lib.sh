@@ -173,3 +173,17 @@ standard_checks() {
     single_report "$name" "$mode" "$exe"
   done
 }
+
+# kept_block_stack NAME MODE BYTES: the functions of the stack of the one leak group in the run's report
+# that holds one block of BYTES bytes, innermost first, one per line. Fails unless there is exactly one
+# such group, of one block.
+kept_block_stack() {
+  local name=$1 mode=$2 bytes=$3
+  "$PY" - "$WORK/$name/$mode"/reports/r.*.json "$bytes" <<'PY' || fail "$name/$mode: the kept block of $bytes bytes"
+import json, sys
+r = json.load(open(sys.argv[1])); size = int(sys.argv[2])
+kept = [g for g in r["leaks"] if g["bytes"] == size]
+assert len(kept) == 1 and kept[0]["blocks"] == 1, "groups of the kept block: %r" % kept
+print("\n".join(f["function"] for f in kept[0]["stack"]))
+PY
+}

@@ -13,14 +13,9 @@ prog=$(abspath "$3")
 run_three signal_alloc /dev/null -- "$prog"
 standard_checks signal_alloc signal_alloc
 for pool in 0 1; do
-  "$PY" - "$WORK"/signal_alloc/pool$pool/reports/r.*.json "$pool" <<'PY' || fail "signal_alloc/pool$pool: the kept block"
-import json, sys
-r = json.load(open(sys.argv[1])); pool = int(sys.argv[2])
-kept = [g for g in r["leaks"] if g["bytes"] == 777]
-assert len(kept) == 1 and kept[0]["blocks"] == 1, "pool=%d: groups of the kept block: %r" % (pool, kept)
-names = [f["function"] for f in kept[0]["stack"]]
-assert names[0] == "on_signal", "pool=%d: innermost frame %r" % (pool, names)
-assert "raise" in names and "deep_caller" in names, "pool=%d: the stack stops at the signal frame: %r" % (pool, names)
-PY
+  stack=$(kept_block_stack signal_alloc pool$pool 777)
+  [ "$(head -1 <<<"$stack")" = on_signal ] || fail "signal_alloc/pool$pool: innermost frame: $stack"
+  grep -qx raise <<<"$stack" && grep -qx deep_caller <<<"$stack" ||
+    fail "signal_alloc/pool$pool: the stack stops at the signal frame: $stack"
 done
 echo "PASS: allocations in a signal handler are recorded through the signal frame (pool=1 and pool=0)"
