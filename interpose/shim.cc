@@ -652,7 +652,8 @@ __attribute__((noinline)) void* MallocPooled(size_t n, void* ra) {
 
 // malloc when the pooled fast path declined, either because the request is outside the pool limit
 // (then the regular path runs inline when nothing else can apply) or because it is pooled but not by
-// the inline path (MallocPooled); with track=1, MallocTracked.
+// the inline path (MallocPooled). (With g_tracked_malloc the exported malloc goes to MallocTracked
+// instead; tracking without it ends in AllocSlow here.)
 void* MallocRegular(size_t n, void* ra) {
   ThreadState& ts = t_state;
   if (n - 1 < ts.pool_limit && ts.guard == 0) return MallocPooled(n, ra);
