@@ -12,6 +12,8 @@
 
 #include <new>
 
+#include "track/mix.h"
+
 namespace poolscope {
 namespace track {
 
@@ -23,15 +25,6 @@ constexpr uint64_t kUnitMask = (uint64_t{1} << kUnitBits) - 1;
 constexpr uint64_t kUsed = uint64_t{1} << 63;
 constexpr uint64_t kSizeLoBits = 24;
 constexpr uint64_t kSizeLoMask = (uint64_t{1} << kSizeLoBits) - 1;
-
-inline uint64_t Mix(uint64_t h) {
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdULL;
-  h ^= h >> 33;
-  h *= 0xc4ceb9fe1a85ec53ULL;
-  h ^= h >> 33;
-  return h;
-}
 
 // Where a key goes: bits 32..63 choose the stripe, bits 0..31 (masked) the home slot. Keys are placed
 // by the 256-byte span of address space they fall in, not one by one: a span's 16 granules of 16

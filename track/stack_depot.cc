@@ -7,19 +7,12 @@
 
 #include <cstring>
 
+#include "track/mix.h"
+
 namespace poolscope {
 namespace track {
 
 namespace {
-
-uint64_t Mix(uint64_t h) {
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdULL;
-  h ^= h >> 33;
-  h *= 0xc4ceb9fe1a85ec53ULL;
-  h ^= h >> 33;
-  return h;
-}
 
 // Three instructions a frame (rotate, xor, multiply) and one full mix at the end: inside malloc this
 // runs for every tracked allocation, and a full mix per frame cost more than the table probe.
