@@ -6,6 +6,7 @@
 #include "interpose/shim.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <valgrind/memcheck.h>
 #include <valgrind/valgrind.h>
@@ -1165,12 +1166,42 @@ void OnQuickExit() { OnExitCall(); }
 // allocator preloaded ahead of this library) comes first in symbol lookup: poolscope then sees none
 // of the program's allocations, and its report would say nothing without saying why. One warning line
 // names the object whose function wins.
+// The object `fn` lies in, and whether it defines `fn` there (a symbol of a section, not an undefined one).
+bool DefinedIn(void* fn, Dl_info* info, struct link_map** map) {
+  void* sym_entry = nullptr;  // a const ElfW(Sym)*
+  if (fn == nullptr || dladdr1(fn, info, &sym_entry, RTLD_DL_SYMENT) == 0) return false;
+  if (dladdr1(fn, info, reinterpret_cast<void**>(map), RTLD_DL_LINKMAP) == 0 || *map == nullptr) return false;
+  const auto* sym = static_cast<const ElfW(Sym)*>(sym_entry);
+  return sym != nullptr && sym->st_shndx != SHN_UNDEF;
+}
+
+// The object the program's calls to `name` bind to: the first object in the global search order that
+// defines it. That is dlsym(RTLD_DEFAULT)'s answer, except for a non-PIE executable that takes the
+// function's address (python3 does): it exports a "canonical PLT" entry, an undefined symbol with the
+// address of its PLT slot. dlsym returns that; calls skip it and bind to the next definition, which is
+// looked up here object by object, in load order.
+bool CallsBindTo(const char* name, Dl_info* info) {
+  struct link_map* map = nullptr;
+  void* fn = dlsym(RTLD_DEFAULT, name);
+  if (DefinedIn(fn, info, &map)) return true;
+  if (map == nullptr) return false;
+  for (struct link_map* lm = map->l_next; lm != nullptr; lm = lm->l_next) {
+    if (lm->l_name == nullptr || lm->l_name[0] == '\0') continue;
+    void* handle = dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD);
+    if (handle == nullptr) continue;
+    struct link_map* owner = nullptr;
+    bool here = DefinedIn(dlsym(handle, name), info, &owner) && owner == lm;
+    dlclose(handle);
+    if (here) return true;
+  }
+  return false;
+}
+
 void WarnIfShadowed() {
   Dl_info ours, theirs;
   if (dladdr(reinterpret_cast<void*>(&OnLoad), &ours) == 0) return;
   for (const char* name : {"malloc", "free"}) {
-    void* fn = dlsym(RTLD_DEFAULT, name);
-    if (fn == nullptr || dladdr(fn, &theirs) == 0 || theirs.dli_fbase == ours.dli_fbase) continue;
+    if (!CallsBindTo(name, &theirs) || theirs.dli_fbase == ours.dli_fbase) continue;
     char line[600];
     snprintf(line, sizeof line,
              "%s() comes from %s, not from poolscope: the program's allocations are not seen, and the report "
