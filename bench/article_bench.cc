@@ -9,6 +9,11 @@
 //                                (align 1, the JDK's Arena.allocate(long) default), close; through
 //                                //interpose:client, so without libpoolscope.so it is calloc + free
 //                                (one per block and one for the arena: the JDK 25 pattern)
+//   call_floor/CALLS/threads:T   CALLS in 2 4: calls to empty functions in another shared object
+//                                (bench/call_floor.c) through the PLT, as calls to an interposed
+//                                malloc+free (2) or to the four arena functions (4) go: the least any
+//                                allocator reached by such calls can cost here. With libpoolscope.so
+//                                preloaded the figure is the same (nothing it interposes is called).
 //
 // T is 1, 2 and the number of online CPUs (deduplicated), registered at run time. Per-operation time
 // is the cpu_time column: Google Benchmark sums the threads' CPU time and their iterations, so it is
@@ -25,6 +30,11 @@
 #include <benchmark/benchmark.h>
 
 #include "interpose/poolscope.h"
+
+extern "C" {
+void* call_floor_take(size_t n);  // bench/call_floor.c: returns n + 16, does nothing else
+void call_floor_give(void* p);    // does nothing
+}
 
 namespace {
 
@@ -50,6 +60,21 @@ void BM_Arena(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+void BM_CallFloor(benchmark::State& state) {
+  const int64_t calls = state.range(0);
+  for (auto _ : state) {
+    void* p = call_floor_take(5);
+    benchmark::DoNotOptimize(p);
+    if (calls == 4) {  // open, two allocations, close
+      void* q = call_floor_take(20);
+      benchmark::DoNotOptimize(q);
+      call_floor_give(q);
+    }
+    call_floor_give(p);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -62,6 +87,7 @@ int main(int argc, char** argv) {
     }
   }
   for (int t : threads) benchmark::RegisterBenchmark("arena", BM_Arena)->Threads(t);
+  for (int calls : {2, 4}) benchmark::RegisterBenchmark("call_floor", BM_CallFloor)->Arg(calls)->Threads(1);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

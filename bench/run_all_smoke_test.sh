@@ -17,7 +17,7 @@ if [ "$status" -ne 0 ]; then
   echo "FAIL: run_all.sh --quick exited $status"
   exit 1
 fi
-for want in "## 1. malloc+free" "| malloc+free 5 B | 1 |" "| malloc+free 5 B | 2 |" "| arena int+20 B | 1 |" \
+for want in "## 1. malloc+free" "| malloc+free 5 B | 1 |" "| malloc+free 5 B | 2 |" "| arena int+20 B | 1 |" "| 2 empty calls (floor) | 1 |" \
   "## 2. Thread scaling" "## 3. Whole processes" "**python3**" "**sqlite3**" "**perl**" \
   "| heaptrack 1.4 (traced run only) |" "| valgrind memcheck --leak-check=full |" \
   "## 4. Instructions" "| malloc(5)+free |" "| arena round" "## 5. Targets" "- machine: " "- date: "; do
