@@ -15,8 +15,15 @@ a figure near that floor says only that the command stayed below it).
       --config 'poolscope LD_PRELOAD=bazel-bin/interpose/libpoolscope.so POOLSCOPE_OPTIONS=track=1:stack_depth=16:quiet=1:report=none' \\
       -- bazel-bin/bench/malloc_loop 2000000 20
 
-A configuration is a name and KEY=VALUE words for the environment. The command's output is discarded;
-a round that fails stops the run with its exit status.
+A configuration is a name and KEY=VALUE words for the environment, except WRAP=PROGRAM[,ARG...]: a
+command put in front of the measured one for that configuration alone, e.g. heaptrack's launcher,
+which records through a pipe into its interpreter as users run it:
+
+  bench/interleave.py --cpu all --reference heaptrack --config 'heaptrack WRAP=/usr/bin/heaptrack' ...
+
+`--cpu all` leaves every run free to use every CPU (the launcher's interpreter then runs beside the
+program, as on a user's machine). The command's output is discarded; a round that fails stops the
+run with its exit status.
 """
 import argparse
 import os
@@ -42,7 +49,7 @@ def parse_config(text):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=11, help="rounds (default 11)")
-    parser.add_argument("--cpu", type=int, default=1, help="CPU to pin each run to (default 1)")
+    parser.add_argument("--cpu", default="1", help="CPU to pin each run to (default 1), or 'all': not pinned")
     parser.add_argument("--config", type=parse_config, action="append", default=[],
                         help="'NAME KEY=VALUE ...' (repeatable)")
     parser.add_argument("--reference", help="the configuration whose added time the others are compared to")
@@ -65,14 +72,22 @@ def main():
     base_env = {k: v for k, v in os.environ.items() if k not in args.unset}
     times = {name: [] for name in names}
     peak_kib = {name: [] for name in names}  # the command's own peak resident set (its children's not)
-    cpu = args.cpu
+    if args.cpu == "all":
+        pin = None
+    elif args.cpu.isdigit():
+        cpu = int(args.cpu)
+        pin = lambda: os.sched_setaffinity(0, {cpu})  # noqa: E731
+    else:
+        parser.error("--cpu takes a CPU number or 'all', not %r" % args.cpu)
     for _ in range(args.rounds):
         for name, extra in configs:
             env = dict(base_env)
             env.update(extra)
+            wrap = env.pop("WRAP", "")
+            argv = [w for w in wrap.split(",") if w] + command
             start = time.perf_counter()
-            child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
+            child = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     preexec_fn=pin)
             _, status, usage = os.wait4(child.pid, 0)
             elapsed = time.perf_counter() - start
             child.returncode = os.waitstatus_to_exitcode(status)  # (so Popen does not wait again)
@@ -85,7 +100,7 @@ def main():
     median = {name: statistics.median(t) for name, t in times.items()}
     bare = median["bare"]
     reference = median[args.reference] - bare if args.reference else None
-    print("%d rounds of: %s" % (args.rounds, " ".join(command)))
+    print("%d rounds of: %s%s" % (args.rounds, " ".join(command), "" if pin else " (not pinned)"))
     for name in names:
         line = "%-16s median %10.1f ms   min %10.1f ms   peak RSS %8.1f MiB" % (
             name, median[name] * 1e3, min(times[name]) * 1e3, statistics.median(peak_kib[name]) / 1024)

@@ -15,6 +15,13 @@ grep -q "^ref .*% of ref's" <<<"$out" && { echo "$out"; echo "FAIL: the referenc
 err=$(/usr/bin/python3 "$tool" --rounds 1 --config 'broken BAR=1' -- /bin/sh -c 'test -n "${FOO:-}" || test -z "${BAR:-}"' 2>&1)
 status=$?
 [ $status -ne 0 ] && grep -q "broken exited with status 1" <<<"$err" || { echo "$err"; echo "FAIL: a failing round was not reported (status $status)"; exit 1; }
+# WRAP= puts a command in front of the measured one, for that configuration only.
+# (the wrapped configuration sets FOO, so its run passes only if the wrapper set WRAPPED)
+out=$(/usr/bin/python3 "$tool" --rounds 1 --cpu all --config 'wrapped FOO=1 WRAP=/usr/bin/env,WRAPPED=1' \
+  -- /bin/sh -c 'test "${WRAPPED:-0}" = 1 || test -z "${FOO:-}"')
+[ $? -eq 0 ] && grep -q "^wrapped " <<<"$out" && grep -qF "(not pinned)" <<<"$out" || { echo "$out"; echo "FAIL: WRAP= or --cpu all"; exit 1; }
+err=$(/usr/bin/python3 "$tool" --rounds 1 --config 'wrapped WRAP=/bin/false' -- /bin/true 2>&1)
+[ $? -ne 0 ] && grep -q "wrapped exited with status 1" <<<"$err" || { echo "$err"; echo "FAIL: the WRAP command did not run"; exit 1; }
 for bad in 'KEY=1' 'name KEY'; do
   /usr/bin/python3 "$tool" --config "$bad" -- true >/dev/null 2>&1 && { echo "FAIL: --config '$bad' accepted"; exit 1; }
 done
