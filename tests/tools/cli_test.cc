@@ -6,11 +6,14 @@
 // a real child are in run_test.sh.
 #include "tools/commands.h"
 
+#include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace poolscope::tools {
 namespace {
@@ -30,6 +33,19 @@ Outcome Call(std::vector<std::string> args) {
 
 const std::string kOn = "tests/testdata/report_on.json";
 const std::string kOff = "tests/testdata/report_off.json";
+
+nlohmann::json LoadJson(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+// Writes `text` to a file of the test's temporary folder and returns its path.
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
 
 // One error line, exactly, with this text.
 void ExpectUsageError(const std::vector<std::string>& args, const std::string& line) {
@@ -116,7 +132,37 @@ TEST(DiffCommandTest, TableAndFailOnLeak) {
   EXPECT_EQ(fail.status, 1);
   EXPECT_EQ(fail.out, diff.out);
   EXPECT_EQ(fail.err,
-            "poolscope: --fail-on-leak: the program leaks (6 blocks before, 2 after)\n");
+            "poolscope: --fail-on-leak: the program leaks (6 blocks before, 6 after: logical.live_blocks)\n");
+}
+
+// The program's own blocks in pools count: the detector view's program_leak_blocks (2 in report_on,
+// against 6 in report_off) leaves them out, and --fail-on-leak once quoted it.
+TEST(DiffCommandTest, FailOnLeakCountsPooledBlocksAndPrefersLeakCheck) {
+  nlohmann::json off = LoadJson(kOff), on = LoadJson(kOn);
+  ASSERT_EQ(on["reconciliation"]["detector_view"]["program_leak_blocks"], 2);
+  ASSERT_EQ(on["logical"]["live_blocks"], 6);
+  // No live block in either: passes.
+  for (nlohmann::json* r : {&off, &on}) (*r)["logical"]["live_blocks"] = 0;
+  std::string a = WriteTemp("a.json", off.dump()), b = WriteTemp("b.json", on.dump());
+  Outcome clean = Call({"diff", "--fail-on-leak", a, b});
+  EXPECT_EQ(clean.status, 0) << clean.err;
+  EXPECT_EQ(clean.err, "");
+  // leak_check in both reports is what counts (here 0 and 3 of 6 and 6 live blocks).
+  off["logical"]["live_blocks"] = 6;
+  on["logical"]["live_blocks"] = 6;
+  off["leak_check"] = {{"program_leak_blocks", 0}};
+  on["leak_check"] = {{"program_leak_blocks", 3}};
+  a = WriteTemp("a.json", off.dump());
+  b = WriteTemp("b.json", on.dump());
+  Outcome leak = Call({"diff", "--fail-on-leak", a, b});
+  EXPECT_EQ(leak.status, 1);
+  EXPECT_EQ(leak.err,
+            "poolscope: --fail-on-leak: the program leaks (0 blocks before, 3 after: "
+            "leak_check.program_leak_blocks)\n");
+  on["leak_check"]["program_leak_blocks"] = 0;
+  b = WriteTemp("b.json", on.dump());
+  Outcome none = Call({"diff", "--fail-on-leak", a, b});
+  EXPECT_EQ(none.status, 0) << none.err;
 }
 
 TEST(DiffCommandTest, Errors) {
