@@ -217,6 +217,25 @@ def check_identities(r):
               "unpooled_live_blocks + pools_cached + pools_in_use + interrupted_by_fork (%d + %d + %d + %d)"
               % (terms[1], terms[2], terms[3], fork_gap),
               terms[1] + terms[2] + terms[3] + fork_gap)
+    check_verdict(r)
+
+
+def check_verdict(r):
+    """The verdict's figures are the report's: the unfreed blocks, and, when pools hold some of the
+    program's blocks, all the blocks the program leaves unfreed (logical.live_blocks), which a reader
+    would otherwise take to be only the detector view's program_leak_blocks."""
+    view, rec = r["reconciliation"]["detector_view"], r["reconciliation"]
+    verdict = view["verdict"]
+    want = "would see %d unfreed blocks" % view["unfreed_blocks"]
+    if want not in verdict:
+        raise Failure("verdict: %r does not say %r (detector_view.unfreed_blocks)" % (verdict, want))
+    live = r["logical"]["live_blocks"]
+    pooled = rec.get("pooled_live_blocks", live - rec["unpooled_live_blocks"])
+    if is_int(view["pool_blocks"]) and view["pool_blocks"] > 0 and is_int(pooled) and pooled > 0:
+        want = "hold %d more of the program's blocks, so the program leaves %d blocks unfreed" % (pooled, live)
+        if want not in verdict:
+            raise Failure("verdict: %r does not say %r (pooled_live_blocks, logical.live_blocks)"
+                          % (verdict, want))
 
 
 def check_expectations(r, expectations):

@@ -30,6 +30,12 @@ def by_api(**counts):
     return d
 
 
+POOLED_VERDICT = ("A malloc/free-counting leak detector would see 10 unfreed blocks: 6 are the program's own "
+                  "and 4 are poolscope's pools (3 cached, 1 in use), which are not leaks themselves but hold "
+                  "4 more of the program's blocks, so the program leaves 10 blocks unfreed, as it would "
+                  "without pooling (drain_at_exit=1 releases the cached pools).")
+
+
 def pooled_report():
     """A consistent report with pooling on (the example of docs/report-schema.md, made to add up)."""
     return {
@@ -68,7 +74,7 @@ def pooled_report():
                            "pools_in_use": 1, "balanced": True,
                            "detector_view": {"unfreed_blocks": 10, "unfreed_bytes": 1000,
                                              "program_leak_blocks": 6, "pool_blocks": 4,
-                                             "internal_blocks": 0, "verdict": "a sentence"}},
+                                             "internal_blocks": 0, "verdict": POOLED_VERDICT}},
         "errors": {"invalid_frees": 0, "double_frees": 0, "cases": []},
     }
 
@@ -132,6 +138,14 @@ class CheckerTest(unittest.TestCase):
         r["options"]["pool"] = 1
         r["options"]["pool_size"] = -1
         self.assert_ok(r)
+
+    def test_verdict_must_state_the_reports_figures(self):
+        r = pooled_report()
+        r["reconciliation"]["detector_view"]["verdict"] = POOLED_VERDICT.replace("would see 10", "would see 9")
+        self.assert_fails(r, "verdict", "would see 10 unfreed blocks")
+        r = pooled_report()
+        r["reconciliation"]["detector_view"]["verdict"] = POOLED_VERDICT.split(", which")[0] + "."
+        self.assert_fails(r, "verdict", "leaves 10 blocks unfreed")
 
     def test_expect_option(self):
         self.assert_ok(passthrough_report(), "--expect-option", "pool=0", "--expect-option", "tag=small")
