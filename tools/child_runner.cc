@@ -7,13 +7,17 @@
 #include "tools/child_runner.h"
 
 #include <cerrno>
+#include <cstdlib>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 
+#include <elf.h>
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/time.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -185,5 +189,80 @@ ChildResult RunChild(const ChildSpec& spec) {
   sigaction(SIGQUIT, &old_quit, nullptr);
   return result;
 }
+
+namespace {
+
+// `program` as execvp would find it: itself when it holds a '/', else the first executable regular
+// file of that name in PATH (execvp's default path when PATH is unset).
+std::string FindInPath(const std::string& program) {
+  if (program.empty() || program.find('/') != std::string::npos) return program;
+  const char* env = getenv("PATH");
+  std::string path = env != nullptr ? env : "/bin:/usr/bin";
+  size_t start = 0;
+  for (;;) {
+    size_t end = path.find(':', start);
+    std::string dir = path.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + program;
+    struct stat st;
+    if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+    if (end == std::string::npos) return "";
+    start = end + 1;
+  }
+}
+
+std::string ObstacleOf(const std::string& file, int depth) {
+  struct stat st;
+  if (file.empty() || stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return "";
+  // Secure-execution mode (ld.so(8)): LD_PRELOAD is then limited to standard directories and
+  // set-user-ID libraries, which libpoolscope.so is not.
+  // (Not on a file system mounted nosuid, where the bits do nothing.)
+  struct statvfs fs;
+  const bool nosuid = statvfs(file.c_str(), &fs) == 0 && (fs.f_flag & ST_NOSUID) != 0;
+  if (!nosuid && (st.st_mode & S_ISUID) != 0 && st.st_uid != geteuid()) return "it is set-user-ID";
+  if (!nosuid && (st.st_mode & S_ISGID) != 0 && st.st_gid != getegid()) return "it is set-group-ID";
+  int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  unsigned char head[256];
+  ssize_t got = pread(fd, head, sizeof head, 0);
+  std::string answer;
+  if (got >= 2 && head[0] == '#' && head[1] == '!' && depth == 0) {
+    // A script: the kernel runs its interpreter, and that is what the preload must reach.
+    std::string line(reinterpret_cast<const char*>(head) + 2, static_cast<size_t>(got) - 2);
+    line = line.substr(0, line.find('\n'));
+    size_t b = line.find_first_not_of(" \t");
+    if (b != std::string::npos) {
+      std::string interpreter = line.substr(b, line.find_first_of(" \t", b) - b);
+      std::string why = ObstacleOf(interpreter, depth + 1);
+      if (!why.empty()) answer = "its interpreter " + interpreter + (why.rfind("it is ", 0) == 0 ? " is " + why.substr(6) : ": " + why);
+    }
+  } else if (got >= static_cast<ssize_t>(sizeof(Elf64_Ehdr)) && memcmp(head, ELFMAG, SELFMAG) == 0 &&
+             head[EI_CLASS] == ELFCLASS64) {
+    Elf64_Ehdr eh;
+    memcpy(&eh, head, sizeof eh);
+    bool interp = false, readable = eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum > 0;
+    for (int i = 0; readable && i < eh.e_phnum; ++i) {
+      Elf64_Phdr ph;
+      if (pread(fd, &ph, sizeof ph, static_cast<off_t>(eh.e_phoff + i * sizeof ph)) != sizeof ph) {
+        readable = false;
+        break;
+      }
+      if (ph.p_type == PT_INTERP) interp = true;
+    }
+    if (readable && !interp && eh.e_type == ET_EXEC) answer = "it is statically linked";
+    if (readable && !interp && eh.e_type == ET_DYN && eh.e_entry != 0) {
+      // A static PIE has no interpreter either (a shared library has one only when it is also a
+      // program, and is not run this way).
+      answer = "it is statically linked";
+    }
+  }
+  close(fd);
+  return answer;
+}
+
+}  // namespace
+
+std::string PreloadObstacle(const std::string& program) { return ObstacleOf(FindInPath(program), 0); }
 
 }  // namespace poolscope::tools

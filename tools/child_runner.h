@@ -43,6 +43,12 @@ std::vector<std::string> ChildEnvironment(char** current, const std::string& pre
 // Runs the child to its end.
 ChildResult RunChild(const ChildSpec& spec);
 
+// Why the dynamic linker would not load the preload library into `program` (looked up in PATH
+// like execvp; a "#!" script is judged by its interpreter), as a phrase for a message: "it is
+// statically linked", "it is set-user-ID", ... Empty when nothing is in the way, or when the file
+// cannot be read (the exec then says what is wrong).
+std::string PreloadObstacle(const std::string& program);
+
 }  // namespace poolscope::tools
 
 #endif  // POOLSCOPE_TOOLS_CHILD_RUNNER_H_

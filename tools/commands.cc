@@ -417,11 +417,22 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   if (report != "none") report = AbsolutePath(report);
   if (report.find('%') == std::string::npos && report != "none") unlink(report.c_str());
 
+  // A program the preload cannot reach still runs (its status is run's), but leaves no report.
+  const std::string obstacle = PreloadObstacle(command[0]);
+  if (!obstacle.empty()) {
+    err << fmt::format("poolscope: {}: {}, so LD_PRELOAD cannot load poolscope into it: it runs as "
+                       "usual and no report is written\n",
+                       OneLine(command[0]), obstacle);
+  }
   Flush(out, err);
   ChildResult child = RunChild({command, library, BuildOptions(pool == "on", extra, report), ""});
   if (!child.started) {
     err << fmt::format("poolscope: {}: {}\n", OneLine(command[0]), child.problem);
     return child.exec_errno == ENOENT ? 127 : child.exec_errno != 0 ? 126 : kExitUsage;
+  }
+  if (!obstacle.empty()) {
+    err << fmt::format("poolscope: exit {}; no report\n", child.exit_status);
+    return child.exit_status;
   }
   std::string status = child.signal != 0
                            ? fmt::format("killed by signal {} ({})", child.signal,
@@ -510,6 +521,10 @@ int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostrea
                                       "command: poolscope compare -- CMD [ARGS...]"};
     }
     command.push_back(demo);
+  }
+  const std::string obstacle = PreloadObstacle(command[0]);
+  if (!obstacle.empty()) {
+    throw CliError{command[0], obstacle + ", so LD_PRELOAD cannot load poolscope into it: nothing to compare"};
   }
   if (report_dir.empty()) {
     report_dir = MakeTempDirectory();
