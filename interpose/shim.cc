@@ -312,13 +312,15 @@ void ForkChild() {
   if (self.phase == kActive) self.tid = GetTid();
   // Every other thread is gone. fork() stopped each wherever it stood, possibly between two counter
   // updates of one call, so their counters are not taken into the child's ledgers (which therefore
-  // start from the forking thread's and the ended threads' totals, both consistent); their pools are
-  // taken over, and what that leaves unbalanced is measured below.
+  // start from the forking thread's and the ended threads' totals, both consistent), nor are their
+  // pools (possibly halfway between two places: ThreadCache::AbandonAtFork), and what that leaves
+  // unbalanced is measured below.
   Guard guard(self);
+  if (self.phase == kActive) self.tc.ResetAtFork();
   for (ThreadState* ts = g_threads; ts != nullptr;) {
     ThreadState* next = ts->next;
     if (ts != &self) {
-      if (self.phase == kActive) self.tc.AdoptFromDeadThread(&ts->tc);
+      ts->tc.AbandonAtFork();
       Unregister(*ts);
       memset(&ts->c, 0, sizeof ts->c);
       memset(&ts->carves, 0, sizeof ts->carves);

@@ -454,25 +454,11 @@ void ThreadCache::Shutdown() {
   }
 }
 
-void ThreadCache::AdoptFromDeadThread(ThreadCache* other) {
-  // Only this thread exists (fork child): whatever the other thread was doing to its pools is void.
-  if (other->pool_ != nullptr) {
-    other->SyncOut();
-    PoolHeader* h = other->pool_;
-    h->in_flight.store(0, std::memory_order_relaxed);
-    char* used = reinterpret_cast<char*>(other->cur_);
-    other->SetCurrent(nullptr);
-    FoldRemoteFrees(h, used);
-    h->owner.store(other, std::memory_order_relaxed);  // Retire() clears it
-    if (h->live == 0) {
-      domain_->ZeroPool(h, used);
-      Adopt(h);
-    } else {
-      Retire(h, used);
-    }
-  }
-  while (other->ncached_ > 0) Adopt(other->cache_[--other->ncached_]);
-  other->MarkDead();
+void ThreadCache::AbandonAtFork() { MarkDead(); }
+
+void ThreadCache::ResetAtFork() {
+  if (pool_ != nullptr) pool_->in_flight.store(0, std::memory_order_relaxed);
+  for (int i = 0; i < ncached_; ++i) cache_[i]->in_flight.store(0, std::memory_order_relaxed);
 }
 
 }  // namespace pool

@@ -489,8 +489,18 @@ class ThreadCache {
   void Shutdown();
   // Releases every cached pool, and the current pool if it holds no live block (drain_at_exit).
   void Drain();
-  // fork() child: adopts `other`'s pools (its thread is gone) and marks it dead.
-  void AdoptFromDeadThread(ThreadCache* other);
+  // fork() child, on the cache of a thread fork() did not copy: marks it dead and leaves its pools
+  // where they are, never to be carved from again. fork() stopped that thread at any instruction,
+  // possibly halfway through moving a pool between its current slot, its cache and the real
+  // allocator (one pool named twice, or a pool already given back still named), so nothing it held
+  // can be trusted to be whole; taking its pools over handed the same memory out twice (a fork child
+  // of tests/programs/fork_pipeline crashed on it). The child keeps them as its copy of the parent's
+  // memory; the reconciliation's interrupted_by_fork term accounts for them.
+  void AbandonAtFork();
+  // fork() child, on the forking thread's own cache: a remote free by a thread that fork() did not
+  // copy may have been between its two in_flight updates on this thread's pools; no one will finish
+  // it, and Retire and Drain, which wait for in_flight to drop to 0, would wait forever.
+  void ResetAtFork();
 
   // The next free of the block carved last takes the general path (a caller that must see every free).
   void ForgetLast() { last_.store(kNoBlock, std::memory_order_relaxed); }

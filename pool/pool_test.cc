@@ -604,6 +604,64 @@ TEST(ThreadExitTest, ShutdownReleasesCachedAndOrphansLivePool) {
   delete dying;
 }
 
+
+}  // namespace
+
+class ThreadCachePeer {
+ public:
+  // The state of a thread stopped between putting its current pool back in its cache and
+  // forgetting it as current: one pool named twice.
+  static void NameCurrentInCache(ThreadCache& tc) { tc.cache_[tc.ncached_++] = tc.pool_; }
+};
+
+namespace {
+
+// fork() child: another thread, stopped by fork() halfway through moving its pool (named both
+// current and cached), must not have its pools taken over. Taking them over (the old
+// AdoptFromDeadThread) handed the pool out twice: block 3 below overlapped a live block, the same
+// corruption that crashed a fork child of tests/programs/fork_pipeline.
+TEST(PoolForkTest, AThreadStoppedMidMoveLeavesItsPoolsAlone) {
+  TestDomain t(Cfg());
+  ThreadCache self(&t.domain), dead(&t.domain);
+  void* d = dead.Carve(16);
+  ASSERT_NE(d, nullptr);
+  PoolHeader* p = t.domain.Find(d);
+  ASSERT_EQ(dead.Free(p, d), Domain::FreeResult::kFreed);
+  ThreadCachePeer::NameCurrentInCache(dead);
+  const long released = t.backend.pool_frees;
+  self.ResetAtFork();
+  dead.AbandonAtFork();
+  // The surviving thread's blocks never overlap, and none lies in the stopped thread's pool.
+  std::vector<std::pair<char*, size_t>> live;
+  for (int i = 0; i < 300; ++i) {
+    const size_t n = 8 + static_cast<size_t>(i * 7 % 50);
+    char* q = static_cast<char*>(self.Carve(n));
+    ASSERT_NE(q, nullptr);
+    EXPECT_NE(t.domain.Find(q), p) << i;
+    for (const auto& [r, m] : live) ASSERT_FALSE(q < r + m && r < q + n) << "block " << i << " overlaps a live one";
+    live.emplace_back(q, n);
+  }
+  EXPECT_EQ(t.backend.pool_frees, released) << "a pool of the stopped thread went back to the allocator";
+}
+
+// fork() child: a remote free stopped between its in_flight updates on the surviving thread's pool
+// never finishes; without ResetAtFork, the first retire of that pool waits for it forever (the test
+// then hangs until Bazel's timeout).
+TEST(PoolForkTest, ARemoteFreeStoppedMidwayDoesNotHoldTheSurvivorsPool) {
+  TestDomain t(Cfg());
+  ThreadCache self(&t.domain);
+  void* a = self.Carve(16);
+  ASSERT_NE(a, nullptr);
+  PoolHeader* p = t.domain.Find(a);
+  p->in_flight.fetch_add(1);  // the stopped thread's half of the handshake
+  self.ResetAtFork();
+  EXPECT_EQ(p->in_flight.load(), 0);
+  // Fill the pool past its end: it retires (holding `a`) and a fresh one is made.
+  for (int i = 0; i < 8; ++i) ASSERT_NE(self.Carve(16), nullptr);
+  EXPECT_NE(self.current(), p);
+  EXPECT_EQ(self.Free(p, a), Domain::FreeResult::kFreed);
+}
+
 }  // namespace
 }  // namespace pool
 }  // namespace poolscope
