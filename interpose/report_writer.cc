@@ -482,31 +482,34 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   w.FieldInt("pool_blocks", cached + used);
   w.FieldInt("internal_blocks", 0);
   char verdict[600];
-  if (cached + used == 0) {
+  const long long unfreed = real_live, own = unpooled_live, pools = cached + used;
+  auto s_if = [](long long n) { return n == 1 ? "" : "s"; };
+  auto be = [](long long n) { return n == 1 ? "is" : "are"; };
+  if (pools == 0) {
     snprintf(verdict, sizeof verdict,
-             "A malloc/free-counting leak detector would see %lld unfreed blocks, all of them the "
-             "program's own: poolscope holds no pool at %s.",
-             static_cast<long long>(real_live), reason);
+             "A malloc/free-counting leak detector would see %lld unfreed block%s, %sthe program's own: "
+             "poolscope holds no pool at %s.",
+             unfreed, s_if(unfreed), unfreed == 1 ? "" : "all of them ", reason);
   } else if (pooled_live <= 0) {
     snprintf(verdict, sizeof verdict,
-             "A malloc/free-counting leak detector would see %lld unfreed blocks: %lld are the "
-             "program's own and %lld are poolscope's pools (%lld cached, %lld in use), which are not "
-             "leaks%s.",
-             static_cast<long long>(real_live), static_cast<long long>(unpooled_live),
-             static_cast<long long>(cached + used), static_cast<long long>(cached),
-             static_cast<long long>(used), o.drain_at_exit ? "" : " (drain_at_exit=1 releases the cached ones)");
+             "A malloc/free-counting leak detector would see %lld unfreed block%s: %lld %s the program's "
+             "own and %lld %s poolscope's pool%s (%lld cached, %lld in use), which %s%s.",
+             unfreed, s_if(unfreed), own, be(own), pools, be(pools), s_if(pools),
+             static_cast<long long>(cached), static_cast<long long>(used),
+             pools == 1 ? "is not a leak" : "are not leaks",
+             o.drain_at_exit || cached == 0 ? "" : " (drain_at_exit=1 releases the cached pools)");
   } else {
     // The program's blocks inside pools are its own unfreed blocks too, though no detector below
     // poolscope can count them: say so, or a reader takes the unpooled count for all it leaks.
     snprintf(verdict, sizeof verdict,
-             "A malloc/free-counting leak detector would see %lld unfreed blocks: %lld are the "
-             "program's own and %lld are poolscope's pools (%lld cached, %lld in use), which are not "
-             "leaks themselves but hold %lld more of the program's blocks, so the program leaves %lld "
-             "blocks unfreed, as it would without pooling%s.",
-             static_cast<long long>(real_live), static_cast<long long>(unpooled_live),
-             static_cast<long long>(cached + used), static_cast<long long>(cached),
-             static_cast<long long>(used), static_cast<long long>(pooled_live),
-             static_cast<long long>(logical_live),
+             "A malloc/free-counting leak detector would see %lld unfreed block%s: %lld %s the program's "
+             "own and %lld %s poolscope's pool%s (%lld cached, %lld in use), which %s %lld more of the "
+             "program's blocks, so the program leaves %lld block%s unfreed, as it would without "
+             "pooling%s.",
+             unfreed, s_if(unfreed), own, be(own), pools, be(pools), s_if(pools),
+             static_cast<long long>(cached), static_cast<long long>(used),
+             pools == 1 ? "is not a leak itself but holds" : "are not leaks themselves but hold",
+             static_cast<long long>(pooled_live), static_cast<long long>(logical_live), s_if(logical_live),
              o.drain_at_exit || cached == 0 ? "" : " (drain_at_exit=1 releases the cached pools)");
   }
   w.FieldStr("verdict", verdict);

@@ -226,13 +226,15 @@ def check_verdict(r):
     would otherwise take to be only the detector view's program_leak_blocks."""
     view, rec = r["reconciliation"]["detector_view"], r["reconciliation"]
     verdict = view["verdict"]
-    want = "would see %d unfreed blocks" % view["unfreed_blocks"]
+    n = view["unfreed_blocks"]
+    want = "would see %d unfreed block%s" % (n, "" if n == 1 else "s")
     if want not in verdict:
         raise Failure("verdict: %r does not say %r (detector_view.unfreed_blocks)" % (verdict, want))
     live = r["logical"]["live_blocks"]
     pooled = rec.get("pooled_live_blocks", live - rec["unpooled_live_blocks"])
     if is_int(view["pool_blocks"]) and view["pool_blocks"] > 0 and is_int(pooled) and pooled > 0:
-        want = "hold %d more of the program's blocks, so the program leaves %d blocks unfreed" % (pooled, live)
+        want = "%d more of the program's blocks, so the program leaves %d block%s unfreed" % (
+            pooled, live, "" if live == 1 else "s")
         if want not in verdict:
             raise Failure("verdict: %r does not say %r (pooled_live_blocks, logical.live_blocks)"
                           % (verdict, want))

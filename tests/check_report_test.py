@@ -144,6 +144,9 @@ class CheckerTest(unittest.TestCase):
         r["reconciliation"]["detector_view"]["verdict"] = POOLED_VERDICT.replace("would see 10", "would see 9")
         self.assert_fails(r, "verdict", "would see 10 unfreed blocks")
         r = pooled_report()
+        r["reconciliation"]["detector_view"]["verdict"] = POOLED_VERDICT.replace("leaves 10", "leaves 11")
+        self.assert_fails(r, "verdict", "leaves 10 blocks unfreed")
+        r = pooled_report()
         r["reconciliation"]["detector_view"]["verdict"] = POOLED_VERDICT.split(", which")[0] + "."
         self.assert_fails(r, "verdict", "leaves 10 blocks unfreed")
 
