@@ -1,5 +1,5 @@
 #!/bin/bash
-# fork_pipeline: fork() without exec while 4 threads allocate (3 rounds); each child allocates,
+# fork_pipeline: fork() without exec while 4 threads allocate (6 rounds); each child allocates,
 # prints, runs `printf 'a\nb\nc\n' | sort -r | tr a-z A-Z` through system() and exits 10+round.
 # Bare, pool=0 and pool=1: same output and status, no deadlock (a run that hangs fails after the
 # timeout), and one report per process, each complete and balanced:
@@ -12,10 +12,12 @@
 source "$(dirname "$0")/integration_lib.sh"
 integration_init "$1" "$2"
 prog=$(abspath "$3")
-rounds=3
+rounds=6
 run_three fork_pipeline /dev/null -- "$prog" "$rounds"
 [ "$(grep -c '^C$' "$WORK/fork_pipeline/bare/stdout")" = "$rounds" ] ||
   fail "the bare run did not run the pipeline $rounds times: $(cat "$WORK/fork_pipeline/bare/stdout")"
+[ "$(grep -c ' corrupt=0$' "$WORK/fork_pipeline/bare/stdout")" = "$rounds" ] ||
+  fail "the bare run's children did not all check their blocks clean: $(cat "$WORK/fork_pipeline/bare/stdout")"
 for mode in pool0 pool1; do
   same_as_bare fork_pipeline "$mode"
   reports_ok fork_pipeline "$mode" "${mode#pool}"
