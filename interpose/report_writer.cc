@@ -490,27 +490,27 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
              "A malloc/free-counting leak detector would see %lld unfreed block%s, %sthe program's own: "
              "poolscope holds no pool at %s.",
              unfreed, s_if(unfreed), unfreed == 1 ? "" : "all of them ", reason);
-  } else if (pooled_live <= 0) {
-    snprintf(verdict, sizeof verdict,
-             "A malloc/free-counting leak detector would see %lld unfreed block%s: %lld %s the program's "
-             "own and %lld %s poolscope's pool%s (%lld cached, %lld in use), which %s%s.",
-             unfreed, s_if(unfreed), own, be(own), pools, be(pools), s_if(pools),
-             static_cast<long long>(cached), static_cast<long long>(used),
-             pools == 1 ? "is not a leak" : "are not leaks",
-             o.drain_at_exit || cached == 0 ? "" : " (drain_at_exit=1 releases the cached pools)");
   } else {
-    // The program's blocks inside pools are its own unfreed blocks too, though no detector below
-    // poolscope can count them: say so, or a reader takes the unpooled count for all it leaks.
-    snprintf(verdict, sizeof verdict,
-             "A malloc/free-counting leak detector would see %lld unfreed block%s: %lld %s the program's "
-             "own and %lld %s poolscope's pool%s (%lld cached, %lld in use), which %s %lld more of the "
-             "program's blocks, so the program leaves %lld block%s unfreed, as it would without "
-             "pooling%s.",
-             unfreed, s_if(unfreed), own, be(own), pools, be(pools), s_if(pools),
-             static_cast<long long>(cached), static_cast<long long>(used),
-             pools == 1 ? "is not a leak itself but holds" : "are not leaks themselves but hold",
-             static_cast<long long>(pooled_live), static_cast<long long>(logical_live), s_if(logical_live),
-             o.drain_at_exit || cached == 0 ? "" : " (drain_at_exit=1 releases the cached pools)");
+    const int n = snprintf(verdict, sizeof verdict,
+                           "A malloc/free-counting leak detector would see %lld unfreed block%s: %lld %s the "
+                           "program's own and %lld %s poolscope's pool%s (%lld cached, %lld in use), which ",
+                           unfreed, s_if(unfreed), own, be(own), pools, be(pools), s_if(pools),
+                           static_cast<long long>(cached), static_cast<long long>(used));
+    char* tail = verdict + (n > 0 && static_cast<size_t>(n) < sizeof verdict ? n : 0);
+    const size_t room = sizeof verdict - static_cast<size_t>(tail - verdict);
+    const char* drain = o.drain_at_exit || cached == 0 ? "" : " (drain_at_exit=1 releases the cached pools)";
+    if (pooled_live <= 0) {
+      snprintf(tail, room, "%s%s.", pools == 1 ? "is not a leak" : "are not leaks", drain);
+    } else {
+      // The program's blocks inside pools are its own unfreed blocks too, though no detector below
+      // poolscope can count them: say so, or a reader takes the unpooled count for all it leaks.
+      snprintf(tail, room,
+               "%s %lld more of the program's blocks, so the program leaves %lld block%s unfreed, as it "
+               "would without pooling%s.",
+               pools == 1 ? "is not a leak itself but holds" : "are not leaks themselves but hold",
+               static_cast<long long>(pooled_live), static_cast<long long>(logical_live), s_if(logical_live),
+               drain);
+    }
   }
   w.FieldStr("verdict", verdict);
   w.EndObject();

@@ -1164,10 +1164,6 @@ int Active() {
 namespace {
 void OnQuickExit() { OnExitCall(); }
 
-// Whether the process's malloc and free are this library's. A program that defines its own (or an
-// allocator preloaded ahead of this library) comes first in symbol lookup: poolscope then sees none
-// of the program's allocations, and its report would say nothing without saying why. One warning line
-// names the object whose function wins.
 // The object `fn` lies in, and whether it defines `fn` there (a symbol of a section, not an undefined one).
 bool DefinedIn(void* fn, Dl_info* info, struct link_map** map) {
   void* sym_entry = nullptr;  // a const ElfW(Sym)*
@@ -1199,6 +1195,10 @@ bool CallsBindTo(const char* name, Dl_info* info) {
   return false;
 }
 
+// Whether the process's malloc and free are this library's. A program that defines its own (or an
+// allocator preloaded ahead of this library) comes first in symbol lookup: poolscope then sees none
+// of the program's allocations, and its report would say nothing without saying why. One warning line
+// names the object whose function wins.
 void WarnIfShadowed() {
   Dl_info ours, theirs;
   if (dladdr(reinterpret_cast<void*>(&OnLoad), &ours) == 0) return;

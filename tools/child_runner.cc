@@ -250,10 +250,10 @@ std::string ObstacleOf(const std::string& file, int depth) {
       }
       if (ph.p_type == PT_INTERP) interp = true;
     }
-    if (readable && !interp && eh.e_type == ET_EXEC) answer = "it is statically linked";
-    if (readable && !interp && eh.e_type == ET_DYN && eh.e_entry != 0) {
-      // A static PIE has no interpreter either (a shared library has one only when it is also a
-      // program, and is not run this way).
+    // A program without an interpreter: a static executable, or a static PIE (ET_DYN with an entry
+    // point; a shared library has an interpreter only when it is also a program, and is not run
+    // this way).
+    if (readable && !interp && (eh.e_type == ET_EXEC || (eh.e_type == ET_DYN && eh.e_entry != 0))) {
       answer = "it is statically linked";
     }
   }
