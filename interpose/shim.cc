@@ -292,15 +292,18 @@ void ForkPrepare() {
   g_registry_lock.Lock();
   TrackingForkPrepare();
   InternalForkPrepare();
+  if (g_domain != nullptr) g_domain->ForkPrepare();
 }
 
 void ForkParent() {
+  if (g_domain != nullptr) g_domain->ForkParent();
   InternalForkParent();
   TrackingForkParent();
   g_registry_lock.Unlock();
 }
 
 void ForkChild() {
+  if (g_domain != nullptr) g_domain->ForkChild();
   InternalForkChild();
   TrackingForkChild();
   g_registry_lock.Reset();
@@ -471,13 +474,11 @@ inline void* TryPool(ThreadState& ts, Api api, size_t n, size_t align, const voi
   if (reason < 0) {
     void* p = ts.tc.Carve(n == 0 ? 1 : n);
     if (p != nullptr) {
-      if (POOLSCOPE_UNLIKELY(g_valgrind || g_tracking)) {
-        ts.tc.ForgetLast();  // frees must come through FreePooled, which records them
-        if (g_tracking) OnAlloc(p, n, kBlockPooled, 0, from);
-        if (g_valgrind) {
-          ValgrindDescribeAlloc(p, n == 0 ? 1 : n);
-          WipeStackBelow();
-        }
+      if (POOLSCOPE_UNLIKELY(g_tracking)) ts.tc.NoteCarved(p, static_cast<uint32_t>(n), OnPooledAlloc(n, 0, from));
+      if (POOLSCOPE_UNLIKELY(g_valgrind)) {
+        ts.tc.ForgetLast();  // frees must come through FreePooled, which tells memcheck
+        ValgrindDescribeAlloc(p, n == 0 ? 1 : n);
+        WipeStackBelow();
       }
       if (n != 0) {
         CountPooled(ts, api, n);
@@ -548,7 +549,6 @@ inline void CountFree(Ledger& l, Api api, bool freed) {
 void FreePooled(ThreadState& ts, Api api, void* p, pool::PoolHeader* h) {
   size_t usable = POOLSCOPE_UNLIKELY(g_valgrind) ? g_domain->UsableSize(h, p) : 0;
   pool::Domain::FreeResult r = ts.tc.Free(h, p);
-  if (r == pool::Domain::FreeResult::kFreed) TrackFree(p);
   if (POOLSCOPE_UNLIKELY(g_valgrind) && r == pool::Domain::FreeResult::kFreed) {
     VALGRIND_FREELIKE_BLOCK(p, 0);
     VALGRIND_MAKE_MEM_DEFINED(p, usable);  // back to the pool, which zeroes and reuses it
@@ -622,8 +622,7 @@ __attribute__((noinline)) void* MallocTracked(size_t n, void* ra) {
   if (g_pooling && n <= g_pool_capacity) {
     p = ts.tc.Carve(n);
     if (POOLSCOPE_UNLIKELY(p == nullptr)) return AllocSlow(kMalloc, n, ra);
-    ts.tc.ForgetLast();  // frees must come through FreeTracked, which records them
-    OnAlloc(p, n, kBlockPooled, 0, from);
+    ts.tc.NoteCarved(p, static_cast<uint32_t>(n), OnPooledAlloc(n, 0, from));
     CountPooled(ts, kMalloc, n);
     return p;
   }
@@ -675,15 +674,15 @@ void* MallocRegular(size_t n, void* ra) {
 }
 
 // FreeNotLast with track=1 (pool_limit and regular_miss are 0 then, so nothing here takes the inline
-// or regular shortcuts): the live table's lines start loading before the pool-map lookup, and a block of
-// the thread's own pool is freed and forgotten here (what FreePooled does, without its layers).
+// or regular shortcuts): a block of the thread's own pool is freed here (what FreePooled does, without
+// its layers; pooled blocks are not in the live table, so there is nothing to record), and for a real
+// block the live table's lines start loading before anything else.
 __attribute__((noinline)) void FreeTracked(Api api, void* p) {
-  PrefetchFree(p);
   pool::PoolHeader* h = g_pool_map.Find(p);
+  if (h == nullptr) PrefetchFree(p);
   ThreadState& ts = t_state;
   // Counted in nfast: the call, the logical free and the pooled free (and in nfast_reset, the reset).
   if (h != nullptr && !g_valgrind && ts.tc.FreeOwnTracked(h, p, &ts.c.nfast[api], &ts.c.nfast_reset[api])) {
-    OnFree(p);
     return;
   }
   FreeSlow(api, p, h);
@@ -851,8 +850,7 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
   if (total <= old) {
     ++ts.c.logical.nreallocs;
     if (POOLSCOPE_UNLIKELY(g_tracking)) {
-      OnFree(p);
-      OnAlloc(p, total, kBlockPooled, 0, from);
+      pool::Domain::NoteBlock(h, p, static_cast<uint32_t>(total), OnPooledAlloc(total, 0, from));
     }
     return p;
   }
@@ -861,8 +859,11 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
     q = ts.tc.Carve(total);
     if (q != nullptr) {
       --ts.tc.stats().hits;  // a move, not a logical allocation
-      if (POOLSCOPE_UNLIKELY(g_valgrind || g_tracking)) ts.tc.ForgetLast();
+      if (POOLSCOPE_UNLIKELY(g_tracking)) {
+        ts.tc.NoteCarved(q, static_cast<uint32_t>(total), OnPooledAlloc(total, 0, from));
+      }
       if (POOLSCOPE_UNLIKELY(g_valgrind)) {
+        ts.tc.ForgetLast();
         ValgrindDescribeAlloc(q, total);
         WipeStackBelow();
       }
@@ -885,10 +886,7 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
   }
   if (!spill) --ts.tc.stats().pooled_frees;  // the block moved within the pools
   ++ts.c.logical.nreallocs;
-  if (POOLSCOPE_UNLIKELY(g_tracking)) {
-    OnFree(p);
-    OnAlloc(q, total, spill ? kBlockReal : kBlockPooled, 0, from);
-  }
+  if (POOLSCOPE_UNLIKELY(g_tracking) && spill) OnAlloc(q, total, kBlockReal, 0, from);
   return q;
 }
 
@@ -1307,5 +1305,11 @@ void TakeSnapshot(Snapshot* s) {
 }
 
 ThreadState& CurrentThread() { return t_state; }
+
+void ForEachPooledBlock(void (*fn)(uintptr_t ptr, uint32_t size, uint32_t stack_id, void* arg), void* arg) {
+  if (g_domain == nullptr) return;
+  g_domain->ForEachLiveBlock(
+      [&](void* p, pool::BlockInfo info) { fn(reinterpret_cast<uintptr_t>(p), info.size, info.stack_id, arg); });
+}
 
 }  // namespace poolscope

@@ -102,7 +102,8 @@ inline void* TryPooled(Api api, size_t n) {
 
 // free and plain operator delete: a live block of this thread's current pool is freed inline.
 void FreeNotLast(Api api, void* p);
-// The free path with track=1 (no block is ever named last then, so FreeLast always declines).
+// The free path with track=1 once FreeLast declined (pooled blocks record nothing when freed, so the
+// LIFO free stays inline; real blocks leave the live table).
 extern bool g_tracking;
 void FreeTracked(Api api, void* p);
 

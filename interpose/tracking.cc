@@ -299,6 +299,14 @@ void TrackingThreadExit() {
   }
 }
 
+uint32_t OnPooledAlloc(size_t size, int skip, const track::StartFrame* from) {
+  TrackThread& tt = t_track;
+  uint32_t id;
+  if (from == nullptr || g_depth <= 0 || !RepeatedStack(tt, *from, &id)) id = CaptureStackId(skip + 1, from);
+  ChargeSite(id, size, kBlockPooled);
+  return id;
+}
+
 void OnAlloc(void* p, size_t size, uint8_t flags, int skip, const track::StartFrame* from) {
   const uintptr_t ptr = reinterpret_cast<uintptr_t>(p);
   TrackThread& tt = t_track;
@@ -478,6 +486,11 @@ size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals) {
   };
   g_table->ForEach([&](const track::LiveEntry& e) { add(e.stack_id, e.flags, 1, e.size); });
   g_recent->ForEach([&](const track::LiveEntry& e) { add(e.stack_id, e.flags, 1, e.size); });
+  ForEachPooledBlock(
+      [](uintptr_t, uint32_t size, uint32_t stack_id, void* arg) {
+        (*static_cast<decltype(add)*>(arg))(stack_id, kBlockPooled, 1, size);
+      },
+      &add);
   {
     SpinLockHolder h(&g_arenas_lock);
     for (ArenaTrack* t = g_arenas.next; t != &g_arenas; t = t->next) {
@@ -530,6 +543,13 @@ void ForEachLiveBlock(void (*fn)(uintptr_t ptr, void* arg), void* arg) {
   if (!g_on) return;
   g_table->ForEach([&](const track::LiveEntry& e) { fn(e.ptr, arg); });
   g_recent->ForEach([&](const track::LiveEntry& e) { fn(e.ptr, arg); });
+  struct Call {
+    void (*fn)(uintptr_t, void*);
+    void* arg;
+  } call{fn, arg};
+  ForEachPooledBlock(
+      [](uintptr_t ptr, uint32_t, uint32_t, void* c) { static_cast<Call*>(c)->fn(ptr, static_cast<Call*>(c)->arg); },
+      &call);
 }
 
 namespace {

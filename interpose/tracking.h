@@ -1,7 +1,7 @@
 // File: interpose/tracking.h
 //
-// Leak accounting (track=1): every live logical block is in a table with its size and the id of its
-// allocation stack, so that at exit the report can say who allocated each block still live, and which
+// Leak accounting (track=1): every live logical block is known with its size and the id of its
+// allocation stack (a real block in a table, a pooled block beside its pool's marks), so that at exit the report can say who allocated each block still live, and which
 // call sites the pools serve. Stacks are captured by walking .eh_frame rules (correct without frame
 // pointers; libunwind for the frames the walk cannot read) and interned in a depot; per-site counters sit beside the depot. All memory is poolscope's own (mmap).
 // Symbolizing happens only when a report is written.
@@ -29,11 +29,19 @@ enum BlockFlags : uint8_t {
 // Called once at start-up when track=1; false when the memory could not be had (tracking stays off).
 bool TrackingInit(int stack_depth);
 bool TrackingOn();
-// A logical allocation of `size` bytes at `p`. `skip`: frames of poolscope's own to leave out.
-// `from`, when known: the program's frame that called the entry point (ProgramFrame in shim.cc); the
-// stack is captured from there, and `skip` does not apply.
+// A logical allocation of `size` bytes at `p`, a real block. `skip`: frames of poolscope's own to
+// leave out. `from`, when known: the program's frame that called the entry point (ProgramFrame in
+// shim.cc); the stack is captured from there, and `skip` does not apply.
 void OnAlloc(void* p, size_t size, uint8_t flags, int skip, const track::StartFrame* from = nullptr);
-// A logical free. Returns false when `p` was not in the table.
+// A logical allocation of `size` bytes served from a pool: captures its stack and counts it for its
+// site, and returns the stack id, which the caller keeps with the block beside its pool mark
+// (pool::BlockInfo). Pooled blocks are not in the table: their pools' marks say which are live, so
+// their frees record nothing here, and the report finds them with ForEachPooledBlock.
+uint32_t OnPooledAlloc(size_t size, int skip, const track::StartFrame* from = nullptr);
+// The live pooled blocks, with the size and stack id kept for each (defined by the shim, which owns
+// the pools).
+void ForEachPooledBlock(void (*fn)(uintptr_t ptr, uint32_t size, uint32_t stack_id, void* arg), void* arg);
+// A logical free of a real block. Returns false when `p` was not in the table.
 bool OnFree(void* p);
 // A hint, as early as possible before OnFree(p): starts loading the table lines it may touch.
 void PrefetchFree(void* p);

@@ -80,36 +80,85 @@ Domain::Domain(const Config& config, Backend* backend, std::atomic<PoolMap::Leaf
   if (config_.carve_offset >= config_.pool_size) config_.carve_offset = 0;
   pool_bytes_ = RoundUp(config_.pool_size, kLine);
   granules_ = static_cast<uint32_t>(pool_bytes_ / kGranule);
-  meta_bytes_ = sizeof(PoolHeader) + RoundUp(pool_bytes_, kLine) + RoundUp(granules_, kLine);
+  remote_offset_ = RoundUp(pool_bytes_, kLine);
+  meta_bytes_ = sizeof(PoolHeader) + remote_offset_ + RoundUp(granules_, kLine);
+  // At least 1 MiB or 16 slots a chunk, in whole pages.
+  const size_t min_chunk = size_t{1} << 20;
+  chunk_bytes_ = RoundUp(kLine + 16 * meta_bytes_, 4096);
+  if (chunk_bytes_ < min_chunk) chunk_bytes_ = min_chunk;
+}
+
+PoolHeader* Domain::NewHeader() {
+  LockMeta();
+  PoolHeader* h = free_headers_;
+  if (h != nullptr) {
+    free_headers_ = h->next_free;
+  } else {
+    if (chunk_ == nullptr || chunk_->used.load(std::memory_order_relaxed) == chunk_->capacity) {
+      auto* c = static_cast<MetaChunk*>(backend_->ReserveLeaf(chunk_bytes_));
+      if (c == nullptr) {
+        UnlockMeta();
+        return nullptr;
+      }
+      c->next = chunks_.load(std::memory_order_relaxed);
+      c->used.store(0, std::memory_order_relaxed);
+      c->capacity = (chunk_bytes_ - kLine) / meta_bytes_;
+      chunk_ = c;
+      chunks_.store(c, std::memory_order_release);
+    }
+    const size_t i = chunk_->used.load(std::memory_order_relaxed);
+    h = chunk_->slot(i, meta_bytes_);
+    // (walk_base is null in a slot never used: the chunk's memory comes zeroed.)
+    chunk_->used.store(i + 1, std::memory_order_release);
+  }
+  UnlockMeta();
+  return h;
+}
+
+void Domain::FreeHeader(PoolHeader* h) {
+  h->walk_base.store(nullptr, std::memory_order_release);
+  LockMeta();
+  h->next_free = free_headers_;
+  free_headers_ = h;
+  UnlockMeta();
 }
 
 PoolHeader* Domain::CreatePool(PoolStats* stats) {
   void* mem = backend_->AllocPool(pool_bytes_);
   if (mem == nullptr) return nullptr;
-  void* meta = backend_->AllocMeta(meta_bytes_);
-  if (meta == nullptr) {
+  PoolHeader* h = NewHeader();
+  if (h == nullptr) {
     backend_->FreePool(mem);
     return nullptr;
   }
-  PoolHeader* h = new (meta) PoolHeader();
-  char* words = static_cast<char*>(meta) + sizeof(PoolHeader);
+  char* words = reinterpret_cast<char*>(h) + sizeof(PoolHeader);
+  // Every field but walk_base, which is null (a walk may be reading it), set one by one: the slot is
+  // fresh (zeroed) or a released pool's.
+  h->owner.store(nullptr, std::memory_order_relaxed);
+  h->live = 0;
+  h->in_flight.store(0, std::memory_order_relaxed);
+  h->remote_pending.store(0, std::memory_order_relaxed);
+  h->live_shared.store(0, std::memory_order_relaxed);
+  h->used_end.store(nullptr, std::memory_order_relaxed);
+  h->next_free = nullptr;
   h->base = static_cast<char*>(mem);
   h->kind = kImplicit;
   h->granules = granules_;
   h->marks = reinterpret_cast<std::atomic<uint8_t>*>(words);
-  h->remote = reinterpret_cast<std::atomic<uint8_t>*>(words + RoundUp(pool_bytes_, kLine));
+  h->remote = reinterpret_cast<std::atomic<uint8_t>*>(words + remote_offset_);
   for (uint32_t i = 0; i < granules_; ++i) {
     h->mark(i).store(0, std::memory_order_relaxed);
     h->remote[i].store(0, std::memory_order_relaxed);
   }
   h->state.store(kOwned, std::memory_order_relaxed);
   if (!map_.Insert(mem, pool_bytes_, h)) {
-    backend_->FreeMeta(meta, meta_bytes_);
+    FreeHeader(h);
     backend_->FreePool(mem);
     return nullptr;
   }
   // The real allocator may hand back memory that held other data.
   memset(mem, 0, pool_bytes_);
+  h->walk_base.store(h->base, std::memory_order_release);
   ++stats->pools_created;
   return h;
 }
@@ -130,10 +179,10 @@ void Domain::ZeroPool(PoolHeader* h, char* used_end) {
 }
 
 void Domain::ReleasePool(PoolHeader* h, PoolStats* stats) {
+  h->walk_base.store(nullptr, std::memory_order_release);
   map_.Erase(h->base, pool_bytes_);
   backend_->FreePool(h->base);
-  h->~PoolHeader();
-  backend_->FreeMeta(h, meta_bytes_);
+  FreeHeader(h);
   ++stats->pools_released;
 }
 

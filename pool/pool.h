@@ -130,13 +130,43 @@ struct alignas(kLine) PoolHeader {
   // One byte per granule, on lines of its own: non-zero = the block starting here was freed by
   // another thread while the pool was owned, not yet folded in.
   std::atomic<uint8_t>* remote;
+  // `base` from the pool's creation to its release, else nullptr: what Domain::ForEachLiveBlock, which
+  // may read any slot of the metadata slab at any time, reads instead of the plain fields.
+  std::atomic<char*> walk_base;
 
   alignas(kLine) std::atomic<int> state;  // PoolState
   std::atomic<int> in_flight;             // remote frees between reading `state` and marking
   std::atomic<int64_t> remote_pending;    // bytes set in `remote`, a hint for the owner
   std::atomic<int64_t> live_shared;       // live blocks once retired (plus one while retiring)
   std::atomic<char*> used_end;            // end of the carved bytes, published at retire
+  PoolHeader* next_free;                  // in the domain's list of free metadata slots
 };
+
+static_assert(sizeof(PoolHeader) == 2 * kLine, "a pool header is two lines: the owner's and everyone's");
+
+// What leak tracking keeps of a live pooled block, in the seven bytes after its mark byte, which
+// nothing else uses: its requested size in bytes 1-3 (pool_size is at most 2^20) and its allocation
+// stack's id in bytes 4-7. They share the line the carve and the free touch anyway, so a pooled block
+// costs tracking no table entry and no cache miss of its own; the report reads them back by walking
+// every pool's marks (Domain::ForEachLiveBlock).
+struct BlockInfo {
+  uint32_t size;
+  uint32_t stack_id;
+};
+POOLSCOPE_ALWAYS_INLINE void StoreBlockInfo(std::atomic<uint8_t>* mark, uint32_t size, uint32_t stack_id) {
+  char* b = reinterpret_cast<char*>(mark);
+  reinterpret_cast<std::atomic<uint8_t>*>(b + 1)->store(static_cast<uint8_t>(size >> 16), std::memory_order_relaxed);
+  reinterpret_cast<std::atomic<uint16_t>*>(b + 2)->store(static_cast<uint16_t>(size), std::memory_order_relaxed);
+  reinterpret_cast<std::atomic<uint32_t>*>(b + 4)->store(stack_id, std::memory_order_relaxed);
+}
+inline BlockInfo LoadBlockInfo(const std::atomic<uint8_t>* mark) {
+  const char* b = reinterpret_cast<const char*>(mark);
+  BlockInfo info;
+  info.size = uint32_t{reinterpret_cast<const std::atomic<uint8_t>*>(b + 1)->load(std::memory_order_relaxed)} << 16 |
+              reinterpret_cast<const std::atomic<uint16_t>*>(b + 2)->load(std::memory_order_relaxed);
+  info.stack_id = reinterpret_cast<const std::atomic<uint32_t>*>(b + 4)->load(std::memory_order_relaxed);
+  return info;
+}
 
 // The state every thread shares: options, the pool map, and the memory below.
 class Domain {
@@ -169,8 +199,68 @@ class Domain {
 
   size_t pool_bytes() const { return pool_bytes_; }
 
+  // Leak tracking: keeps `size` and `stack_id` beside the mark of the live block at `p`, a block of
+  // `h` (see BlockInfo).
+  static void NoteBlock(PoolHeader* h, const void* p, uint32_t size, uint32_t stack_id) {
+    StoreBlockInfo(&h->mark(static_cast<size_t>(static_cast<const char*>(p) - h->base) / kGranule), size, stack_id);
+  }
+  // Calls fn(block, BlockInfo) for every live block of every pool: a block whose start mark says live
+  // and that no other thread has freed meanwhile (its remote byte is clear). Explicit arenas' blocks are
+  // never marked, so they are not among them. From any thread at any time, without a lock: every pool's
+  // metadata lies in slots that are never unmapped, so a walk that races with the pools' owners reads
+  // their bytes as they stand (a block carved or freed meanwhile may or may not be seen, and a block
+  // carved meanwhile may show its slot's previous size and id); a walk while nothing else runs is exact.
+  template <typename F>
+  void ForEachLiveBlock(F&& fn) const {
+    for (const MetaChunk* c = chunks_.load(std::memory_order_acquire); c != nullptr; c = c->next) {
+      const size_t used = c->used.load(std::memory_order_acquire);
+      for (size_t i = 0; i < used; ++i) {
+        const PoolHeader* h = c->slot(i, meta_bytes_);
+        char* const base = h->walk_base.load(std::memory_order_acquire);
+        if (base == nullptr) continue;
+        // The slot's mark and remote bytes, where CreatePool puts them (the header's pointers to them
+        // are plain fields).
+        const auto* marks = reinterpret_cast<const std::atomic<uint8_t>*>(h + 1);
+        const auto* remote = marks + remote_offset_;
+        for (uint32_t g = 0; g < granules_; ++g) {
+          const std::atomic<uint8_t>& mark = marks[g * kGranule];
+          if (mark.load(std::memory_order_relaxed) != kMarkBlock || remote[g].load(std::memory_order_relaxed) != 0) {
+            continue;
+          }
+          fn(static_cast<void*>(base + g * kGranule), LoadBlockInfo(&mark));
+        }
+      }
+    }
+  }
+
+  // fork(): the metadata slab's lock is taken before and released (or reset, in the child) after.
+  void ForkPrepare() { LockMeta(); }
+  void ForkParent() { UnlockMeta(); }
+  void ForkChild() { meta_lock_.store(false, std::memory_order_relaxed); }
+
  private:
   friend class ThreadCache;
+
+  // Pool metadata (meta_bytes_ each: header, mark bytes, remote bytes) is carved in slots from chunks
+  // of poolscope's own memory that are never returned (LeafSource) and reused through a free list, so
+  // that ForEachLiveBlock can walk every pool's metadata with no list of pools kept on their paths.
+  struct MetaChunk {
+    const MetaChunk* next;
+    std::atomic<size_t> used;  // slots carved so far
+    size_t capacity;
+    PoolHeader* slot(size_t i, size_t bytes) const {
+      return reinterpret_cast<PoolHeader*>(reinterpret_cast<uintptr_t>(this) + kLine + i * bytes);
+    }
+  };
+  PoolHeader* NewHeader();  // nullptr when out of memory
+  void FreeHeader(PoolHeader* h);
+  void LockMeta() {
+    while (meta_lock_.exchange(true, std::memory_order_acquire)) {
+      while (meta_lock_.load(std::memory_order_relaxed)) __builtin_ia32_pause();
+    }
+  }
+  void UnlockMeta() { meta_lock_.store(false, std::memory_order_release); }
+
   void PoolEmptied(ThreadCache* tc, PoolHeader* h);  // a retired pool's last block was freed
   FreeResult FreeRetired(ThreadCache* tc, PoolHeader* h, std::atomic<uint8_t>* mark);
 
@@ -179,7 +269,14 @@ class Domain {
   PoolMap map_;
   size_t pool_bytes_;    // the real allocation: pool_size rounded up to 64
   size_t meta_bytes_;    // header + mark bytes + remote bytes
+  size_t remote_offset_;  // from a pool's first mark byte to its first remote byte
   uint32_t granules_;
+  // The metadata slab: chunks (newest first), the free slots, the lock over both and the chunk size.
+  std::atomic<const MetaChunk*> chunks_{nullptr};
+  MetaChunk* chunk_ = nullptr;  // the newest chunk, where new slots are carved
+  PoolHeader* free_headers_ = nullptr;
+  std::atomic<bool> meta_lock_{false};
+  size_t chunk_bytes_ = 0;
 };
 
 // A block allocated on an explicit arena's regular path, freed at close.
@@ -501,6 +598,12 @@ class ThreadCache {
   // copy may have been between its two in_flight updates on this thread's pools; no one will finish
   // it, and Retire and Drain, which wait for in_flight to drop to 0, would wait forever.
   void ResetAtFork();
+
+  // Leak tracking: keeps `size` and `stack_id` beside the mark of `p`, a block just carved from the
+  // current pool (see BlockInfo).
+  POOLSCOPE_ALWAYS_INLINE void NoteCarved(const void* p, uint32_t size, uint32_t stack_id) {
+    StoreBlockInfo(&MarkAt(reinterpret_cast<uintptr_t>(p)), size, stack_id);
+  }
 
   // The next free of the block carved last takes the general path (a caller that must see every free).
   void ForgetLast() { last_.store(kNoBlock, std::memory_order_relaxed); }

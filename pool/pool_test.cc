@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -441,7 +442,7 @@ TEST(ArenaTest, OpenCloseLoopReusesArenaStructAndPoolWithoutTheBackend) {
     tc.DeleteArena(a);
   }
   EXPECT_EQ(t.backend.pool_allocs, 1);
-  EXPECT_EQ(t.backend.meta_allocs, 2);  // one pool header, one arena struct
+  EXPECT_EQ(t.backend.meta_allocs, 1);  // one arena struct (pool headers live in the domain's slab)
   EXPECT_EQ(tc.stats().hits, 2000u);
   EXPECT_EQ(tc.stats().pooled_frees, 2000u);
   EXPECT_EQ(tc.stats().pools_reused, 999u);
@@ -534,7 +535,8 @@ TEST(ArenaTest, InlineCloseZeroesTheLineAndKeepsAnEmptyStruct) {
   ASSERT_TRUE(tc.TryCloseArena(a));
   EXPECT_EQ(tc.cached(), 1);
   EXPECT_EQ(tc.stats().pooled_frees, 3u);
-  EXPECT_EQ(t.backend.meta_allocs, 2);  // one pool header, one arena struct
+  EXPECT_EQ(t.backend.meta_allocs, 1);  // one arena struct (pool headers live in the domain's slab)
+  EXPECT_EQ(t.backend.pool_allocs, 1);
 }
 
 // What the inline close cannot do in fixed stores (carved bytes past the first line, a full pool cache)
@@ -604,6 +606,149 @@ TEST(ThreadExitTest, ShutdownReleasesCachedAndOrphansLivePool) {
   delete dying;
 }
 
+// ---- what leak tracking keeps beside the marks --------------------------------------------------------
+
+std::map<void*, BlockInfo> LiveBlocks(const Domain& d) {
+  std::map<void*, BlockInfo> out;
+  d.ForEachLiveBlock([&](void* p, BlockInfo info) {
+    EXPECT_TRUE(out.emplace(p, info).second) << "block " << p << " listed twice";
+  });
+  return out;
+}
+
+TEST(BlockInfoTest, SizesUpToTheLargestPoolAndEveryStackIdRoundTrip) {
+  alignas(8) std::atomic<uint8_t> slot[8] = {};
+  slot[0].store(kMarkBlock);
+  for (uint32_t size : {0u, 1u, 255u, 256u, 65535u, 65536u, 1u << 20}) {
+    for (uint32_t id : {0u, 2u, 0x12345678u, ~0u}) {
+      StoreBlockInfo(slot, size, id);
+      EXPECT_EQ(LoadBlockInfo(slot).size, size);
+      EXPECT_EQ(LoadBlockInfo(slot).stack_id, id);
+      EXPECT_EQ(slot[0].load(), kMarkBlock) << "the mark byte was overwritten";
+    }
+  }
+}
+
+// The walk lists exactly the live blocks with what was noted of each: not the blocks freed by their
+// thread (last or not), nor one freed by another thread and not folded in yet, nor a released pool's,
+// and it keeps listing a retired pool's and an orphaned pool's live blocks.
+TEST(BlockInfoTest, TheWalkListsExactlyTheLiveBlocks) {
+  TestDomain t(Cfg(64, 1));
+  ThreadCache tc(&t.domain), other(&t.domain);
+  std::map<void*, BlockInfo> want;
+  auto carve = [&](ThreadCache& c, uint32_t n, uint32_t id) {
+    void* p = c.Carve(n);
+    EXPECT_NE(p, nullptr);
+    c.NoteCarved(p, n, id);
+    want[p] = BlockInfo{n, id};
+    return p;
+  };
+  auto free_block = [&](ThreadCache& c, void* p) {
+    EXPECT_EQ(c.Free(t.domain.Find(p), p), Domain::FreeResult::kFreed);
+    want.erase(p);
+  };
+  void* a = carve(tc, 5, 100);
+  void* b = carve(tc, 20, 101);
+  void* c = carve(tc, 16, 102);
+  free_block(tc, b);      // a free of the owner's, not the last block
+  free_block(other, a);   // another thread's: the remote byte is set, the mark still says live
+  void* d = carve(tc, 16, 103);
+  free_block(tc, d);      // the LIFO free of the block carved last
+  PoolHeader* first = t.domain.Find(c);
+  void* e = carve(tc, 48, 104);  // does not fit: the first pool retires holding c
+  EXPECT_NE(t.domain.Find(e), first);
+  auto got = LiveBlocks(t.domain);
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [p, info] : want) {
+    ASSERT_TRUE(got.count(p)) << "live block " << p << " (stack " << info.stack_id << ") not listed";
+    EXPECT_EQ(got[p].size, info.size);
+    EXPECT_EQ(got[p].stack_id, info.stack_id);
+  }
+  // The retired pool's last block freed by the other thread: that pool goes to its cache, and its
+  // slot lists nothing.
+  free_block(other, c);
+  // The thread ends with e live: its pool is orphaned, and e stays listed.
+  tc.Shutdown();
+  got = LiveBlocks(t.domain);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got.begin()->first, e);
+  EXPECT_EQ(got.begin()->second.stack_id, 104u);
+  free_block(other, e);
+  EXPECT_TRUE(LiveBlocks(t.domain).empty());
+  other.Shutdown();
+}
+
+// A realloc that shrinks a block in place notes its new size and stack on the block's pool, which
+// need not be the calling thread's current one.
+TEST(BlockInfoTest, NoteBlockUpdatesABlockOfAnyPool) {
+  TestDomain t(Cfg());
+  ThreadCache tc(&t.domain);
+  void* p = tc.Carve(40);
+  tc.NoteCarved(p, 40, 7);
+  for (int i = 0; i < 4; ++i) tc.Carve(16);  // p's pool retires
+  PoolHeader* h = t.domain.Find(p);
+  ASSERT_NE(h, tc.current());
+  Domain::NoteBlock(h, p, 12, 9);
+  auto got = LiveBlocks(t.domain);
+  ASSERT_TRUE(got.count(p));
+  EXPECT_EQ(got[p].size, 12u);
+  EXPECT_EQ(got[p].stack_id, 9u);
+}
+
+// Pools by the thousand: the metadata slab grows by chunks, the walk finds every pool's block, and
+// released pools' slots are reused without their old blocks coming back.
+TEST(BlockInfoTest, TheWalkCoversEveryChunkAndReusedSlots) {
+  TestDomain t(Cfg(64, 0));
+  ThreadCache tc(&t.domain);
+  constexpr int kBlocks = 12000;  // 48-byte blocks: one a pool, about three chunks of slots
+  std::vector<void*> blocks;
+  for (int i = 0; i < kBlocks; ++i) {
+    void* p = tc.Carve(48);
+    ASSERT_NE(p, nullptr);
+    tc.NoteCarved(p, 48, static_cast<uint32_t>(i));
+    blocks.push_back(p);
+  }
+  EXPECT_GE(t.backend.leaves, 3);
+  auto got = LiveBlocks(t.domain);
+  ASSERT_EQ(got.size(), static_cast<size_t>(kBlocks));
+  for (int i = 0; i < kBlocks; ++i) ASSERT_EQ(got[blocks[i]].stack_id, static_cast<uint32_t>(i));
+  // Free the even blocks (their pools are released: the cache holds none), then carve again into the
+  // reused slots.
+  for (int i = 0; i < kBlocks; i += 2) ASSERT_EQ(tc.Free(t.domain.Find(blocks[i]), blocks[i]), Domain::FreeResult::kFreed);
+  const long leaves = t.backend.leaves;
+  for (int i = 0; i < kBlocks / 2; ++i) {
+    void* p = tc.Carve(40);
+    ASSERT_NE(p, nullptr);
+    tc.NoteCarved(p, 40, 1000000u + static_cast<uint32_t>(i));
+  }
+  EXPECT_EQ(t.backend.leaves, leaves) << "released pools' slots were not reused";
+  got = LiveBlocks(t.domain);
+  ASSERT_EQ(got.size(), static_cast<size_t>(kBlocks));
+  size_t old_blocks = 0;
+  for (const auto& [p, info] : got) {
+    if (info.stack_id < 1000000u) {
+      ++old_blocks;
+      EXPECT_EQ(info.size, 48u);
+      EXPECT_EQ(info.stack_id % 2, 1u) << "a freed block came back";
+    } else {
+      EXPECT_EQ(info.size, 40u);
+    }
+  }
+  EXPECT_EQ(old_blocks, static_cast<size_t>(kBlocks / 2));
+}
+
+// An explicit arena's blocks are tracked by the arena, not listed by the walk.
+TEST(BlockInfoTest, ArenaBlocksAreNotListed) {
+  TestDomain t(Cfg());
+  ThreadCache tc(&t.domain);
+  Arena* a = tc.NewArena();
+  int reason = -1;
+  ASSERT_NE(tc.ArenaCarve(a, 24, 8, &reason), nullptr);  // takes a pool
+  ASSERT_NE(tc.ArenaTryCarve(a, 16, 16), nullptr);
+  EXPECT_TRUE(LiveBlocks(t.domain).empty());
+  tc.ArenaClosePool(a);
+  tc.DeleteArena(a);
+}
 
 }  // namespace
 

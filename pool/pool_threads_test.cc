@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -265,6 +266,77 @@ TEST(PoolThreadsTest, ManyThreadsChurn) {
   EXPECT_EQ(totals.hits, totals.pooled_frees);
   for (auto* tc : caches) tc->Shutdown();
   EXPECT_EQ(t.backend.live_pools(), 0) << "every pool comes back once all its blocks are freed";
+  for (auto* tc : caches) delete tc;
+}
+
+// Leak tracking's walk of every pool's marks, while threads carve, free each other's blocks, retire,
+// release and re-create pools: everything it lists has the shape of a block (a granule of a pool, a
+// size that fits, a stack id a thread gave), and once the threads stop it lists exactly the blocks
+// still live, each with the size and id noted for it. Under --config=tsan, the walk's reads of slots
+// being recycled are checked too.
+TEST(PoolThreadsTest, WalkWhileThreadsChurnSeesBlocksAndEndsExact) {
+  TestDomain t(Config{true, 64, 1, false});
+  constexpr int kThreads = 4;
+  constexpr size_t kSlots = kThreads * 64;
+  std::vector<std::atomic<void*>> mailbox(kSlots);
+  for (auto& m : mailbox) m.store(nullptr);
+  std::vector<ThreadCache*> caches;
+  for (int i = 0; i < kThreads; ++i) caches.push_back(new ThreadCache(&t.domain));
+  std::atomic<bool> stop{false};
+  std::atomic<long> walks{0}, bad{0};
+  std::thread walker([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      t.domain.ForEachLiveBlock([&](void* p, BlockInfo info) {
+        const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+        // Ids are 1000 * thread + size. A block carved but not noted yet shows its slot's old size
+        // and id (zeros in a slot never used), and one being noted may show its new id with its old
+        // size or the reverse; but each is one some thread wrote, never torn bytes.
+        const uint32_t id = info.stack_id, size = id % 1000;
+        const bool id_written = id == 0 || (size >= 1 && size <= 64 && id / 1000 < kThreads);
+        const bool shaped = a % kGranule == 0 && id_written && info.size <= 64;
+        if (!shaped) bad.fetch_add(1, std::memory_order_relaxed);
+      });
+      walks.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  std::vector<std::thread> threads;
+  for (int id = 0; id < kThreads; ++id) {
+    threads.emplace_back([&, id] {
+      ThreadCache* tc = caches[static_cast<size_t>(id)];
+      for (int round = 0; round < 20000; ++round) {
+        const uint32_t n = static_cast<uint32_t>(1 + (round * 7 + id) % 64);
+        void* p = tc->Carve(n);
+        ASSERT_NE(p, nullptr);
+        tc->NoteCarved(p, n, static_cast<uint32_t>(1000 * id) + n);
+        size_t slot = static_cast<size_t>((round * 31 + id * 17) % static_cast<int>(kSlots));
+        void* old = mailbox[slot].exchange(p);
+        if (old != nullptr) ASSERT_EQ(tc->Free(t.domain.Find(old), old), Domain::FreeResult::kFreed);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  while (walks.load() < 2) std::this_thread::yield();
+  stop.store(true);
+  walker.join();
+  EXPECT_EQ(bad.load(), 0);
+  std::map<void*, BlockInfo> listed;
+  t.domain.ForEachLiveBlock([&](void* p, BlockInfo info) { listed[p] = info; });
+  size_t live = 0;
+  for (auto& m : mailbox) {
+    void* p = m.load();
+    if (p == nullptr) continue;
+    ++live;
+    ASSERT_TRUE(listed.count(p)) << "live block " << p << " not listed";
+  }
+  EXPECT_EQ(listed.size(), live);
+  for (auto& m : mailbox) {
+    void* p = m.exchange(nullptr);
+    if (p != nullptr) caches[0]->Free(t.domain.Find(p), p);
+  }
+  size_t after = 0;
+  t.domain.ForEachLiveBlock([&](void*, BlockInfo) { ++after; });
+  EXPECT_EQ(after, 0u);
+  for (auto* tc : caches) tc->Shutdown();
   for (auto* tc : caches) delete tc;
 }
 
