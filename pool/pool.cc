@@ -92,7 +92,15 @@ PoolHeader* Domain::NewHeader() {
   LockMeta();
   PoolHeader* h = free_headers_;
   if (h != nullptr) {
-    free_headers_ = h->next_free;
+    PoolHeader* next = h->next_free;
+    free_headers_ = next;
+    // The next pool made will take `next`, and its lines have mostly gone cold since its pool was
+    // released (pools are released while a thread frees, made while it allocates): start loading
+    // them now, so that neither the pop of its link nor CreatePool's stores wait for memory then.
+    if (next != nullptr) {
+      const size_t lines = meta_bytes_ / kLine < 4 ? meta_bytes_ / kLine : 4;
+      for (size_t i = 0; i < lines; ++i) __builtin_prefetch(reinterpret_cast<char*>(next) + i * kLine, 1);
+    }
   } else {
     if (chunk_ == nullptr || chunk_->used.load(std::memory_order_relaxed) == chunk_->capacity) {
       auto* c = static_cast<MetaChunk*>(backend_->ReserveLeaf(chunk_bytes_));

@@ -639,9 +639,11 @@ class ThreadCache {
 
   // FreeOwn's test: the block at a is a live block of this thread's current pool h (h from Find, so a
   // is inside it), not freed by another thread meanwhile (its remote byte not folded in yet: that
-  // would make this free a double one).
+  // would make this free a double one). A pool's owner is this cache exactly while it is pool_ (as
+  // far as this thread can see: SetCurrent, Retire and the resets change both before it frees again),
+  // so the test compares with pool_ and does not load the header, whose line has often gone cold.
   POOLSCOPE_ALWAYS_INLINE bool IsOwnLive(const PoolHeader* h, uintptr_t a) const {
-    return h->owner.load(std::memory_order_relaxed) == this && (a & 7) == 0 &&
+    return h == pool_ && (a & 7) == 0 &&
            MarkAt(a).load(std::memory_order_relaxed) == kMarkBlock &&
            RemoteOf(a / kGranule).load(std::memory_order_relaxed) == 0;
   }
