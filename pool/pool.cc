@@ -80,8 +80,13 @@ Domain::Domain(const Config& config, Backend* backend, std::atomic<PoolMap::Leaf
   if (config_.carve_offset >= config_.pool_size) config_.carve_offset = 0;
   pool_bytes_ = RoundUp(config_.pool_size, kLine);
   granules_ = static_cast<uint32_t>(pool_bytes_ / kGranule);
-  remote_offset_ = RoundUp(pool_bytes_, kLine);
-  meta_bytes_ = sizeof(PoolHeader) + remote_offset_ + RoundUp(granules_, kLine);
+  if (granules_ <= PoolHeader::kInlineRemote) {
+    remote_offset_ = offsetof(PoolHeader, inline_remote);
+    meta_bytes_ = sizeof(PoolHeader) + RoundUp(pool_bytes_, kLine);
+  } else {
+    remote_offset_ = sizeof(PoolHeader) + RoundUp(pool_bytes_, kLine);
+    meta_bytes_ = remote_offset_ + RoundUp(granules_, kLine);
+  }
   // At least 1 MiB or 16 slots a chunk, in whole pages.
   const size_t min_chunk = size_t{1} << 20;
   chunk_bytes_ = RoundUp(kLine + 16 * meta_bytes_, 4096);
@@ -153,7 +158,7 @@ PoolHeader* Domain::CreatePool(PoolStats* stats) {
   h->kind = kImplicit;
   h->granules = granules_;
   h->marks = reinterpret_cast<std::atomic<uint8_t>*>(words);
-  h->remote = reinterpret_cast<std::atomic<uint8_t>*>(words + remote_offset_);
+  h->remote = reinterpret_cast<std::atomic<uint8_t>*>(reinterpret_cast<char*>(h) + remote_offset_);
   for (uint32_t i = 0; i < granules_; ++i) {
     h->mark(i).store(0, std::memory_order_relaxed);
     h->remote[i].store(0, std::memory_order_relaxed);

@@ -127,8 +127,9 @@ struct alignas(kLine) PoolHeader {
   // anyway; a pool of n bytes has n bytes of marks.
   std::atomic<uint8_t>* marks;
   std::atomic<uint8_t>& mark(size_t g) const { return marks[g * kGranule]; }  // granule g's
-  // One byte per granule, on lines of its own: non-zero = the block starting here was freed by
-  // another thread while the pool was owned, not yet folded in.
+  // One byte per granule, away from the owner's line and the marks (in line 1, inline_remote, for a
+  // pool of few granules, else on lines of their own after the marks): non-zero = the block starting
+  // here was freed by another thread while the pool was owned, not yet folded in.
   std::atomic<uint8_t>* remote;
   // `base` from the pool's creation to its release, else nullptr: what Domain::ForEachLiveBlock, which
   // may read any slot of the metadata slab at any time, reads instead of the plain fields.
@@ -140,6 +141,11 @@ struct alignas(kLine) PoolHeader {
   std::atomic<int64_t> live_shared;       // live blocks once retired (plus one while retiring)
   std::atomic<char*> used_end;            // end of the carved bytes, published at retire
   PoolHeader* next_free;                  // in the domain's list of free metadata slots
+  // The remote bytes of a pool of at most kInlineRemote granules (the default pool has 8): on this
+  // line, which only the threads that free another thread's blocks write, beside the fields those
+  // frees update anyway, instead of a line of their own (a pool's metadata is then three lines).
+  static constexpr size_t kInlineRemote = 24;
+  std::atomic<uint8_t> inline_remote[kInlineRemote];
 };
 
 static_assert(sizeof(PoolHeader) == 2 * kLine, "a pool header is two lines: the owner's and everyone's");
@@ -221,7 +227,7 @@ class Domain {
         // The slot's mark and remote bytes, where CreatePool puts them (the header's pointers to them
         // are plain fields).
         const auto* marks = reinterpret_cast<const std::atomic<uint8_t>*>(h + 1);
-        const auto* remote = marks + remote_offset_;
+        const auto* remote = reinterpret_cast<const std::atomic<uint8_t>*>(reinterpret_cast<const char*>(h) + remote_offset_);
         for (uint32_t g = 0; g < granules_; ++g) {
           const std::atomic<uint8_t>& mark = marks[g * kGranule];
           if (mark.load(std::memory_order_relaxed) != kMarkBlock || remote[g].load(std::memory_order_relaxed) != 0) {
@@ -269,7 +275,7 @@ class Domain {
   PoolMap map_;
   size_t pool_bytes_;    // the real allocation: pool_size rounded up to 64
   size_t meta_bytes_;    // header + mark bytes + remote bytes
-  size_t remote_offset_;  // from a pool's first mark byte to its first remote byte
+  size_t remote_offset_;  // from a pool's header to its first remote byte
   uint32_t granules_;
   // The metadata slab: chunks (newest first), the free slots, the lock over both and the chunk size.
   std::atomic<const MetaChunk*> chunks_{nullptr};

@@ -235,8 +235,10 @@ TEST(PoolThreadsTest, DrainWaitsForARemoteFreeStillInFlight) {
   owner.Shutdown();
 }
 
-TEST(PoolThreadsTest, ManyThreadsChurn) {
-  TestDomain t(Config{true, 128, 2, false});
+// Pools of 128 bytes keep their remote bytes in the header's shared line, pools of 512 on lines of
+// their own: both layouts under the same churn.
+void ManyThreadsChurn(size_t pool_size) {
+  TestDomain t(Config{true, pool_size, 2, false});
   constexpr int kThreads = 8;
   std::vector<std::atomic<void*>> mailbox(kThreads * 64);
   for (auto& m : mailbox) m.store(nullptr);
@@ -251,7 +253,9 @@ TEST(PoolThreadsTest, ManyThreadsChurn) {
         // Swap it into a random mailbox and free what was there (often another thread's block).
         size_t slot = static_cast<size_t>((round * 31 + id * 17) % (kThreads * 64));
         void* old = mailbox[slot].exchange(p);
-        if (old != nullptr) ASSERT_EQ(tc->Free(t.domain.Find(old), old), Domain::FreeResult::kFreed);
+        if (old != nullptr) {
+          ASSERT_EQ(tc->Free(t.domain.Find(old), old), Domain::FreeResult::kFreed);
+        }
       }
     });
   }
@@ -268,6 +272,9 @@ TEST(PoolThreadsTest, ManyThreadsChurn) {
   EXPECT_EQ(t.backend.live_pools(), 0) << "every pool comes back once all its blocks are freed";
   for (auto* tc : caches) delete tc;
 }
+
+TEST(PoolThreadsTest, ManyThreadsChurn) { ManyThreadsChurn(128); }
+TEST(PoolThreadsTest, ManyThreadsChurnLargePools) { ManyThreadsChurn(512); }
 
 // Leak tracking's walk of every pool's marks, while threads carve, free each other's blocks, retire,
 // release and re-create pools: everything it lists has the shape of a block (a granule of a pool, a
@@ -310,7 +317,9 @@ TEST(PoolThreadsTest, WalkWhileThreadsChurnSeesBlocksAndEndsExact) {
         tc->NoteCarved(p, n, static_cast<uint32_t>(1000 * id) + n);
         size_t slot = static_cast<size_t>((round * 31 + id * 17) % static_cast<int>(kSlots));
         void* old = mailbox[slot].exchange(p);
-        if (old != nullptr) ASSERT_EQ(tc->Free(t.domain.Find(old), old), Domain::FreeResult::kFreed);
+        if (old != nullptr) {
+          ASSERT_EQ(tc->Free(t.domain.Find(old), old), Domain::FreeResult::kFreed);
+        }
       }
     });
   }
