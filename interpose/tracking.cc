@@ -19,6 +19,7 @@
 #include "track/recent_blocks.h"
 #include "track/stack_capture.h"
 #include "track/stack_depot.h"
+#include "track/stack_id_cache.h"
 
 namespace poolscope {
 namespace {
@@ -131,6 +132,10 @@ struct TrackThread {
   // handler that interrupted it must not).
   track::RecentBlocks::Node* young;
   int young_busy;
+  // The stacks this thread interned lately (stack_id_cache.h): made on its first capture, in memory
+  // of its own (a mapping, so no lock is taken for it inside malloc), unmapped when the thread ends.
+  track::StackIdCache* stack_cache;
+  bool stack_cache_failed;
   track::CaptureMemo memo;
 };
 __thread TrackThread t_track __attribute__((tls_model("initial-exec")));
@@ -189,6 +194,19 @@ inline bool RepeatedStack(TrackThread& tt, const track::StartFrame& from, uint32
   return repeats;
 }
 
+namespace {
+// The calling thread's stack-id cache, made on first use; nullptr once the thread has ended or when
+// no memory could be had. (Over 64 KiB, so InternalAlloc maps it of its own, without its lock.)
+static_assert(sizeof(track::StackIdCache) > (size_t{64} << 10), "mapped, not carved under a lock");
+track::StackIdCache* StackCacheOf(TrackThread& tt) {
+  if (__builtin_expect(tt.stack_cache != nullptr, 1)) return tt.stack_cache;
+  if (tt.ended || tt.stack_cache_failed || g_depth > track::StackIdCache::kMaxDepth) return nullptr;
+  tt.stack_cache = static_cast<track::StackIdCache*>(InternalAlloc(sizeof(track::StackIdCache)));
+  tt.stack_cache_failed = tt.stack_cache == nullptr;
+  return tt.stack_cache;
+}
+}  // namespace
+
 uint32_t CaptureStackId(int skip, const track::StartFrame* from) {
   if (g_depth <= 0) return track::kNoStackId;
   TrackThread& tt = t_track;
@@ -239,7 +257,16 @@ uint32_t CaptureStackId(int skip, const track::StartFrame* from) {
     }
   }
   const int depth = n - first < g_depth ? n - first : g_depth;
-  const uint32_t id = depth > 0 ? g_depot->Insert(pcs + first, depth) : track::kNoStackId;
+  uint32_t id = track::kNoStackId;
+  if (depth > 0) {
+    const uint32_t hash = track::StackDepot::Hash(pcs + first, depth);
+    track::StackIdCache* cache = mine ? StackCacheOf(tt) : nullptr;
+    if (cache != nullptr) id = cache->Find(hash, pcs + first, depth);
+    if (id == track::kNoStackId) {
+      id = g_depot->Insert(pcs + first, depth, hash);
+      if (cache != nullptr) cache->Put(hash, pcs + first, depth, id);
+    }
+  }
   if (with_memo) {
     // The memo holds this capture now, and `same` will be said of it: only then is its id the one to
     // give again (a capture without the memo leaves the memo describing an older one).
@@ -293,6 +320,11 @@ void TrackingThreadExit() {
   TrackThread& tt = t_track;
   FlushSite(tt);
   tt.ended = true;
+  if (tt.stack_cache != nullptr && tt.busy == 0) {
+    track::StackIdCache* cache = tt.stack_cache;
+    tt.stack_cache = nullptr;
+    InternalFree(cache, sizeof(track::StackIdCache));
+  }
   if (tt.young != nullptr && tt.young_busy == 0) {
     g_recent->Release(tt.young);
     tt.young = nullptr;

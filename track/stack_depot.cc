@@ -88,14 +88,17 @@ StackDepot::Record* StackDepot::NewRecord(uint32_t id, int depth) {
   return r;
 }
 
-uint32_t StackDepot::Insert(const uintptr_t* pcs, int depth) {
+uint32_t StackDepot::Hash(const uintptr_t* pcs, int depth) {
+  return HashStack(pcs, depth > kMaxStackDepth ? kMaxStackDepth : depth);
+}
+
+uint32_t StackDepot::Insert(const uintptr_t* pcs, int depth, uint32_t hash) {
   if (depth <= 0) return kNoStackId;
   if (depth > kMaxStackDepth) depth = kMaxStackDepth;
   if (table_ == nullptr) {
     noverflows_.fetch_add(1, std::memory_order_relaxed);
     return kOverflowStackId;
   }
-  const uint32_t hash = HashStack(pcs, depth);
   const size_t pcs_bytes = sizeof(uintptr_t) * depth;
   Record* mine = nullptr;  // our record, once made
   uint32_t mine_id = 0;

@@ -52,7 +52,11 @@ class StackDepot {
   StackDepot& operator=(const StackDepot&) = delete;
 
   // The id of the stack pcs[0..depth) (depth clamped to kMaxStackDepth), adding it if new.
-  uint32_t Insert(const uintptr_t* pcs, int depth);
+  uint32_t Insert(const uintptr_t* pcs, int depth) { return Insert(pcs, depth, Hash(pcs, depth)); }
+  // The same, for a caller that hashed the stack already (`hash` must be Hash(pcs, depth)).
+  uint32_t Insert(const uintptr_t* pcs, int depth, uint32_t hash);
+  // The hash the depot places a stack by (depth clamped as Insert clamps it).
+  static uint32_t Hash(const uintptr_t* pcs, int depth);
 
   // The frames of stack `id` in *pcs (valid forever) and their count; 0 (and *pcs = nullptr) for
   // kNoStackId, kOverflowStackId and ids never handed out.

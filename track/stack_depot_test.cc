@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <memory>
 #include <random>
 #include <set>
 #include <thread>
 #include <vector>
 
 #include "track/fake_memory.h"
+#include "track/stack_id_cache.h"
 
 namespace poolscope {
 namespace track {
@@ -202,6 +204,64 @@ TEST(StackDepotTest, ManyThreadsFillItPastCapacity) {
   EXPECT_EQ(d.size(), 5000u);
   EXPECT_LE(kept.load(), 5000);
   EXPECT_EQ(static_cast<uint64_t>(8000 - kept.load()), d.overflows());
+}
+
+// ---- the per-thread cache of stack ids ---------------------------------------------------------------
+
+TEST(StackIdCacheTest, AnswersOnlyTheVeryStackItKept) {
+  auto cache = std::make_unique<StackIdCache>();  // value-initialised: zeroed, as fresh mmap'd memory
+  auto a = MakeStack(1, 16);
+  const uint32_t ha = StackDepot::Hash(a.data(), 16);
+  EXPECT_EQ(cache->Find(ha, a.data(), 16), kNoStackId) << "an empty cache answered";
+  cache->Put(ha, a.data(), 16, 42);
+  EXPECT_EQ(cache->Find(ha, a.data(), 16), 42u);
+  // The same hash with other frames (a collision, forced here), another depth, or another hash: no.
+  auto b = a;
+  b[9] += 16;
+  EXPECT_EQ(cache->Find(ha, b.data(), 16), kNoStackId);
+  EXPECT_EQ(cache->Find(ha, a.data(), 15), kNoStackId);
+  EXPECT_EQ(cache->Find(ha ^ 1, a.data(), 16), kNoStackId);
+  // A stack that maps to the same slot replaces it.
+  auto c = MakeStack(3, 16);
+  cache->Put(ha, c.data(), 16, 43);
+  EXPECT_EQ(cache->Find(ha, a.data(), 16), kNoStackId);
+  EXPECT_EQ(cache->Find(ha, c.data(), 16), 43u);
+  // Reserved ids and stacks deeper than it keeps are not kept.
+  auto d = MakeStack(4, 16);
+  const uint32_t hd = StackDepot::Hash(d.data(), 16);
+  cache->Put(hd, d.data(), 16, kOverflowStackId);
+  EXPECT_EQ(cache->Find(hd, d.data(), 16), kNoStackId);
+  auto deep = MakeStack(5, StackIdCache::kMaxDepth + 1);
+  const uint32_t hdeep = StackDepot::Hash(deep.data(), StackIdCache::kMaxDepth + 1);
+  cache->Put(hdeep, deep.data(), StackIdCache::kMaxDepth + 1, 44);
+  EXPECT_EQ(cache->Find(hdeep, deep.data(), StackIdCache::kMaxDepth + 1), kNoStackId);
+}
+
+// In front of a depot, as tracking uses it: every answer is the depot's own id for the stack.
+TEST(StackIdCacheTest, InFrontOfTheDepotGivesTheDepotsIds) {
+  FakeMemory mem;
+  StackDepot d(&mem, 1 << 16);
+  auto cache = std::make_unique<StackIdCache>();
+  std::mt19937 rng(7);
+  std::vector<std::vector<uintptr_t>> stacks;
+  for (int i = 0; i < 3000; ++i) stacks.push_back(MakeStack(static_cast<uint64_t>(i), 1 + i % 16));
+  int hits = 0;
+  for (int round = 0; round < 20000; ++round) {
+    // Mostly a few hot stacks, sometimes any of them.
+    const size_t k = round % 4 != 0 ? rng() % 50 : rng() % stacks.size();
+    const auto& s = stacks[k];
+    const int depth = static_cast<int>(s.size());
+    const uint32_t h = StackDepot::Hash(s.data(), depth);
+    uint32_t id = cache->Find(h, s.data(), depth);
+    if (id != kNoStackId) {
+      ++hits;
+    } else {
+      id = d.Insert(s.data(), depth, h);
+      cache->Put(h, s.data(), depth, id);
+    }
+    ASSERT_EQ(id, d.Insert(s.data(), depth)) << "stack " << k;
+  }
+  EXPECT_GT(hits, 10000);
 }
 
 }  // namespace
