@@ -206,6 +206,37 @@ TEST(StackDepotTest, ManyThreadsFillItPastCapacity) {
   EXPECT_EQ(static_cast<uint64_t>(8000 - kept.load()), d.overflows());
 }
 
+// The hash places stacks in the depot's table and keys the per-thread cache: every frame, at every
+// position, and the frames' order must move it, and distinct stacks must rarely share one.
+TEST(StackDepotTest, HashSeesEveryFrameAndTheirOrder) {
+  for (int depth = 1; depth <= 20; ++depth) {
+    auto base = MakeStack(11, depth);
+    const uint32_t h = StackDepot::Hash(base.data(), depth);
+    for (int i = 0; i < depth; ++i) {
+      auto changed = base;
+      changed[i] += 16;
+      EXPECT_NE(StackDepot::Hash(changed.data(), depth), h) << "depth " << depth << ", frame " << i;
+      if (i + 1 < depth) {
+        auto swapped = base;
+        std::swap(swapped[i], swapped[i + 1]);
+        EXPECT_NE(StackDepot::Hash(swapped.data(), depth), h) << "depth " << depth << ", frames " << i << "/" << i + 1;
+      }
+    }
+    if (depth > 1) EXPECT_NE(StackDepot::Hash(base.data(), depth - 1), h) << "a prefix, depth " << depth;
+  }
+  // 200,000 stacks that differ in their inner frames only, as an interpreter's do: a 32-bit hash
+  // should give about 5 pairs that collide; allow 50.
+  std::set<uint32_t> seen;
+  int collisions = 0;
+  std::vector<uintptr_t> s = MakeStack(5, 16);
+  for (uint32_t k = 0; k < 200000; ++k) {
+    s[0] = 0x7f0000001000 + (k % 997) * 24;
+    s[1] = 0x7f0000200000 + (k / 997) * 40;
+    if (!seen.insert(StackDepot::Hash(s.data(), 16)).second) ++collisions;
+  }
+  EXPECT_LE(collisions, 50);
+}
+
 // ---- the per-thread cache of stack ids ---------------------------------------------------------------
 
 TEST(StackIdCacheTest, AnswersOnlyTheVeryStackItKept) {
