@@ -605,10 +605,16 @@ class ThreadCache {
   // it, and Retire and Drain, which wait for in_flight to drop to 0, would wait forever.
   void ResetAtFork();
 
-  // Leak tracking: keeps `size` and `stack_id` beside the mark of `p`, a block just carved from the
-  // current pool (see BlockInfo).
+  // Leak tracking: the mark of `p`, a block just carved from the current pool, for StoreBlockInfo.
+  // It stays the block's while the block lives, whatever this thread carves meanwhile, so a caller
+  // that does work between the carve and the store (a stack capture, during which a signal handler
+  // may allocate and retire the pool) takes it first.
+  POOLSCOPE_ALWAYS_INLINE std::atomic<uint8_t>* InfoSlot(const void* p) const {
+    return &MarkAt(reinterpret_cast<uintptr_t>(p));
+  }
+  // InfoSlot and StoreBlockInfo at once, right after the carve.
   POOLSCOPE_ALWAYS_INLINE void NoteCarved(const void* p, uint32_t size, uint32_t stack_id) {
-    StoreBlockInfo(&MarkAt(reinterpret_cast<uintptr_t>(p)), size, stack_id);
+    StoreBlockInfo(InfoSlot(p), size, stack_id);
   }
 
   // The next free of the block carved last takes the general path (a caller that must see every free).

@@ -695,6 +695,25 @@ TEST(BlockInfoTest, NoteBlockUpdatesABlockOfAnyPool) {
   EXPECT_EQ(got[p].stack_id, 9u);
 }
 
+// The slot InfoSlot gives stays the block's after its pool retires and another is current: what the
+// shim relies on when a signal handler allocates during the stack capture between the carve and the
+// store. (NoteCarved at that point would write beside the new pool's marks.)
+TEST(BlockInfoTest, InfoSlotStaysTheBlocksWhenThePoolChanges) {
+  TestDomain t(Cfg());
+  ThreadCache tc(&t.domain);
+  void* p = tc.Carve(24);
+  std::atomic<uint8_t>* slot = tc.InfoSlot(p);
+  PoolHeader* first = tc.current();
+  for (int i = 0; i < 3; ++i) tc.NoteCarved(tc.Carve(48), 48, 50);  // p's pool retires
+  ASSERT_NE(tc.current(), first);
+  StoreBlockInfo(slot, 24, 77);
+  auto got = LiveBlocks(t.domain);
+  ASSERT_TRUE(got.count(p));
+  EXPECT_EQ(got[p].size, 24u);
+  EXPECT_EQ(got[p].stack_id, 77u);
+  EXPECT_EQ(got.size(), 4u);
+}
+
 // Pools by the thousand: the metadata slab grows by chunks, the walk finds every pool's block, and
 // released pools' slots are reused without their old blocks coming back.
 TEST(BlockInfoTest, TheWalkCoversEveryChunkAndReusedSlots) {
