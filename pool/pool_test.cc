@@ -756,6 +756,46 @@ TEST(BlockInfoTest, TheWalkCoversEveryChunkAndReusedSlots) {
   EXPECT_EQ(old_blocks, static_cast<size_t>(kBlocks / 2));
 }
 
+// A pool goes from implicit use to the cache, to an arena, and back: the walk relies on a cached
+// pool having no live mark left, so a pool an arena takes lists nothing of its implicit past, and
+// one that comes back lists only what is carved from it afterwards.
+TEST(BlockInfoTest, APoolsPastBlocksNeverComeBack) {
+  TestDomain t(Cfg(64, 2));
+  ThreadCache tc(&t.domain);
+  void* a = tc.Carve(16);
+  void* b = tc.Carve(16);
+  tc.NoteCarved(a, 16, 5);
+  tc.NoteCarved(b, 16, 6);
+  PoolHeader* first = tc.current();
+  for (int i = 0; i < 3; ++i) tc.NoteCarved(tc.Carve(40), 40, 7);  // `first` retires holding a, b
+  ASSERT_EQ(tc.Free(first, a), Domain::FreeResult::kFreed);
+  ASSERT_EQ(tc.Free(first, b), Domain::FreeResult::kFreed);  // emptied: into the cache
+  for (const auto& [p, info] : LiveBlocks(t.domain)) EXPECT_EQ(info.stack_id, 7u) << p;
+  Arena* arena = tc.NewArena();
+  int reason = -1;
+  void* x = tc.ArenaCarve(arena, 16, 16, &reason);
+  ASSERT_NE(x, nullptr);
+  for (const auto& [p, info] : LiveBlocks(t.domain)) EXPECT_NE(t.domain.Find(p), t.domain.Find(x)) << p;
+  tc.ArenaClosePool(arena);
+  tc.DeleteArena(arena);
+  EXPECT_EQ(LiveBlocks(t.domain).size(), 3u);
+}
+
+// fork() child: the pools of a thread fork() did not copy keep their live blocks, which are the
+// child's memory too (their leaks are reported; interrupted_by_fork accounts for the pools).
+TEST(BlockInfoTest, AnAbandonedThreadsBlocksAreStillListed) {
+  TestDomain t(Cfg());
+  ThreadCache self(&t.domain), gone(&t.domain);
+  void* p = gone.Carve(24);
+  gone.NoteCarved(p, 24, 31);
+  self.ResetAtFork();
+  gone.AbandonAtFork();
+  auto got = LiveBlocks(t.domain);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[p].size, 24u);
+  EXPECT_EQ(got[p].stack_id, 31u);
+}
+
 // An explicit arena's blocks are tracked by the arena, not listed by the walk.
 TEST(BlockInfoTest, ArenaBlocksAreNotListed) {
   TestDomain t(Cfg());
