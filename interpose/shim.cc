@@ -516,7 +516,7 @@ inline void CountRegular(ThreadState& ts, Api api, size_t n, bool ok) {
 inline void* RegularAllocated(ThreadState& ts, Api api, size_t n, void* p,
                               const track::StartFrame* from = nullptr) {
   CountRegular(ts, api, n, p != nullptr);
-  if (POOLSCOPE_UNLIKELY(g_tracking) && p != nullptr) OnAlloc(p, n, kBlockReal, 0, from);
+  if (POOLSCOPE_UNLIKELY(g_tracking) && p != nullptr) OnAlloc(p, n, 0, from);
   return p;
 }
 
@@ -824,7 +824,7 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
       ++ts.c.regular.nreallocs;
       if (POOLSCOPE_UNLIKELY(g_tracking)) {
         OnFree(p);
-        OnAlloc(q, total, kBlockReal, 0, from);
+        OnAlloc(q, total, 0, from);
       }
     } else if (total == 0 && !overflow) {
       ++ts.c.regular.nfrees;  // glibc: realloc(p, 0) frees p
@@ -891,7 +891,7 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
   }
   if (!spill) --ts.tc.stats().pooled_frees;  // the block moved within the pools
   ++ts.c.logical.nreallocs;
-  if (POOLSCOPE_UNLIKELY(g_tracking) && spill) OnAlloc(q, total, kBlockReal, 0, from);
+  if (POOLSCOPE_UNLIKELY(g_tracking) && spill) OnAlloc(q, total, 0, from);
   return q;
 }
 
@@ -1029,7 +1029,7 @@ void* NewForm(Api api, size_t n, size_t align, bool nothrow, void* ra) {
   if (p != nullptr) {
     ++ts.c.regular.nallocs;
     ts.c.regular.nbytes += n;
-    if (POOLSCOPE_UNLIKELY(g_tracking)) OnAlloc(p, n, kBlockReal, 0, from);
+    if (POOLSCOPE_UNLIKELY(g_tracking)) OnAlloc(p, n, 0, from);
   }
   return p;
 }

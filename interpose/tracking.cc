@@ -331,15 +331,24 @@ void TrackingThreadExit() {
   }
 }
 
-uint32_t OnPooledAlloc(size_t size, int skip, const track::StartFrame* from) {
-  TrackThread& tt = t_track;
+namespace {
+// The stack id of an allocation, for OnPooledAlloc and OnAlloc: the last one when a capture from the
+// program's frame would repeat it, else a capture. Inline into both, so `skip + 1` counts the
+// caller's own frame.
+__attribute__((always_inline)) inline uint32_t AllocStackId(TrackThread& tt, int skip, const track::StartFrame* from) {
   uint32_t id;
   if (from == nullptr || g_depth <= 0 || !RepeatedStack(tt, *from, &id)) id = CaptureStackId(skip + 1, from);
+  return id;
+}
+}  // namespace
+
+uint32_t OnPooledAlloc(size_t size, int skip, const track::StartFrame* from) {
+  const uint32_t id = AllocStackId(t_track, skip, from);
   ChargeSite(id, size, kBlockPooled);
   return id;
 }
 
-void OnAlloc(void* p, size_t size, uint8_t flags, int skip, const track::StartFrame* from) {
+void OnAlloc(void* p, size_t size, int skip, const track::StartFrame* from) {
   const uintptr_t ptr = reinterpret_cast<uintptr_t>(p);
   TrackThread& tt = t_track;
   // The table lines the insert will touch load while the stack is captured.
@@ -348,20 +357,19 @@ void OnAlloc(void* p, size_t size, uint8_t flags, int skip, const track::StartFr
   } else {
     g_table->Prefetch(ptr);
   }
-  uint32_t id;
-  if (from == nullptr || g_depth <= 0 || !RepeatedStack(tt, *from, &id)) id = CaptureStackId(skip + 1, from);
+  const uint32_t id = AllocStackId(tt, skip, from);
   bool kept = false;  // in the thread's young slots
   if (tt.young_busy == 0 && !tt.ended) {
     tt.young_busy = 1;
     std::atomic_signal_fence(std::memory_order_seq_cst);
     if (tt.young == nullptr) tt.young = g_recent->Acquire();
     kept = tt.young != nullptr;
-    if (kept) g_recent->Insert(tt.young, ptr, size, id, flags);
+    if (kept) g_recent->Insert(tt.young, ptr, size, id, kBlockReal);
     std::atomic_signal_fence(std::memory_order_seq_cst);
     tt.young_busy = 0;
   }
-  if (!kept) g_table->Insert(ptr, size, id, flags);
-  ChargeSite(id, size, flags);
+  if (!kept) g_table->Insert(ptr, size, id, kBlockReal);
+  ChargeSite(id, size, kBlockReal);
 }
 
 // ---- explicit arenas ----------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ bool TrackingOn();
 // A logical allocation of `size` bytes at `p`, a real block. `skip`: frames of poolscope's own to
 // leave out. `from`, when known: the program's frame that called the entry point (ProgramFrame in
 // shim.cc); the stack is captured from there, and `skip` does not apply.
-void OnAlloc(void* p, size_t size, uint8_t flags, int skip, const track::StartFrame* from = nullptr);
+void OnAlloc(void* p, size_t size, int skip, const track::StartFrame* from = nullptr);
 // A logical allocation of `size` bytes served from a pool: captures its stack and counts it for its
 // site, and returns the stack id, which the caller keeps with the block beside its pool mark
 // (pool::BlockInfo). Pooled blocks are not in the table: their pools' marks say which are live, so

@@ -129,6 +129,11 @@ class FakeBackend : public Backend {
 };
 
 // A Domain with its own map root, for one test.
+// Leak tracking's note of a block just carved from tc's current pool, as the shim makes it.
+inline void NoteCarved(ThreadCache& tc, const void* p, uint32_t size, uint32_t stack_id) {
+  StoreBlockInfo(tc.InfoSlot(p), size, stack_id);
+}
+
 struct TestDomain {
   explicit TestDomain(Config config)
       : root(new std::atomic<PoolMap::Leaf*>[PoolMap::kRootSize]()),

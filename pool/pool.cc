@@ -129,7 +129,7 @@ PoolHeader* Domain::NewHeader() {
 }
 
 void Domain::FreeHeader(PoolHeader* h) {
-  h->walk_base.store(nullptr, std::memory_order_release);
+  // (walk_base is null already: ReleasePool clears it first, and a pool CreatePool gives up never set it.)
   LockMeta();
   h->next_free = free_headers_;
   free_headers_ = h;

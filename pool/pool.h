@@ -612,10 +612,6 @@ class ThreadCache {
   POOLSCOPE_ALWAYS_INLINE std::atomic<uint8_t>* InfoSlot(const void* p) const {
     return &MarkAt(reinterpret_cast<uintptr_t>(p));
   }
-  // InfoSlot and StoreBlockInfo at once, right after the carve.
-  POOLSCOPE_ALWAYS_INLINE void NoteCarved(const void* p, uint32_t size, uint32_t stack_id) {
-    StoreBlockInfo(InfoSlot(p), size, stack_id);
-  }
 
   // The next free of the block carved last takes the general path (a caller that must see every free).
   void ForgetLast() { last_.store(kNoBlock, std::memory_order_relaxed); }

@@ -639,7 +639,7 @@ TEST(BlockInfoTest, TheWalkListsExactlyTheLiveBlocks) {
   auto carve = [&](ThreadCache& c, uint32_t n, uint32_t id) {
     void* p = c.Carve(n);
     EXPECT_NE(p, nullptr);
-    c.NoteCarved(p, n, id);
+    NoteCarved(c, p, n, id);
     want[p] = BlockInfo{n, id};
     return p;
   };
@@ -684,7 +684,7 @@ TEST(BlockInfoTest, NoteBlockUpdatesABlockOfAnyPool) {
   TestDomain t(Cfg());
   ThreadCache tc(&t.domain);
   void* p = tc.Carve(40);
-  tc.NoteCarved(p, 40, 7);
+  NoteCarved(tc, p, 40, 7);
   for (int i = 0; i < 4; ++i) tc.Carve(16);  // p's pool retires
   PoolHeader* h = t.domain.Find(p);
   ASSERT_NE(h, tc.current());
@@ -704,7 +704,7 @@ TEST(BlockInfoTest, InfoSlotStaysTheBlocksWhenThePoolChanges) {
   void* p = tc.Carve(24);
   std::atomic<uint8_t>* slot = tc.InfoSlot(p);
   PoolHeader* first = tc.current();
-  for (int i = 0; i < 3; ++i) tc.NoteCarved(tc.Carve(48), 48, 50);  // p's pool retires
+  for (int i = 0; i < 3; ++i) NoteCarved(tc, tc.Carve(48), 48, 50);  // p's pool retires
   ASSERT_NE(tc.current(), first);
   StoreBlockInfo(slot, 24, 77);
   auto got = LiveBlocks(t.domain);
@@ -724,7 +724,7 @@ TEST(BlockInfoTest, TheWalkCoversEveryChunkAndReusedSlots) {
   for (int i = 0; i < kBlocks; ++i) {
     void* p = tc.Carve(48);
     ASSERT_NE(p, nullptr);
-    tc.NoteCarved(p, 48, static_cast<uint32_t>(i));
+    NoteCarved(tc, p, 48, static_cast<uint32_t>(i));
     blocks.push_back(p);
   }
   EXPECT_GE(t.backend.leaves, 3);
@@ -738,7 +738,7 @@ TEST(BlockInfoTest, TheWalkCoversEveryChunkAndReusedSlots) {
   for (int i = 0; i < kBlocks / 2; ++i) {
     void* p = tc.Carve(40);
     ASSERT_NE(p, nullptr);
-    tc.NoteCarved(p, 40, 1000000u + static_cast<uint32_t>(i));
+    NoteCarved(tc, p, 40, 1000000u + static_cast<uint32_t>(i));
   }
   EXPECT_EQ(t.backend.leaves, leaves) << "released pools' slots were not reused";
   got = LiveBlocks(t.domain);
@@ -764,10 +764,10 @@ TEST(BlockInfoTest, APoolsPastBlocksNeverComeBack) {
   ThreadCache tc(&t.domain);
   void* a = tc.Carve(16);
   void* b = tc.Carve(16);
-  tc.NoteCarved(a, 16, 5);
-  tc.NoteCarved(b, 16, 6);
+  NoteCarved(tc, a, 16, 5);
+  NoteCarved(tc, b, 16, 6);
   PoolHeader* first = tc.current();
-  for (int i = 0; i < 3; ++i) tc.NoteCarved(tc.Carve(40), 40, 7);  // `first` retires holding a, b
+  for (int i = 0; i < 3; ++i) NoteCarved(tc, tc.Carve(40), 40, 7);  // `first` retires holding a, b
   ASSERT_EQ(tc.Free(first, a), Domain::FreeResult::kFreed);
   ASSERT_EQ(tc.Free(first, b), Domain::FreeResult::kFreed);  // emptied: into the cache
   for (const auto& [p, info] : LiveBlocks(t.domain)) EXPECT_EQ(info.stack_id, 7u) << p;
@@ -787,7 +787,7 @@ TEST(BlockInfoTest, AnAbandonedThreadsBlocksAreStillListed) {
   TestDomain t(Cfg());
   ThreadCache self(&t.domain), gone(&t.domain);
   void* p = gone.Carve(24);
-  gone.NoteCarved(p, 24, 31);
+  NoteCarved(gone, p, 24, 31);
   self.ResetAtFork();
   gone.AbandonAtFork();
   auto got = LiveBlocks(t.domain);

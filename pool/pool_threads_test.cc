@@ -314,7 +314,7 @@ TEST(PoolThreadsTest, WalkWhileThreadsChurnSeesBlocksAndEndsExact) {
         const uint32_t n = static_cast<uint32_t>(1 + (round * 7 + id) % 64);
         void* p = tc->Carve(n);
         ASSERT_NE(p, nullptr);
-        tc->NoteCarved(p, n, static_cast<uint32_t>(1000 * id) + n);
+        NoteCarved(*tc, p, n, static_cast<uint32_t>(1000 * id) + n);
         size_t slot = static_cast<size_t>((round * 31 + id * 17) % static_cast<int>(kSlots));
         void* old = mailbox[slot].exchange(p);
         if (old != nullptr) {
