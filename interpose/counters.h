@@ -89,7 +89,8 @@ struct ThreadCounters {
 // count each block in one number: by entry point and request size, so that one increment stands for
 // the call, the logical block, its bytes, its size bucket and the pool's hit. The table is per thread,
 // apart from ThreadCounters (whose copies the reports keep per thread), and as large as the sizes the
-// inline paths serve (1..kFastSizes bytes).
+// inline paths serve (1..kFastSizes bytes): 4 KiB, so it is not in the thread's TLS (ThreadState holds
+// a pointer to it).
 constexpr size_t kFastSizes = 128;
 enum FastApi : int { kFastMalloc, kFastNew, kFastNewArray, kFastArenaAlloc, kNumFastApis };
 constexpr Api kFastApis[kNumFastApis] = {kMalloc, kNew, kNewArray, kArenaAlloc};
@@ -98,7 +99,9 @@ constexpr int FastApiOf(Api api) {
   return api == kMalloc ? kFastMalloc : api == kNew ? kFastNew : kFastNewArray;
 }
 struct FastCarves {
-  uint64_t n[kNumFastApis][kFastSizes];  // [entry point][request size - 1]: blocks carved inline
+  // [entry point][request size]: blocks carved inline. Indexed by the size itself (slot 0 stays 0), so
+  // that the inline path adds to it with the size register as it is.
+  uint64_t n[kNumFastApis][kFastSizes + 1];
 };
 
 // Turns the fast-path counts of `c` and `carves` into the counts they stand for: logical calls,
@@ -110,10 +113,9 @@ inline void Settle(ThreadCounters* c, const FastCarves& carves, uint64_t* hits, 
                    uint64_t* resets) {
   for (int f = 0; f < kNumFastApis; ++f) {
     const Api api = kFastApis[f];
-    for (size_t i = 0; i < kFastSizes; ++i) {
-      const uint64_t k = carves.n[f][i];
+    for (size_t n = 1; n <= kFastSizes; ++n) {
+      const uint64_t k = carves.n[f][n];
       if (k == 0) continue;
-      const size_t n = i + 1;
       c->logical.ncalls[api] += k;
       c->logical.nallocs += k;
       c->logical.nbytes += k * n;

@@ -40,8 +40,8 @@ TEST(LedgerTest, SettleMakesTheCountsAFastPathCallStandsFor) {
   uint64_t hits = 3, pooled_frees = 0, resets = 2;
   FastCarves carves;
   memset(&carves, 0, sizeof carves);
-  carves.n[kFastMalloc][4] = 7;  // 7 malloc(5)
-  carves.n[kFastNew][23] = 2;    // 2 new of 24 bytes
+  carves.n[kFastMalloc][5] = 7;  // 7 malloc(5)
+  carves.n[kFastNew][24] = 2;    // 2 new of 24 bytes
   Settle(&c, carves, &hits, &pooled_frees, &resets);
   EXPECT_EQ(c.logical.ncalls[kMalloc], 10u);
   EXPECT_EQ(c.logical.ncalls[kNew], 2u);
@@ -82,7 +82,7 @@ TEST(LedgerTest, SettledCarveTableEqualsTheSlowPathsCounts) {
   for (int f = 0; f < kNumFastApis; ++f) {
     for (size_t n = 1; n <= kFastSizes; ++n) {
       const uint64_t k = (n * 7 + static_cast<size_t>(f)) % 5;  // some cells empty
-      carves.n[f][n - 1] = k;
+      carves.n[f][n] = k;
       for (uint64_t i = 0; i < k; ++i) {
         ++slow.logical.ncalls[kFastApis[f]];
         ++slow.logical.nallocs;

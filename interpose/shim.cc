@@ -181,7 +181,7 @@ int RegularMissFor(const ThreadState& ts) {
 }
 
 size_t LimitFor(const ThreadState& ts) {
-  if (!g_pooling || ts.phase != kActive || g_valgrind || g_tracking) return 0;
+  if (!g_pooling || ts.phase != kActive || g_valgrind || g_tracking || ts.carves == nullptr) return 0;
   switch (g_options.tag) {
     case TagMode::kSmall: return g_pool_capacity;
     case TagMode::kExplicit: return ts.tag_depth > 0 ? g_pool_capacity : 0;
@@ -201,7 +201,7 @@ size_t FastLimitFor(size_t pool_limit) {
 // Explicit arenas ignore the tag option and malloc_align. At most kFastSizes: the inline carve counts
 // in the carve table.
 size_t ArenaLimitFor(const ThreadState& ts) {
-  if (!g_pooling || ts.phase != kActive || g_tracking) return 0;
+  if (!g_pooling || ts.phase != kActive || g_tracking || ts.carves == nullptr) return 0;
   return g_pool_size < kFastSizes ? g_pool_size : kFastSizes;
 }
 
@@ -220,11 +220,24 @@ void WarnLine(void*, const char* line) {
 
 void EmitLine(void*, const char* line) { RawLine(line); }
 
+// A thread's carve table, or an empty one when it has none.
+const FastCarves& CarvesOf(const ThreadState& ts) {
+  static const FastCarves kNone{};
+  return ts.carves != nullptr ? *ts.carves : kNone;
+}
+
+// Gives back the carve table of a thread that counts no more (ended, or lost at fork).
+void FreeCarves(ThreadState& ts) {
+  FastCarves* carves = ts.carves;
+  ts.carves = nullptr;
+  InternalFree(carves, sizeof *carves);
+}
+
 // A thread's own counters, settled (counters.h) in place.
 void SettleOwn(ThreadState& ts) {
   pool::PoolStats& stats = ts.tc.stats();
-  Settle(&ts.c, ts.carves, &stats.hits, &stats.pooled_frees, &stats.resets_in_place);
-  memset(&ts.carves, 0, sizeof ts.carves);
+  Settle(&ts.c, CarvesOf(ts), &stats.hits, &stats.pooled_frees, &stats.resets_in_place);
+  if (ts.carves != nullptr) memset(ts.carves, 0, sizeof *ts.carves);
 }
 
 void FoldInto(ThreadState& ts, ThreadRecord* record) {
@@ -279,6 +292,9 @@ void OnThreadExit(void* arg) {
   ts.arena_limit = 0;
   ts.pool_limit = 0;
   ts.regular_miss = 0;
+  // Settled and unregistered, so no snapshot reads it again, and with the limits 0 no path counts
+  // in it (not even a signal handler's malloc that lands between these lines).
+  FreeCarves(ts);
 }
 
 // A thread past its exit handler still allocates (other TLS destructors): its counts go straight to
@@ -326,7 +342,7 @@ void ForkChild() {
       ts->tc.AbandonAtFork();
       Unregister(*ts);
       memset(&ts->c, 0, sizeof ts->c);
-      memset(&ts->carves, 0, sizeof ts->carves);
+      FreeCarves(*ts);
       ts->tc.stats() = pool::PoolStats{};
       ts->phase = kDead;
       ++g_threads_lost_at_fork;
@@ -407,6 +423,8 @@ void InitThread(ThreadState& ts) {
   Guard guard(ts);
   ts.tc.Init(g_domain);
   ts.tid = GetTid();
+  // Zeroed (InternalAlloc's memory is). Without it, SetLimits keeps every shortcut off.
+  ts.carves = static_cast<FastCarves*>(InternalAlloc(sizeof(FastCarves)));
   pthread_setspecific(g_key, &ts);
   {
     SpinLockHolder lock(&g_registry_lock);
@@ -646,7 +664,7 @@ __attribute__((noinline)) void* MallocPooled(size_t n, void* ra) {
   // The thread is active and outside poolscope, and Decide would pool this (see pool_limit).
   if (void* p = ts.tc.CarveUncounted(n)) {
     if (n <= kFastSizes) {
-      ++ts.carves.n[kFastMalloc][n - 1];  // as TryPooled counts: with malloc_align=8, most requests
+      ++ts.carves->n[kFastMalloc][n];  // as TryPooled counts: with malloc_align=8, most requests
     } else {
       CountPooled(ts, kMalloc, n);
       ++ts.tc.stats().hits;
@@ -1283,7 +1301,7 @@ void TakeSnapshot(Snapshot* s) {
     // Other threads keep counting: settle a copy.
     ThreadCounters c = ts->c;
     pool::PoolStats stats = ts->tc.stats();
-    Settle(&c, ts->carves, &stats.hits, &stats.pooled_frees, &stats.resets_in_place);
+    Settle(&c, CarvesOf(*ts), &stats.hits, &stats.pooled_frees, &stats.resets_in_place);
     AddCounters(&s->totals, c);
     pool::AddStats(&s->pool, stats);
     s->pools_cached += static_cast<uint64_t>(ts->tc.cached());

@@ -8,10 +8,11 @@
 // process with pooling off all fall through to the slow path without testing anything else), and
 // 1 <= n <= fast_limit (at most the pool capacity and kFastSizes; 0 with malloc_align=8). It costs one
 // TLS-relative compare, the pool carve (a compare, three stores, the mark, the live count) and one
-// counter increment, by entry point and size (it stands for the call, the logical block, its bytes and
-// size bucket, and the pool hit; see Settle in counters.h): no lock, no atomic read-modify-write, no
-// call. 17 instructions for malloc(5), 18 for the LIFO free after it (FreeLast in pool.h): with the
-// benchmark loop's 9, 44 per pair (bench/callgrind_pair.sh).
+// counter increment, by entry point and size, in the thread's carve table (it stands for the call, the
+// logical block, its bytes and size bucket, and the pool hit; see Settle in counters.h): no lock, no
+// atomic read-modify-write, no call. 18 instructions for malloc(5) (one of them loads the table's
+// address), 18 for the LIFO free after it (FreeLast in pool.h): with the benchmark loop's 9, 45 per
+// pair (bench/callgrind_pair.sh).
 //
 // Thread-safety: every function may be called from any thread, re-entrantly from poolscope's own libc
 // calls (those pass straight through, uncounted as logical or real), from signal handlers no more safely
@@ -49,13 +50,17 @@ struct ThreadState {
   // tracking on (a tracked arena records every block's stack). The Guard leaves it alone (poolscope
   // never calls the arena API itself), which keeps the Guard as cheap as it was.
   size_t arena_limit;
+  // The inline paths' counts (counters.h), settled with c (Settle): 4 KiB, so in InternalAlloc memory
+  // made when the thread starts counting (InitThread) rather than in this struct, which is static TLS
+  // and so comes out of the thread's stack. Non-null while fast_limit or arena_limit is, or pool_limit
+  // (MallocPooled counts there too); nullptr before, after the thread's end, and if it could not be had.
+  FastCarves* carves;
   int guard;          // > 0 while poolscope itself runs on this thread
   int phase;          // ThreadPhase
   int tag_depth;      // poolscope_tag_push nesting
   int tid;
   ThreadCounters c;
   pool::ThreadCache tc;
-  FastCarves carves;  // the inline path's counts, settled with c (Settle)
   ThreadState* next;  // the registry of live threads
   ThreadState* prev;
 };
@@ -93,7 +98,7 @@ inline void* TryPooled(Api api, size_t n) {
   if (POOLSCOPE_LIKELY(n - 1 < ts.fast_limit)) {
     void* p = ts.tc.TryCarve16(n);
     if (POOLSCOPE_LIKELY(p != nullptr)) {
-      ++ts.carves.n[FastApiOf(api)][n - 1];  // the call, the block, its bytes and size, the hit
+      ++ts.carves->n[FastApiOf(api)][n];  // the call, the block, its bytes and size, the hit
       return p;
     }
   }
@@ -131,7 +136,7 @@ void DeleteForm(Api api, void* p, size_t size, size_t align, bool nothrow);
 // table (24; the arena's first block also takes its pool from the cache); close, for an arena whose
 // blocks all came from its pool and lie in the pool's first line, zeroes that line and gives back the
 // pool and the struct (about 45). A round of bench/arena_loop (open, an int and 20 bytes, close),
-// with the client library's jumps and the loop itself: 154 instructions (bench/callgrind_pair.sh).
+// with the client library's jumps and the loop itself: 156 instructions (bench/callgrind_pair.sh).
 void* ArenaOpenSlow();
 void* ArenaAllocSlow(void* arena, size_t size, size_t align);
 void ArenaCloseSlow(void* arena);
@@ -151,7 +156,7 @@ POOLSCOPE_ALWAYS_INLINE void* ArenaAlloc(void* arena, size_t size, size_t align)
     if (size > kFastSizes) __builtin_unreachable();  // (arena_limit is at most kFastSizes)
     void* p = ts.tc.ArenaTryCarveUncounted(a, size, align);
     if (POOLSCOPE_LIKELY(p != nullptr)) {
-      ++ts.carves.n[kFastArenaAlloc][size - 1];  // the call, the block, its bytes and size, the hit
+      ++ts.carves->n[kFastArenaAlloc][size];  // the call, the block, its bytes and size, the hit
       return p;
     }
   }

@@ -105,9 +105,20 @@ int FindOwnSegments(struct dl_phdr_info* info, size_t, void* arg) {
   return 0;
 }
 
-// Per thread: the memo of the last capture (stack_capture.h) and the id of the stack it gave,
-// so that the common case, an allocation from the same stack as the one before, costs neither a
-// walk of the unchanged frames nor a depot lookup.
+// A thread's memo of its last capture (stack_capture.h, about 3 KiB) and the stacks it interned
+// lately (stack_id_cache.h, 72 KiB), in one mapping of its own made on its first capture (over
+// 64 KiB, so InternalAlloc maps it without taking its lock inside malloc) and unmapped when the
+// thread ends; the cache's pages are touched only as it fills. Not in TLS: glibc carves a thread's
+// static TLS out of its stack, and a thread made with PTHREAD_STACK_MIN has 16 KiB in all.
+struct TrackBlock {
+  track::CaptureMemo memo;
+  track::StackIdCache cache;
+};
+static_assert(sizeof(TrackBlock) > (size_t{64} << 10), "mapped, not carved under a lock");
+
+// Per thread: the id of the last capture's stack and what the memo policy needs, so that the
+// common case, an allocation from the same stack as the one before, costs neither a walk of the
+// unchanged frames nor a depot lookup. Kept small: it is static TLS (see TrackBlock).
 struct TrackThread {
   int busy;  // a capture is under way on this thread (a signal handler's own must not use these)
   // The last capture's request and stack id: when the memo says the capture returned exactly the
@@ -132,11 +143,10 @@ struct TrackThread {
   // handler that interrupted it must not).
   track::RecentBlocks::Node* young;
   int young_busy;
-  // The stacks this thread interned lately (stack_id_cache.h): made on its first capture, in memory
-  // of its own (a mapping, so no lock is taken for it inside malloc), unmapped when the thread ends.
-  track::StackIdCache* stack_cache;
-  bool stack_cache_failed;
-  track::CaptureMemo memo;
+  // The memo and the stack cache (TrackBlock): made on the thread's first capture, nullptr before,
+  // after the thread's end, or when no memory could be had (block_failed: not tried again).
+  TrackBlock* block;
+  bool block_failed;
 };
 __thread TrackThread t_track __attribute__((tls_model("initial-exec")));
 
@@ -181,12 +191,16 @@ void NoteMemoCapture(TrackThread& tt, uint32_t steps, uint32_t reused) {
 // The stack of the last capture from the program's frame, when a capture from `from` would repeat it
 // (its id is last_id): checked, not walked nor looked up. False when it cannot tell.
 inline bool RepeatedStack(TrackThread& tt, const track::StartFrame& from, uint32_t* id) {
-  if (tt.busy != 0 || tt.memo_off != 0 || tt.last_skip != -1 || tt.last_want != g_depth) return false;
+  if (tt.busy != 0 || tt.memo_off != 0 || tt.last_skip != -1 || tt.last_want != g_depth ||
+      tt.block == nullptr) {
+    return false;
+  }
   tt.busy = 1;
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  const bool repeats = track::RepeatsLastCapture(from, g_depth, tt.memo);
+  const track::CaptureMemo& memo = tt.block->memo;
+  const bool repeats = track::RepeatsLastCapture(from, g_depth, memo);
   if (repeats) {
-    NoteMemoCapture(tt, tt.memo.last_steps, tt.memo.last_steps);
+    NoteMemoCapture(tt, memo.last_steps, memo.last_steps);
     *id = tt.last_id;
   }
   std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -195,15 +209,14 @@ inline bool RepeatedStack(TrackThread& tt, const track::StartFrame& from, uint32
 }
 
 namespace {
-// The calling thread's stack-id cache, made on first use; nullptr once the thread has ended or when
-// no memory could be had. (Over 64 KiB, so InternalAlloc maps it of its own, without its lock.)
-static_assert(sizeof(track::StackIdCache) > (size_t{64} << 10), "mapped, not carved under a lock");
-track::StackIdCache* StackCacheOf(TrackThread& tt) {
-  if (__builtin_expect(tt.stack_cache != nullptr, 1)) return tt.stack_cache;
-  if (tt.ended || tt.stack_cache_failed || g_depth > track::StackIdCache::kMaxDepth) return nullptr;
-  tt.stack_cache = static_cast<track::StackIdCache*>(InternalAlloc(sizeof(track::StackIdCache)));
-  tt.stack_cache_failed = tt.stack_cache == nullptr;
-  return tt.stack_cache;
+// The calling thread's memo and stack cache, made on first use; nullptr once the thread has ended or
+// when no memory could be had. Only the capture that owns the thread's state (busy was 0) calls it.
+TrackBlock* BlockOf(TrackThread& tt) {
+  if (__builtin_expect(tt.block != nullptr, 1)) return tt.block;
+  if (tt.ended || tt.block_failed) return nullptr;
+  tt.block = static_cast<TrackBlock*>(InternalAlloc(sizeof(TrackBlock)));
+  tt.block_failed = tt.block == nullptr;
+  return tt.block;
 }
 }  // namespace
 
@@ -219,12 +232,13 @@ uint32_t CaptureStackId(int skip, const track::StartFrame* from) {
   // program frames had more of ours than that and is taken again, deeper. A capture from the
   // program's own frame has none of ours to skip (skip -1 tells its stack ids from the others').
   int own = g_own_frames.load(std::memory_order_relaxed);
+  TrackBlock* const block = mine ? BlockOf(tt) : nullptr;
   int n, first, want;
   bool with_memo;
   for (;;) {
     want = g_depth + own < track::kMaxStackDepth ? g_depth + own : track::kMaxStackDepth;
-    with_memo = mine && tt.memo_off == 0;
-    track::CaptureMemo* memo = with_memo ? &tt.memo : nullptr;
+    with_memo = block != nullptr && tt.memo_off == 0;
+    track::CaptureMemo* memo = with_memo ? &block->memo : nullptr;
     n = -1;
     if (from != nullptr) {
       n = track::CaptureStackFrom(*from, pcs, g_depth, memo);
@@ -237,11 +251,11 @@ uint32_t CaptureStackId(int skip, const track::StartFrame* from) {
     }
     if (n < 0) n = track::CaptureStack(pcs, want, skip + 1, memo);
     if (!with_memo) {
-      if (mine) --tt.memo_off;
+      if (mine && tt.memo_off != 0) --tt.memo_off;
     } else {
-      NoteMemoCapture(tt, tt.memo.last_steps, tt.memo.reused);
+      NoteMemoCapture(tt, block->memo.last_steps, block->memo.reused);
     }
-    if (with_memo && tt.memo.same && want == tt.last_want && skip == tt.last_skip) {
+    if (with_memo && block->memo.same && want == tt.last_want && skip == tt.last_skip) {
       // The very frames of the last capture: its stack id, without looking at them.
       std::atomic_signal_fence(std::memory_order_seq_cst);
       tt.busy = 0;
@@ -260,7 +274,8 @@ uint32_t CaptureStackId(int skip, const track::StartFrame* from) {
   uint32_t id = track::kNoStackId;
   if (depth > 0) {
     const uint32_t hash = track::StackDepot::Hash(pcs + first, depth);
-    track::StackIdCache* cache = mine ? StackCacheOf(tt) : nullptr;
+    track::StackIdCache* cache =
+        block != nullptr && depth <= track::StackIdCache::kMaxDepth ? &block->cache : nullptr;
     if (cache != nullptr) id = cache->Find(hash, pcs + first, depth);
     if (id == track::kNoStackId) {
       id = g_depot->Insert(pcs + first, depth, hash);
@@ -320,10 +335,10 @@ void TrackingThreadExit() {
   TrackThread& tt = t_track;
   FlushSite(tt);
   tt.ended = true;
-  if (tt.stack_cache != nullptr && tt.busy == 0) {
-    track::StackIdCache* cache = tt.stack_cache;
-    tt.stack_cache = nullptr;
-    InternalFree(cache, sizeof(track::StackIdCache));
+  if (tt.block != nullptr && tt.busy == 0) {
+    TrackBlock* block = tt.block;
+    tt.block = nullptr;
+    InternalFree(block, sizeof(TrackBlock));
   }
   if (tt.young != nullptr && tt.young_busy == 0) {
     g_recent->Release(tt.young);
