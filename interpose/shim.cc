@@ -10,7 +10,9 @@
 #include <pthread.h>
 #include <valgrind/memcheck.h>
 #include <valgrind/valgrind.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -1258,6 +1260,52 @@ void OnLoad() {
   }
 }
 
+// The exit-time report is written on a stack of its own when the process ends from a thread other
+// than the main one. Writing it (the snapshot, symbolizing, the JSON) takes some 20 KiB of stack, and
+// a thread the program made small (PTHREAD_STACK_MIN: 16 KiB, its TLS included) that calls exit()
+// would overflow its own. The stack is mapped for the call (only the pages used are touched), with
+// its lowest page left inaccessible, and unmapped afterwards. The main thread's stack is the
+// process's (RLIMIT_STACK) and is used as it is.
+namespace {
+constexpr size_t kExitStackBytes = size_t{1} << 20;
+
+struct ExitReport {
+  bool may_change_status;
+  int status;
+  ucontext_t caller;
+};
+
+// makecontext passes int arguments: the ExitReport's address comes in two halves.
+void WriteExitReportOnOwnStack(unsigned hi, unsigned lo) {
+  auto* r = reinterpret_cast<ExitReport*>((uintptr_t{hi} << 32) | lo);
+  r->status = WriteReportAtExit(g_options, r->may_change_status);
+}  // back to r->caller (uc_link)
+
+int WriteExitReport(bool may_change_status) {
+  char* stack = nullptr;
+  if (GetTid() != getpid()) stack = static_cast<char*>(InternalAlloc(kExitStackBytes));
+  ucontext_t context;
+  if (stack == nullptr || mprotect(stack, 4096, PROT_NONE) != 0 || getcontext(&context) != 0) {
+    InternalFree(stack, kExitStackBytes);
+    return WriteReportAtExit(g_options, may_change_status);
+  }
+  ExitReport r;
+  r.may_change_status = may_change_status;
+  r.status = 0;
+  context.uc_stack.ss_sp = stack;
+  context.uc_stack.ss_size = kExitStackBytes;
+  context.uc_link = &r.caller;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(&r);
+  makecontext(&context, reinterpret_cast<void (*)()>(WriteExitReportOnOwnStack), 2,
+              static_cast<unsigned>(a >> 32), static_cast<unsigned>(a));
+  const unsigned id = VALGRIND_STACK_REGISTER(stack, stack + kExitStackBytes);
+  if (swapcontext(&r.caller, &context) != 0) r.status = WriteReportAtExit(g_options, may_change_status);
+  VALGRIND_STACK_DEREGISTER(id);
+  InternalFree(stack, kExitStackBytes);
+  return r.status;
+}
+}  // namespace
+
 // _exit() and _Exit(): the report is written, and the status is the program's own whatever it leaks
 // (docs/report-schema.md, `leak_check`): these calls skip the exit-time cleanup on purpose (fork()
 // children after their work, dash, 127 after a failed exec), so what is live then was let go, not
@@ -1268,7 +1316,7 @@ void OnExitCall() {
   // A vfork() child shares its parent's memory and ran no fork handler: it must not touch our state.
   if (getpid() != g_process.pid) return;
   Guard guard(ts);
-  WriteReportAtExit(g_options, false);
+  WriteExitReport(false);
 }
 
 void OnUnload() {
@@ -1281,7 +1329,7 @@ void OnUnload() {
     g_drained_at_exit = ts.tc.stats().pools_released - before;
   }
   // exit() in a vfork() child (which it must not call) would be judging its parent's blocks.
-  int status = WriteReportAtExit(g_options, getpid() == g_process.pid);
+  int status = WriteExitReport(getpid() == g_process.pid);
   if (status != 0) ExitForLeaks(status);
 }
 

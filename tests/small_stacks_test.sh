@@ -5,7 +5,9 @@
 # its own small and leave such threads room for their work and for its tracked malloc: once its TLS
 # was 8.8 KiB and every such thread crashed on its first call. Bare, pool=0, pool=1 with tracking and
 # pool=1 without it (the inline paths) must all print what the bare run prints; with tracking, the
-# report puts the four kept 100-byte blocks on `worker`.
+# report puts the four kept 100-byte blocks on `worker`. Then the last thread ends the process itself
+# with exit(3): the report, written at exit (some 20 KiB of stack), must be written all the same (on a
+# stack of poolscope's own), and the status stay 3; once such a process died of SIGSEGV.
 # Args: LIB CHECKER SMALL_STACKS
 set -euo pipefail
 source "$(dirname "$0")/integration_lib.sh"
@@ -18,8 +20,12 @@ standard_checks small_stacks small_stacks
 run_with_options small_stacks untracked "track=0:quiet=1:report=@REPORT@" /dev/null -- "$prog" 4096
 same_as_bare small_stacks untracked
 reports_ok small_stacks untracked 1
-for mode in pool0 pool1; do
-  "$PY" - "$WORK/small_stacks/$mode"/reports/r.*.json <<'PY' || fail "small_stacks/$mode: the kept blocks"
+run_three small_stacks_exit /dev/null -- "$prog" 4096 exit
+[ "$(cat "$WORK/small_stacks_exit/bare/status")" = 3 ] ||
+  fail "small_stacks_exit: the bare run ended with status $(cat "$WORK/small_stacks_exit/bare/status"), not 3"
+standard_checks small_stacks_exit small_stacks
+for run in small_stacks/pool0 small_stacks/pool1 small_stacks_exit/pool0 small_stacks_exit/pool1; do
+  "$PY" - "$WORK/$run"/reports/r.*.json <<'PY' || fail "$run: the kept blocks"
 import json, sys
 r = json.load(open(sys.argv[1]))
 groups = [g for g in r["leaks"] if g["stack"] and g["stack"][0]["function"] == "worker"]
@@ -28,4 +34,4 @@ g = groups[0]
 assert (g["blocks"], g["bytes"]) == (4, 400), "worker's group: %d blocks, %d bytes" % (g["blocks"], g["bytes"])
 PY
 done
-echo "PASS: threads with PTHREAD_STACK_MIN stacks run as they do bare (pool=0, pool=1, track=0), and their leaks are named"
+echo "PASS: threads with PTHREAD_STACK_MIN stacks run as they do bare (pool=0, pool=1, track=0), and their leaks are named, also when one of them ends the process"
