@@ -449,7 +449,8 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   }
   w.EndArray();
   w.Field("leak_groups_omitted", ngroups_all - ngroups);
-  w.FieldBool("tracked", tracked);
+  // Every live block is in `leaks` only when the table recorded every one (TrackingUnrecorded).
+  w.FieldBool("tracked", tracked && TrackingUnrecorded() == 0);
 
   // real live = the program's live real blocks + every pool that exists.
   int64_t real_live = static_cast<int64_t>(real.nallocs - real.nfrees);
@@ -693,6 +694,14 @@ int WriteReportAtExit(const Options& o, bool may_change_status) {
   }
   char path[1200];
   bool written = WriteReport("exit", *snap.get(), o.leak_exitcode > 0 ? &check : nullptr, path, sizeof path);
+  if (const uint64_t unrecorded = TrackingUnrecorded(); unrecorded != 0 && !o.quiet) {
+    char line[300];
+    snprintf(line, sizeof line,
+             "poolscope: warning: %llu allocation%s could not be recorded (no memory for the live-block "
+             "table: an address-space limit?): the report's leaks are incomplete (tracked: false)",
+             static_cast<unsigned long long>(unrecorded), unrecorded == 1 ? "" : "s");
+    RawLine(line);
+  }
   if (!o.quiet && (written || check.exit_status != 0)) {
     // One line, whatever happened.
     char status[160] = "";

@@ -184,6 +184,7 @@ int RegularMissFor(const ThreadState& ts) {
 
 size_t LimitFor(const ThreadState& ts) {
   if (!g_pooling || ts.phase != kActive || g_valgrind || g_tracking || ts.carves == nullptr) return 0;
+  if (g_domain->exhausted()) return 0;
   switch (g_options.tag) {
     case TagMode::kSmall: return g_pool_capacity;
     case TagMode::kExplicit: return ts.tag_depth > 0 ? g_pool_capacity : 0;
@@ -393,7 +394,13 @@ void InitGlobal(ThreadState& ts) {
   InitProcessInfo(&g_process, g_options);
   // Under valgrind, memcheck records the stacks itself (and libunwind's memory probes would be
   // reported as errors): the table still counts live blocks, without stacks.
-  if (g_options.track) g_tracking = TrackingInit(g_valgrind ? 0 : g_options.stack_depth);
+  if (g_options.track) {
+    g_tracking = TrackingInit(g_valgrind ? 0 : g_options.stack_depth);
+    if (!g_tracking) {
+      WarnLine(nullptr, "no memory for leak tracking (an address-space limit?): track=1 is off, and the "
+                        "report lists no leaks (tracked: false)");
+    }
+  }
   g_tracked_malloc = g_tracking && !g_valgrind && g_options.tag == TagMode::kSmall;
   if (g_options.tag == TagMode::kCaller) CallerTagInit(g_options.tag_globs);
   if (g_options.help) DescribeOptions(g_options, EmitLine, nullptr);
@@ -472,10 +479,24 @@ void* Bootstrap(size_t n, size_t align) {
   return p;
 }
 
+// The miss reason once the pools' own memory could not be had (Domain::exhausted): pooling is off for
+// the rest of the process, every request takes the regular path as with pool=0 (a `disabled` miss),
+// and one line on stderr says so.
+__attribute__((noinline, cold)) int PoolingExhausted() {
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true, std::memory_order_relaxed)) {
+    WarnLine(nullptr,
+             "no memory for the pool map or the pool metadata (an address-space limit?): pooling is off "
+             "from here on, and every request passes through");
+  }
+  return pool::kMissDisabled;
+}
+
 // -1: pool it; otherwise the miss reason.
 // `align`: what the caller needs beyond malloc's own guarantee (0 for the malloc family).
 inline int Decide(const ThreadState& ts, size_t n, size_t align, const void* ra) {
   if (!g_pooling || ts.phase != kActive) return pool::kMissDisabled;
+  if (POOLSCOPE_UNLIKELY(g_domain->exhausted())) return PoolingExhausted();
   if (n > g_pool_capacity) return pool::kMissTooLarge;
   // Pooled blocks are 16-aligned, or with malloc_align=8 8-aligned below 16 bytes.
   if (align > 16 || (align > 8 && g_max_align == 8 && n < 16)) return pool::kMissAlignment;
@@ -512,7 +533,7 @@ inline void* TryPool(ThreadState& ts, Api api, size_t n, size_t align, const voi
       }
       return p;
     }
-    reason = pool::kMissPoolFull;
+    reason = POOLSCOPE_UNLIKELY(g_domain->exhausted()) ? PoolingExhausted() : pool::kMissPoolFull;
   }
   ++ts.tc.stats().misses[reason];
   return nullptr;
@@ -620,6 +641,8 @@ void* AllocSlow(Api api, size_t n, void* ra) {
     case Mode::kCounted: break;
   }
   Scope scope(ts);
+  // Pooling gave up (PoolingExhausted): this thread's shortcuts stop sending requests to the pool.
+  if (POOLSCOPE_UNLIKELY(ts.pool_limit != 0 && g_domain->exhausted())) SetLimits(ts);
   track::StartFrame frame;
   const track::StartFrame* from = POOLSCOPE_PROGRAM_FRAME(frame, ra);
   if (void* p = TryPool(ts, api, n, 0, ra, from)) return p;

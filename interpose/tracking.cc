@@ -29,14 +29,26 @@ namespace {
 // them) are mappings of their own.
 class MappedDepotMemory : public track::DepotMemory {
  public:
+  // Carves from 64 MiB reservations; when the address space will not give that much (RLIMIT_AS),
+  // from reservations of 1 MiB; when not even those, nullptr from then on without asking again (the
+  // callers then record less, and the report says so), rather than a failing mmap per request.
   void* Alloc(size_t bytes) override {
-    if (bytes >= kDirect) return InternalAlloc(bytes);
+    if (bytes >= kDirect) return exhausted_.load(std::memory_order_relaxed) ? nullptr : InternalAlloc(bytes);
     bytes = (bytes + 63) & ~size_t{63};
     SpinLockHolder lock(&lock_);
     if (cur_ == nullptr || static_cast<size_t>(end_ - cur_) < bytes) {
-      size_t chunk = bytes > kChunk ? bytes : kChunk;
+      if (exhausted_.load(std::memory_order_relaxed)) return nullptr;
+      size_t chunk = small_chunks_ ? kSmallChunk : kChunk;
       char* p = static_cast<char*>(InternalReserve(chunk));
-      if (p == nullptr) return nullptr;
+      if (p == nullptr && !small_chunks_) {
+        small_chunks_ = true;
+        chunk = kSmallChunk;
+        p = static_cast<char*>(InternalReserve(chunk));
+      }
+      if (p == nullptr) {
+        exhausted_.store(true, std::memory_order_relaxed);
+        return nullptr;
+      }
       cur_ = p;
       end_ = p + chunk;
     }
@@ -53,10 +65,13 @@ class MappedDepotMemory : public track::DepotMemory {
 
  private:
   static constexpr size_t kChunk = size_t{64} << 20;
-  static constexpr size_t kDirect = size_t{64} << 10;
+  static constexpr size_t kSmallChunk = size_t{1} << 20;
+  static constexpr size_t kDirect = size_t{64} << 10;  // (below kSmallChunk: a carve always fits one)
   SpinLock lock_;
   char* cur_ = nullptr;
   char* end_ = nullptr;
+  bool small_chunks_ = false;
+  std::atomic<bool> exhausted_{false};  // (read without the lock on the direct path)
 };
 
 struct alignas(32) Site {
@@ -174,6 +189,8 @@ bool TrackingInit(int stack_depth) {
 }
 
 bool TrackingOn() { return g_on; }
+
+uint64_t TrackingUnrecorded() { return g_on ? g_table->refused() : 0; }
 
 constexpr uint32_t kMemoWindow = 64;  // captures judged together
 constexpr uint32_t kMemoRest = 1024;   // captures without the memo after a poor window

@@ -29,6 +29,9 @@ enum BlockFlags : uint8_t {
 // Called once at start-up when track=1; false when the memory could not be had (tracking stays off).
 bool TrackingInit(int stack_depth);
 bool TrackingOn();
+// Live blocks the table could not record (no memory for it: an address-space limit); while it is
+// nonzero the report's leaks are incomplete and it says `tracked: false`.
+uint64_t TrackingUnrecorded();
 // A logical allocation of `size` bytes at `p`, a real block. `skip`: frames of poolscope's own to
 // leave out. `from`, when known: the program's frame that called the entry point (ProgramFrame in
 // shim.cc); the stack is captured from there, and `skip` does not apply.

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -29,7 +30,11 @@ class FakeBackend : public Backend {
   std::atomic<long> meta_allocs{0};
   std::atomic<long> meta_frees{0};
   std::atomic<long> leaves{0};
+  std::atomic<long> leaf_attempts{0};  // ReserveLeaf calls, refused ones included
   bool fail_pools = false;
+  // ReserveLeaf refuses every reservation of this many bytes (SIZE_MAX: of any size), as an
+  // address-space limit would.
+  size_t fail_leaves_of = 0;
   // Fill fresh pool memory with this byte, to prove the pool zeroes what the allocator returns.
   int fill = 0xA5;
   // Each pool is followed by kTail bytes of kTailByte, checked when it is freed: the pool must never
@@ -86,6 +91,8 @@ class FakeBackend : public Backend {
     free(p);
   }
   void* ReserveLeaf(size_t bytes) override {
+    ++leaf_attempts;
+    if (fail_leaves_of == bytes || fail_leaves_of == SIZE_MAX) return nullptr;
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
     if (p == MAP_FAILED) return nullptr;

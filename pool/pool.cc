@@ -136,12 +136,23 @@ void Domain::FreeHeader(PoolHeader* h) {
   UnlockMeta();
 }
 
+// A real allocation taken for a pool that could not be set up goes back at once; it counts as a pool
+// made and released, so that every real allocation stays accounted for (SPEC: real.allocs ==
+// logical.allocs - pool.hits + pool.pools_created + pool.spills).
+void Domain::GiveUpPool(void* mem, PoolStats* stats) {
+  backend_->FreePool(mem);
+  ++stats->pools_created;
+  ++stats->pools_released;
+}
+
 PoolHeader* Domain::CreatePool(PoolStats* stats) {
+  if (exhausted_.load(std::memory_order_relaxed)) return nullptr;
   void* mem = backend_->AllocPool(pool_bytes_);
-  if (mem == nullptr) return nullptr;
+  if (mem == nullptr) return nullptr;  // the program's allocator is out of memory: it may recover
   PoolHeader* h = NewHeader();
-  if (h == nullptr) {
-    backend_->FreePool(mem);
+  if (h == nullptr) {  // no metadata chunk could be reserved
+    exhausted_.store(true, std::memory_order_relaxed);
+    GiveUpPool(mem, stats);
     return nullptr;
   }
   char* words = reinterpret_cast<char*>(h) + sizeof(PoolHeader);
@@ -164,9 +175,10 @@ PoolHeader* Domain::CreatePool(PoolStats* stats) {
     h->remote[i].store(0, std::memory_order_relaxed);
   }
   h->state.store(kOwned, std::memory_order_relaxed);
-  if (!map_.Insert(mem, pool_bytes_, h)) {
+  if (!map_.Insert(mem, pool_bytes_, h)) {  // no map leaf could be reserved (or an address past 2^47)
+    exhausted_.store(true, std::memory_order_relaxed);
     FreeHeader(h);
-    backend_->FreePool(mem);
+    GiveUpPool(mem, stats);
     return nullptr;
   }
   // The real allocator may hand back memory that held other data.

@@ -198,6 +198,11 @@ class Domain {
 
   // Creates a pool (pools_created) or nullptr.
   PoolHeader* CreatePool(PoolStats* stats);
+  // True once the memory the pool map or the pool metadata needs could not be had from the backend
+  // (ReserveLeaf: an address-space limit, RLIMIT_AS, refuses the reservation): from then on
+  // CreatePool fails at once, with no real allocation and no system call, rather than try again for
+  // every request (it once made a million failing mmap calls in a python3 run).
+  bool exhausted() const { return exhausted_.load(std::memory_order_relaxed); }
   // Zeroes the used part of an emptied pool and resets its marks.
   void ZeroPool(PoolHeader* h, char* used_end);
   // Releases a pool: map entries, real free, header (pools_released).
@@ -268,6 +273,7 @@ class Domain {
   void UnlockMeta() { meta_lock_.store(false, std::memory_order_release); }
 
   void PoolEmptied(ThreadCache* tc, PoolHeader* h);  // a retired pool's last block was freed
+  void GiveUpPool(void* mem, PoolStats* stats);  // CreatePool could not set up the pool of `mem`
   FreeResult FreeRetired(ThreadCache* tc, PoolHeader* h, std::atomic<uint8_t>* mark);
 
   Config config_;
@@ -283,6 +289,7 @@ class Domain {
   PoolHeader* free_headers_ = nullptr;
   std::atomic<bool> meta_lock_{false};
   size_t chunk_bytes_ = 0;
+  std::atomic<bool> exhausted_{false};
 };
 
 // A block allocated on an explicit arena's regular path, freed at close.

@@ -371,6 +371,43 @@ TEST(PoolTest, BackendFailureReturnsNull) {
   EXPECT_EQ(tc.stats().hits, 0u);
 }
 
+// An address-space limit (RLIMIT_AS) refuses poolscope's own reservations: the first pool that needs
+// one fails, and from then on the domain makes no pool at all, without a real allocation or another
+// reservation per request (in a python3 run each had been a failing mmap, a million of them).
+void ExpectPoolingGivesUp(TestDomain* t) {
+  ThreadCache tc(&t->domain);
+  EXPECT_FALSE(t->domain.exhausted());
+  EXPECT_EQ(tc.Carve(8), nullptr);
+  EXPECT_TRUE(t->domain.exhausted());
+  EXPECT_EQ(t->backend.live_pools(), 0);  // the real block taken for the attempt went back
+  // and counts as a pool made and released, as every real allocation must be accounted for.
+  EXPECT_EQ(t->backend.pool_allocs, 1);
+  EXPECT_EQ(tc.stats().pools_created, 1u);
+  EXPECT_EQ(tc.stats().pools_released, 1u);
+  const long allocs = t->backend.pool_allocs, attempts = t->backend.leaf_attempts;
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(tc.Carve(8 + i % 50), nullptr);
+  Arena arena = {};
+  int reason = -1;
+  EXPECT_EQ(tc.ArenaCarve(&arena, 8, 8, &reason), nullptr);
+  EXPECT_EQ(t->backend.pool_allocs, allocs);
+  EXPECT_EQ(t->backend.leaf_attempts, attempts);
+  EXPECT_EQ(tc.stats().pools_created, 1u);
+  EXPECT_EQ(tc.stats().hits, 0u);
+}
+
+TEST(PoolTest, NoRoomForTheMetadataStopsPoolingForGood) {
+  TestDomain t(Cfg());
+  t.backend.fail_leaves_of = SIZE_MAX;
+  ExpectPoolingGivesUp(&t);
+}
+
+TEST(PoolTest, NoRoomForTheMapStopsPoolingForGood) {
+  TestDomain t(Cfg());
+  t.backend.fail_leaves_of = sizeof(PoolMap::Leaf);  // the metadata chunk is had, the map's leaf not
+  ExpectPoolingGivesUp(&t);
+  EXPECT_GE(t.backend.leaves, 1);  // (the metadata chunk)
+}
+
 TEST(ArenaTest, LazyPoolZeroedAlignedAndReturnedOnClose) {
   TestDomain t(Cfg());
   ThreadCache tc(&t.domain);

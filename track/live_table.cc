@@ -131,6 +131,7 @@ __attribute__((no_sanitize("thread"))) void LiveTable::Prefetch(uintptr_t ptr) c
 
 InsertResult LiveTable::Insert(uintptr_t ptr, uint64_t size, uint32_t stack_id, uint8_t flags) {
   if (stripes_ == nullptr || (ptr & 7) != 0 || (ptr >> 3) > kUnitMask || ptr == 0) {
+    refused_.fetch_add(1, std::memory_order_relaxed);
     return InsertResult::kNoMemory;
   }
   if (size > kMaxSize) size = kMaxSize;
@@ -147,6 +148,7 @@ InsertResult LiveTable::Insert(uintptr_t ptr, uint64_t size, uint32_t stack_id, 
   }
   const uint32_t live = s->count.load(std::memory_order_relaxed);
   if ((s->slots == nullptr || (live + 1) * 4 > (s->mask + 1) * 3) && !Grow(s)) {
+    refused_.fetch_add(1, std::memory_order_relaxed);
     return InsertResult::kNoMemory;
   }
   Probe(*s, hash, unit)->Set(unit, size, stack_id, flags);

@@ -86,6 +86,8 @@ class LiveTable {
   uint64_t size() const;
   // Bytes held from DepotMemory now (arrays given back are not counted).
   size_t memory_bytes() const { return memory_bytes_.load(std::memory_order_relaxed); }
+  // Inserts answered kNoMemory so far: blocks the table does not hold.
+  uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
 
   // Bytes of one entry (16).
   static size_t EntryBytes();
@@ -110,6 +112,7 @@ class LiveTable {
   uint32_t stripe_shift_ = 64;  // stripe = hash >> stripe_shift_
   uint32_t nstripes_ = 0;
   std::atomic<size_t> memory_bytes_{0};
+  std::atomic<uint64_t> refused_{0};
 };
 
 }  // namespace track

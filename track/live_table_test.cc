@@ -240,10 +240,12 @@ TEST(LiveTableTest, GrowsToMillionsAndShrinksBackToReuse) {
 TEST(LiveTableTest, OutOfMemoryIsReportedAndHarmless) {
   FakeMemory none(0);
   LiveTable empty(&none);
+  EXPECT_EQ(empty.refused(), 0u);
   EXPECT_EQ(empty.Insert(16, 1, 1, 0), InsertResult::kNoMemory);
   EXPECT_FALSE(empty.Erase(16, nullptr));
   EXPECT_FALSE(empty.Find(16, nullptr));
   EXPECT_EQ(empty.size(), 0u);
+  EXPECT_EQ(empty.refused(), 1u);  // the report says tracking is incomplete by this count
 
   FakeMemory some(64 * 1024);
   LiveTable t(&some, 4);
@@ -256,6 +258,7 @@ TEST(LiveTableTest, OutOfMemoryIsReportedAndHarmless) {
   EXPECT_GT(inserted, 100);
   EXPECT_LT(inserted, 100000);
   EXPECT_EQ(t.size(), static_cast<uint64_t>(inserted));
+  EXPECT_EQ(t.refused(), 1u);  // the insert that failed, and only it
   for (int i = 0; i < inserted; ++i) ASSERT_TRUE(t.Find(0x1000 + i * 16, nullptr)) << i;
 }
 
