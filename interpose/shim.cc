@@ -1284,11 +1284,12 @@ void OnLoad() {
 }
 
 // The exit-time report is written on a stack of its own when the process ends from a thread other
-// than the main one. Writing it (the snapshot, symbolizing, the JSON) takes some 20 KiB of stack, and
-// a thread the program made small (PTHREAD_STACK_MIN: 16 KiB, its TLS included) that calls exit()
-// would overflow its own. The stack is mapped for the call (only the pages used are touched), with
-// its lowest page left inaccessible, and unmapped afterwards. The main thread's stack is the
-// process's (RLIMIT_STACK) and is used as it is.
+// than the main one: writing it (the snapshot, symbolizing, the JSON) on the stack of a thread that
+// called exit() needed a 24 KiB thread (16 and 20 KiB ones crashed), and programs make threads as
+// small as PTHREAD_STACK_MIN (16 KiB, their TLS included). The stack is mapped for the call (only the
+// pages used are touched), with its lowest page left inaccessible, and unmapped afterwards. The main
+// thread's stack is the process's (RLIMIT_STACK) and is used as it is (exit() from a coroutine of
+// 8 KiB on it works).
 namespace {
 constexpr size_t kExitStackBytes = size_t{1} << 20;
 

@@ -6,7 +6,7 @@
 # was 8.8 KiB and every such thread crashed on its first call. Bare, pool=0, pool=1 with tracking and
 # pool=1 without it (the inline paths) must all print what the bare run prints; with tracking, the
 # report puts the four kept 100-byte blocks on `worker`. Then the last thread ends the process itself
-# with exit(3): the report, written at exit (some 20 KiB of stack), must be written all the same (on a
+# with exit(3): the report, written at exit (it needed a 24 KiB thread), must be written all the same (on a
 # stack of poolscope's own), and the status stay 3; once such a process died of SIGSEGV.
 # Args: LIB CHECKER SMALL_STACKS
 set -euo pipefail
