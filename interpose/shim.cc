@@ -179,12 +179,17 @@ int GetTid() { return static_cast<int>(syscall(SYS_gettid)); }
 int RegularMissFor(const ThreadState& ts) {
   if (ts.phase != kActive || ts.guard > 0 || g_valgrind || g_tracking) return 0;
   if (!g_pooling) return 1 + pool::kMissDisabled;
+  // Pooling gave up: no one reason fits every request (above the pool size is still too_large), so
+  // the slow path (Decide) tells them apart.
+  if (g_domain->exhausted()) return 0;
   return g_options.tag == TagMode::kSmall ? 1 + pool::kMissTooLarge : 0;
 }
 
 size_t LimitFor(const ThreadState& ts) {
-  if (!g_pooling || ts.phase != kActive || g_valgrind || g_tracking || ts.carves == nullptr) return 0;
-  if (g_domain->exhausted()) return 0;
+  if (!g_pooling || ts.phase != kActive || g_valgrind || g_tracking || ts.carves == nullptr ||
+      g_domain->exhausted()) {
+    return 0;
+  }
   switch (g_options.tag) {
     case TagMode::kSmall: return g_pool_capacity;
     case TagMode::kExplicit: return ts.tag_depth > 0 ? g_pool_capacity : 0;
@@ -480,15 +485,18 @@ void* Bootstrap(size_t n, size_t align) {
 }
 
 // The miss reason once the pools' own memory could not be had (Domain::exhausted): pooling is off for
-// the rest of the process, every request takes the regular path as with pool=0 (a `disabled` miss),
-// and one line on stderr says so.
-__attribute__((noinline, cold)) int PoolingExhausted() {
+// the rest of the process, every request takes the regular path (one the pool would have taken is a
+// `disabled` miss; the others keep their reasons, too_large and the like),
+// one line on stderr says so, and the calling thread's shortcuts stop sending requests to the pool
+// (each thread's, on its first pooled-size request after that).
+__attribute__((noinline, cold)) int PoolingExhausted(ThreadState& ts) {
   static std::atomic<bool> said{false};
   if (!said.exchange(true, std::memory_order_relaxed)) {
     WarnLine(nullptr,
              "no memory for the pool map or the pool metadata (an address-space limit?): pooling is off "
              "from here on, and every request passes through");
   }
+  SetLimits(ts);
   return pool::kMissDisabled;
 }
 
@@ -496,16 +504,19 @@ __attribute__((noinline, cold)) int PoolingExhausted() {
 // `align`: what the caller needs beyond malloc's own guarantee (0 for the malloc family).
 inline int Decide(const ThreadState& ts, size_t n, size_t align, const void* ra) {
   if (!g_pooling || ts.phase != kActive) return pool::kMissDisabled;
-  if (POOLSCOPE_UNLIKELY(g_domain->exhausted())) return PoolingExhausted();
   if (n > g_pool_capacity) return pool::kMissTooLarge;
   // Pooled blocks are 16-aligned, or with malloc_align=8 8-aligned below 16 bytes.
   if (align > 16 || (align > 8 && g_max_align == 8 && n < 16)) return pool::kMissAlignment;
+  bool tagged = true;
   switch (g_options.tag) {
-    case TagMode::kSmall: return -1;
-    case TagMode::kExplicit: return ts.tag_depth > 0 ? -1 : pool::kMissUntagged;
-    case TagMode::kCaller: return CallerTagged(ra) ? -1 : pool::kMissUntagged;
+    case TagMode::kSmall: break;
+    case TagMode::kExplicit: tagged = ts.tag_depth > 0; break;
+    case TagMode::kCaller: tagged = CallerTagged(ra); break;
   }
-  return -1;
+  if (!tagged) return pool::kMissUntagged;
+  // Once pooling has given up, a request it would have taken is a `disabled` miss; the others keep
+  // their reasons.
+  return POOLSCOPE_UNLIKELY(g_domain->exhausted()) ? pool::kMissDisabled : -1;
 }
 
 // Tries the pool for a logical allocation; counts the hit or the miss.
@@ -533,7 +544,11 @@ inline void* TryPool(ThreadState& ts, Api api, size_t n, size_t align, const voi
       }
       return p;
     }
-    reason = POOLSCOPE_UNLIKELY(g_domain->exhausted()) ? PoolingExhausted() : pool::kMissPoolFull;
+    reason = pool::kMissPoolFull;  // (or the carve found pooling exhausted: below)
+  }
+  if (POOLSCOPE_UNLIKELY(reason == pool::kMissDisabled || reason == pool::kMissPoolFull) && g_pooling &&
+      g_domain->exhausted()) {
+    reason = PoolingExhausted(ts);
   }
   ++ts.tc.stats().misses[reason];
   return nullptr;
@@ -641,8 +656,6 @@ void* AllocSlow(Api api, size_t n, void* ra) {
     case Mode::kCounted: break;
   }
   Scope scope(ts);
-  // Pooling gave up (PoolingExhausted): this thread's shortcuts stop sending requests to the pool.
-  if (POOLSCOPE_UNLIKELY(ts.pool_limit != 0 && g_domain->exhausted())) SetLimits(ts);
   track::StartFrame frame;
   const track::StartFrame* from = POOLSCOPE_PROGRAM_FRAME(frame, ra);
   if (void* p = TryPool(ts, api, n, 0, ra, from)) return p;

@@ -5,7 +5,9 @@
 # holds one warning line besides the report line, and the report balances with no pool made and the
 # pooled-size requests counted as `disabled` misses. Before, every pooled-size request tried the
 # reservation again (a failing mmap each, about 20 times slower on python3) and nothing was said.
-# Tracking on and off (tracking may find no room either; then a warning of its own says so). Args: LIB CHECKER ALLOC_FUZZ
+# Tracking on and off (tracking may find no room either; then a warning of its own says so); each run
+# must count its requests as the same run without the limit does (too_large the same, the rest
+# disabled instead of hits). Args: LIB CHECKER ALLOC_FUZZ
 set -euo pipefail
 source "$(dirname "$0")/integration_lib.sh"
 integration_init "$1" "$2"
@@ -44,5 +46,22 @@ assert p["misses"]["disabled"] > 10000, "pooled-size requests not counted as dis
 assert p["misses"]["pool_full"] == 0, "the failed attempt counted as pool_full: %r" % p["misses"]
 assert r["reconciliation"]["balanced"] is True
 PY
+done
+# The program is deterministic, so its requests are the same with and without the limit: each one the
+# pool took (a hit) or tried (pool_full) without the limit is a `disabled` miss under it, and every
+# other miss keeps its reason (the inline regular path once counted every request as too_large).
+for mode in tracked untracked; do
+  track=1
+  [ "$mode" = untracked ] && track=0
+  run_with_options address_limit "$mode-free" "track=$track:quiet=1:report=@REPORT@" /dev/null -- "$prog" 1 200000 1
+  "$PY" - "$WORK/address_limit/$mode"/reports/r.*.json "$WORK/address_limit/$mode-free"/reports/r.*.json <<'PY' ||
+import json, sys
+limited, free = (json.load(open(f))["pool"] for f in sys.argv[1:3])
+lm, fm = limited["misses"], free["misses"]
+expected = dict(fm, disabled=fm["disabled"] + free["hits"] + fm["pool_full"], pool_full=0)
+assert lm == expected, "misses under the limit %r, expected %r (from the run without it: %r, %d hits)" % (
+    lm, expected, fm, free["hits"])
+PY
+    fail "address_limit/$mode: the misses under the limit do not match the run without it"
 done
 echo "PASS: under a 96 MiB address-space limit pooling gives up once, says so once, and the program runs as bare"
