@@ -75,6 +75,12 @@ __attribute__((noinline)) void ValgrindDescribeAlloc(void* p, size_t n) {
   VALGRIND_MALLOCLIKE_BLOCK(p, n, 0, 1);
 }
 
+// A pooled block's free, told to memcheck before the pool sees it: the free may release the pool, and
+// memcheck must already count the block as freed then. A block that is not live is still described:
+// memcheck then reports the program's invalid or double free as it would without poolscope. A live
+// block's memory stays addressable and defined, since it is back in the pool, which zeroes and reuses it.
+void ValgrindDescribeFree(const pool::PoolHeader* h, void* p);
+
 __attribute__((noinline)) void WipeStackBelow() {
   volatile char pad[4096];
   for (size_t i = 0; i < sizeof pad; ++i) pad[i] = 0;
@@ -82,6 +88,12 @@ __attribute__((noinline)) void WipeStackBelow() {
 
 alignas(pool::Domain) char g_domain_storage[sizeof(pool::Domain)];
 pool::Domain* g_domain = nullptr;
+
+void ValgrindDescribeFree(const pool::PoolHeader* h, void* p) {
+  size_t usable = g_domain->UsableSize(h, p);
+  VALGRIND_FREELIKE_BLOCK(p, 0);
+  if (usable != 0) VALGRIND_MAKE_MEM_DEFINED(p, usable);
+}
 
 class ShimBackend : public pool::Backend {
  public:
@@ -385,8 +397,9 @@ void InitGlobal(ThreadState& ts) {
   if (g_options.valgrind && RUNNING_ON_VALGRIND) {
     g_valgrind = true;
     config.carve_offset = 16;
-    VALGRIND_CREATE_MEMPOOL_EXT(&g_valgrind_anchor, 0, 1,
-                                VALGRIND_MEMPOOL_METAPOOL | VALGRIND_MEMPOOL_AUTO_FREE);
+    // No VALGRIND_MEMPOOL_AUTO_FREE: it would free, with a pool, every block memcheck knows inside the
+    // pool's range, the real allocator's own block included, before FreePool hands that block back.
+    VALGRIND_CREATE_MEMPOOL_EXT(&g_valgrind_anchor, 0, 1, VALGRIND_MEMPOOL_METAPOOL);
   }
   g_pool_by_malloc = !g_valgrind;
   g_domain = new (g_domain_storage) pool::Domain(config, &g_backend, g_map_root);
@@ -397,10 +410,11 @@ void InitGlobal(ThreadState& ts) {
   pthread_key_create(&g_key, OnThreadExit);
   pthread_atfork(ForkPrepare, ForkParent, ForkChild);
   InitProcessInfo(&g_process, g_options);
-  // Under valgrind, memcheck records the stacks itself (and libunwind's memory probes would be
-  // reported as errors): the table still counts live blocks, without stacks.
+  // Under valgrind, with valgrind=0 as with valgrind=1, memcheck records the stacks itself, and
+  // libunwind's memory probes (a write() of stack memory below the stack pointer) would be reported as
+  // the program's errors: the table still counts live blocks, without stacks.
   if (g_options.track) {
-    g_tracking = TrackingInit(g_valgrind ? 0 : g_options.stack_depth);
+    g_tracking = TrackingInit(RUNNING_ON_VALGRIND ? 0 : g_options.stack_depth);
     if (!g_tracking) {
       WarnLine(nullptr, "no memory for leak tracking (an address-space limit?): track=1 is off, and the "
                         "report lists no leaks (tracked: false)");
@@ -606,12 +620,8 @@ inline void CountFree(Ledger& l, Api api, bool freed) {
 
 // A pooled block released by free/delete (h from the pool map).
 void FreePooled(ThreadState& ts, Api api, void* p, pool::PoolHeader* h) {
-  size_t usable = POOLSCOPE_UNLIKELY(g_valgrind) ? g_domain->UsableSize(h, p) : 0;
+  if (POOLSCOPE_UNLIKELY(g_valgrind)) ValgrindDescribeFree(h, p);
   pool::Domain::FreeResult r = ts.tc.Free(h, p);
-  if (POOLSCOPE_UNLIKELY(g_valgrind) && r == pool::Domain::FreeResult::kFreed) {
-    VALGRIND_FREELIKE_BLOCK(p, 0);
-    VALGRIND_MAKE_MEM_DEFINED(p, usable);  // back to the pool, which zeroes and reuses it
-  }
   CountFree(ts.c.logical, api, r == pool::Domain::FreeResult::kFreed);
   if (r != pool::Domain::FreeResult::kFreed) RecordBadFree(p, r == pool::Domain::FreeResult::kDouble);
 }
@@ -940,11 +950,8 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
     ++ts.tc.stats().spills;
   }
   memcpy(q, p, old);
+  if (POOLSCOPE_UNLIKELY(g_valgrind)) ValgrindDescribeFree(h, p);
   ts.tc.Free(h, p);
-  if (POOLSCOPE_UNLIKELY(g_valgrind)) {
-    VALGRIND_FREELIKE_BLOCK(p, 0);
-    VALGRIND_MAKE_MEM_DEFINED(p, old);
-  }
   if (!spill) --ts.tc.stats().pooled_frees;  // the block moved within the pools
   ++ts.c.logical.nreallocs;
   if (POOLSCOPE_UNLIKELY(g_tracking) && spill) OnAlloc(q, total, 0, from);
