@@ -1,10 +1,17 @@
 // File: track/reachability.cc
 //
-// Lookup structure: the blocks, sorted by start, fall into regions: runs of blocks whose gaps are all
-// below kRegionGap. Each region has a page index: for each page (2^shift bytes, 4 KiB unless the
-// index would outgrow its budget) of [region base, region end), the index of the first block that
-// starts at or after the page, plus one sentinel. A word that passes the [lowest start, highest end)
-// filter costs a binary search over the (few) regions, then one over the blocks starting in its page.
+// Lookup structure: the blocks, sorted by start, are looked up in place (a 32-byte ScanBlock holds the
+// start, size and state: one cache line answers a lookup). They fall into regions: runs of blocks whose gaps are all below kRegionGap. Each region has a page
+// index: for each page (2^shift bytes: the smallest power of two from 16 bytes up that keeps the index
+// within one entry per block) of [region base, region end), the index of the first block that starts
+// at or after the page, plus one sentinel. A word that passes the [lowest start, highest end) filter
+// costs a binary search over the (few) regions, one load from the page index and a short binary search
+// over the blocks starting in its page.
+//
+// The heap is scanned in random order, so every lookup is a cache miss or three. Scanning is therefore
+// pipelined: words that pass the filter are queued with their page-index slot prefetched; the queue is
+// resolved in two more passes (load the slot and prefetch the entry, then decide), so that many misses
+// are in flight at once. The marking rules do not depend on the order in which pointers are seen.
 //
 // Mark stack: a block is pushed when it becomes Possible and when it becomes Reachable, at most twice in
 // all, so 2n entries always suffice; while cliques are formed a block is pushed only when it leaves
@@ -71,20 +78,32 @@ class ScratchArray {
 
 inline uintptr_t BlockEnd(const ScanBlock& b) { return b.start + (b.size == 0 ? 1 : b.size); }
 
+// A word queued for lookup: first its page-index slot, then the entries it may fall in.
+struct Candidate {
+  uint64_t v;
+  const uint32_t* page;  // stage 1: the slot in the page index
+  uint32_t a, b;         // stage 2: blocks starting in v's page, [a, b)
+  uint32_t first;        // the region's first block
+  uint32_t definite;     // the word's source is definite (marking only)
+};
+
+constexpr size_t kQueue = 1024;
+constexpr uint32_t kBatch = 16;
+
 class Classifier {
  public:
-  Classifier(ScanBlock* blocks, uint32_t n, const uintptr_t* starts, const Region* regions,
-             uint32_t nregions, const uint32_t* pages, unsigned shift, uint32_t* stack,
-             uint64_t* buffer, uintptr_t lo, uintptr_t hi, ReachabilityResult* result)
+  Classifier(ScanBlock* blocks, uint32_t n, const Region* regions, uint32_t nregions,
+             const uint32_t* pages, unsigned shift, uint32_t* stack, uint64_t* buffer,
+             Candidate* queue, uintptr_t lo, uintptr_t hi, ReachabilityResult* result)
       : blocks_(blocks),
         n_(n),
-        starts_(starts),
         regions_(regions),
         nregions_(nregions),
         pages_(pages),
         shift_(shift),
         stack_(stack),
         buffer_(buffer),
+        queue_(queue),
         lo_(lo),
         span_(hi - lo),
         result_(result) {}
@@ -93,103 +112,50 @@ class Classifier {
                      MemoryReader& heap_reader) {
     for (size_t r = 0; r < nroots; ++r) {
       if (roots[r].end <= roots[r].begin) continue;
-      Scan(root_reader, roots[r].begin, roots[r].end, &result_->root_bytes_scanned,
-           &result_->root_bytes_unreadable, [this](uint64_t v) { Mark(v, /*definite=*/true); });
+      Scan(root_reader, roots[r].begin, roots[r].end, /*definite=*/true, &result_->root_bytes_scanned,
+           &result_->root_bytes_unreadable);
+      Flush();
       DrainMarks(heap_reader);
     }
   }
 
   void FormCliques(MemoryReader& heap_reader) {
+    cliques_ = true;
     for (uint32_t leader = 0; leader < n_; ++leader) {
       if (blocks_[leader].state != kUnreached) continue;
-      ScanBlock& l = blocks_[leader];
-      auto join = [this, leader, &l](uint64_t v) {
-        uint32_t k = Find(v);
-        if (k == kNone || k == leader) return;
-        ScanBlock& b = blocks_[k];
-        if (b.state != kUnreached) return;
-        b.state = kIndirect;
-        l.indirect_blocks += 1 + b.indirect_blocks;
-        l.indirect_bytes += b.size + b.indirect_bytes;
-        b.indirect_blocks = 0;
-        b.indirect_bytes = 0;
-        stack_[top_++] = k;
-      };
-      ScanBlockWith(heap_reader, l, join);
-      while (top_ > 0) ScanBlockWith(heap_reader, blocks_[stack_[--top_]], join);
+      leader_ = leader;
+      stack_[top_++] = leader;
+      DrainMarks(heap_reader);
     }
   }
 
  private:
-  // The block that v points into, or kNone.
-  inline uint32_t Find(uint64_t v) const {
-    if (v - lo_ >= span_) return kNone;
-    uint32_t r = 0;
-    if (nregions_ > 1) {
-      uint32_t lo = 0, count = nregions_;  // last region with base <= v
-      while (count > 1) {
-        uint32_t half = count / 2;
-        if (regions_[lo + half].base <= v) lo += half;
-        count -= half;
-      }
-      r = lo;
-    }
-    const Region& reg = regions_[r];
-    if (v < reg.base || v >= reg.end) return kNone;
-    const uint32_t* page = pages_ + reg.index + ((v - reg.base) >> shift_);
-    // Blocks starting in v's page are [page[0], page[1]); the last one starting at or before v is
-    // among them or is page[0] - 1.
-    uint32_t a = page[0], b = page[1];
-    while (a < b) {
-      uint32_t mid = a + (b - a) / 2;
-      if (starts_[mid] <= v) {
-        a = mid + 1;
-      } else {
-        b = mid;
-      }
-    }
-    if (a == reg.first) return kNone;
-    uint32_t i = a - 1;
-    const ScanBlock& blk = blocks_[i];
-    if (v < blk.start + blk.size || (blk.size == 0 && v == blk.start)) return i;
-    return kNone;
-  }
-
-  inline void Mark(uint64_t v, bool definite) {
-    uint32_t i = Find(v);
-    if (i == kNone) return;
-    ScanBlock& b = blocks_[i];
-    if (b.state == kReachable) return;
-    if (definite && v == b.start) {
-      b.state = kReachable;
-      stack_[top_++] = i;
-    } else if (b.state == kUnreached) {
-      b.state = kPossible;
-      stack_[top_++] = i;
-    }
-  }
-
+  // Pops up to kBatch blocks at a time, prefetches them, scans them, and resolves what they point to;
+  // until the stack is empty.
   void DrainMarks(MemoryReader& heap_reader) {
+    uint32_t batch[kBatch];
     while (top_ > 0) {
-      ScanBlock& b = blocks_[stack_[--top_]];
-      if (b.state == kPossible) {
-        ScanBlockWith(heap_reader, b, [this](uint64_t v) { Mark(v, /*definite=*/false); });
-      } else {
-        ScanBlockWith(heap_reader, b, [this](uint64_t v) { Mark(v, /*definite=*/true); });
+      uint32_t k = 0;
+      while (k < kBatch && top_ > 0) {
+        uint32_t i = stack_[--top_];
+        __builtin_prefetch(reinterpret_cast<const void*>(blocks_[i].start));
+        batch[k++] = i;
       }
+      for (uint32_t j = 0; j < k; ++j) {
+        const ScanBlock& e = blocks_[batch[j]];
+        // While cliques form, every pointer counts alike; while marking, a Possible block is not a
+        // definite source.
+        Scan(heap_reader, e.start, e.start + e.size, cliques_ || e.state != kPossible,
+             &result_->heap_bytes_scanned, &result_->heap_bytes_unreadable);
+      }
+      Flush();
     }
   }
 
-  template <typename F>
-  void ScanBlockWith(MemoryReader& reader, const ScanBlock& b, F&& f) {
-    Scan(reader, b.start, b.start + b.size, &result_->heap_bytes_scanned,
-         &result_->heap_bytes_unreadable, f);
-  }
-
-  // Calls f on every aligned word of [begin, end) that the reader can read.
-  template <typename F>
-  void Scan(MemoryReader& reader, uintptr_t begin, uintptr_t end, uint64_t* scanned,
-            uint64_t* unreadable, F&& f) {
+  // Queues every aligned word of [begin, end) that the reader can read and that falls within
+  // [lowest start, highest end).
+  void Scan(MemoryReader& reader, uintptr_t begin, uintptr_t end, bool definite, uint64_t* scanned,
+            uint64_t* unreadable) {
     uintptr_t a = (begin + 7) & ~uintptr_t{7};
     const uintptr_t e = end & ~uintptr_t{7};
     while (a < e) {
@@ -197,7 +163,10 @@ class Classifier {
       size_t got = reader.Read(a, buffer_, want);
       if (got > want) got = want;
       size_t words = got / 8;
-      for (size_t k = 0; k < words; ++k) f(buffer_[k]);
+      for (size_t k = 0; k < words; ++k) {
+        uint64_t v = buffer_[k];
+        if (v - lo_ < span_) Queue(v, definite);
+      }
       *scanned += words * 8;
       if (got == want) {
         a += want;
@@ -210,9 +179,89 @@ class Classifier {
     }
   }
 
+  inline void Queue(uint64_t v, bool definite) {
+    uint32_t r = 0;
+    if (nregions_ > 1) {
+      uint32_t lo = 0, count = nregions_;  // last region with base <= v
+      while (count > 1) {
+        uint32_t half = count / 2;
+        if (regions_[lo + half].base <= v) lo += half;
+        count -= half;
+      }
+      r = lo;
+    }
+    const Region& reg = regions_[r];
+    if (v < reg.base || v >= reg.end) return;
+    Candidate& c = queue_[nqueued_++];
+    c.v = v;
+    c.page = pages_ + reg.index + ((v - reg.base) >> shift_);
+    c.first = reg.first;
+    c.definite = definite;
+    __builtin_prefetch(c.page);
+    if (nqueued_ == kQueue) Flush();
+  }
+
+  // Resolves the queued words: marks (or joins to the clique) the blocks they point into.
+  void Flush() {
+    for (size_t q = 0; q < nqueued_; ++q) {
+      Candidate& c = queue_[q];
+      c.a = c.page[0];
+      c.b = c.page[1];
+      __builtin_prefetch(&blocks_[c.a > c.first ? c.a - 1 : c.a]);
+    }
+    for (size_t q = 0; q < nqueued_; ++q) {
+      const Candidate& c = queue_[q];
+      // Blocks starting in v's page are [a, b); the last one starting at or before v is among them
+      // or is a - 1.
+      uint32_t a = c.a, b = c.b;
+      while (a < b) {
+        uint32_t mid = a + (b - a) / 2;
+        if (blocks_[mid].start <= c.v) {
+          a = mid + 1;
+        } else {
+          b = mid;
+        }
+      }
+      if (a == c.first) continue;
+      const uint32_t i = a - 1;
+      ScanBlock& e = blocks_[i];
+      const uint64_t size = e.size;
+      if (!(c.v - e.start < size || (size == 0 && c.v == e.start))) continue;
+      if (cliques_) {
+        Join(i);
+      } else {
+        Mark(i, e, c.v, c.definite);
+      }
+    }
+    nqueued_ = 0;
+  }
+
+  inline void Mark(uint32_t i, ScanBlock& e, uint64_t v, bool definite) {
+    const uint8_t state = e.state;
+    if (state == kReachable) return;
+    if (definite && v == e.start) {
+      e.state = kReachable;
+      stack_[top_++] = i;
+    } else if (state == kUnreached) {
+      e.state = kPossible;
+      stack_[top_++] = i;
+    }
+  }
+
+  inline void Join(uint32_t i) {
+    ScanBlock& b = blocks_[i];
+    if (i == leader_ || b.state != kUnreached) return;
+    b.state = kIndirect;
+    ScanBlock& l = blocks_[leader_];
+    l.indirect_blocks += 1 + b.indirect_blocks;
+    l.indirect_bytes += b.size + b.indirect_bytes;
+    b.indirect_blocks = 0;
+    b.indirect_bytes = 0;
+    stack_[top_++] = i;
+  }
+
   ScanBlock* const blocks_;
   const uint32_t n_;
-  const uintptr_t* const starts_;
   const Region* const regions_;
   const uint32_t nregions_;
   const uint32_t* const pages_;
@@ -220,9 +269,13 @@ class Classifier {
   uint32_t* const stack_;
   uint32_t top_ = 0;
   uint64_t* const buffer_;
+  Candidate* const queue_;
+  size_t nqueued_ = 0;
   const uintptr_t lo_;
   const uintptr_t span_;
   ReachabilityResult* const result_;
+  bool cliques_ = false;
+  uint32_t leader_ = 0;
 };
 
 // Pages that regions split at kRegionGap would need at 2^shift bytes a page, sentinels included.
@@ -260,27 +313,25 @@ bool ClassifyReachability(ScanBlock* blocks, size_t n, const RootRange* roots, s
     hi = std::max(hi, BlockEnd(b));
   }
 
-  // The page index: 4 KiB pages unless that would take more than 4 entries per block.
-  unsigned shift = 12;
+  // The page index: the finest pages that take at most one index entry per block.
+  unsigned shift = 4;
   uint32_t nregions = 0;
   size_t npages = PagesNeeded(blocks, count, shift, &nregions);
-  while (npages > 4 * size_t{count} + 2 * size_t{nregions} + 1024 && shift < 40) {
+  while (npages > size_t{count} + 2 * size_t{nregions} + 1024 && shift < 40) {
     ++shift;
     npages = PagesNeeded(blocks, count, shift, &nregions);
   }
-  ScratchArray starts_mem(scratch, (n + 1) * sizeof(uintptr_t));
   ScratchArray regions_mem(scratch, (nregions + 1) * sizeof(Region));
   ScratchArray pages_mem(scratch, (npages + 1) * sizeof(uint32_t));
   ScratchArray stack_mem(scratch, (2 * n + 1) * sizeof(uint32_t));
   ScratchArray buffer_mem(scratch, kReadBuffer);
-  if (!starts_mem.ok() || !regions_mem.ok() || !pages_mem.ok() || !stack_mem.ok() ||
+  ScratchArray queue_mem(scratch, kQueue * sizeof(Candidate));
+  if (!queue_mem.ok() || !regions_mem.ok() || !pages_mem.ok() || !stack_mem.ok() ||
       !buffer_mem.ok()) {
     return false;
   }
-  uintptr_t* starts = starts_mem.as<uintptr_t>();
   Region* regions = regions_mem.as<Region>();
   uint32_t* pages = pages_mem.as<uint32_t>();
-  for (uint32_t i = 0; i < count; ++i) starts[i] = blocks[i].start;
   const uintptr_t page_mask = (uintptr_t{1} << shift) - 1;
   uint32_t r = 0;
   uint32_t next_page = 0;
@@ -304,8 +355,8 @@ bool ClassifyReachability(ScanBlock* blocks, size_t n, const RootRange* roots, s
     i = j;
   }
 
-  Classifier c(blocks, count, starts, regions, nregions, pages, shift, stack_mem.as<uint32_t>(),
-               buffer_mem.as<uint64_t>(), lo, hi, result);
+  Classifier c(blocks, count, regions, nregions, pages, shift, stack_mem.as<uint32_t>(),
+               buffer_mem.as<uint64_t>(), queue_mem.as<Candidate>(), lo, hi, result);
   c.MarkFromRoots(roots, nroots, root_reader, heap_reader);
   c.FormCliques(heap_reader);
 

@@ -23,9 +23,11 @@
 // anonymous pages); memory is read only through MemoryReader, whose short reads the scan treats as an
 // unreadable page and steps over.
 //
-// Cost: the block array is sorted in place; one lookup per word that falls in [lowest start, highest
-// end) of all blocks, through a page index built in scratch memory (a few binary-search steps over the
-// blocks of one 4 KiB page). `bazel run -c opt //track:reachability_benchmark` measures it.
+// Cost: the block array is sorted in place; then one lookup per word that falls in [lowest start,
+// highest end) of all blocks, through a page index built in scratch memory, pipelined so that the
+// cache misses of many lookups overlap (reachability.cc). Scratch memory: 8 bytes of mark stack and up to 4 of
+// page index per block, plus 100 KiB.
+// `bazel run -c opt //track:reachability_benchmark` measures it (docs/tracking.md has the figures).
 //
 // Thread-safety: ClassifyReachability is reentrant (all its state is in its arguments and scratch
 // memory); the memory it reads must not change while it runs (the caller stops other threads).
@@ -118,7 +120,7 @@ struct ReachabilityResult {
 // Classifies blocks[0..n): sorts them by start, marks from the roots, forms cliques, and fills each
 // block's kind (and a leader's indirect totals) and *result. Roots are read through root_reader, blocks
 // through heap_reader. Returns false, with *result zeroed and the blocks' kinds unset, when scratch
-// memory runs out or n does not fit in 32 bits.
+// memory runs out, or n does not fit in 32 bits.
 bool ClassifyReachability(ScanBlock* blocks, size_t n, const RootRange* roots, size_t nroots,
                           MemoryReader& root_reader, MemoryReader& heap_reader,
                           ScratchMemory& scratch, ReachabilityResult* result);
