@@ -1,0 +1,391 @@
+// File: track/reachability.cc
+//
+// Lookup structure: the blocks, sorted by start, are looked up in place (a 32-byte ScanBlock holds the
+// start, size and state: one cache line answers a lookup). They fall into regions: runs of blocks whose gaps are all below kRegionGap. Each region has a page
+// index: for each page (2^shift bytes: the smallest power of two from 16 bytes up that keeps the index
+// within one entry per block) of [region base, region end), the index of the first block that starts
+// at or after the page, plus one sentinel. A word that passes the [lowest start, highest end) filter
+// costs a binary search over the (few) regions, one load from the page index and a short binary search
+// over the blocks starting in its page.
+//
+// The heap is scanned in random order, so every lookup is a cache miss or three. Scanning is therefore
+// pipelined: words that pass the filter are queued with their page-index slot prefetched; the queue is
+// resolved in two more passes (load the slot and prefetch the entry, then decide), so that many misses
+// are in flight at once. The marking rules do not depend on the order in which pointers are seen.
+//
+// Mark stack: a block is pushed when it becomes Possible and when it becomes Reachable, at most twice in
+// all, so 2n entries always suffice; while cliques are formed a block is pushed only when it leaves
+// Unreached.
+#include "track/reachability.h"
+
+#include <string.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+
+namespace poolscope {
+namespace track {
+
+void* MmapScratchMemory::Map(size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+void MmapScratchMemory::Unmap(void* p, size_t bytes) {
+  if (p != nullptr) munmap(p, bytes == 0 ? 1 : bytes);
+}
+
+size_t DirectMemoryReader::Read(uintptr_t addr, void* buf, size_t n) {
+  memcpy(buf, reinterpret_cast<const void*>(addr), n);
+  return n;
+}
+
+namespace {
+
+enum State : uint8_t { kUnreached = 0, kPossible = 1, kReachable = 2, kIndirect = 3 };
+
+constexpr uintptr_t kPage = 4096;
+constexpr uintptr_t kRegionGap = uintptr_t{1} << 16;
+constexpr size_t kReadBuffer = size_t{1} << 16;
+constexpr uint32_t kNone = ~uint32_t{0};
+
+struct Region {
+  uintptr_t base;   // first block's start, rounded down to the index's page
+  uintptr_t end;    // highest end of the region's blocks (a size-0 block ends at start + 1)
+  uint32_t first;   // first block of the region
+  uint32_t index;   // where its page index starts in Index::pages
+};
+
+// One mapping of scratch memory, given back when the classifier returns.
+class ScratchArray {
+ public:
+  ScratchArray(ScratchMemory& m, size_t bytes) : m_(m), bytes_(bytes), p_(m.Map(bytes)) {}
+  ~ScratchArray() { m_.Unmap(p_, bytes_); }
+  ScratchArray(const ScratchArray&) = delete;
+  ScratchArray& operator=(const ScratchArray&) = delete;
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(p_);
+  }
+  bool ok() const { return p_ != nullptr; }
+
+ private:
+  ScratchMemory& m_;
+  size_t bytes_;
+  void* p_;
+};
+
+inline uintptr_t BlockEnd(const ScanBlock& b) { return b.start + (b.size == 0 ? 1 : b.size); }
+
+// A word queued for lookup: first its page-index slot, then the entries it may fall in.
+struct Candidate {
+  uint64_t v;
+  const uint32_t* page;  // stage 1: the slot in the page index
+  uint32_t a, b;         // stage 2: blocks starting in v's page, [a, b)
+  uint32_t first;        // the region's first block
+  uint32_t definite;     // the word's source is definite (marking only)
+};
+
+constexpr size_t kQueue = 1024;
+constexpr uint32_t kBatch = 16;
+
+class Classifier {
+ public:
+  Classifier(ScanBlock* blocks, uint32_t n, const Region* regions, uint32_t nregions,
+             const uint32_t* pages, unsigned shift, uint32_t* stack, uint64_t* buffer,
+             Candidate* queue, uintptr_t lo, uintptr_t hi, ReachabilityResult* result)
+      : blocks_(blocks),
+        n_(n),
+        regions_(regions),
+        nregions_(nregions),
+        pages_(pages),
+        shift_(shift),
+        stack_(stack),
+        buffer_(buffer),
+        queue_(queue),
+        lo_(lo),
+        span_(hi - lo),
+        result_(result) {}
+
+  void MarkFromRoots(const RootRange* roots, size_t nroots, MemoryReader& root_reader,
+                     MemoryReader& heap_reader) {
+    for (size_t r = 0; r < nroots; ++r) {
+      if (roots[r].end <= roots[r].begin) continue;
+      Scan(root_reader, roots[r].begin, roots[r].end, /*definite=*/true, &result_->root_bytes_scanned,
+           &result_->root_bytes_unreadable);
+      Flush();
+      DrainMarks(heap_reader);
+    }
+  }
+
+  void FormCliques(MemoryReader& heap_reader) {
+    cliques_ = true;
+    for (uint32_t leader = 0; leader < n_; ++leader) {
+      if (blocks_[leader].state != kUnreached) continue;
+      leader_ = leader;
+      stack_[top_++] = leader;
+      DrainMarks(heap_reader);
+    }
+  }
+
+ private:
+  // Pops up to kBatch blocks at a time, prefetches them, scans them, and resolves what they point to;
+  // until the stack is empty.
+  void DrainMarks(MemoryReader& heap_reader) {
+    uint32_t batch[kBatch];
+    while (top_ > 0) {
+      uint32_t k = 0;
+      while (k < kBatch && top_ > 0) {
+        uint32_t i = stack_[--top_];
+        __builtin_prefetch(reinterpret_cast<const void*>(blocks_[i].start));
+        batch[k++] = i;
+      }
+      for (uint32_t j = 0; j < k; ++j) {
+        const ScanBlock& e = blocks_[batch[j]];
+        // While cliques form, every pointer counts alike; while marking, a Possible block is not a
+        // definite source.
+        Scan(heap_reader, e.start, e.start + e.size, cliques_ || e.state != kPossible,
+             &result_->heap_bytes_scanned, &result_->heap_bytes_unreadable);
+      }
+      Flush();
+    }
+  }
+
+  // Queues every aligned word of [begin, end) that the reader can read and that falls within
+  // [lowest start, highest end).
+  void Scan(MemoryReader& reader, uintptr_t begin, uintptr_t end, bool definite, uint64_t* scanned,
+            uint64_t* unreadable) {
+    uintptr_t a = (begin + 7) & ~uintptr_t{7};
+    const uintptr_t e = end & ~uintptr_t{7};
+    while (a < e) {
+      size_t want = e - a < kReadBuffer ? e - a : kReadBuffer;
+      size_t got = reader.Read(a, buffer_, want);
+      if (got > want) got = want;
+      size_t words = got / 8;
+      for (size_t k = 0; k < words; ++k) {
+        uint64_t v = buffer_[k];
+        if (v - lo_ < span_) Queue(v, definite);
+      }
+      *scanned += words * 8;
+      if (got == want) {
+        a += want;
+        continue;
+      }
+      uintptr_t next = (a + got + kPage) & ~(kPage - 1);
+      if (next <= a || next > e) next = e;
+      *unreadable += next - (a + words * 8);
+      a = next;
+    }
+  }
+
+  inline void Queue(uint64_t v, bool definite) {
+    uint32_t r = 0;
+    if (nregions_ > 1) {
+      uint32_t lo = 0, count = nregions_;  // last region with base <= v
+      while (count > 1) {
+        uint32_t half = count / 2;
+        if (regions_[lo + half].base <= v) lo += half;
+        count -= half;
+      }
+      r = lo;
+    }
+    const Region& reg = regions_[r];
+    if (v < reg.base || v >= reg.end) return;
+    Candidate& c = queue_[nqueued_++];
+    c.v = v;
+    c.page = pages_ + reg.index + ((v - reg.base) >> shift_);
+    c.first = reg.first;
+    c.definite = definite;
+    __builtin_prefetch(c.page);
+    if (nqueued_ == kQueue) Flush();
+  }
+
+  // Resolves the queued words: marks (or joins to the clique) the blocks they point into.
+  void Flush() {
+    for (size_t q = 0; q < nqueued_; ++q) {
+      Candidate& c = queue_[q];
+      c.a = c.page[0];
+      c.b = c.page[1];
+      __builtin_prefetch(&blocks_[c.a > c.first ? c.a - 1 : c.a]);
+    }
+    for (size_t q = 0; q < nqueued_; ++q) {
+      const Candidate& c = queue_[q];
+      // Blocks starting in v's page are [a, b); the last one starting at or before v is among them
+      // or is a - 1.
+      uint32_t a = c.a, b = c.b;
+      while (a < b) {
+        uint32_t mid = a + (b - a) / 2;
+        if (blocks_[mid].start <= c.v) {
+          a = mid + 1;
+        } else {
+          b = mid;
+        }
+      }
+      if (a == c.first) continue;
+      const uint32_t i = a - 1;
+      ScanBlock& e = blocks_[i];
+      const uint64_t size = e.size;
+      if (!(c.v - e.start < size || (size == 0 && c.v == e.start))) continue;
+      if (cliques_) {
+        Join(i);
+      } else {
+        Mark(i, e, c.v, c.definite);
+      }
+    }
+    nqueued_ = 0;
+  }
+
+  inline void Mark(uint32_t i, ScanBlock& e, uint64_t v, bool definite) {
+    const uint8_t state = e.state;
+    if (state == kReachable) return;
+    if (definite && v == e.start) {
+      e.state = kReachable;
+      stack_[top_++] = i;
+    } else if (state == kUnreached) {
+      e.state = kPossible;
+      stack_[top_++] = i;
+    }
+  }
+
+  inline void Join(uint32_t i) {
+    ScanBlock& b = blocks_[i];
+    if (i == leader_ || b.state != kUnreached) return;
+    b.state = kIndirect;
+    ScanBlock& l = blocks_[leader_];
+    l.indirect_blocks += 1 + b.indirect_blocks;
+    l.indirect_bytes += b.size + b.indirect_bytes;
+    b.indirect_blocks = 0;
+    b.indirect_bytes = 0;
+    stack_[top_++] = i;
+  }
+
+  ScanBlock* const blocks_;
+  const uint32_t n_;
+  const Region* const regions_;
+  const uint32_t nregions_;
+  const uint32_t* const pages_;
+  const unsigned shift_;
+  uint32_t* const stack_;
+  uint32_t top_ = 0;
+  uint64_t* const buffer_;
+  Candidate* const queue_;
+  size_t nqueued_ = 0;
+  const uintptr_t lo_;
+  const uintptr_t span_;
+  ReachabilityResult* const result_;
+  bool cliques_ = false;
+  uint32_t leader_ = 0;
+};
+
+// Pages that regions split at kRegionGap would need at 2^shift bytes a page, sentinels included.
+size_t PagesNeeded(const ScanBlock* blocks, uint32_t n, unsigned shift, uint32_t* nregions) {
+  size_t pages = 0;
+  uint32_t regions = 0;
+  uint32_t i = 0;
+  while (i < n) {
+    uintptr_t base = blocks[i].start & ~((uintptr_t{1} << shift) - 1);
+    uintptr_t end = BlockEnd(blocks[i]);
+    for (++i; i < n && blocks[i].start < end + kRegionGap; ++i) end = std::max(end, BlockEnd(blocks[i]));
+    pages += ((end - base - 1) >> shift) + 2;
+    ++regions;
+  }
+  *nregions = regions;
+  return pages;
+}
+
+}  // namespace
+
+bool ClassifyReachability(ScanBlock* blocks, size_t n, const RootRange* roots, size_t nroots,
+                          MemoryReader& root_reader, MemoryReader& heap_reader,
+                          ScratchMemory& scratch, ReachabilityResult* result) {
+  *result = ReachabilityResult{};
+  if (n >= kNone) return false;
+  const uint32_t count = static_cast<uint32_t>(n);
+  std::sort(blocks, blocks + n,
+            [](const ScanBlock& a, const ScanBlock& b) { return a.start < b.start; });
+  uintptr_t lo = n > 0 ? blocks[0].start : 0, hi = lo;
+  for (uint32_t i = 0; i < count; ++i) {
+    ScanBlock& b = blocks[i];
+    b.state = kUnreached;
+    b.indirect_blocks = 0;
+    b.indirect_bytes = 0;
+    hi = std::max(hi, BlockEnd(b));
+  }
+
+  // The page index: the finest pages that take at most one index entry per block.
+  unsigned shift = 4;
+  uint32_t nregions = 0;
+  size_t npages = PagesNeeded(blocks, count, shift, &nregions);
+  while (npages > size_t{count} + 2 * size_t{nregions} + 1024 && shift < 40) {
+    ++shift;
+    npages = PagesNeeded(blocks, count, shift, &nregions);
+  }
+  ScratchArray regions_mem(scratch, (nregions + 1) * sizeof(Region));
+  ScratchArray pages_mem(scratch, (npages + 1) * sizeof(uint32_t));
+  ScratchArray stack_mem(scratch, (2 * n + 1) * sizeof(uint32_t));
+  ScratchArray buffer_mem(scratch, kReadBuffer);
+  ScratchArray queue_mem(scratch, kQueue * sizeof(Candidate));
+  if (!queue_mem.ok() || !regions_mem.ok() || !pages_mem.ok() || !stack_mem.ok() ||
+      !buffer_mem.ok()) {
+    return false;
+  }
+  Region* regions = regions_mem.as<Region>();
+  uint32_t* pages = pages_mem.as<uint32_t>();
+  const uintptr_t page_mask = (uintptr_t{1} << shift) - 1;
+  uint32_t r = 0;
+  uint32_t next_page = 0;
+  for (uint32_t i = 0; i < count;) {
+    Region& reg = regions[r++];
+    reg.first = i;
+    reg.base = blocks[i].start & ~page_mask;
+    reg.index = next_page;
+    uintptr_t end = BlockEnd(blocks[i]);
+    uint32_t j = i + 1;
+    for (; j < count && blocks[j].start < end + kRegionGap; ++j) end = std::max(end, BlockEnd(blocks[j]));
+    reg.end = end;
+    // pages[index + p] = first block of [i, j) starting at or after base + p * page.
+    uint32_t npg = static_cast<uint32_t>(((end - reg.base - 1) >> shift) + 1);
+    uint32_t k = i;
+    for (uint32_t p = 0; p <= npg; ++p) {
+      uintptr_t page_start = reg.base + (uintptr_t{p} << shift);
+      while (k < j && blocks[k].start < page_start) ++k;
+      pages[next_page++] = k;
+    }
+    i = j;
+  }
+
+  Classifier c(blocks, count, regions, nregions, pages, shift, stack_mem.as<uint32_t>(),
+               buffer_mem.as<uint64_t>(), queue_mem.as<Candidate>(), lo, hi, result);
+  c.MarkFromRoots(roots, nroots, root_reader, heap_reader);
+  c.FormCliques(heap_reader);
+
+  for (uint32_t i = 0; i < count; ++i) {
+    ScanBlock& b = blocks[i];
+    LeakTotal* t;
+    switch (b.state) {
+      case kReachable:
+        b.kind = LeakKind::kStillReachable;
+        t = &result->still_reachable;
+        break;
+      case kPossible:
+        b.kind = LeakKind::kPossiblyLost;
+        t = &result->possibly_lost;
+        break;
+      case kIndirect:
+        b.kind = LeakKind::kIndirectlyLost;
+        t = &result->indirectly_lost;
+        break;
+      default:
+        b.kind = LeakKind::kDefinitelyLost;
+        t = &result->definitely_lost;
+        break;
+    }
+    t->blocks += 1;
+    t->bytes += b.size;
+  }
+  return true;
+}
+
+}  // namespace track
+}  // namespace poolscope

@@ -1,0 +1,131 @@
+// File: track/reachability.h
+//
+// Classifies the blocks live at exit the way memcheck does with --leak-check=full
+// --leak-check-heuristics=none: still reachable, possibly lost, indirectly lost, definitely lost.
+//
+// The algorithm (memcheck's):
+//  - A word is an 8-byte value at an 8-byte aligned address inside a root range or a block (a block
+//    [start, start + size) is scanned from start rounded up to 8 to start + size rounded down to 8). It
+//    points into block B when B.start <= v < B.start + B.size, or v == B.start for a size-0 block.
+//  - Marking: roots are definite sources, and so is every block once it is Reachable. A word from a
+//    definite source that equals a block's start makes that block Reachable (it is scanned again if it
+//    was not Reachable before). Any other word that points into a block (an interior pointer, or any
+//    pointer from a Possible block) makes an Unreached block Possible, and it is scanned as such.
+//  - Cliques: then, in address order, each block still Unreached leads a clique: every Unreached block
+//    reachable from it through start or interior pointers, transitively, becomes indirectly lost and
+//    its size is added to the leader's indirect totals. A block that led an earlier clique and is
+//    reached this way becomes indirectly lost too, and its indirect totals move to the new leader.
+//    Leaders are definitely lost.
+// The outcome does not depend on the order of the roots; the clique leaders follow address order.
+//
+// Runs inside the exiting host process, whose allocator is interposed: nothing here calls malloc, new
+// or any library function that might. Memory comes from an injected ScratchMemory (the default maps
+// anonymous pages); memory is read only through MemoryReader, whose short reads the scan treats as an
+// unreadable page and steps over.
+//
+// Cost: the block array is sorted in place; then one lookup per word that falls in [lowest start,
+// highest end) of all blocks, through a page index built in scratch memory, pipelined so that the
+// cache misses of many lookups overlap (reachability.cc). Scratch memory: 8 bytes of mark stack and up to 4 of
+// page index per block, plus 100 KiB.
+// `bazel run -c opt //track:reachability_benchmark` measures it (docs/tracking.md has the figures).
+//
+// Thread-safety: ClassifyReachability is reentrant (all its state is in its arguments and scratch
+// memory); the memory it reads must not change while it runs (the caller stops other threads).
+#ifndef POOLSCOPE_TRACK_REACHABILITY_H_
+#define POOLSCOPE_TRACK_REACHABILITY_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace poolscope {
+namespace track {
+
+// Page-granular memory for the classifier and the maps parser. Map returns zero-filled memory aligned
+// to 4096 bytes, or nullptr when there is none; Unmap gives back exactly what Map(bytes) returned.
+class ScratchMemory {
+ public:
+  virtual ~ScratchMemory() = default;
+  virtual void* Map(size_t bytes) = 0;
+  virtual void Unmap(void* p, size_t bytes) = 0;
+};
+
+// ScratchMemory over mmap/munmap of anonymous private memory. Stateless: one instance may serve many
+// threads. Its memory is never a block of either ledger.
+class MmapScratchMemory : public ScratchMemory {
+ public:
+  void* Map(size_t bytes) override;
+  void Unmap(void* p, size_t bytes) override;
+};
+
+// How the classifier reads memory: copies up to n bytes from addr into buf and returns how many it
+// copied; fewer than n means the byte at addr + result could not be read (the classifier then skips
+// to the next 4 KiB page). Implementations must never fault on an unmapped address.
+class MemoryReader {
+ public:
+  virtual ~MemoryReader() = default;
+  virtual size_t Read(uintptr_t addr, void* buf, size_t n) = 0;
+};
+
+// Reads with memcpy: for memory known to be mapped and readable (live heap blocks while every other
+// thread is stopped, or a test's own memory). It faults on anything else.
+class DirectMemoryReader : public MemoryReader {
+ public:
+  size_t Read(uintptr_t addr, void* buf, size_t n) override;
+};
+
+enum class LeakKind : uint8_t {
+  kStillReachable = 0,
+  kPossiblyLost = 1,
+  kIndirectlyLost = 2,
+  kDefinitelyLost = 3,
+};
+
+// One live block. The caller fills start and size; ClassifyReachability sorts the array by start and
+// fills the rest. Blocks must not overlap and no two may start at one address (a size-0 block may
+// start where another one ends).
+struct ScanBlock {
+  uintptr_t start;
+  size_t size;
+  // For a definitely lost block (a clique leader): the blocks and bytes of its clique, itself
+  // excluded. Zero for every other block.
+  uint64_t indirect_bytes;
+  uint32_t indirect_blocks;
+  LeakKind kind;
+  uint8_t state;  // the classifier's own, meaningless afterwards
+};
+static_assert(sizeof(ScanBlock) == 32, "ScanBlock is meant to stay at 32 bytes");
+
+// A range of memory scanned as a definite source: [begin, end).
+struct RootRange {
+  uintptr_t begin;
+  uintptr_t end;
+};
+
+struct LeakTotal {
+  uint64_t blocks;
+  uint64_t bytes;
+};
+
+struct ReachabilityResult {
+  LeakTotal definitely_lost;
+  LeakTotal indirectly_lost;
+  LeakTotal possibly_lost;
+  LeakTotal still_reachable;
+  uint64_t root_bytes_scanned;   // bytes of root ranges read (words examined x 8)
+  uint64_t heap_bytes_scanned;   // bytes of blocks read, a block read twice counted twice
+  uint64_t root_bytes_unreadable;  // bytes of root ranges skipped because their reader failed
+  uint64_t heap_bytes_unreadable;  // same, of blocks
+};
+
+// Classifies blocks[0..n): sorts them by start, marks from the roots, forms cliques, and fills each
+// block's kind (and a leader's indirect totals) and *result. Roots are read through root_reader, blocks
+// through heap_reader. Returns false, with *result zeroed and the blocks' kinds unset, when scratch
+// memory runs out, or n does not fit in 32 bits.
+bool ClassifyReachability(ScanBlock* blocks, size_t n, const RootRange* roots, size_t nroots,
+                          MemoryReader& root_reader, MemoryReader& heap_reader,
+                          ScratchMemory& scratch, ReachabilityResult* result);
+
+}  // namespace track
+}  // namespace poolscope
+
+#endif  // POOLSCOPE_TRACK_REACHABILITY_H_

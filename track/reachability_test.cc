@@ -1,0 +1,535 @@
+#include "track/reachability.h"
+
+#include <string.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace poolscope {
+namespace track {
+namespace {
+
+// Blocks carved out of one arena of the test's own memory, so that their addresses, contents and
+// sizes are fully under the test's control.
+class Heap {
+ public:
+  explicit Heap(size_t bytes) : arena_(bytes / 8 + 1, 0) {}
+
+  // A block of `size` bytes at arena offset `offset` (a multiple of 8 unless a test wants otherwise).
+  uintptr_t Add(size_t offset, size_t size) {
+    uintptr_t start = base() + offset;
+    blocks_.push_back(ScanBlock{start, size, 0, 0, LeakKind::kStillReachable, 0});
+    return start;
+  }
+  uintptr_t base() const { return reinterpret_cast<uintptr_t>(arena_.data()); }
+  void Put(uintptr_t addr, uint64_t v) { memcpy(reinterpret_cast<void*>(addr), &v, 8); }
+
+  std::vector<ScanBlock>& blocks() { return blocks_; }
+  const ScanBlock& At(uintptr_t start) const {
+    for (const ScanBlock& b : blocks_) {
+      if (b.start == start) return b;
+    }
+    ADD_FAILURE() << "no block at " << start;
+    return blocks_[0];
+  }
+  LeakKind Kind(uintptr_t start) const { return At(start).kind; }
+
+  ReachabilityResult Classify(const std::vector<RootRange>& roots, MemoryReader* root_reader = nullptr,
+                              MemoryReader* heap_reader = nullptr) {
+    DirectMemoryReader direct;
+    MmapScratchMemory scratch;
+    ReachabilityResult r;
+    EXPECT_TRUE(ClassifyReachability(blocks_.data(), blocks_.size(), roots.data(), roots.size(),
+                                     root_reader ? *root_reader : direct,
+                                     heap_reader ? *heap_reader : direct, scratch, &r));
+    return r;
+  }
+
+ private:
+  std::vector<uint64_t> arena_;
+  std::vector<ScanBlock> blocks_;
+};
+
+// A root area: words the test sets, scanned as a root range.
+struct Roots {
+  uint64_t words[16] = {};
+  std::vector<RootRange> Range() const {
+    return {{reinterpret_cast<uintptr_t>(words), reinterpret_cast<uintptr_t>(words + 16)}};
+  }
+};
+
+TEST(ReachabilityTest, DroppedListIsOneDefiniteAndTheRestIndirect) {
+  Heap h(4096);
+  std::vector<uintptr_t> nodes;
+  for (int i = 0; i < 10; ++i) nodes.push_back(h.Add(64 * i, 24));
+  for (int i = 0; i + 1 < 10; ++i) h.Put(nodes[i], nodes[i + 1]);
+  Roots roots;  // nothing points at the list
+  ReachabilityResult r = h.Classify(roots.Range());
+  EXPECT_EQ(r.definitely_lost.blocks, 1u);
+  EXPECT_EQ(r.definitely_lost.bytes, 24u);
+  EXPECT_EQ(r.indirectly_lost.blocks, 9u);
+  EXPECT_EQ(r.indirectly_lost.bytes, 9u * 24);
+  EXPECT_EQ(r.possibly_lost.blocks, 0u);
+  EXPECT_EQ(r.still_reachable.blocks, 0u);
+  EXPECT_EQ(h.Kind(nodes[0]), LeakKind::kDefinitelyLost);
+  EXPECT_EQ(h.At(nodes[0]).indirect_blocks, 9u);
+  EXPECT_EQ(h.At(nodes[0]).indirect_bytes, 9u * 24);
+  for (int i = 1; i < 10; ++i) EXPECT_EQ(h.Kind(nodes[i]), LeakKind::kIndirectlyLost) << i;
+  EXPECT_EQ(r.root_bytes_scanned, sizeof(roots.words));
+  EXPECT_EQ(r.heap_bytes_scanned, 10u * 24);
+}
+
+// A list whose head is at the highest address: the earlier nodes lead cliques first and are then
+// absorbed, with their indirect totals, into the head's clique.
+TEST(ReachabilityTest, ListBuiltBackwardsMergesEarlierLeaders) {
+  Heap h(4096);
+  std::vector<uintptr_t> nodes;
+  for (int i = 0; i < 5; ++i) nodes.push_back(h.Add(64 * (4 - i), 16 + 8 * i));
+  for (int i = 0; i + 1 < 5; ++i) h.Put(nodes[i], nodes[i + 1]);
+  Roots roots;
+  ReachabilityResult r = h.Classify(roots.Range());
+  EXPECT_EQ(r.definitely_lost.blocks, 1u);
+  EXPECT_EQ(h.Kind(nodes[0]), LeakKind::kDefinitelyLost);
+  EXPECT_EQ(h.At(nodes[0]).indirect_blocks, 4u);
+  EXPECT_EQ(h.At(nodes[0]).indirect_bytes, 24u + 32 + 40 + 48);
+  for (int i = 1; i < 5; ++i) {
+    EXPECT_EQ(h.Kind(nodes[i]), LeakKind::kIndirectlyLost) << i;
+    EXPECT_EQ(h.At(nodes[i]).indirect_bytes, 0u) << i;
+  }
+}
+
+TEST(ReachabilityTest, DroppedCycleIsOneDefiniteAndTheRestIndirect) {
+  Heap h(4096);
+  uintptr_t a = h.Add(0, 32), b = h.Add(128, 32), c = h.Add(256, 32), d = h.Add(512, 32);
+  h.Put(a, b);
+  h.Put(b + 8, c);
+  h.Put(c + 16, d);
+  h.Put(d + 24, a);
+  Roots roots;
+  ReachabilityResult r = h.Classify(roots.Range());
+  EXPECT_EQ(r.definitely_lost.blocks, 1u);
+  EXPECT_EQ(r.indirectly_lost.blocks, 3u);
+  EXPECT_EQ(r.indirectly_lost.bytes, 96u);
+  EXPECT_EQ(h.Kind(a), LeakKind::kDefinitelyLost);  // the lowest address leads
+  EXPECT_EQ(h.At(a).indirect_bytes, 96u);
+}
+
+TEST(ReachabilityTest, GlobalRootKeepsChainReachable) {
+  Heap h(4096);
+  uintptr_t a = h.Add(0, 48), b = h.Add(64, 48), lost = h.Add(256, 8);
+  h.Put(a + 40, b);  // A's last full word
+  Roots roots;
+  roots.words[3] = a;
+  ReachabilityResult r = h.Classify(roots.Range());
+  EXPECT_EQ(h.Kind(a), LeakKind::kStillReachable);
+  EXPECT_EQ(h.Kind(b), LeakKind::kStillReachable);
+  EXPECT_EQ(h.Kind(lost), LeakKind::kDefinitelyLost);
+  EXPECT_EQ(r.still_reachable.blocks, 2u);
+  EXPECT_EQ(r.still_reachable.bytes, 96u);
+  EXPECT_EQ(r.definitely_lost.bytes, 8u);
+}
+
+// memcheck: an interior pointer makes a block possibly lost; the blocks that a possible block points
+// to, even by their start, are possibly lost too (the source is not definite).
+TEST(ReachabilityTest, InteriorPointerMakesPossibleAndSoAreItsTargets) {
+  Heap h(4096);
+  uintptr_t a = h.Add(0, 64), b = h.Add(128, 32), c = h.Add(256, 32);
+  h.Put(a, b);      // a start pointer, from a possible block
+  h.Put(b + 8, c + 8);
+  Roots roots;
+  roots.words[0] = a + 16;
+  ReachabilityResult r = h.Classify(roots.Range());
+  EXPECT_EQ(h.Kind(a), LeakKind::kPossiblyLost);
+  EXPECT_EQ(h.Kind(b), LeakKind::kPossiblyLost);
+  EXPECT_EQ(h.Kind(c), LeakKind::kPossiblyLost);
+  EXPECT_EQ(r.possibly_lost.blocks, 3u);
+  EXPECT_EQ(r.possibly_lost.bytes, 128u);
+}
+
+// A start pointer from a definite source upgrades a possible block, and what it points to by start.
+TEST(ReachabilityTest, StartPointerUpgradesPossibleToReachable) {
+  Heap h(4096);
+  uintptr_t a = h.Add(0, 64), b = h.Add(128, 32), c = h.Add(256, 32);
+  h.Put(a, b);
+  h.Put(b, c + 8);  // interior: c stays possible
+  Roots first, second;
+  first.words[0] = a + 16;  // scanned first: a possible
+  second.words[5] = a;      // then a definite start pointer
+  std::vector<RootRange> roots = first.Range();
+  roots.push_back(second.Range()[0]);
+  h.Classify(roots);
+  EXPECT_EQ(h.Kind(a), LeakKind::kStillReachable);
+  EXPECT_EQ(h.Kind(b), LeakKind::kStillReachable);
+  EXPECT_EQ(h.Kind(c), LeakKind::kPossiblyLost);
+}
+
+TEST(ReachabilityTest, ZeroSizeBlocksAreFoundByTheirStartOnly) {
+  Heap h(4096);
+  uintptr_t before = h.Add(0, 64);
+  uintptr_t z1 = h.Add(64, 0);  // starts where `before` ends
+  uintptr_t z2 = h.Add(128, 0);
+  uintptr_t z3 = h.Add(256, 0);
+  Roots roots;
+  roots.words[0] = z1;
+  roots.words[1] = z2 + 1;  // not into a size-0 block
+  ReachabilityResult r = h.Classify(roots.Range());
+  EXPECT_EQ(h.Kind(z1), LeakKind::kStillReachable);
+  EXPECT_EQ(h.Kind(before), LeakKind::kDefinitelyLost);  // z1 == before's end: not into before
+  EXPECT_EQ(h.Kind(z2), LeakKind::kDefinitelyLost);
+  EXPECT_EQ(h.Kind(z3), LeakKind::kDefinitelyLost);
+  EXPECT_EQ(r.definitely_lost.blocks, 3u);
+  EXPECT_EQ(r.definitely_lost.bytes, 64u);
+}
+
+TEST(ReachabilityTest, PointerJustPastTheEndIsNotIntoTheBlock) {
+  Heap h(4096);
+  uintptr_t a = h.Add(0, 40), b = h.Add(256, 40);
+  Roots roots;
+  roots.words[0] = a + 40;
+  roots.words[1] = b + 39;  // last byte: into
+  h.Classify(roots.Range());
+  EXPECT_EQ(h.Kind(a), LeakKind::kDefinitelyLost);
+  EXPECT_EQ(h.Kind(b), LeakKind::kPossiblyLost);
+}
+
+TEST(ReachabilityTest, UnalignedWordsAndTrailingBytesAreIgnored) {
+  Heap h(4096);
+  uintptr_t holder = h.Add(0, 44);  // scanned up to byte 40: the word at 40 is not whole
+  uintptr_t a = h.Add(128, 16), b = h.Add(256, 16);
+  Roots roots;
+  roots.words[0] = holder;
+  h.Put(holder + 4, a);   // unaligned
+  h.Put(holder + 36, b);  // unaligned, straddles the last whole word
+  h.Classify(roots.Range());
+  EXPECT_EQ(h.Kind(holder), LeakKind::kStillReachable);
+  EXPECT_EQ(h.Kind(a), LeakKind::kDefinitelyLost);
+  EXPECT_EQ(h.Kind(b), LeakKind::kDefinitelyLost);
+  Heap h2(4096);
+  uintptr_t holder2 = h2.Add(0, 44), c2 = h2.Add(384, 16), d2 = h2.Add(512, 16);
+  h2.Put(holder2 + 32, c2);
+  h2.Put(holder2 + 40, d2);  // only 4 of its bytes are inside the block
+  Roots roots2;
+  roots2.words[0] = holder2;
+  h2.Classify(roots2.Range());
+  EXPECT_EQ(h2.Kind(c2), LeakKind::kStillReachable);
+  EXPECT_EQ(h2.Kind(d2), LeakKind::kDefinitelyLost);
+}
+
+TEST(ReachabilityTest, RootRangeAtAnUnalignedStartIsScannedFromTheNextWord) {
+  Heap h(4096);
+  uintptr_t a = h.Add(0, 16), b = h.Add(64, 16);
+  Roots roots;
+  roots.words[0] = a;
+  roots.words[1] = b;
+  uintptr_t begin = reinterpret_cast<uintptr_t>(roots.words) + 1;
+  h.Classify({{begin, begin + 15}});  // whole words in it: words[1] only
+  EXPECT_EQ(h.Kind(a), LeakKind::kDefinitelyLost);
+  EXPECT_EQ(h.Kind(b), LeakKind::kStillReachable);
+}
+
+// Reads that stop short: the rest of that page is skipped, the next page is read again.
+class FaultyReader : public MemoryReader {
+ public:
+  FaultyReader(uintptr_t bad_begin, uintptr_t bad_end) : bad_begin_(bad_begin), bad_end_(bad_end) {}
+  size_t Read(uintptr_t addr, void* buf, size_t n) override {
+    ++calls;
+    size_t ok = n;
+    if (addr < bad_end_ && addr + n > bad_begin_) ok = addr >= bad_begin_ ? 0 : bad_begin_ - addr;
+    memcpy(buf, reinterpret_cast<const void*>(addr), ok);
+    return ok;
+  }
+  int calls = 0;
+
+ private:
+  uintptr_t bad_begin_, bad_end_;
+};
+
+TEST(ReachabilityTest, ShortReadsSkipToTheNextPage) {
+  Heap h(4096);
+  uintptr_t a = h.Add(0, 16), b = h.Add(64, 16), c = h.Add(128, 16);
+  // A root area of three pages; the middle one "faults".
+  alignas(4096) static uint64_t area[3 * 512];
+  memset(area, 0, sizeof(area));
+  area[10] = a;
+  area[512 + 7] = b;
+  area[1024 + 511] = c;
+  uintptr_t base = reinterpret_cast<uintptr_t>(area);
+  FaultyReader reader(base + 4096 + 40, base + 4096 + 48);  // b's word and the rest of that page lost
+  ReachabilityResult r = h.Classify({{base, base + sizeof(area)}}, &reader);
+  EXPECT_EQ(h.Kind(a), LeakKind::kStillReachable);
+  EXPECT_EQ(h.Kind(b), LeakKind::kDefinitelyLost);
+  EXPECT_EQ(h.Kind(c), LeakKind::kStillReachable);
+  // The read stops at byte 40 of the middle page; the rest of that page is skipped.
+  EXPECT_EQ(r.root_bytes_unreadable, 4096u - 40);
+  EXPECT_EQ(r.root_bytes_scanned, sizeof(area) - (4096 - 40));
+}
+
+TEST(ReachabilityTest, ABlockThatCannotBeReadPointsNowhere) {
+  Heap h(4096);
+  uintptr_t a = h.Add(0, 64), b = h.Add(128, 16);
+  h.Put(a + 8, b);
+  Roots roots;
+  roots.words[0] = a;
+  FaultyReader heap_reader(a, a + 64);
+  ReachabilityResult r = h.Classify(roots.Range(), nullptr, &heap_reader);
+  EXPECT_EQ(h.Kind(a), LeakKind::kStillReachable);
+  EXPECT_EQ(h.Kind(b), LeakKind::kDefinitelyLost);
+  EXPECT_EQ(r.heap_bytes_unreadable, 64u);
+  EXPECT_EQ(r.heap_bytes_scanned, 16u);  // b, as a clique leader
+}
+
+TEST(ReachabilityTest, NoBlocksAndNoRoots) {
+  Heap h(64);
+  ReachabilityResult r = h.Classify({});
+  EXPECT_EQ(r.definitely_lost.blocks + r.still_reachable.blocks, 0u);
+}
+
+class FailingScratch : public ScratchMemory {
+ public:
+  explicit FailingScratch(int ok_maps) : ok_maps_(ok_maps) {}
+  void* Map(size_t bytes) override {
+    if (ok_maps_-- <= 0) return nullptr;
+    ++live;
+    return real_.Map(bytes);
+  }
+  void Unmap(void* p, size_t bytes) override {
+    if (p == nullptr) return;
+    --live;
+    real_.Unmap(p, bytes);
+  }
+  int live = 0;
+
+ private:
+  int ok_maps_;
+  MmapScratchMemory real_;
+};
+
+TEST(ReachabilityTest, OutOfScratchMemoryFailsCleanly) {
+  Heap h(4096);
+  h.Add(0, 16);
+  for (int ok = 0; ok < 5; ++ok) {
+    FailingScratch scratch(ok);
+    DirectMemoryReader reader;
+    ReachabilityResult r;
+    r.definitely_lost.blocks = 77;
+    EXPECT_FALSE(ClassifyReachability(h.blocks().data(), h.blocks().size(), nullptr, 0, reader,
+                                      reader, scratch, &r));
+    EXPECT_EQ(r.definitely_lost.blocks, 0u);
+    EXPECT_EQ(scratch.live, 0);
+  }
+  FailingScratch enough(5);
+  DirectMemoryReader reader;
+  ReachabilityResult r;
+  EXPECT_TRUE(ClassifyReachability(h.blocks().data(), h.blocks().size(), nullptr, 0, reader, reader,
+                                   enough, &r));
+  EXPECT_EQ(r.definitely_lost.blocks, 1u);
+  EXPECT_EQ(enough.live, 0);
+}
+
+// The reference: the same rules, stated as fixed points over an explicit graph and computed the slow
+// way (linear lookups, iteration until nothing changes).
+struct Reference {
+  struct Edge {
+    size_t to;
+    bool start;
+  };
+  std::vector<ScanBlock> blocks;  // sorted by start
+  std::vector<std::vector<Edge>> out;
+  std::vector<Edge> root_out;
+  std::vector<LeakKind> kind;
+  std::vector<uint64_t> ind_blocks, ind_bytes;
+
+  long Into(uint64_t v) const {
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      const ScanBlock& b = blocks[i];
+      if ((v >= b.start && v < b.start + b.size) || (b.size == 0 && v == b.start)) return long(i);
+    }
+    return -1;
+  }
+  void Words(uintptr_t begin, uintptr_t end, std::vector<Edge>* edges) const {
+    for (uintptr_t a = begin; a + 8 <= end; ++a) {
+      if (a % 8 != 0) continue;
+      uint64_t v;
+      memcpy(&v, reinterpret_cast<const void*>(a), 8);
+      long i = Into(v);
+      if (i >= 0) edges->push_back({size_t(i), v == blocks[i].start});
+    }
+  }
+
+  Reference(std::vector<ScanBlock> in, const std::vector<RootRange>& roots) : blocks(std::move(in)) {
+    std::sort(blocks.begin(), blocks.end(),
+              [](const ScanBlock& a, const ScanBlock& b) { return a.start < b.start; });
+    size_t n = blocks.size();
+    out.resize(n);
+    for (size_t i = 0; i < n; ++i) Words(blocks[i].start, blocks[i].start + blocks[i].size, &out[i]);
+    for (const RootRange& r : roots) Words(r.begin, r.end, &root_out);
+    // Reachable: the least set closed under start edges from roots and from its members.
+    std::vector<bool> reach(n, false), poss(n, false);
+    for (bool changed = true; changed;) {
+      changed = false;
+      auto take = [&](const std::vector<Edge>& edges) {
+        for (const Edge& e : edges) {
+          if (e.start && !reach[e.to]) reach[e.to] = changed = true;
+        }
+      };
+      take(root_out);
+      for (size_t i = 0; i < n; ++i) {
+        if (reach[i]) take(out[i]);
+      }
+    }
+    // Possible: anything else reached by any edge from roots, reachable or possible blocks.
+    for (bool changed = true; changed;) {
+      changed = false;
+      auto take = [&](const std::vector<Edge>& edges) {
+        for (const Edge& e : edges) {
+          if (!reach[e.to] && !poss[e.to]) poss[e.to] = changed = true;
+        }
+      };
+      take(root_out);
+      for (size_t i = 0; i < n; ++i) {
+        if (reach[i] || poss[i]) take(out[i]);
+      }
+    }
+    // Cliques, leaders in address order.
+    std::vector<bool> indirect(n, false);
+    ind_blocks.assign(n, 0);
+    ind_bytes.assign(n, 0);
+    for (size_t l = 0; l < n; ++l) {
+      if (reach[l] || poss[l] || indirect[l]) continue;
+      std::vector<bool> in(n, false);
+      for (bool changed = true; changed;) {
+        changed = false;
+        for (size_t i = 0; i < n; ++i) {
+          if (i != l && !in[i]) continue;
+          for (const Edge& e : out[i]) {
+            size_t t = e.to;
+            if (t == l || in[t] || reach[t] || poss[t] || indirect[t]) continue;
+            in[t] = changed = true;
+          }
+        }
+      }
+      for (size_t t = 0; t < n; ++t) {
+        if (!in[t]) continue;
+        indirect[t] = true;
+        ind_blocks[l] += 1 + ind_blocks[t];
+        ind_bytes[l] += blocks[t].size + ind_bytes[t];
+        ind_blocks[t] = ind_bytes[t] = 0;
+      }
+    }
+    for (size_t i = 0; i < n; ++i) {
+      kind.push_back(reach[i]      ? LeakKind::kStillReachable
+                     : poss[i]     ? LeakKind::kPossiblyLost
+                     : indirect[i] ? LeakKind::kIndirectlyLost
+                                   : LeakKind::kDefinitelyLost);
+    }
+  }
+};
+
+TEST(ReachabilityTest, AgreesWithAReferenceOnRandomHeaps) {
+  std::mt19937_64 rng(12345);
+  int kinds_seen[4] = {};
+  for (int trial = 0; trial < 300; ++trial) {
+    Heap h(1 << 16);
+    size_t nblocks = 1 + rng() % 120;
+    size_t offset = 0;
+    for (size_t i = 0; i < nblocks; ++i) {
+      offset += 8 * (rng() % 4);                               // gaps, sometimes none
+      if (rng() % 8 == 0) offset += 4;                         // some unaligned starts
+      size_t size = rng() % 10 == 0 ? 0 : 1 + rng() % 120;     // some size 0
+      if (offset + size + 16 >= (1 << 16)) break;
+      h.Add(offset, size);
+      offset += size == 0 ? 8 : size;  // no two blocks start at one address
+    }
+    std::vector<ScanBlock>& blocks = h.blocks();
+    if (rng() % 2) std::shuffle(blocks.begin(), blocks.end(), rng);
+    std::vector<uint64_t> root_words(1 + rng() % 8);
+    double density = 0.02 + 0.3 * double(rng() % 100) / 100;
+    auto random_word = [&]() -> uint64_t {
+      const ScanBlock& t = blocks[rng() % blocks.size()];
+      double x = double(rng() % 1000) / 1000;
+      if (x > density) return rng() % 3 == 0 ? rng() : rng() % 4096;
+      switch (rng() % 4) {
+        case 0:
+          return t.start + t.size;  // just past the end
+        case 1:
+          return t.start + (t.size ? rng() % t.size : 0);  // interior (or start)
+        default:
+          return t.start;
+      }
+    };
+    for (auto& w : root_words) w = random_word();
+    for (const ScanBlock& b : std::vector<ScanBlock>(blocks)) {
+      for (uintptr_t a = (b.start + 7) & ~uintptr_t{7}; a + 8 <= b.start + b.size; a += 8) {
+        h.Put(a, random_word());
+      }
+      if (b.size >= 12 && rng() % 4 == 0) h.Put(b.start + 4, random_word());  // an unaligned word
+    }
+    std::vector<RootRange> roots = {{reinterpret_cast<uintptr_t>(root_words.data()),
+                                     reinterpret_cast<uintptr_t>(root_words.data() + root_words.size())}};
+    Reference ref(blocks, roots);
+    ReachabilityResult r = h.Classify(roots);
+    ASSERT_EQ(blocks.size(), ref.blocks.size());
+    LeakTotal totals[4] = {};
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      ASSERT_EQ(blocks[i].start, ref.blocks[i].start) << "trial " << trial;
+      ASSERT_EQ(blocks[i].kind, ref.kind[i]) << "trial " << trial << " block " << i;
+      ASSERT_EQ(blocks[i].indirect_blocks, ref.ind_blocks[i]) << "trial " << trial << " block " << i;
+      ASSERT_EQ(blocks[i].indirect_bytes, ref.ind_bytes[i]) << "trial " << trial << " block " << i;
+      LeakTotal& t = totals[int(ref.kind[i])];
+      t.blocks++;
+      t.bytes += blocks[i].size;
+      kinds_seen[int(ref.kind[i])]++;
+    }
+    EXPECT_EQ(r.still_reachable.blocks, totals[0].blocks);
+    EXPECT_EQ(r.possibly_lost.bytes, totals[1].bytes);
+    EXPECT_EQ(r.indirectly_lost.bytes, totals[2].bytes);
+    EXPECT_EQ(r.definitely_lost.blocks, totals[3].blocks);
+  }
+  // The random heaps exercised every outcome.
+  for (int k = 0; k < 4; ++k) EXPECT_GT(kinds_seen[k], 100) << k;
+}
+
+// Blocks spread over distant regions and pages (the lookup's index) agree with the reference too.
+TEST(ReachabilityTest, AgreesWithAReferenceAcrossRegions) {
+  std::mt19937_64 rng(777);
+  for (int trial = 0; trial < 20; ++trial) {
+    Heap h(size_t{8} << 20);
+    size_t offset = 0;
+    while (true) {
+      offset += rng() % 3 == 0 ? (rng() % (1 << 18)) & ~size_t{7} : 8 * (rng() % 4);
+      size_t size = rng() % 50 == 0 ? 8192 + rng() % 20000 : rng() % 100;
+      if (offset + size >= (size_t{8} << 20)) break;
+      h.Add(offset, size);
+      offset += size == 0 ? 8 : size;
+      if (h.blocks().size() > 150) break;
+    }
+    std::vector<ScanBlock>& blocks = h.blocks();
+    std::vector<uint64_t> root_words(4);
+    auto random_word = [&]() -> uint64_t {
+      const ScanBlock& t = blocks[rng() % blocks.size()];
+      if (rng() % 10 < 7) return rng() % 7 == 0 ? t.start + rng() % 100000 : 0;
+      return rng() % 2 ? t.start : t.start + (t.size ? rng() % t.size : 0);
+    };
+    for (auto& w : root_words) w = random_word();
+    for (const ScanBlock& b : std::vector<ScanBlock>(blocks)) {
+      size_t words = b.size / 8;
+      for (int k = 0; k < 6 && words > 0; ++k) h.Put(b.start + 8 * (rng() % words), random_word());
+    }
+    std::vector<RootRange> roots = {{reinterpret_cast<uintptr_t>(root_words.data()),
+                                     reinterpret_cast<uintptr_t>(root_words.data() + 4)}};
+    Reference ref(blocks, roots);
+    h.Classify(roots);
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      ASSERT_EQ(blocks[i].kind, ref.kind[i]) << "trial " << trial << " block " << i;
+      ASSERT_EQ(blocks[i].indirect_bytes, ref.ind_bytes[i]) << "trial " << trial << " block " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace track
+}  // namespace poolscope
