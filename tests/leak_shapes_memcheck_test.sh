@@ -1,0 +1,50 @@
+#!/bin/bash
+# Each mode of leak_shapes leaves the blocks its source describes, as memcheck classifies them
+# (--leak-check=full --leak-check-heuristics=none, no freeres): a shape that drifts (the compiler
+# keeping a stale pointer, a block freed or added) fails here, before anything compares poolscope's
+# classification with memcheck's on it. Figures are over the `none` mode's, which holds what the
+# runtimes keep whatever the program does. A live or joined thread adds glibc's thread control block
+# extension (its dtv), which memcheck sees through an interior pointer: possibly lost, 1 block.
+# Args: MEMCHECK_SUMMARY LEAK_SHAPES
+set -euo pipefail
+summary=$(readlink -f "$1"); prog=$(readlink -f "$2")
+command -v valgrind >/dev/null || { echo "FAIL: valgrind is not installed"; exit 1; }
+work=${TEST_TMPDIR:-$(mktemp -d)}/leak_shapes
+mkdir -p "$work"
+/usr/bin/python3 "$summary" -- "$prog" none > "$work/none.json"
+fail=0
+# mode  definite(blocks bytes)  indirect  possible  reachable  errors; "?" bytes: not checked
+check() {
+  local mode=$1; shift
+  /usr/bin/python3 "$summary" -- "$prog" "$mode" > "$work/$mode.json" || { echo "FAIL: $mode: no summary"; fail=1; return; }
+  /usr/bin/python3 - "$work/none.json" "$work/$mode.json" "$mode" "$@" <<'PY' || fail=1
+import json, sys
+base, got, mode = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
+want = sys.argv[4:]
+kinds = ["definitely_lost", "indirectly_lost", "possibly_lost", "still_reachable"]
+bad = []
+for i, k in enumerate(kinds):
+    blocks = got[k]["blocks"] - base[k]["blocks"]
+    nbytes = got[k]["bytes"] - base[k]["bytes"]
+    if blocks != int(want[2 * i]) or (want[2 * i + 1] != "?" and nbytes != int(want[2 * i + 1])):
+        bad.append(f"{k}: {blocks} blocks, {nbytes} bytes; designed {want[2 * i]} blocks, {want[2 * i + 1]} bytes")
+if got["errors"] - base["errors"] != int(want[8]):
+    bad.append(f"errors: {got['errors'] - base['errors']}, designed {want[8]}")
+for b in bad:
+    print(f"FAIL: {mode}: {b}")
+if not bad:
+    print(f"ok: {mode}")
+sys.exit(1 if bad else 0)
+PY
+}
+#                      definite  indirect  possible  reachable  errors
+check list             1 32      9 288     0 0       1 200      1
+check cycle            1 48      3 144     0 0       0 0        1
+check global           0 0       0 0       0 0       1 100      0
+check interior         0 0       0 0       1 64      0 0        1
+check mmap             0 0       0 0       0 0       1 80       0
+check thread_ended     5 200     0 0       1 ?       0 0        2
+check thread_blocked   0 0       0 0       1 ?       1 120      1
+check interleaved      10 1348   0 0       0 0       0 0        1
+[ "$fail" = 0 ] || exit 1
+echo PASS

@@ -1,0 +1,181 @@
+/* File: tests/programs/leak_shapes.c
+ *
+ * One leak shape per mode (argv[1]); each leaves a known set of blocks live at exit, classified by
+ * memcheck (--leak-check=full --leak-check-heuristics=none) as follows:
+ *   list          a dropped 10-node list of 32-byte nodes: definitely lost 1 (32 B), indirectly lost
+ *                 9 (288 B); and 200 bytes kept in a global: still reachable 1 (200 B)
+ *   cycle         a dropped cycle of 4 blocks of 48 bytes: definitely lost 1 (48 B), indirectly lost
+ *                 3 (144 B)
+ *   global        a pointer to a 100-byte block in a global: still reachable 1 (100 B)
+ *   interior      only a pointer 16 bytes into a 64-byte block, in a global: possibly lost 1 (64 B)
+ *   mmap          a pointer to an 80-byte block kept only in an anonymous mapping of the program's
+ *                 own: still reachable 1 (80 B)
+ *   thread_ended  a thread that allocates 5 blocks of 40 bytes, drops them, and ends (joined):
+ *                 definitely lost 5 (200 B)
+ *   thread_blocked  a thread that holds the only pointer to a 120-byte block on its stack and blocks
+ *                 in read() on a pipe while main calls exit(): still reachable 1 (120 B), plus what
+ *                 glibc keeps for a live thread (see tests/leak_shapes_memcheck_test.sh)
+ *   interleaved   10 leaks, 7 small (16 to 64 bytes: 280 B) and 3 large (256, 300, 512 bytes),
+ *                 between blocks of the same sizes that are freed: definitely lost 10 (1348 B)
+ *   none          nothing: what the C and C++ runtimes leave live at exit whatever the mode (stdout's
+ *                 buffer, libstdc++'s emergency pool), which the other modes' figures include
+ * No pointer to a block survives in a register or a stack slot at exit: blocks are made and dropped
+ * in noinline functions, through volatile globals that are cleared, and main's frame holds none.
+ * Prints one line; exits 0 (2 on a bad mode). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static void* volatile sink;         /* overwritten and cleared: never a root at exit */
+static void* volatile kept;         /* the still-reachable pointer of list and global */
+static char* volatile kept_interior; /* interior: 16 bytes into its block */
+
+struct node {
+  struct node* next;
+  char payload[24];
+};
+
+/* Wipes the stack below the caller's frame, where dead frames keep copies of pointers. */
+__attribute__((noinline)) static void wipe_stack(void) {
+  volatile char pad[16384];
+  memset((char*)pad, 0, sizeof(pad));
+}
+
+__attribute__((noinline)) static void make_list(void) {
+  struct node* head = NULL;
+  for (int i = 0; i < 10; ++i) {
+    struct node* n = malloc(sizeof(struct node));
+    memset(n, 0, sizeof(*n));
+    n->next = head;
+    head = n;
+  }
+  sink = head;
+  sink = NULL;
+  kept = malloc(200);
+  memset(kept, 0x20, 200);
+}
+
+__attribute__((noinline)) static void make_cycle(void) {
+  void** b[4];
+  for (int i = 0; i < 4; ++i) {
+    b[i] = malloc(48);
+    memset(b[i], 0, 48);
+  }
+  for (int i = 0; i < 4; ++i) b[i][0] = b[(i + 1) % 4];
+  sink = b[0];
+  for (int i = 0; i < 4; ++i) ((void* volatile*)b)[i] = NULL;
+  sink = NULL;
+}
+
+__attribute__((noinline)) static void make_global(void) {
+  kept = malloc(100);
+  memset(kept, 0x31, 100);
+}
+
+__attribute__((noinline)) static void make_interior(void) {
+  char* p = malloc(64);
+  memset(p, 0x32, 64);
+  kept_interior = p + 16;
+}
+
+static void* volatile* mapped_holder;
+
+__attribute__((noinline)) static void make_mmap(void) {
+  void** area = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (area == MAP_FAILED) exit(1);
+  void* p = malloc(80);
+  memset(p, 0x33, 80);
+  area[100] = p;
+  /* The mapping's own address is kept in a global so the mapping is not orphaned; the block's address
+   * is only in the mapping. */
+  mapped_holder = (void* volatile*)area;
+}
+
+__attribute__((noinline)) static void* thread_leaks(void* arg) {
+  (void)arg;
+  for (int i = 0; i < 5; ++i) {
+    sink = malloc(40);
+    memset(sink, 0x34, 40);
+  }
+  sink = NULL;
+  wipe_stack();
+  return NULL;
+}
+
+__attribute__((noinline)) static void make_thread_ended(void) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, thread_leaks, NULL) != 0) exit(1);
+  pthread_join(t, NULL);
+}
+
+static int ready_pipe[2];
+static int block_pipe[2];
+
+__attribute__((noinline)) static void* thread_blocks(void* arg) {
+  (void)arg;
+  void* volatile mine = malloc(120); /* its only copy: this stack slot */
+  memset(mine, 0x35, 120);
+  char c = 'r';
+  if (write(ready_pipe[1], &c, 1) != 1) abort();
+  while (read(block_pipe[0], &c, 1) < 0) {
+  }
+  return mine;
+}
+
+__attribute__((noinline)) static void make_thread_blocked(void) {
+  pthread_t t;
+  if (pipe(ready_pipe) != 0 || pipe(block_pipe) != 0) exit(1);
+  if (pthread_create(&t, NULL, thread_blocks, NULL) != 0) exit(1);
+  char c;
+  if (read(ready_pipe[0], &c, 1) != 1) exit(1);
+}
+
+__attribute__((noinline)) static void make_interleaved(void) {
+  static const size_t sizes[10] = {24, 256, 32, 48, 300, 64, 16, 40, 512, 56};
+  for (int i = 0; i < 10; ++i) {
+    void* before = malloc(sizes[i]);
+    sink = malloc(sizes[i]);  /* the leak */
+    memset(sink, 0x36, sizes[i]);
+    void* after = malloc(sizes[(i + 3) % 10]);
+    free(before);
+    free(after);
+  }
+  sink = NULL;
+}
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: leak_shapes none|list|cycle|global|interior|mmap|thread_ended|"
+                    "thread_blocked|interleaved\n");
+    return 2;
+  }
+  const char* m = argv[1];
+  if (strcmp(m, "none") == 0) {
+  } else if (strcmp(m, "list") == 0) {
+    make_list();
+  } else if (strcmp(m, "cycle") == 0) {
+    make_cycle();
+  } else if (strcmp(m, "global") == 0) {
+    make_global();
+  } else if (strcmp(m, "interior") == 0) {
+    make_interior();
+  } else if (strcmp(m, "mmap") == 0) {
+    make_mmap();
+  } else if (strcmp(m, "thread_ended") == 0) {
+    make_thread_ended();
+  } else if (strcmp(m, "thread_blocked") == 0) {
+    make_thread_blocked();
+  } else if (strcmp(m, "interleaved") == 0) {
+    make_interleaved();
+  } else {
+    fprintf(stderr, "leak_shapes: unknown mode '%s'\n", m);
+    return 2;
+  }
+  wipe_stack();
+  printf("leak_shapes: %s done\n", m);
+  fflush(stdout);
+  exit(0);
+}

@@ -1,0 +1,230 @@
+// File: track/proc_maps.cc
+//
+// A maps line: "start-end perms offset dev inode   path", numbers in hex except the inode (decimal);
+// the path is everything after the spaces that follow the inode, and may be absent or contain spaces.
+#include "track/proc_maps.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+namespace poolscope {
+namespace track {
+
+namespace {
+
+constexpr size_t kPage = 4096;
+
+const char* ParseHex(const char* p, const char* end, uint64_t* v) {
+  uint64_t x = 0;
+  for (; p < end; ++p) {
+    char c = *p;
+    if (c >= '0' && c <= '9') {
+      x = x * 16 + (c - '0');
+    } else if (c >= 'a' && c <= 'f') {
+      x = x * 16 + (c - 'a' + 10);
+    } else if (c >= 'A' && c <= 'F') {
+      x = x * 16 + (c - 'A' + 10);
+    } else {
+      break;
+    }
+  }
+  *v = x;
+  return p;
+}
+
+const char* ParseDec(const char* p, const char* end, uint64_t* v) {
+  uint64_t x = 0;
+  for (; p < end && *p >= '0' && *p <= '9'; ++p) x = x * 10 + (*p - '0');
+  *v = x;
+  return p;
+}
+
+const char* SkipSpaces(const char* p, const char* end) {
+  while (p < end && *p == ' ') ++p;
+  return p;
+}
+
+const char* SkipField(const char* p, const char* end) {
+  while (p < end && *p != ' ') ++p;
+  return SkipSpaces(p, end);
+}
+
+// Parses the line [p, end) (no newline; *end is writable and becomes the path's NUL).
+bool ParseLine(char* p, char* end, Mapping* m) {
+  uint64_t start, stop, offset, inode;
+  const char* q = ParseHex(p, end, &start);
+  if (q == end || *q != '-') return false;
+  q = ParseHex(q + 1, end, &stop);
+  q = SkipSpaces(q, end);
+  if (end - q < 4) return false;
+  memcpy(m->perms, q, 4);
+  m->perms[4] = '\0';
+  q = SkipSpaces(q + 4, end);
+  q = SkipSpaces(ParseHex(q, end, &offset), end);
+  q = SkipField(q, end);  // dev
+  q = SkipSpaces(ParseDec(q, end, &inode), end);
+  m->start = start;
+  m->end = stop;
+  m->offset = offset;
+  m->inode = inode;
+  *end = '\0';
+  m->path = q;
+  return true;
+}
+
+bool StartsWith(const char* s, const char* prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
+}  // namespace
+
+ProcMaps::~ProcMaps() { Release(); }
+
+void ProcMaps::Release() {
+  if (text_ != nullptr) scratch_.Unmap(text_, text_capacity_);
+  if (mappings_ != nullptr) scratch_.Unmap(mappings_, mappings_capacity_ * sizeof(Mapping));
+  text_ = nullptr;
+  mappings_ = nullptr;
+  text_capacity_ = mappings_capacity_ = count_ = 0;
+}
+
+bool ProcMaps::Read(const char* path) {
+  Release();
+  int fd;
+  do {
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return false;
+  size_t used = 0;
+  bool ok = true;
+  for (;;) {
+    if (text_capacity_ - used < kPage) {  // keep a byte spare for a last line without a newline
+      size_t capacity = text_capacity_ == 0 ? 16 * kPage : 2 * text_capacity_;
+      char* bigger = static_cast<char*>(scratch_.Map(capacity));
+      if (bigger == nullptr) {
+        ok = false;
+        break;
+      }
+      if (text_ != nullptr) {
+        memcpy(bigger, text_, used);
+        scratch_.Unmap(text_, text_capacity_);
+      }
+      text_ = bigger;
+      text_capacity_ = capacity;
+    }
+    ssize_t got = read(fd, text_ + used, text_capacity_ - used - 1);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) ok = false;
+    if (got <= 0) break;
+    used += static_cast<size_t>(got);
+  }
+  close(fd);
+  if (!ok) {
+    Release();
+    return false;
+  }
+  size_t lines = 1;
+  for (size_t i = 0; i < used; ++i) lines += text_[i] == '\n';
+  mappings_capacity_ = lines;
+  mappings_ = static_cast<Mapping*>(scratch_.Map(lines * sizeof(Mapping)));
+  if (mappings_ == nullptr) {
+    Release();
+    return false;
+  }
+  char* p = text_;
+  char* const end = text_ + used;
+  while (p < end) {
+    char* eol = static_cast<char*>(memchr(p, '\n', end - p));
+    if (eol == nullptr) eol = end;  // text_[used] is spare: the NUL goes there
+    if (eol > p && ParseLine(p, eol, &mappings_[count_])) ++count_;
+    p = eol + 1;
+  }
+  return true;
+}
+
+bool IsRootCandidate(const Mapping& m) {
+  if (!m.readable() || !m.writable()) return false;
+  const char* p = m.path;
+  if (p[0] == '[') {
+    return strcmp(p, "[vvar]") != 0 && strcmp(p, "[vvar_vclock]") != 0 &&
+           strcmp(p, "[vsyscall]") != 0 && strcmp(p, "[vdso]") != 0 && strcmp(p, "[heap]") != 0;
+  }
+  return !StartsWith(p, "/dev/");
+}
+
+size_t BuildRootRanges(const ProcMaps& maps, const RootRange* exclude, size_t nexclude, RootRange* out,
+                       size_t capacity) {
+  size_t count = 0;
+  size_t x = 0;  // exclusions ending at or before the current point are behind us
+  for (size_t i = 0; i < maps.size(); ++i) {
+    const Mapping& m = maps[i];
+    if (!IsRootCandidate(m)) continue;
+    uintptr_t at = m.start;
+    while (x < nexclude && exclude[x].end <= at) ++x;
+    // Walk the exclusions that overlap [at, m.end); they are sorted by begin, possibly overlapping.
+    for (size_t k = x; at < m.end && k < nexclude && exclude[k].begin < m.end; ++k) {
+      if (exclude[k].end <= at) continue;
+      if (exclude[k].begin > at) {
+        if (count < capacity) out[count] = RootRange{at, exclude[k].begin};
+        ++count;
+      }
+      at = exclude[k].end;
+    }
+    if (at < m.end) {
+      if (count < capacity) out[count] = RootRange{at, m.end};
+      ++count;
+    }
+  }
+  return count;
+}
+
+void MappingsContaining(const ProcMaps& maps, const uintptr_t* addrs, size_t naddrs, uint8_t* hit) {
+  size_t a = 0;
+  for (size_t i = 0; i < maps.size(); ++i) {
+    const Mapping& m = maps[i];
+    while (a < naddrs && addrs[a] < m.start) ++a;
+    hit[i] = a < naddrs && addrs[a] < m.end;
+  }
+}
+
+size_t ProcessVmReader::Read(uintptr_t addr, void* buf, size_t n) {
+  constexpr int kIov = 16;
+  const pid_t pid = getpid();
+  size_t done = 0;
+  while (done < n) {
+    struct iovec local;
+    struct iovec remote[kIov];
+    int k = 0;
+    size_t want = 0;
+    uintptr_t at = addr + done;
+    while (k < kIov && done + want < n) {
+      size_t in_page = kPage - (at % kPage);
+      size_t len = n - done - want < in_page ? n - done - want : in_page;
+      remote[k].iov_base = reinterpret_cast<void*>(at);
+      remote[k].iov_len = len;
+      ++k;
+      at += len;
+      want += len;
+    }
+    local.iov_base = static_cast<char*>(buf) + done;
+    local.iov_len = want;
+    ssize_t got = process_vm_readv(pid, &local, 1, remote, k, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    done += static_cast<size_t>(got);
+    if (static_cast<size_t>(got) < want) break;
+  }
+  return done;
+}
+
+bool ProcessVmReader::Available() {
+  volatile uint64_t probe = 0x5eed;
+  uint64_t copy = 0;
+  ProcessVmReader r;
+  return r.Read(reinterpret_cast<uintptr_t>(&probe), &copy, sizeof(copy)) == sizeof(copy) &&
+         copy == 0x5eed;
+}
+
+}  // namespace track
+}  // namespace poolscope

@@ -1,0 +1,91 @@
+// File: track/proc_maps.h
+//
+// The process's own mappings, from /proc/self/maps, and what the leak classifier needs of them: the
+// root ranges to scan, which mappings hold given addresses, and a MemoryReader over the process's own
+// memory that returns short instead of faulting.
+//
+// Runs at exit inside the host process, whose allocator is interposed: nothing here calls malloc or
+// stdio. The file is read with open/read in a loop into ScratchMemory that doubles as needed, so a
+// maps file of any length is read whole. No page is skipped by residency (mincore): every byte of a
+// root range is read.
+//
+// Thread-safety: a ProcMaps is not shared while Read runs; afterwards its const methods may be called
+// from any thread. ProcessVmReader is stateless.
+#ifndef POOLSCOPE_TRACK_PROC_MAPS_H_
+#define POOLSCOPE_TRACK_PROC_MAPS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "track/reachability.h"
+
+namespace poolscope {
+namespace track {
+
+struct Mapping {
+  uintptr_t start;
+  uintptr_t end;
+  uint64_t offset;
+  uint64_t inode;
+  char perms[5];     // "rw-p": read, write, execute, p(rivate) or s(hared); NUL-terminated
+  const char* path;  // NUL-terminated; "" for an anonymous mapping; lives as long as the ProcMaps
+  bool readable() const { return perms[0] == 'r'; }
+  bool writable() const { return perms[1] == 'w'; }
+};
+
+class ProcMaps {
+ public:
+  explicit ProcMaps(ScratchMemory& scratch) : scratch_(scratch) {}
+  ~ProcMaps();
+  ProcMaps(const ProcMaps&) = delete;
+  ProcMaps& operator=(const ProcMaps&) = delete;
+
+  // Reads and parses `path` (a file in /proc/PID/maps format). False when it cannot be opened or read,
+  // or scratch memory runs out; the mappings read before are dropped either way.
+  bool Read(const char* path = "/proc/self/maps");
+
+  size_t size() const { return count_; }
+  const Mapping& operator[](size_t i) const { return mappings_[i]; }
+
+ private:
+  void Release();
+
+  ScratchMemory& scratch_;
+  char* text_ = nullptr;
+  size_t text_capacity_ = 0;
+  Mapping* mappings_ = nullptr;
+  size_t mappings_capacity_ = 0;
+  size_t count_ = 0;
+};
+
+// True for a mapping whose memory may hold the program's pointers: readable and writable, and none of
+// [vvar], [vvar_vclock], [vsyscall], [vdso], [heap] (the real allocator's blocks are scanned as
+// blocks, not as roots), nor a path under /dev/ (reading device memory may have side effects).
+bool IsRootCandidate(const Mapping& m);
+
+// The root ranges: every root candidate minus `exclude` (ranges sorted by begin; they may overlap one
+// another and need not align with mappings: a partly excluded mapping contributes what is left).
+// Writes up to `capacity` ranges to `out` in address order and returns how many there are in all;
+// a return above `capacity` means `out` was too small and holds the first `capacity`.
+size_t BuildRootRanges(const ProcMaps& maps, const RootRange* exclude, size_t nexclude, RootRange* out,
+                       size_t capacity);
+
+// For addresses sorted ascending: sets hit[i] to 1 when mapping i contains at least one of them and to
+// 0 otherwise (hit has maps.size() entries). Mappings are in address order, as the kernel lists them.
+void MappingsContaining(const ProcMaps& maps, const uintptr_t* addrs, size_t naddrs, uint8_t* hit);
+
+// Reads the process's own memory with process_vm_readv on its own pid, one remote iovec per page, so a
+// read that meets an unmapped or unreadable page returns the bytes before that page instead of
+// faulting. Costs a system call per 64 KiB or less (and a getpid, so that a fork child reads its own
+// memory).
+class ProcessVmReader : public MemoryReader {
+ public:
+  size_t Read(uintptr_t addr, void* buf, size_t n) override;
+  // Whether process_vm_readv works here (a seccomp filter or an old kernel may refuse it).
+  static bool Available();
+};
+
+}  // namespace track
+}  // namespace poolscope
+
+#endif  // POOLSCOPE_TRACK_PROC_MAPS_H_

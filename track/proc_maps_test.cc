@@ -1,0 +1,252 @@
+#include "track/proc_maps.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace poolscope {
+namespace track {
+namespace {
+
+std::string WriteFile(const std::string& text) {
+  std::string path = std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") +
+                     "/maps." + std::to_string(getpid()) + "." + std::to_string(rand());
+  FILE* f = fopen(path.c_str(), "w");
+  fwrite(text.data(), 1, text.size(), f);
+  fclose(f);
+  return path;
+}
+
+TEST(ProcMapsTest, ParsesEveryField) {
+  std::string path = WriteFile(
+      "55d0c2a00000-55d0c2a21000 rw-p 00000000 00:00 0                          [heap]\n"
+      "7f1a2b000000-7f1a2b028000 r-xp 00028000 fd:01 1316345                    /usr/lib/x86_64-linux-gnu/libc.so.6\n"
+      "7f1a2c000000-7f1a2c004000 rw-s 00000000 00:05 42                         /dev/shm/has space\n"
+      "7ffd1e000000-7ffd1e021000 rw-p 00000000 00:00 0\n"
+      "ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]");
+  MmapScratchMemory scratch;
+  ProcMaps maps(scratch);
+  ASSERT_TRUE(maps.Read(path.c_str()));
+  ASSERT_EQ(maps.size(), 5u);
+  EXPECT_EQ(maps[0].start, 0x55d0c2a00000u);
+  EXPECT_EQ(maps[0].end, 0x55d0c2a21000u);
+  EXPECT_STREQ(maps[0].perms, "rw-p");
+  EXPECT_STREQ(maps[0].path, "[heap]");
+  EXPECT_EQ(maps[1].offset, 0x28000u);
+  EXPECT_EQ(maps[1].inode, 1316345u);
+  EXPECT_STREQ(maps[1].path, "/usr/lib/x86_64-linux-gnu/libc.so.6");
+  EXPECT_STREQ(maps[2].path, "/dev/shm/has space");
+  EXPECT_STREQ(maps[2].perms, "rw-s");
+  EXPECT_STREQ(maps[3].path, "");
+  EXPECT_EQ(maps[4].start, 0xffffffffff600000u);  // the last line has no newline
+  EXPECT_STREQ(maps[4].path, "[vsyscall]");
+  EXPECT_FALSE(IsRootCandidate(maps[0]));  // [heap]
+  EXPECT_FALSE(IsRootCandidate(maps[1]));  // not writable
+  EXPECT_FALSE(IsRootCandidate(maps[2]));  // /dev/
+  EXPECT_TRUE(IsRootCandidate(maps[3]));
+  EXPECT_FALSE(IsRootCandidate(maps[4]));
+  unlink(path.c_str());
+}
+
+TEST(ProcMapsTest, ReadsAFileOfManyThousandLines) {
+  std::string text;
+  char line[128];
+  for (int i = 0; i < 20000; ++i) {
+    snprintf(line, sizeof(line), "%lx-%lx rw-p 00000000 00:00 0     /some/long/path/number/%d.so\n",
+             0x100000000ul + i * 0x2000ul, 0x100001000ul + i * 0x2000ul, i);
+    text += line;
+  }
+  std::string path = WriteFile(text);
+  MmapScratchMemory scratch;
+  ProcMaps maps(scratch);
+  ASSERT_TRUE(maps.Read(path.c_str()));
+  ASSERT_EQ(maps.size(), 20000u);
+  EXPECT_EQ(maps[19999].start, 0x100000000ul + 19999 * 0x2000ul);
+  EXPECT_STREQ(maps[19999].path, "/some/long/path/number/19999.so");
+  unlink(path.c_str());
+}
+
+TEST(ProcMapsTest, ReadsItsOwnMapsAndFindsItsStackAndData) {
+  MmapScratchMemory scratch;
+  ProcMaps maps(scratch);
+  ASSERT_TRUE(maps.Read());
+  ASSERT_GT(maps.size(), 5u);
+  static int global_data = 1;
+  int local = 0;
+  uintptr_t addrs[] = {reinterpret_cast<uintptr_t>(&global_data), reinterpret_cast<uintptr_t>(&local)};
+  if (addrs[0] > addrs[1]) std::swap(addrs[0], addrs[1]);
+  std::vector<uint8_t> hit(maps.size());
+  MappingsContaining(maps, addrs, 2, hit.data());
+  int hits = 0;
+  for (size_t i = 0; i < maps.size(); ++i) {
+    if (!hit[i]) continue;
+    ++hits;
+    EXPECT_TRUE(IsRootCandidate(maps[i])) << maps[i].path;
+  }
+  EXPECT_EQ(hits, 2);
+  bool stack_seen = false;
+  for (size_t i = 0; i < maps.size(); ++i) stack_seen |= strcmp(maps[i].path, "[stack]") == 0;
+  EXPECT_TRUE(stack_seen);
+}
+
+TEST(ProcMapsTest, MissingFileFails) {
+  MmapScratchMemory scratch;
+  ProcMaps maps(scratch);
+  EXPECT_FALSE(maps.Read("/nonexistent/maps"));
+  EXPECT_EQ(maps.size(), 0u);
+}
+
+TEST(ProcMapsTest, RootRangesSubtractExclusions) {
+  std::string path = WriteFile(
+      "1000-5000 rw-p 00000000 00:00 0\n"
+      "5000-6000 r--p 00000000 00:00 0\n"
+      "6000-9000 rw-p 00000000 00:00 0       [heap]\n"
+      "9000-10000 rw-p 00000000 00:00 0      [stack]\n"
+      "10000-20000 rw-p 00000000 00:00 0\n");
+  MmapScratchMemory scratch;
+  ProcMaps maps(scratch);
+  ASSERT_TRUE(maps.Read(path.c_str()));
+  RootRange exclude[] = {{0x2000, 0x3000}, {0x2800, 0x3800}, {0x4800, 0x9800}, {0x11000, 0x12000},
+                         {0x1f000, 0x30000}};
+  RootRange out[8];
+  size_t n = BuildRootRanges(maps, exclude, 5, out, 8);
+  ASSERT_EQ(n, 5u);
+  EXPECT_EQ(out[0].begin, 0x1000u);
+  EXPECT_EQ(out[0].end, 0x2000u);
+  EXPECT_EQ(out[1].begin, 0x3800u);
+  EXPECT_EQ(out[1].end, 0x4800u);
+  EXPECT_EQ(out[2].begin, 0x9800u);
+  EXPECT_EQ(out[2].end, 0x10000u);
+  EXPECT_EQ(out[3].begin, 0x10000u);
+  EXPECT_EQ(out[3].end, 0x11000u);
+  EXPECT_EQ(out[4].begin, 0x12000u);
+  EXPECT_EQ(out[4].end, 0x1f000u);
+  // Too small an array: the count is still right, the first ones are written.
+  RootRange two[2];
+  EXPECT_EQ(BuildRootRanges(maps, exclude, 5, two, 2), 5u);
+  EXPECT_EQ(two[1].begin, 0x3800u);
+  // No exclusions: the candidates whole.
+  EXPECT_EQ(BuildRootRanges(maps, nullptr, 0, out, 8), 3u);
+  EXPECT_EQ(out[1].begin, 0x9000u);
+  EXPECT_EQ(out[1].end, 0x10000u);
+  unlink(path.c_str());
+}
+
+TEST(ProcMapsTest, MappingsContainingSweepsSortedAddresses) {
+  std::string path = WriteFile(
+      "1000-2000 rw-p 00000000 00:00 0\n"
+      "2000-3000 rw-p 00000000 00:00 0\n"
+      "5000-6000 rw-p 00000000 00:00 0\n"
+      "7000-8000 rw-p 00000000 00:00 0\n");
+  MmapScratchMemory scratch;
+  ProcMaps maps(scratch);
+  ASSERT_TRUE(maps.Read(path.c_str()));
+  uintptr_t addrs[] = {0x10, 0x1fff, 0x1fff, 0x4000, 0x7000};
+  uint8_t hit[4];
+  MappingsContaining(maps, addrs, 5, hit);
+  EXPECT_EQ(hit[0], 1);
+  EXPECT_EQ(hit[1], 0);
+  EXPECT_EQ(hit[2], 0);
+  EXPECT_EQ(hit[3], 1);
+  unlink(path.c_str());
+}
+
+TEST(ProcessVmReaderTest, ReadsValidMemory) {
+  ASSERT_TRUE(ProcessVmReader::Available());
+  std::vector<uint8_t> src(3 * 4096 + 100);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7);
+  std::vector<uint8_t> dst(src.size());
+  ProcessVmReader r;
+  // 40 pages' worth would need three system calls; an unaligned start splits pages.
+  EXPECT_EQ(r.Read(reinterpret_cast<uintptr_t>(src.data()) + 3, dst.data(), src.size() - 3),
+            src.size() - 3);
+  EXPECT_EQ(memcmp(src.data() + 3, dst.data(), src.size() - 3), 0);
+  std::vector<uint8_t> big(40 * 4096, 0xAB), big_copy(big.size());
+  EXPECT_EQ(r.Read(reinterpret_cast<uintptr_t>(big.data()), big_copy.data(), big.size()), big.size());
+  EXPECT_EQ(big, big_copy);
+}
+
+TEST(ProcessVmReaderTest, UnmappedMemoryReadsShortWithoutFaulting) {
+  const size_t page = 4096;
+  char* p = static_cast<char*>(
+      mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(p, MAP_FAILED);
+  memset(p, 0x11, 3 * page);
+  ASSERT_EQ(munmap(p + page, page), 0);
+  std::vector<char> buf(3 * page);
+  ProcessVmReader r;
+  EXPECT_EQ(r.Read(reinterpret_cast<uintptr_t>(p) + 100, buf.data(), 3 * page - 200), page - 100);
+  EXPECT_EQ(buf[0], 0x11);
+  EXPECT_EQ(r.Read(reinterpret_cast<uintptr_t>(p) + page + 8, buf.data(), 64), 0u);
+  EXPECT_EQ(r.Read(reinterpret_cast<uintptr_t>(p) + 2 * page, buf.data(), page), page);
+  // A page that is mapped but not readable reads short too.
+  ASSERT_EQ(mprotect(p + 2 * page, page, PROT_NONE), 0);
+  EXPECT_EQ(r.Read(reinterpret_cast<uintptr_t>(p) + 2 * page, buf.data(), page), 0u);
+  munmap(p, page);
+  munmap(p + 2 * page, page);
+  EXPECT_EQ(r.Read(reinterpret_cast<uintptr_t>(p), buf.data(), page), 0u);
+}
+
+// The classifier over the process's own maps and memory: a block referenced only from an anonymous
+// mapping is reachable once that mapping is a root, lost once it is excluded.
+TEST(ProcessVmReaderTest, ClassifiesThroughRealRoots) {
+  uint64_t* holder = static_cast<uint64_t*>(
+      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(holder, MAP_FAILED);
+  // The "heap": a mapping that is not a root.
+  uint64_t* heap = static_cast<uint64_t*>(
+      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(heap, MAP_FAILED);
+  // The block's address is kept only in the holder and in the block list, which lives in the "heap"
+  // too: not on this stack, which is a root.
+  holder[10] = reinterpret_cast<uintptr_t>(heap + 8);
+  MmapScratchMemory scratch;
+  for (bool exclude_holder : {true, false}) {
+    ProcMaps maps(scratch);
+    ASSERT_TRUE(maps.Read());
+    // The stack below this frame holds whatever the classifier's own frames leave there (its copies of
+    // the block's address among them); memcheck scans a stack from its pointer up, and so does this
+    // test.
+    int here = 0;
+    uintptr_t sp = reinterpret_cast<uintptr_t>(&here);
+    uintptr_t stack_start = 0;
+    for (size_t i = 0; i < maps.size(); ++i) {
+      if (maps[i].start <= sp && sp < maps[i].end) stack_start = maps[i].start;
+    }
+    ASSERT_NE(stack_start, 0u);
+    std::vector<RootRange> exclude = {
+        {reinterpret_cast<uintptr_t>(heap), reinterpret_cast<uintptr_t>(heap) + 4096},
+        {stack_start, sp}};
+    if (exclude_holder) {
+      exclude.push_back({reinterpret_cast<uintptr_t>(holder), reinterpret_cast<uintptr_t>(holder) + 4096});
+    }
+    std::sort(exclude.begin(), exclude.end(),
+              [](const RootRange& a, const RootRange& b) { return a.begin < b.begin; });
+    size_t nexclude = exclude.size();
+    std::vector<RootRange> roots(maps.size() * 2 + 4);
+    size_t n = BuildRootRanges(maps, exclude.data(), nexclude, roots.data(), roots.size());
+    ASSERT_LE(n, roots.size());
+    ScanBlock* blocks = reinterpret_cast<ScanBlock*>(heap + 64);
+    // Field by field: a ScanBlock temporary would leave the address in this frame.
+    blocks[0].start = reinterpret_cast<uintptr_t>(heap + 8);
+    blocks[0].size = 32;
+    ProcessVmReader reader;
+    ReachabilityResult r;
+    ASSERT_TRUE(ClassifyReachability(blocks, 1, roots.data(), n, reader, reader, scratch, &r));
+    EXPECT_EQ(blocks[0].kind, exclude_holder ? LeakKind::kDefinitelyLost : LeakKind::kStillReachable);
+    EXPECT_GT(r.root_bytes_scanned, 4096u);
+  }
+  munmap(holder, 4096);
+  munmap(heap, 4096);
+}
+
+}  // namespace
+}  // namespace track
+}  // namespace poolscope
