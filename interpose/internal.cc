@@ -28,12 +28,52 @@ char* g_bump = nullptr;
 char* g_bump_end = nullptr;
 std::atomic<uint64_t> g_mmaps{0}, g_munmaps{0}, g_mapped{0};
 
+// The registry of the mappings made here: an array of ranges in a mapping of its own, grown by mremap.
+// Its own mapping is the array's first entry once it exists. Taken after g_lock, never before it.
+struct Range {
+  uintptr_t begin, end;
+};
+SpinLock g_ranges_lock;
+Range* g_ranges = nullptr;
+size_t g_nranges = 0;
+size_t g_ranges_capacity = 0;  // entries
+
+size_t PageRound(size_t n) { return (n + 4095) & ~size_t{4095}; }
+
+void AddRange(void* p, size_t bytes) {
+  SpinLockHolder h(&g_ranges_lock);
+  if (g_nranges == g_ranges_capacity) {
+    size_t old_bytes = g_ranges_capacity * sizeof(Range);
+    size_t new_bytes = old_bytes == 0 ? 4096 : 2 * old_bytes;
+    void* q = g_ranges == nullptr
+                  ? mmap(nullptr, new_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                  : mremap(g_ranges, old_bytes, new_bytes, MREMAP_MAYMOVE);
+    if (q == MAP_FAILED) return;  // the scan then sees this mapping as the program's
+    g_ranges = static_cast<Range*>(q);
+    g_ranges_capacity = new_bytes / sizeof(Range);
+    g_ranges[0] = {reinterpret_cast<uintptr_t>(q), reinterpret_cast<uintptr_t>(q) + new_bytes};
+    if (g_nranges == 0) g_nranges = 1;
+  }
+  g_ranges[g_nranges++] = {reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + bytes};
+}
+
+void RemoveRange(void* p) {
+  SpinLockHolder h(&g_ranges_lock);
+  for (size_t i = 1; i < g_nranges; ++i) {
+    if (g_ranges[i].begin == reinterpret_cast<uintptr_t>(p)) {
+      g_ranges[i] = g_ranges[--g_nranges];
+      return;
+    }
+  }
+}
+
 void* Map(size_t bytes, bool noreserve) {
   int flags = MAP_PRIVATE | MAP_ANONYMOUS | (noreserve ? MAP_NORESERVE : 0);
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
   if (p == MAP_FAILED) return nullptr;
   g_mmaps.fetch_add(1, std::memory_order_relaxed);
   g_mapped.fetch_add(bytes, std::memory_order_relaxed);
+  AddRange(p, bytes);
   return p;
 }
 
@@ -42,8 +82,6 @@ int ClassOf(size_t bytes) {
   while ((size_t{1} << c) < bytes) ++c;
   return c;
 }
-
-size_t PageRound(size_t n) { return (n + 4095) & ~size_t{4095}; }
 
 }  // namespace
 
@@ -73,6 +111,7 @@ void InternalFree(void* p, size_t bytes) {
   if (p == nullptr) return;
   if (bytes == 0) bytes = 1;
   if (bytes > (size_t{1} << kMaxClassShift)) {
+    RemoveRange(p);
     munmap(p, PageRound(bytes));
     g_munmaps.fetch_add(1, std::memory_order_relaxed);
     g_mapped.fetch_sub(PageRound(bytes), std::memory_order_relaxed);
@@ -91,13 +130,33 @@ void* InternalRealloc(void* p, size_t old_bytes, size_t new_bytes) {
   if (p == nullptr) return InternalAlloc(new_bytes);
   void* q = mremap(p, PageRound(old_bytes), PageRound(new_bytes), MREMAP_MAYMOVE);
   if (q == MAP_FAILED) return nullptr;
+  RemoveRange(p);
+  AddRange(q, PageRound(new_bytes));
   g_mapped.fetch_add(PageRound(new_bytes) - PageRound(old_bytes), std::memory_order_relaxed);
   return q;
 }
 
-void InternalForkPrepare() { g_lock.Lock(); }
-void InternalForkParent() { g_lock.Unlock(); }
-void InternalForkChild() { g_lock.Reset(); }
+size_t InternalMappings(uintptr_t* begin, uintptr_t* end, size_t max) {
+  SpinLockHolder h(&g_ranges_lock);
+  for (size_t i = 0; i < g_nranges && i < max; ++i) {
+    begin[i] = g_ranges[i].begin;
+    end[i] = g_ranges[i].end;
+  }
+  return g_nranges;
+}
+
+void InternalForkPrepare() {
+  g_lock.Lock();
+  g_ranges_lock.Lock();
+}
+void InternalForkParent() {
+  g_ranges_lock.Unlock();
+  g_lock.Unlock();
+}
+void InternalForkChild() {
+  g_ranges_lock.Reset();
+  g_lock.Reset();
+}
 
 void InternalSnapshot(InternalCounters* out) {
   out->nmmaps = g_mmaps.load(std::memory_order_relaxed);

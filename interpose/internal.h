@@ -26,6 +26,12 @@ void* InternalReserve(size_t bytes);
 // Grows or shrinks a direct mapping made by InternalAlloc (> 64 KiB); may move it.
 void* InternalRealloc(void* p, size_t old_bytes, size_t new_bytes);
 
+// Copies up to `max` of the mappings made here that are still mapped into begin[]/end[] and returns
+// how many there are in all (a return above `max`: call again with more room). What the reachability
+// scan leaves out of its roots: poolscope's own memory holds pointers to the program's blocks and
+// must not make them reachable.
+size_t InternalMappings(uintptr_t* begin, uintptr_t* end, size_t max);
+
 // fork() handlers for the internal locks.
 void InternalForkPrepare();
 void InternalForkParent();

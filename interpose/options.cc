@@ -97,6 +97,7 @@ struct Parser {
     if (strcmp(key, "leak_exitcode") == 0) {
       return IntOpt(key, v, 0, 255, "expected an exit status, 0..255", &o->leak_exitcode);
     }
+    if (strcmp(key, "reachability") == 0) return IntOpt(key, v, 0, 1, "expected 0 or 1", &o->reachability);
     if (strcmp(key, "valgrind") == 0) return IntOpt(key, v, 0, 1, "expected 0 or 1", &o->valgrind);
     if (strcmp(key, "help") == 0) return IntOpt(key, v, 0, 1, "expected 0 or 1", &o->help);
     Warn("unknown option '%s'%s%s; ignored (help=1 lists the options)", key, "", "");
@@ -162,6 +163,7 @@ void DescribeOptions(const Options& o, WarnFn emit, void* ctx) {
       {"snapshot_interval", o.snapshot_interval, nullptr, "seconds between report rewrites; 0 only at exit"},
       {"quiet", o.quiet, nullptr, "1 prints nothing on stderr"},
       {"leak_exitcode", o.leak_exitcode, nullptr, "N > 0: status N from exit() (not _exit) when the program leaks"},
+      {"reachability", o.reachability, nullptr, "1 classifies the blocks live at exit as memcheck does (track=1)"},
       {"valgrind", o.valgrind, nullptr, "1 describes pools to memcheck under valgrind"},
       {"help", o.help, nullptr, "1 prints this list at start-up"},
   };

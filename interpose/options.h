@@ -26,6 +26,7 @@ struct Options {
   int snapshot_interval = 0;  // seconds, 0 .. 86400
   int quiet = 0;
   int leak_exitcode = 0;  // 0 .. 255
+  int reachability = 1;   // classify the blocks live at exit as memcheck does (needs track=1)
   int valgrind = 1;
   int help = 0;
 

@@ -21,6 +21,7 @@
 
 #include "interpose/internal.h"
 #include "interpose/leak_exit.h"
+#include "interpose/leak_scan.h"
 #include "interpose/shim.h"
 #include "interpose/snapshot.h"
 #include "interpose/tracking.h"
@@ -248,6 +249,54 @@ void WriteLeakCheck(report::JsonWriter& w, const LeakCheck& c) {
   w.EndObject();
 }
 
+const char* KindName(uint8_t kind) {
+  switch (static_cast<track::LeakKind>(kind)) {
+    case track::LeakKind::kDefinitelyLost:
+      return "definitely_lost";
+    case track::LeakKind::kIndirectlyLost:
+      return "indirectly_lost";
+    case track::LeakKind::kPossiblyLost:
+      return "possibly_lost";
+    case track::LeakKind::kStillReachable:
+      break;
+  }
+  return "still_reachable";
+}
+
+void WriteTotal(report::JsonWriter& w, const char* key, const track::LeakTotal& t) {
+  w.Key(key);
+  w.BeginObject();
+  w.Field("blocks", t.blocks);
+  w.Field("bytes", t.bytes);
+  w.EndObject();
+}
+
+// The four classes of a classification, or {"scanned": false} when none ran; `scan` adds what the
+// scan itself cost (the program's view only).
+void WriteReachability(report::JsonWriter& w, const track::ReachabilityResult* r, const ScanOutcome* scan) {
+  w.BeginObject();
+  w.FieldBool("scanned", r != nullptr);
+  if (r == nullptr) {
+    if (scan != nullptr && !scan->scanned && scan->not_scanned_why != nullptr) {
+      w.FieldStr("not_scanned_why", scan->not_scanned_why);
+    }
+    w.EndObject();
+    return;
+  }
+  WriteTotal(w, "definitely_lost", r->definitely_lost);
+  WriteTotal(w, "indirectly_lost", r->indirectly_lost);
+  WriteTotal(w, "possibly_lost", r->possibly_lost);
+  WriteTotal(w, "still_reachable", r->still_reachable);
+  if (scan != nullptr) {
+    w.Field("roots_bytes", scan->roots_bytes);
+    w.Field("heap_bytes_scanned", r->heap_bytes_scanned);
+    w.Field("scan_ms", scan->scan_ms);
+    w.FieldInt("threads_stopped", scan->threads_stopped);
+    w.FieldInt("threads_not_stopped", scan->threads_not_stopped);
+  }
+  w.EndObject();
+}
+
 // `check`: null but in the exit report with leak_exitcode > 0.
 void Render(report::JsonWriter& w, const char* reason, const Options& o, const ProcessInfo& p,
             const Snapshot& s, const LeakCheck* check, const char* path) {
@@ -260,7 +309,12 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   const bool tracked = TrackingOn();
   std::vector<LeakGroup> raw(kMaxStacks);
   LiveTotals live = {};
-  size_t nstacks_all = tracked ? AggregateLeaks(raw.data(), raw.size(), &live) : 0;
+  const ScanOutcome* scan = LastScan();
+  const bool scanned = scan != nullptr && scan->scanned;
+  size_t nstacks_all =
+      tracked ? AggregateLeaks(raw.data(), raw.size(), &live,
+                               scanned ? +[](uintptr_t p) { return static_cast<uint8_t>(ScannedKind(p)); } : nullptr)
+              : 0;
   raw.resize(nstacks_all < kMaxStacks ? nstacks_all : kMaxStacks);
   std::vector<SiteCounters> site_list(kMaxSites);
   site_list.resize(tracked ? TopSites(site_list.data(), kMaxSites) : 0);
@@ -277,6 +331,7 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
       key += f.function + "@" + f.file + ":" + std::to_string(f.line) + ";";
     }
     if (n == 0) key = "#" + std::to_string(g.stack_id);
+    key += "/" + std::to_string(g.kind);
     auto it = merged.find(key);
     if (it == merged.end()) {
       merged.emplace(key, g);
@@ -288,7 +343,9 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   }
   std::vector<LeakGroup> groups;
   for (auto& kv : merged) groups.push_back(kv.second);
+  // Definitely lost first, then indirectly and possibly lost, then still reachable; largest first.
   std::sort(groups.begin(), groups.end(), [](const LeakGroup& a, const LeakGroup& b) {
+    if (a.kind != b.kind) return a.kind > b.kind;
     return a.bytes != b.bytes ? a.bytes > b.bytes : a.blocks > b.blocks;
   });
   size_t ngroups_all = groups.size() + (nstacks_all - raw.size());
@@ -344,6 +401,7 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   w.FieldInt("stack_depth", o.stack_depth);
   w.FieldStr("report", o.report);
   w.FieldInt("drain_at_exit", o.drain_at_exit);
+  w.FieldInt("reachability", o.reachability);
   w.FieldInt("snapshot_interval", o.snapshot_interval);
   w.FieldInt("quiet", o.quiet);
   w.FieldInt("leak_exitcode", o.leak_exitcode);
@@ -444,6 +502,12 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
     w.Field("blocks", groups[i].blocks);
     w.Field("bytes", groups[i].bytes);
     w.Field("pooled_blocks", groups[i].pooled_blocks);
+    w.Key("kind");
+    if (scanned) {
+      w.String(KindName(groups[i].kind));
+    } else {
+      w.Null();
+    }
     WriteStack(w, sym, groups[i].stack_id);
     w.EndObject();
   }
@@ -451,6 +515,8 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   w.Field("leak_groups_omitted", ngroups_all - ngroups);
   // Every live block is in `leaks` only when the table recorded every one (TrackingUnrecorded).
   w.FieldBool("tracked", tracked && TrackingUnrecorded() == 0);
+  w.Key("reachability");
+  WriteReachability(w, scanned ? &scan->program : nullptr, scan);
 
   // real live = the program's live real blocks + every pool that exists.
   int64_t real_live = static_cast<int64_t>(real.nallocs - real.nfrees);
@@ -514,6 +580,28 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
     }
   }
   w.FieldStr("verdict", verdict);
+  // What memcheck or LeakSanitizer below poolscope, with pooling on and no pool descriptions,
+  // classifies at exit: the real blocks, poolscope's own memory scanned as any memory.
+  w.Key("reachability");
+  WriteReachability(w, scanned ? &scan->detector : nullptr, nullptr);
+  if (scanned) {
+    WriteTotal(w, "hidden_in_pools", scan->hidden_in_pools);
+    const track::ReachabilityResult& p = scan->program;
+    const track::ReachabilityResult& d = scan->detector;
+    const unsigned long long lost = p.definitely_lost.blocks + p.indirectly_lost.blocks;
+    const unsigned long long hidden = scan->hidden_in_pools.blocks;
+    char line[600];
+    snprintf(line, sizeof line,
+             "The program loses %llu block%s (%llu definitely, %llu indirectly); a reachability detector "
+             "below poolscope would report %llu definitely, %llu indirectly and %llu possibly lost: %llu of "
+             "the program's lost blocks sit in pools, where it cannot see them.",
+             lost, lost == 1 ? "" : "s", static_cast<unsigned long long>(p.definitely_lost.blocks),
+             static_cast<unsigned long long>(p.indirectly_lost.blocks),
+             static_cast<unsigned long long>(d.definitely_lost.blocks),
+             static_cast<unsigned long long>(d.indirectly_lost.blocks),
+             static_cast<unsigned long long>(d.possibly_lost.blocks), hidden);
+    w.FieldStr("reachability_verdict", line);
+  }
   w.EndObject();
   w.EndObject();
   if (check != nullptr) WriteLeakCheck(w, *check);

@@ -24,6 +24,7 @@
 #include "interpose/caller_tag.h"
 #include "interpose/internal.h"
 #include "interpose/leak_exit.h"
+#include "interpose/leak_scan.h"
 #include "interpose/real.h"
 #include "interpose/snapshot.h"
 #include "interpose/tracking.h"
@@ -1313,6 +1314,49 @@ void OnLoad() {
 namespace {
 constexpr size_t kExitStackBytes = size_t{1} << 20;
 
+// The exiting thread's stack pointer where poolscope's exit work began: the reachability scan reads
+// that thread's stack from there up.
+uintptr_t g_exit_sp = 0;
+
+void ForEachPoolForScan(void (*fn)(uintptr_t real, size_t real_bytes, uintptr_t base, size_t pool_bytes,
+                                   bool explicit_arena, void* arg),
+                        void* arg) {
+  if (g_domain == nullptr) return;
+  const size_t bytes = g_domain->pool_bytes();
+  g_domain->ForEachPool([&](char* base, bool explicit_arena) {
+    uintptr_t real = reinterpret_cast<uintptr_t>(base);
+    if (g_pool_by_malloc) memcpy(&real, base + bytes, sizeof real);
+    fn(real, g_pool_by_malloc ? bytes + kPoolSlack : bytes, reinterpret_cast<uintptr_t>(base), bytes,
+       explicit_arena, arg);
+  });
+}
+
+// reachability=1: classifies the live blocks before the exit report is written (once).
+void ScanBeforeExitReport() {
+  const Options& o = g_options;
+  if (!g_tracking || !o.reachability || (o.leak_exitcode <= 0 && strcmp(o.report, "none") == 0)) return;
+  ScanThread* threads = nullptr;
+  int n = 0;
+  {
+    SpinLockHolder lock(&g_registry_lock);
+    for (ThreadState* ts = g_threads; ts != nullptr; ts = ts->next) ++n;
+    threads = static_cast<ScanThread*>(InternalAlloc(sizeof(ScanThread) * (n + 1)));
+    if (threads == nullptr) return;
+    int i = 0;
+    for (ThreadState* ts = g_threads; ts != nullptr && i < n; ts = ts->next) {
+      threads[i++] = ScanThread{ts->tid, reinterpret_cast<uintptr_t>(ts)};
+    }
+  }
+  ScanInputs in = {};
+  in.threads = threads;
+  in.nthreads = n;
+  in.exit_sp = g_exit_sp;
+  in.self_state = reinterpret_cast<uintptr_t>(&t_state);
+  in.for_each_pool = ForEachPoolForScan;
+  ScanAtExit(in);
+  InternalFree(threads, sizeof(ScanThread) * (n + 1));
+}
+
 struct ExitReport {
   bool may_change_status;
   int status;
@@ -1322,7 +1366,9 @@ struct ExitReport {
 // makecontext passes int arguments: the ExitReport's address comes in two halves.
 void WriteExitReportOnOwnStack(unsigned hi, unsigned lo) {
   auto* r = reinterpret_cast<ExitReport*>((uintptr_t{hi} << 32) | lo);
+  ScanBeforeExitReport();
   r->status = WriteReportAtExit(g_options, r->may_change_status);
+  ReleaseScan();
 }  // back to r->caller (uc_link)
 
 int WriteExitReport(bool may_change_status) {
@@ -1331,7 +1377,10 @@ int WriteExitReport(bool may_change_status) {
   ucontext_t context;
   if (stack == nullptr || mprotect(stack, 4096, PROT_NONE) != 0 || getcontext(&context) != 0) {
     InternalFree(stack, kExitStackBytes);
-    return WriteReportAtExit(g_options, may_change_status);
+    ScanBeforeExitReport();
+    const int status = WriteReportAtExit(g_options, may_change_status);
+    ReleaseScan();
+    return status;
   }
   ExitReport r;
   r.may_change_status = may_change_status;
@@ -1343,7 +1392,11 @@ int WriteExitReport(bool may_change_status) {
   makecontext(&context, reinterpret_cast<void (*)()>(WriteExitReportOnOwnStack), 2,
               static_cast<unsigned>(a >> 32), static_cast<unsigned>(a));
   const unsigned id = VALGRIND_STACK_REGISTER(stack, stack + kExitStackBytes);
-  if (swapcontext(&r.caller, &context) != 0) r.status = WriteReportAtExit(g_options, may_change_status);
+  if (swapcontext(&r.caller, &context) != 0) {
+    ScanBeforeExitReport();
+    r.status = WriteReportAtExit(g_options, may_change_status);
+    ReleaseScan();
+  }
   VALGRIND_STACK_DEREGISTER(id);
   InternalFree(stack, kExitStackBytes);
   return r.status;
@@ -1360,6 +1413,7 @@ void OnExitCall() {
   // A vfork() child shares its parent's memory and ran no fork handler: it must not touch our state.
   if (getpid() != g_process.pid) return;
   Guard guard(ts);
+  if (g_exit_sp == 0) g_exit_sp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
   WriteExitReport(false);
 }
 
@@ -1367,6 +1421,12 @@ void OnUnload() {
   ThreadState& ts = t_state;
   if (g_init.load(std::memory_order_acquire) != 2) return;
   Guard guard(ts);
+  if (g_exit_sp == 0) {
+    track::StartFrame from;
+    g_exit_sp = ProgramFrame(&from, __builtin_return_address(0), __builtin_dwarf_cfa(), __builtin_frame_address(0))
+                    ? ExitPathSp(from)
+                    : reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  }
   if (g_options.drain_at_exit && ts.phase == kActive) {
     uint64_t before = ts.tc.stats().pools_released;
     ts.tc.Drain();

@@ -536,13 +536,15 @@ void TrackingForkChild() {
   g_recent->ForkChild(t_track.young);
 }
 
-size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals) {
+size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals, uint8_t (*kind_of)(uintptr_t ptr)) {
   *totals = LiveTotals{};
   if (!g_on) return 0;
-  std::unordered_map<uint32_t, LeakGroup> by_stack;
-  auto add = [&](uint32_t stack_id, uint8_t flags, uint64_t blocks, uint64_t bytes) {
-    LeakGroup& g = by_stack[stack_id];
+  std::unordered_map<uint64_t, LeakGroup> by_stack;
+  auto add = [&](uint32_t stack_id, uint8_t flags, uint64_t blocks, uint64_t bytes, uintptr_t ptr) {
+    const uint8_t kind = kind_of != nullptr && ptr != 0 ? kind_of(ptr) : 0;
+    LeakGroup& g = by_stack[uint64_t{kind} << 32 | stack_id];
     g.stack_id = stack_id;
+    g.kind = kind;
     g.blocks += blocks;
     g.bytes += bytes;
     totals->blocks += blocks;
@@ -556,11 +558,11 @@ size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals) {
       totals->real_bytes += bytes;
     }
   };
-  g_table->ForEach([&](const track::LiveEntry& e) { add(e.stack_id, e.flags, 1, e.size); });
-  g_recent->ForEach([&](const track::LiveEntry& e) { add(e.stack_id, e.flags, 1, e.size); });
+  g_table->ForEach([&](const track::LiveEntry& e) { add(e.stack_id, e.flags, 1, e.size, e.ptr); });
+  g_recent->ForEach([&](const track::LiveEntry& e) { add(e.stack_id, e.flags, 1, e.size, e.ptr); });
   ForEachPooledBlock(
-      [](uintptr_t, uint32_t size, uint32_t stack_id, void* arg) {
-        (*static_cast<decltype(add)*>(arg))(stack_id, kBlockPooled, 1, size);
+      [](uintptr_t ptr, uint32_t size, uint32_t stack_id, void* arg) {
+        (*static_cast<decltype(add)*>(arg))(stack_id, kBlockPooled, 1, size, ptr);
       },
       &add);
   {
@@ -569,7 +571,7 @@ size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals) {
       SpinLockHolder a(&t->lock);
       for (uint32_t i = 0; i < t->ngroups; ++i) {
         const ArenaGroup& g = t->groups[i];
-        add(g.stack_id, g.flags, g.blocks, g.bytes);
+        add(g.stack_id, g.flags, g.blocks, g.bytes, 0);
       }
     }
   }
@@ -621,6 +623,21 @@ void ForEachLiveBlock(void (*fn)(uintptr_t ptr, void* arg), void* arg) {
   } call{fn, arg};
   ForEachPooledBlock(
       [](uintptr_t ptr, uint32_t, uint32_t, void* c) { static_cast<Call*>(c)->fn(ptr, static_cast<Call*>(c)->arg); },
+      &call);
+}
+
+void ForEachLiveBlockInfo(void (*fn)(uintptr_t ptr, uint64_t size, bool pooled, void* arg), void* arg) {
+  if (!g_on) return;
+  g_table->ForEach([&](const track::LiveEntry& e) { fn(e.ptr, e.size, (e.flags & kBlockPooled) != 0, arg); });
+  g_recent->ForEach([&](const track::LiveEntry& e) { fn(e.ptr, e.size, (e.flags & kBlockPooled) != 0, arg); });
+  struct Call {
+    void (*fn)(uintptr_t, uint64_t, bool, void*);
+    void* arg;
+  } call{fn, arg};
+  ForEachPooledBlock(
+      [](uintptr_t ptr, uint32_t size, uint32_t, void* c) {
+        static_cast<Call*>(c)->fn(ptr, size, true, static_cast<Call*>(c)->arg);
+      },
       &call);
 }
 

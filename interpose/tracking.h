@@ -79,6 +79,7 @@ void TrackingForkChild();
 // Report time.
 struct LeakGroup {
   uint32_t stack_id;
+  uint8_t kind;  // track::LeakKind, from the reachability scan (still reachable when none ran)
   uint64_t blocks;
   uint64_t bytes;
   uint64_t pooled_blocks;
@@ -93,9 +94,11 @@ struct SiteCounters {
 struct LiveTotals {
   uint64_t blocks, bytes, pooled_blocks, pooled_bytes, real_blocks, real_bytes;
 };
-// Fills `groups` (up to `max`, largest bytes first) and returns how many groups exist in all.
+// Fills `groups` (up to `max`, largest bytes first) and returns how many groups exist in all. Groups
+// are by (kind, stack): a block's kind is kind_of(ptr) (blocks without an address, an open arena's,
+// are still reachable), or still reachable for every block when kind_of is null.
 // Allocates through the normal malloc: call it under the reentrancy guard.
-size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals);
+size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals, uint8_t (*kind_of)(uintptr_t ptr) = nullptr);
 size_t TopSites(SiteCounters* sites, size_t max);
 // The frames of a stack; 0 when unknown.
 int StackFrames(uint32_t stack_id, const uintptr_t** pcs);
@@ -103,6 +106,9 @@ int StackFrames(uint32_t stack_id, const uintptr_t** pcs);
 // For leak_exitcode (interpose/leak_exit.h). Calls fn(ptr, arg) for every live block that has an
 // address (arena blocks have none), with a lock of the table held: fn must not call into tracking.
 void ForEachLiveBlock(void (*fn)(uintptr_t ptr, void* arg), void* arg);
+// For the reachability scan: calls fn(ptr, size, pooled, arg) for every live block that has an address,
+// with a lock of the table held: fn must not call into tracking.
+void ForEachLiveBlockInfo(void (*fn)(uintptr_t ptr, uint64_t size, bool pooled, void* arg), void* arg);
 // Remembers how many blocks each open tracked arena holds now.
 void MarkArenaBaseline();
 // Blocks of the open tracked arenas: all of them, and those allocated since MarkArenaBaseline (all of

@@ -244,6 +244,20 @@ class Domain {
     }
   }
 
+  // Calls fn(base, explicit_arena) for every pool that exists (created and not yet released), with
+  // the same guarantees as ForEachLiveBlock.
+  template <typename F>
+  void ForEachPool(F&& fn) const {
+    for (const MetaChunk* c = chunks_.load(std::memory_order_acquire); c != nullptr; c = c->next) {
+      const size_t used = c->used.load(std::memory_order_acquire);
+      for (size_t i = 0; i < used; ++i) {
+        const PoolHeader* h = c->slot(i, meta_bytes_);
+        char* const base = h->walk_base.load(std::memory_order_acquire);
+        if (base != nullptr) fn(base, h->kind == kExplicit);
+      }
+    }
+  }
+
   // fork(): the metadata slab's lock is taken before and released (or reset, in the child) after.
   void ForkPrepare() { LockMeta(); }
   void ForkParent() { UnlockMeta(); }

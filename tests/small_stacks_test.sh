@@ -29,9 +29,11 @@ for run in small_stacks/pool0 small_stacks/pool1 small_stacks_exit/pool0 small_s
 import json, sys
 r = json.load(open(sys.argv[1]))
 groups = [g for g in r["leaks"] if g["stack"] and g["stack"][0]["function"] == "worker"]
-assert len(groups) == 1, "groups allocated in worker: %r" % groups
-g = groups[0]
-assert (g["blocks"], g["bytes"]) == (4, 400), "worker's group: %d blocks, %d bytes" % (g["blocks"], g["bytes"])
+# One group per kind (main's copies of the pointers are gone once it returns, except what a register
+# or a dead frame may still hold): 4 blocks of 100 bytes over them.
+assert 1 <= len(groups) <= 2, "groups allocated in worker: %r" % groups
+blocks, nbytes = sum(g["blocks"] for g in groups), sum(g["bytes"] for g in groups)
+assert (blocks, nbytes) == (4, 400), "worker's groups: %d blocks, %d bytes" % (blocks, nbytes)
 PY
 done
 echo "PASS: threads with PTHREAD_STACK_MIN stacks run as they do bare (pool=0, pool=1, track=0), and their leaks are named, also when one of them ends the process"

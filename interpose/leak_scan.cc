@@ -1,0 +1,548 @@
+// File: interpose/leak_scan.cc
+//
+// See leak_scan.h. All memory here is poolscope's own (InternalAlloc, so the scan's own arrays are
+// in the registry of internal mappings and never among the roots).
+#include "interpose/leak_scan.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <valgrind/memcheck.h>
+#include <valgrind/valgrind.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "interpose/internal.h"
+#include "interpose/tracking.h"
+#include "track/frame_rules.h"
+#include "track/proc_maps.h"
+
+namespace poolscope {
+namespace {
+
+using track::LeakKind;
+using track::RootRange;
+using track::ScanBlock;
+
+// The scan's own memory holds every block's address: it is poolscope's, so out of the program's roots,
+// and it does not exist when a detector below poolscope looks, so out of the detector's roots too.
+// Each request is a mapping of its own, listed here while it lives.
+class InternalScratch : public track::ScratchMemory {
+ public:
+  void* Map(size_t bytes) override {
+    void* p = InternalAlloc(Round(bytes));
+    if (p != nullptr) {
+      for (RootRange& r : live_) {
+        if (r.begin == 0) {
+          r = RootRange{reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + Round(bytes)};
+          break;
+        }
+      }
+    }
+    return p;
+  }
+  void Unmap(void* p, size_t bytes) override {
+    for (RootRange& r : live_) {
+      if (r.begin == reinterpret_cast<uintptr_t>(p)) r = RootRange{0, 0};
+    }
+    InternalFree(p, Round(bytes));
+  }
+  // Its mappings now (a mapping beyond the list's room is not listed: the roots then include it).
+  template <typename F>
+  void ForEachLive(F&& fn) const {
+    for (const RootRange& r : live_) {
+      if (r.begin != 0) fn(r);
+    }
+  }
+
+ private:
+  RootRange live_[256] = {};
+  // Above InternalAlloc's size classes, so that every request is a mapping of its own, page-aligned.
+  static size_t Round(size_t bytes) { return std::max<size_t>((bytes + 4095) & ~size_t{4095}, 128 * 1024); }
+};
+
+// A growable array in scratch memory.
+template <typename T>
+class Array {
+ public:
+  explicit Array(track::ScratchMemory& m) : m_(m) {}
+  ~Array() {
+    if (p_ != nullptr) m_.Unmap(p_, cap_ * sizeof(T));
+  }
+  bool Push(const T& v) {
+    if (n_ == cap_) {
+      size_t cap = cap_ == 0 ? 4096 : 2 * cap_;
+      T* q = static_cast<T*>(m_.Map(cap * sizeof(T)));
+      if (q == nullptr) return false;
+      if (n_ != 0) memcpy(q, p_, n_ * sizeof(T));
+      if (p_ != nullptr) m_.Unmap(p_, cap_ * sizeof(T));
+      p_ = q;
+      cap_ = cap;
+    }
+    p_[n_++] = v;
+    return true;
+  }
+  T* data() { return p_; }
+  size_t size() const { return n_; }
+  size_t capacity() const { return cap_; }
+  T& operator[](size_t i) { return p_[i]; }
+  void Release() {  // keeps the memory: the kinds stay readable after the scan
+    p_ = nullptr;
+    n_ = cap_ = 0;
+  }
+
+ private:
+  track::ScratchMemory& m_;
+  T* p_ = nullptr;
+  size_t n_ = 0, cap_ = 0;
+};
+
+// Under valgrind, the process's maps include valgrind's own memory, which the program cannot address
+// and which memcheck never scans, and memcheck follows only words whose bits are all defined. This
+// reader reads as memcheck's leak check does: through `base`, a page at a time, stopping where memcheck
+// says the client cannot address the memory, and reading undefined words as zero.
+class MemcheckViewReader : public track::MemoryReader {
+ public:
+  explicit MemcheckViewReader(track::MemoryReader& base) : base_(base) {}
+  size_t Read(uintptr_t addr, void* buf, size_t n) override {
+    unsigned char vbits[4096];
+    size_t done = 0;
+    while (done < n) {
+      const uintptr_t a = addr + done;
+      const size_t len = std::min(n - done, size_t{4096} - (a & 4095));
+      if (!Addressable(a, vbits, len)) {
+        // Part of the page is not the client's: keep its addressable words, stop at the first other.
+        size_t k = 0;
+        while (k + 8 <= len && Addressable(a + k, vbits + k, 8)) k += 8;
+        if (k == 0) return done;
+        if (base_.Read(a, static_cast<char*>(buf) + done, k) != k) return done;
+        Undefine(static_cast<char*>(buf) + done, vbits, k);
+        return done + k;
+      }
+      if (base_.Read(a, static_cast<char*>(buf) + done, len) != len) return done;
+      Undefine(static_cast<char*>(buf) + done, vbits, len);
+      done += len;
+    }
+    return done;
+  }
+
+ private:
+  static bool Addressable(uintptr_t a, unsigned char* vbits, size_t len) {
+    return VALGRIND_GET_VBITS(reinterpret_cast<const char*>(a), reinterpret_cast<char*>(vbits), len) == 1;
+  }
+  static void Undefine(char* out, const unsigned char* vbits, size_t len) {
+    for (size_t w = 0; w + 8 <= len; w += 8) {
+      uint64_t v;
+      memcpy(&v, vbits + w, 8);
+      if (v != 0) memset(out + w, 0, 8);
+    }
+  }
+  track::MemoryReader& base_;
+};
+
+InternalScratch g_scratch;
+ScanOutcome g_outcome;
+bool g_done = false;
+// The program's blocks, sorted by start, with their kinds, kept for ScannedKind.
+ScanBlock* g_blocks = nullptr;
+size_t g_nblocks = 0;
+size_t g_blocks_bytes = 0;  // as mapped
+
+uint64_t NowMs() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<uint64_t>(t.tv_sec) * 1000 + static_cast<uint64_t>(t.tv_nsec) / 1000000;
+}
+
+int CountTasks() {
+  int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[4096];
+  int n = 0;
+  for (;;) {
+    long got = syscall(SYS_getdents64, fd, buf, sizeof buf);
+    if (got <= 0) break;
+    for (long off = 0; off < got;) {
+      auto* d = reinterpret_cast<struct dirent64*>(buf + off);
+      if (d->d_name[0] != '.') ++n;
+      off += d->d_reclen;
+    }
+  }
+  close(fd);
+  return n;
+}
+
+// libpoolscope.so's writable segments, and its static TLS block in the calling thread.
+struct OwnObject {
+  RootRange writable[4];
+  int nwritable;
+  uintptr_t tls_data;
+  size_t tls_bytes;
+};
+
+int FindOwnObject(struct dl_phdr_info* info, size_t, void* arg) {
+  auto* own = static_cast<OwnObject*>(arg);
+  const uintptr_t self = reinterpret_cast<uintptr_t>(&FindOwnObject);
+  bool ours = false;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+    if (ph.p_type == PT_LOAD && self >= lo && self < lo + ph.p_memsz) ours = true;
+  }
+  if (!ours) return 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+    if (ph.p_type == PT_LOAD && (ph.p_flags & PF_W) != 0 && own->nwritable < 4) {
+      own->writable[own->nwritable++] = RootRange{lo & ~uintptr_t{4095}, (lo + ph.p_memsz + 4095) & ~uintptr_t{4095}};
+    }
+    if (ph.p_type == PT_TLS) own->tls_bytes = ph.p_memsz;
+  }
+  own->tls_data = reinterpret_cast<uintptr_t>(info->dlpi_tls_data);
+  return 1;
+}
+
+// The lowest address of the calling thread's TLS blocks, over every object.
+int FindLowestTls(struct dl_phdr_info* info, size_t, void* arg) {
+  auto* lowest = static_cast<uintptr_t*>(arg);
+  const uintptr_t tls = reinterpret_cast<uintptr_t>(info->dlpi_tls_data);
+  if (tls != 0 && tls < *lowest) *lowest = tls;
+  return 0;
+}
+
+struct RangeSink {
+  Array<RootRange>* ranges;
+  bool* ok;
+};
+
+void PushRange(uintptr_t b, uintptr_t e, void* arg) {
+  auto* s = static_cast<RangeSink*>(arg);
+  *s->ok = *s->ok && s->ranges->Push(RootRange{b, e});
+}
+
+struct Collect {
+  Array<ScanBlock>* blocks;
+  Array<uintptr_t>* pooled;  // starts of the pooled ones
+  Array<uintptr_t>* real;    // starts of the real ones (the real allocator's blocks)
+  bool ok;
+};
+
+// A glibc thread's descriptor: tcbhead_t starts with `tcb` and has `self` two words on, both pointing
+// at the descriptor itself.
+bool LooksLikeThreadPointer(track::MemoryReader& reader, uintptr_t tp) {
+  uintptr_t w[3];
+  if (reader.Read(tp, w, sizeof w) != sizeof w) return false;
+  return w[0] == tp && w[2] == tp;
+}
+
+void Classify(const ScanInputs& in, ScanOutcome* out) {
+  const uint64_t t0 = NowMs();
+  Array<ScanBlock> blocks(g_scratch);
+  Array<uintptr_t> pooled(g_scratch), real(g_scratch);
+  Collect c{&blocks, &pooled, &real, true};
+  ForEachLiveBlockInfo(
+      [](uintptr_t p, uint64_t size, bool is_pooled, void* arg) {
+        auto* c = static_cast<Collect*>(arg);
+        ScanBlock b = {};
+        b.start = p;
+        b.size = size;
+        c->ok = c->ok && c->blocks->Push(b) && (is_pooled ? c->pooled : c->real)->Push(p);
+      },
+      &c);
+  if (!c.ok) {
+    out->not_scanned_why = "no memory for the scan";
+    return;
+  }
+  // The pools: their real blocks (for the detector's view), and their ranges.
+  struct Pool {
+    uintptr_t real;
+    size_t real_bytes;
+    uintptr_t base;
+    size_t bytes;
+    bool explicit_arena;
+  };
+  Array<Pool> pools(g_scratch);
+  struct PoolCollect {
+    Array<Pool>* pools;
+    bool ok;
+  } pc{&pools, true};
+  if (in.for_each_pool != nullptr) {
+    in.for_each_pool(
+        [](uintptr_t r, size_t rb, uintptr_t base, size_t bytes, bool arena, void* arg) {
+          auto* pc = static_cast<PoolCollect*>(arg);
+          pc->ok = pc->ok && pc->pools->Push(Pool{r, rb, base, bytes, arena});
+        },
+        &pc);
+  }
+  // Every address the real allocator handed out: a mapping holding one is the allocator's heap.
+  Array<uintptr_t> heap_addrs(g_scratch);
+  for (size_t i = 0; i < real.size() && c.ok; ++i) c.ok = heap_addrs.Push(real[i]);
+  for (size_t i = 0; i < pools.size() && c.ok; ++i) c.ok = heap_addrs.Push(pools[i].real);
+  if (!c.ok || !pc.ok) {
+    out->not_scanned_why = "no memory for the scan";
+    return;
+  }
+  std::sort(heap_addrs.data(), heap_addrs.data() + heap_addrs.size());
+
+  track::ProcMaps maps(g_scratch);
+  if (!maps.Read()) {
+    out->not_scanned_why = "/proc/self/maps could not be read";
+    return;
+  }
+  const bool vm_reader = track::ProcessVmReader::Available();
+  track::ProcessVmReader safe_reader;
+  track::DirectMemoryReader direct_reader;
+  const int tasks = CountTasks();
+  const bool alone = tasks == 1;
+  track::MemoryReader& safe_root_reader = vm_reader ? static_cast<track::MemoryReader&>(safe_reader) : direct_reader;
+  // Other threads may free (and unmap) blocks while they run.
+  track::MemoryReader& safe_heap_reader =
+      alone || !vm_reader ? static_cast<track::MemoryReader&>(direct_reader) : safe_reader;
+  MemcheckViewReader memcheck_roots(safe_root_reader), memcheck_heap(safe_heap_reader);
+  const bool on_valgrind = RUNNING_ON_VALGRIND != 0;
+  track::MemoryReader& root_reader = on_valgrind ? static_cast<track::MemoryReader&>(memcheck_roots) : safe_root_reader;
+  track::MemoryReader& heap_reader = on_valgrind ? static_cast<track::MemoryReader&>(memcheck_heap) : safe_heap_reader;
+  out->threads_stopped = 0;
+  out->threads_not_stopped = tasks > 1 ? tasks - 1 : 0;
+
+  // What no detector scans: the allocator's heap, dead threads' cached stacks, the exiting thread's
+  // stack below its stack pointer. What a detector below poolscope scans but the program's view does
+  // not: poolscope's own memory.
+  Array<RootRange> both(g_scratch), own(g_scratch);
+  Array<uint8_t> hit(g_scratch);
+  for (size_t i = 0; i < maps.size() && c.ok; ++i) c.ok = hit.Push(0);
+  if (!c.ok) {
+    out->not_scanned_why = "no memory for the scan";
+    return;
+  }
+  track::MappingsContaining(maps, heap_addrs.data(), heap_addrs.size(), hit.data());
+  OwnObject self_object = {};
+  dl_iterate_phdr(FindOwnObject, &self_object);
+  // Offsets from a thread's ThreadState to its thread pointer and to its TLS block of ours.
+  const intptr_t tp_off = static_cast<intptr_t>(reinterpret_cast<uintptr_t>(pthread_self()) - in.self_state);
+  const intptr_t tls_off = static_cast<intptr_t>(self_object.tls_data - in.self_state);
+  // How far below its thread pointer a thread's static TLS begins (the same in every thread).
+  uintptr_t lowest_tls = reinterpret_cast<uintptr_t>(pthread_self());
+  dl_iterate_phdr(FindLowestTls, &lowest_tls);
+  const uintptr_t tls_span = reinterpret_cast<uintptr_t>(pthread_self()) - lowest_tls;
+  for (size_t i = 0; i < maps.size() && c.ok; ++i) {
+    const track::Mapping& m = maps[i];
+    if (hit[i]) {
+      c.ok = both.Push(RootRange{m.start, m.end});
+      continue;
+    }
+    if (m.start <= in.exit_sp && in.exit_sp < m.end) {
+      c.ok = both.Push(RootRange{m.start, in.exit_sp});
+      continue;
+    }
+    // A thread stack glibc keeps for reuse: an anonymous writable mapping after a guard page, whose
+    // top holds a thread descriptor that is no live thread's. Only when every thread is registered
+    // (a live thread poolscope never saw could own it).
+    if (m.path[0] == '\0' && m.writable() && i > 0 && maps[i - 1].end == m.start &&
+        maps[i - 1].perms[0] == '-' && tasks == in.nthreads) {
+      bool live = false;
+      uintptr_t descriptor = 0;
+      // The descriptor sits in the stack's last pages: look for the self-pointing words there.
+      for (uintptr_t a = m.end >= 65536 + m.start ? m.end - 65536 : m.start; a + 24 <= m.end && descriptor == 0;
+           a += 64) {
+        if (LooksLikeThreadPointer(root_reader, a)) descriptor = a;
+        for (int t = 0; t < in.nthreads && descriptor != 0; ++t) {
+          if (static_cast<uintptr_t>(static_cast<intptr_t>(in.threads[t].state) + tp_off) == a) live = true;
+        }
+      }
+      // What was its stack goes; its descriptor and static TLS above stay, as a detector sees them.
+      if (descriptor != 0 && !live && descriptor - tls_span > m.start) {
+        c.ok = both.Push(RootRange{m.start, descriptor - tls_span});
+      }
+    }
+  }
+  // poolscope's own: its mappings, its writable segments, and each thread's static TLS block of ours.
+  RangeSink own_sink{&own, &c.ok};
+  for (size_t room = 256;;) {
+    // Allocating may add a mapping: ask again until the room is enough.
+    auto* b = static_cast<uintptr_t*>(g_scratch.Map(2 * room * sizeof(uintptr_t)));
+    if (b == nullptr) {
+      c.ok = false;
+      break;
+    }
+    const size_t n = InternalMappings(b, b + room, room);
+    if (n <= room) {
+      for (size_t i = 0; i < n; ++i) PushRange(b[i], b[room + i], &own_sink);
+      g_scratch.Unmap(b, 2 * room * sizeof(uintptr_t));
+      break;
+    }
+    g_scratch.Unmap(b, 2 * room * sizeof(uintptr_t));
+    room = 2 * n;
+  }
+  for (int i = 0; i < self_object.nwritable; ++i) PushRange(self_object.writable[i].begin, self_object.writable[i].end, &own_sink);
+  for (int t = 0; t < in.nthreads && self_object.tls_data != 0; ++t) {
+    const uintptr_t b = static_cast<uintptr_t>(static_cast<intptr_t>(in.threads[t].state) + tls_off);
+    PushRange(b, b + self_object.tls_bytes, &own_sink);
+  }
+  if (!c.ok) {
+    out->not_scanned_why = "no memory for the scan";
+    return;
+  }
+  g_scratch.ForEachLive([&](const RootRange& r) { c.ok = c.ok && both.Push(r); });
+  auto by_begin = [](const RootRange& a, const RootRange& b) { return a.begin < b.begin; };
+  Array<RootRange> program_exclude(g_scratch);
+  for (size_t i = 0; i < both.size() && c.ok; ++i) c.ok = program_exclude.Push(both[i]);
+  for (size_t i = 0; i < own.size() && c.ok; ++i) c.ok = program_exclude.Push(own[i]);
+  // Explicit arenas' blocks are not blocks of the scan: their pools' carved bytes are the program's
+  // memory, read as roots (the pools' real blocks are in the heap, left out above).
+  Array<RootRange> arena_roots(g_scratch);
+  for (size_t i = 0; i < pools.size() && c.ok; ++i) {
+    if (pools[i].explicit_arena) c.ok = arena_roots.Push(RootRange{pools[i].base, pools[i].base + pools[i].bytes});
+  }
+  if (!c.ok) {
+    out->not_scanned_why = "no memory for the scan";
+    return;
+  }
+  std::sort(program_exclude.data(), program_exclude.data() + program_exclude.size(), by_begin);
+  std::sort(both.data(), both.data() + both.size(), by_begin);
+  auto roots_of = [&](Array<RootRange>& exclude, Array<RootRange>& extra, Array<RootRange>* roots) {
+    size_t cap = 1024;
+    for (;;) {
+      RootRange* r = static_cast<RootRange*>(g_scratch.Map(cap * sizeof(RootRange)));
+      if (r == nullptr) return false;
+      size_t n = track::BuildRootRanges(maps, exclude.data(), exclude.size(), r, cap);
+      if (n <= cap) {
+        bool ok = true;
+        for (size_t i = 0; i < n && ok; ++i) ok = roots->Push(r[i]);
+        for (size_t i = 0; i < extra.size() && ok; ++i) ok = roots->Push(extra[i]);
+        g_scratch.Unmap(r, cap * sizeof(RootRange));
+        return ok;
+      }
+      g_scratch.Unmap(r, cap * sizeof(RootRange));
+      cap = n;
+    }
+  };
+  Array<RootRange> program_roots(g_scratch), detector_roots(g_scratch);
+  // The detector reads poolscope's memory wherever it lies, even in a mapping the kernel merged with
+  // the allocator's heap; not the scan's own arrays, which do not exist when the detector looks.
+  Array<RootRange> own_roots(g_scratch);
+  for (size_t i = 0; i < own.size() && c.ok; ++i) {
+    bool scratch = false;
+    g_scratch.ForEachLive([&](const RootRange& r) { scratch = scratch || (own[i].begin < r.end && r.begin < own[i].end); });
+    if (!scratch) c.ok = own_roots.Push(own[i]);
+  }
+  if (!c.ok || !roots_of(program_exclude, arena_roots, &program_roots) || !roots_of(both, own_roots, &detector_roots)) {
+    out->not_scanned_why = "no memory for the scan";
+    return;
+  }
+  for (size_t i = 0; i < program_roots.size(); ++i) out->roots_bytes += program_roots[i].end - program_roots[i].begin;
+
+  if (!track::ClassifyReachability(blocks.data(), blocks.size(), program_roots.data(), program_roots.size(),
+                                   root_reader, heap_reader, g_scratch, &out->program)) {
+    out->not_scanned_why = "no memory for the scan";
+    return;
+  }
+  // The program's lost blocks that sit in pools: what a detector below cannot see.
+  std::sort(pooled.data(), pooled.data() + pooled.size());
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const ScanBlock& b = blocks[i];
+    if (b.kind != LeakKind::kDefinitelyLost && b.kind != LeakKind::kIndirectlyLost) continue;
+    if (std::binary_search(pooled.data(), pooled.data() + pooled.size(), b.start)) {
+      ++out->hidden_in_pools.blocks;
+      out->hidden_in_pools.bytes += b.size;
+    }
+  }
+  g_blocks = blocks.data();
+  g_nblocks = blocks.size();
+  g_blocks_bytes = blocks.capacity() * sizeof(ScanBlock);
+  blocks.Release();
+
+  // The detector's view: the real blocks (unpooled blocks and pools), poolscope's memory as roots.
+  Array<ScanBlock> dblocks(g_scratch);
+  for (size_t i = 0; i < g_nblocks && c.ok; ++i) {
+    if (std::binary_search(pooled.data(), pooled.data() + pooled.size(), g_blocks[i].start)) continue;
+    ScanBlock b = {};
+    b.start = g_blocks[i].start;
+    b.size = g_blocks[i].size;
+    c.ok = dblocks.Push(b);
+  }
+  for (size_t i = 0; i < pools.size() && c.ok; ++i) {
+    ScanBlock b = {};
+    b.start = pools[i].real;
+    b.size = pools[i].real_bytes;
+    c.ok = dblocks.Push(b);
+  }
+  if (!c.ok || !track::ClassifyReachability(dblocks.data(), dblocks.size(), detector_roots.data(),
+                                            detector_roots.size(), root_reader, heap_reader, g_scratch,
+                                            &out->detector)) {
+    out->detector = {};
+  }
+  out->scanned = true;
+  out->scan_ms = NowMs() - t0;
+}
+
+}  // namespace
+
+uintptr_t ExitPathSp(const track::StartFrame& from) {
+  uintptr_t pc = from.ra, sp = from.sp, bp = from.bp;
+  for (int step = 0; step < 12 && pc != 0; ++step) {
+    Dl_info info;
+    if (dladdr(reinterpret_cast<void*>(pc - 1), &info) != 0 && info.dli_fname != nullptr &&
+        strstr(info.dli_fname, "/libc.so") != nullptr) {
+      return sp;
+    }
+    const track::FrameRule rule = track::LookupFrameRule(pc - 1);
+    if (track::RuleKind(rule) != track::kRuleStep || (rule & track::kRuleCfaDeref) != 0) break;
+    const uintptr_t cfa = ((rule & track::kRuleCfaOnRbp) != 0 ? bp : sp) + track::RuleCfaOffset(rule);
+    switch (track::RuleRbp(rule)) {
+      case track::kRbpAtCfa:
+        bp = *reinterpret_cast<const uintptr_t*>(cfa + track::RuleRbpOffset(rule));
+        break;
+      case track::kRbpAtRbp:
+        bp = *reinterpret_cast<const uintptr_t*>(bp + track::RuleRbpOffset(rule));
+        break;
+      default:
+        break;
+    }
+    pc = *reinterpret_cast<const uintptr_t*>(cfa - 8);
+    sp = cfa;
+  }
+  return from.sp;
+}
+
+const ScanOutcome& ScanAtExit(const ScanInputs& in) {
+  if (!g_done) {
+    g_done = true;
+    g_outcome = ScanOutcome{};
+    Classify(in, &g_outcome);
+  }
+  return g_outcome;
+}
+
+void ReleaseScan() {
+  if (g_blocks == nullptr) return;
+  memset(g_blocks, 0, g_nblocks * sizeof(ScanBlock));
+  g_scratch.Unmap(g_blocks, g_blocks_bytes);
+  g_blocks = nullptr;
+  g_nblocks = 0;
+}
+
+const ScanOutcome* LastScan() { return g_done ? &g_outcome : nullptr; }
+
+LeakKind ScannedKind(uintptr_t p) {
+  size_t lo = 0, hi = g_nblocks;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (g_blocks[mid].start < p) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  if (lo < g_nblocks && g_blocks[lo].start == p) return g_blocks[lo].kind;
+  return LeakKind::kStillReachable;
+}
+
+}  // namespace poolscope

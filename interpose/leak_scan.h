@@ -1,0 +1,79 @@
+// File: interpose/leak_scan.h
+//
+// The reachability scan at exit (reachability=1, with track=1): classifies every live logical block as
+// memcheck does with --leak-check=full --leak-check-heuristics=none (track/reachability.h), over the
+// roots a program has: the writable mappings of the process that hold no allocator's block (data and
+// bss of every object, the program's own mmaps, thread stacks from the stack pointer up where it is
+// known, whole otherwise), never poolscope's own memory (its mappings, its data and bss, its thread-local
+// state), which points at blocks and must not make them reachable. Then a second classification of what
+// a detector below poolscope sees with pooling on and no pool descriptions: the real blocks (unpooled
+// blocks and pools), with poolscope's own memory scanned as such a detector scans it.
+//
+// Threads still running are not stopped: their stacks are scanned whole (threads_not_stopped says how
+// many). The stacks glibc keeps cached for threads that ended are left out, as a detector that follows
+// the stack pointer leaves them out.
+//
+// Thread-safety: ScanAtExit runs once, from the thread writing the exit report, under its guard.
+#ifndef POOLSCOPE_INTERPOSE_LEAK_SCAN_H_
+#define POOLSCOPE_INTERPOSE_LEAK_SCAN_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "track/reachability.h"
+#include "track/stack_capture.h"
+
+namespace poolscope {
+
+// A live thread of the registry: where its poolscope thread-local state lies, and its thread pointer.
+struct ScanThread {
+  int tid;
+  uintptr_t state;  // its ThreadState
+};
+
+// What the shim tells the scan (it owns the threads, the pools and the exit).
+struct ScanInputs {
+  const ScanThread* threads;
+  int nthreads;
+  uintptr_t exit_sp;     // the exiting thread's stack pointer where poolscope's exit work began
+  uintptr_t self_state;  // the exiting thread's ThreadState (each thread's static TLS block of
+                         // libpoolscope.so and thread pointer lie at the same offsets from its own)
+  // Pools: calls fn(real_block, real_bytes, base, pool_bytes, explicit_arena, arg) for each.
+  void (*for_each_pool)(void (*fn)(uintptr_t real, size_t real_bytes, uintptr_t base, size_t pool_bytes,
+                                   bool explicit_arena, void* arg),
+                        void* arg);
+};
+
+struct ScanOutcome {
+  bool scanned;
+  const char* not_scanned_why;  // when !scanned
+  track::ReachabilityResult program;   // the program's logical blocks
+  track::ReachabilityResult detector;  // the real blocks, as a detector below sees them
+  track::LeakTotal hidden_in_pools;    // the program's lost blocks that sit in pools
+  uint64_t roots_bytes;
+  uint64_t scan_ms;
+  int threads_stopped;
+  int threads_not_stopped;
+};
+
+// Where the exiting thread's live stack begins when the process ends: from `from` (the frame of
+// poolscope's exit hook), up through the frames of the dynamic loader's and poolscope's exit work,
+// which are gone when a detector that follows the stack pointer looks, to the first frame of libc's
+// exit path; its stack pointer. from.sp when the walk cannot tell.
+uintptr_t ExitPathSp(const track::StartFrame& from);
+
+// Scans once; later calls return the first outcome.
+const ScanOutcome& ScanAtExit(const ScanInputs& in);
+// Gives back the scan's memory once the report is written: it holds every block's address, which a
+// detector below poolscope would otherwise read as pointers to the blocks. ScannedKind then answers
+// still reachable; LastScan's totals stay.
+void ReleaseScan();
+// The outcome of the scan, or nullptr before it ran.
+const ScanOutcome* LastScan();
+// After ScanAtExit: the kind of the live block that starts at p (still reachable when the scan did not
+// see it, as for an arena's blocks, which have no address of their own).
+track::LeakKind ScannedKind(uintptr_t p);
+
+}  // namespace poolscope
+
+#endif  // POOLSCOPE_INTERPOSE_LEAK_SCAN_H_
