@@ -27,7 +27,8 @@
 // highest end) of all blocks, through a page index built in scratch memory, pipelined so that the
 // cache misses of many lookups overlap (reachability.cc). Scratch memory: 8 bytes of mark stack and up to 4 of
 // page index per block, plus 100 KiB.
-// `bazel run -c opt //track:reachability_benchmark` measures it (docs/tracking.md has the figures).
+// `bazel run -c opt //track:reachability_benchmark` measures it; reachability_benchmark.cc has the
+// figures.
 //
 // Thread-safety: ClassifyReachability is reentrant (all its state is in its arguments and scratch
 // memory); the memory it reads must not change while it runs (the caller stops other threads).
