@@ -453,6 +453,8 @@ class SymbolIndex {
     const int first_global = n < 0 ? -1 : dwfl_module_getsymtab_first_global(mod);
     if (first_global < 0) return;
     locals_searched_ = first_global > 1;
+    locals_.reserve(static_cast<size_t>(first_global));
+    globals_.reserve(static_cast<size_t>(n - first_global));
     for (int i = 1; i < n; ++i) {
       GElf_Sym sym;
       GElf_Addr value;
@@ -524,7 +526,6 @@ class SymbolIndex {
       max_end = std::max(max_end, e.value + e.size);
       e.max_end = max_end;
     }
-    v->shrink_to_fit();
   }
 
   static std::vector<Entry>::const_iterator UpTo(const std::vector<Entry>& v, GElf_Addr addr) {
@@ -636,7 +637,14 @@ struct Symbolizer::Impl {
   std::unordered_map<std::string, SymbolTable> tables;        // by file
   std::vector<Mapping> maps;  // sorted by address, as /proc/self/maps lists them
   LoadedObjects objects;
-  std::unordered_map<Dwfl_Module*, std::unique_ptr<SymbolIndex>> indexes;  // built on a module's first frame
+  struct ModuleNames {
+    int direct_lookups = 0;              // names asked of libdwfl before the index was built
+    std::unique_ptr<SymbolIndex> index;  // built on the module's kDirectLookups + 1st frame
+  };
+  // Building a module's index costs about as much as a few of libdwfl's whole-table walks: a module
+  // with only a few frames in the report is not worth one.
+  static constexpr int kDirectLookups = 4;
+  std::unordered_map<Dwfl_Module*, ModuleNames> indexes;
   bool symbols_dir_tried = false;
   std::string symbols_dir;
 
@@ -740,14 +748,21 @@ struct Symbolizer::Impl {
         },
         &live, 0);
     for (auto it = indexes.begin(); it != indexes.end();) {
-      it = live.count(it->first) != 0 && it->second->Describes(it->first) ? std::next(it) : indexes.erase(it);
+      const bool keep = live.count(it->first) != 0 && (it->second.index == nullptr || it->second.index->Describes(it->first));
+      it = keep ? std::next(it) : indexes.erase(it);
     }
   }
 
   const char* SymbolName(Dwfl_Module* mod, uintptr_t pc) {
-    std::unique_ptr<SymbolIndex>& index = indexes[mod];
-    if (index == nullptr) index.reset(new SymbolIndex(mod));
-    return index->Name(pc);
+    ModuleNames& names = indexes[mod];
+    if (names.index == nullptr) {
+      if (names.direct_lookups < kDirectLookups) {
+        ++names.direct_lookups;
+        return dwfl_module_addrname(mod, pc);
+      }
+      names.index.reset(new SymbolIndex(mod));
+    }
+    return names.index->Name(pc);
   }
 
   static uintptr_t ModuleStart(Dwfl_Module* mod) {

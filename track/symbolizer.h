@@ -21,10 +21,11 @@
 // Work scales with the frames symbolized, not with the size of the objects: which object holds an
 // address comes from the loader's segment list (dl_iterate_phdr, read again only when a library was
 // loaded or unloaded), not from dladdr, which scans the object's whole symbol table per address; a
-// function name comes from a per-module index of the symbol table, sorted once when the module's
-// first frame is symbolized (modules no frame lands in are never indexed) and searched by binary
-// search, giving exactly what dwfl_module_addrname gives (which also walks the whole table per
-// address). libdwfl keeps each module's missing debug info and its line tables, so the line lookup
+// function name comes from a per-module index of the symbol table, sorted once and searched by
+// binary search, giving exactly what dwfl_module_addrname gives (which walks the whole table per
+// address). Building an index costs about as much as a few such walks, so a module's first four names
+// are asked of libdwfl and its fifth builds the index: at most about twice the cheaper of the two,
+// and modules no frame lands in are never read. libdwfl keeps each module's missing debug info and its line tables, so the line lookup
 // costs a module without debug info one failed search, and a module with it one CU's line table.
 //
 // Results are cached per address. When nothing is known the function is "object+0xoffset" (offset as
