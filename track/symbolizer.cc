@@ -442,7 +442,10 @@ class LoadedObjects {
 // main file found by libdwfl's binary search over them (a section's end address counts as inside
 // it), SHN_UNDEF outside them all; absolute symbols match only their exact address. On targets
 // with function descriptors (ppc64 ELFv1) libdwfl also tries a second value per function symbol,
-// which this index does not: poolscope runs on x86-64.
+// which this index does not: poolscope runs on x86-64. The sizeless rule matches libdwfl on every
+// symbol and section bound of libc, libstdc++ and an executable, but not on a data section of
+// libtsan (.fini_array): when it finds a sizeless answer, libdwfl is asked instead (return addresses
+// fall in sized functions nearly always, so this stays rare).
 //
 // Names point into libdwfl's string tables: an index lives no longer than its Dwfl_Module.
 class SymbolIndex {
@@ -485,19 +488,23 @@ class SymbolIndex {
     return mod == mod_ && start == start_ && end == end_;
   }
 
-  // dwfl_module_addrname(mod, addr): the symbol's name, or nullptr.
-  const char* Name(GElf_Addr addr) const {
+  // dwfl_module_addrname(mod, addr): the symbol's name, or nullptr. Sets *sizeless when the answer is a
+  // sizeless symbol: the caller asks libdwfl then (see the class comment).
+  const char* Name(GElf_Addr addr, bool* sizeless) const {
+    *sizeless = false;
     GElf_Addr min_label = 0;
     std::vector<const Entry*> covering;
     Covering(globals_, addr, &covering, &min_label);
     if (!covering.empty()) return Closest(covering)->name;
     const bool locals = locals_searched_ && LastSizelessAt(globals_, addr, addr) == nullptr;
+    const Entry* e = nullptr;
     if (locals) {
       Covering(locals_, addr, &covering, &min_label);
       if (!covering.empty()) return Closest(covering)->name;
-      if (const Entry* e = LastSizelessAt(locals_, min_label, addr)) return e->name;
+      e = LastSizelessAt(locals_, min_label, addr);
     }
-    const Entry* e = LastSizelessAt(globals_, min_label, addr);
+    if (e == nullptr) e = LastSizelessAt(globals_, min_label, addr);
+    *sizeless = e != nullptr;
     return e != nullptr ? e->name : nullptr;
   }
 
@@ -762,7 +769,9 @@ struct Symbolizer::Impl {
       }
       names.index.reset(new SymbolIndex(mod));
     }
-    return names.index->Name(pc);
+    bool sizeless = false;
+    const char* name = names.index->Name(pc, &sizeless);
+    return sizeless ? dwfl_module_addrname(mod, pc) : name;
   }
 
   static uintptr_t ModuleStart(Dwfl_Module* mod) {

