@@ -43,7 +43,8 @@ SRC
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}
 PREPARE=()
 if [[ -n "${COLD:-}" ]]; then
-  PREPARE=(--prepare "rm -rf $WORK/xdg && mkdir -p $WORK/xdg/poolscope && { cp -r $CACHE/poolscope/debug $WORK/xdg/poolscope/ 2>/dev/null || true; }")
+  # hyperfine -N runs --prepare without a shell too.
+  PREPARE=(--prepare "sh -c 'rm -rf $WORK/xdg && mkdir -p $WORK/xdg/poolscope && { cp -r $CACHE/poolscope/debug $WORK/xdg/poolscope/ 2>/dev/null || true; }'")
   CACHE=$WORK/xdg
 fi
 RUN="env XDG_CACHE_HOME=$CACHE LD_PRELOAD=$LIB"
