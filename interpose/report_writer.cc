@@ -297,9 +297,16 @@ void WriteReachability(report::JsonWriter& w, const track::ReachabilityResult* r
   w.EndObject();
 }
 
-// `check`: null but in the exit report with leak_exitcode > 0.
+uint64_t MonotonicNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// `check`: null but in the exit report with leak_exitcode > 0. `started_ns`: MonotonicNs() when this
+// report began.
 void Render(report::JsonWriter& w, const char* reason, const Options& o, const ProcessInfo& p,
-            const Snapshot& s, const LeakCheck* check, const char* path) {
+            const Snapshot& s, const LeakCheck* check, const char* path, uint64_t started_ns) {
   const ThreadCounters& t = s.totals;
   // Report time: allocation through the normal malloc is fine here (the caller holds the guard, so it
   // passes straight through, counted as poolscope's own).
@@ -350,6 +357,20 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   });
   size_t ngroups_all = groups.size() + (nstacks_all - raw.size());
   size_t ngroups = groups.size() < kMaxLeakGroups ? groups.size() : kMaxLeakGroups;
+  // Every other stack the report shows is symbolized now, so that report_ms counts all of it (the
+  // answers are cached: WriteStack finds them below).
+  const int nbad = g_nbad.load(std::memory_order_acquire);
+  if (sym != nullptr) {
+    std::vector<uint32_t> shown;
+    for (const SiteCounters& site : site_list) shown.push_back(site.stack_id);
+    for (int i = 0; i < nbad && i < kMaxBadFrees; ++i) shown.push_back(g_bad_frees[i].stack_id);
+    for (uint32_t id : shown) {
+      const uintptr_t* pcs = nullptr;
+      const int n = ProgramFrames(sym, id, &pcs);
+      for (int k = 0; k < n; ++k) sym->SymbolizeReturnAddress(pcs[k]);
+    }
+  }
+  const uint64_t report_ms = (MonotonicNs() - started_ns) / 1000000;
   w.BeginObject();
   w.FieldStr("schema", "poolscope.report/1");
   w.FieldStr("poolscope_version", kVersion);
@@ -384,6 +405,7 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
     w.Null();
   }
   w.FieldStr("report_path", path);
+  w.Field("report_ms", report_ms);
   w.EndObject();
 
   w.Key("options");
@@ -612,7 +634,6 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   w.Field("double_frees", s.pool.double_frees);
   w.Key("cases");
   w.BeginArray();
-  int nbad = g_nbad.load(std::memory_order_acquire);
   for (int i = 0; i < nbad && i < kMaxBadFrees; ++i) {
     w.BeginObject();
     w.FieldStr("kind", g_bad_frees[i].is_double ? "double_free" : "invalid_free");
@@ -646,6 +667,7 @@ bool WriteReport(const char* reason, const Snapshot& snap, const LeakCheck* chec
                  size_t path_cap) {
   const Options& o = CurrentOptions();
   if (strcmp(o.report, "none") == 0) return false;
+  const uint64_t started_ns = MonotonicNs();
   const ProcessInfo& p = CurrentProcess();
   if (!ExpandPath(o, p, path_out, path_cap)) {
     errno = ENAMETOOLONG;
@@ -654,7 +676,7 @@ bool WriteReport(const char* reason, const Snapshot& snap, const LeakCheck* chec
   }
   MappedSink sink;
   report::JsonWriter w(&sink);
-  Render(w, reason, o, p, snap, check, path_out);
+  Render(w, reason, o, p, snap, check, path_out, started_ns);
   if (sink.failed()) {
     errno = ENOMEM;
     Warn(o, "out of memory writing the report to", path_out);

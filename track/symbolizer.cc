@@ -11,17 +11,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
-#include <vector>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <memory>
 #include <mutex>
+#include <sstream>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 namespace poolscope {
 namespace track {
@@ -325,6 +331,305 @@ struct SymbolTable {
   }
 };
 
+// Which loaded object holds an address, as the dynamic loader sees it, without dladdr (which scans
+// the object's whole symbol table for every address). The segments come from dl_iterate_phdr and
+// are read again only when the loader's load/unload counters have moved since.
+class LoadedObjects {
+ public:
+  // The load address of the object that holds pc (dladdr's dli_fbase: the start of its first
+  // segment's page), or 0 when none does.
+  uintptr_t BaseOf(uintptr_t pc) {
+    RefreshIfChanged();
+    auto it = std::upper_bound(segments_.begin(), segments_.end(), pc,
+                               [](uintptr_t v, const Segment& s) { return v < s.lo; });
+    if (it == segments_.begin()) return 0;
+    --it;
+    return pc < it->hi ? it->base : 0;
+  }
+
+ private:
+  struct Segment {
+    uintptr_t lo, hi, base;
+  };
+  struct Counters {
+    unsigned long long adds = 0, subs = 0;
+  };
+  struct Walk {
+    std::vector<Segment>* out;
+    bool first;  // dl_iterate_phdr lists the main program first
+  };
+
+  static int ReadCounters(struct dl_phdr_info* info, size_t size, void* arg) {
+    auto* c = static_cast<Counters*>(arg);
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) {
+      c->adds = info->dlpi_adds;
+      c->subs = info->dlpi_subs;
+    }
+    return 1;  // the counters are the same in every entry
+  }
+
+  // The loader's view of an object's extent (glibc's _dl_find_dso_for_object, which dladdr uses):
+  // from its first segment's page to the end of its last segment, holes included, when its segments
+  // follow each other page after page; otherwise only the bytes of its PT_LOAD segments. Whether
+  // segments follow each other is judged as the loader judges it: on their file contents for a
+  // library, on their memory size for the main program (mapped by the kernel).
+  static int AddSegments(struct dl_phdr_info* info, size_t, void* arg) {
+    auto* walk = static_cast<Walk*>(arg);
+    const bool main_program = walk->first;
+    walk->first = false;
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    auto up = [page](uintptr_t v) { return (v + page - 1) & ~(page - 1); };
+    const size_t begin = walk->out->size();
+    uintptr_t base = 0, end = 0, next_page = 0;
+    bool contiguous = true, any = false;
+    for (int i = 0; i < info->dlpi_phnum; ++i) {
+      const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+      if (ph.p_type != PT_LOAD) continue;
+      const uintptr_t page_start = ph.p_vaddr & ~(page - 1);
+      if (!any) {
+        base = info->dlpi_addr + page_start;
+      } else if (page_start != next_page) {
+        contiguous = false;
+      }
+      any = true;
+      next_page = up(ph.p_vaddr + (main_program ? ph.p_memsz : ph.p_filesz));
+      end = std::max<uintptr_t>(end, info->dlpi_addr + ph.p_vaddr + ph.p_memsz);
+      if (ph.p_memsz != 0) {
+        const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+        walk->out->push_back(Segment{lo, lo + ph.p_memsz, 0});
+      }
+    }
+    if (!any) return 0;
+    if (contiguous) {
+      walk->out->resize(begin);
+      walk->out->push_back(Segment{base, end, base});
+    }
+    for (size_t i = begin; i < walk->out->size(); ++i) (*walk->out)[i].base = base;
+    return 0;
+  }
+
+  void RefreshIfChanged() {
+    Counters now;
+    dl_iterate_phdr(ReadCounters, &now);
+    if (read_ && now.adds == seen_.adds && now.subs == seen_.subs) return;
+    read_ = true;
+    seen_ = now;
+    segments_.clear();
+    Walk walk{&segments_, true};
+    dl_iterate_phdr(AddSegments, &walk);
+    std::sort(segments_.begin(), segments_.end(), [](const Segment& a, const Segment& b) { return a.lo < b.lo; });
+  }
+
+  bool read_ = false;
+  Counters seen_;
+  std::vector<Segment> segments_;
+};
+
+// One module's symbol table (libdwfl's choice: .symtab when the object or its debug file has one,
+// else .dynsym, plus a .gnu_debugdata table), sorted by address once, answering what
+// dwfl_module_addrname answers for any address in O(log n + symbols covering the address).
+// dwfl_module_addrname itself walks every symbol of the table per address.
+//
+// The rule reproduced (elfutils 0.188's dwfl_module_addrinfo, which dwfl_module_addrname calls):
+// candidates are named symbols with a section, not STT_SECTION/FILE/TLS, at or below the address,
+// valued as dwfl_module_getsym_info gives them. Global and weak symbols are searched first; locals
+// only when no sized global covers the address and no sizeless global "in the address's section"
+// sits exactly at it. Among the sized symbols that cover the address, in table order, a symbol
+// replaces the one kept when it starts later or binds more strongly (global > weak > local), or when
+// it starts at the same address and is smaller with no weaker binding. Without a covering sized
+// symbol, a sizeless one in the address's section may answer: only one that no candidate below the
+// address extends past (the last such in table order). "Section" is the SHF_ALLOC section of the
+// main file found by libdwfl's binary search over them (a section's end address counts as inside
+// it), SHN_UNDEF outside them all; absolute symbols match only their exact address. On targets
+// with function descriptors (ppc64 ELFv1) libdwfl also tries a second value per function symbol,
+// which this index does not: poolscope runs on x86-64. The sizeless rule matches libdwfl on every
+// symbol and section bound of libc, libstdc++ and an executable, but not on a data section of
+// libtsan (.fini_array): when it finds a sizeless answer, libdwfl is asked instead (return addresses
+// fall in sized functions nearly always, so this stays rare).
+//
+// Names point into libdwfl's string tables: an index lives no longer than its Dwfl_Module.
+class SymbolIndex {
+ public:
+  explicit SymbolIndex(Dwfl_Module* mod) : mod_(mod) {
+    dwfl_module_info(mod, nullptr, &start_, &end_, nullptr, nullptr, nullptr, nullptr);
+    const int n = dwfl_module_getsymtab(mod);
+    const int first_global = n < 0 ? -1 : dwfl_module_getsymtab_first_global(mod);
+    if (first_global < 0) return;
+    locals_searched_ = first_global > 1;
+    locals_.reserve(static_cast<size_t>(first_global));
+    globals_.reserve(static_cast<size_t>(n - first_global));
+    for (int i = 1; i < n; ++i) {
+      GElf_Sym sym;
+      GElf_Addr value;
+      GElf_Word shndx;
+      const char* name = dwfl_module_getsym_info(mod, i, &sym, &value, &shndx, nullptr, nullptr);
+      if (name == nullptr || name[0] == '\0' || sym.st_shndx == SHN_UNDEF) continue;
+      const int type = GELF_ST_TYPE(sym.st_info);
+      if (type == STT_SECTION || type == STT_FILE || type == STT_TLS) continue;
+      Entry e;
+      e.value = value;
+      e.size = sym.st_size;
+      e.name = name;
+      e.ndx = i;
+      e.shndx = shndx;
+      e.binding = BindingRank(GELF_ST_BIND(sym.st_info));
+      (first_global == 0 || i >= first_global ? globals_ : locals_).push_back(e);
+    }
+    Finish(&globals_);
+    Finish(&locals_);
+    ReadSections(mod);
+  }
+
+  // Whether `mod` is still the module this index was built from (libdwfl may reuse the memory of a
+  // module it dropped).
+  bool Describes(Dwfl_Module* mod) const {
+    Dwarf_Addr start = 0, end = 0;
+    dwfl_module_info(mod, nullptr, &start, &end, nullptr, nullptr, nullptr, nullptr);
+    return mod == mod_ && start == start_ && end == end_;
+  }
+
+  // dwfl_module_addrname(mod, addr): the symbol's name, or nullptr. Sets *sizeless when the answer is a
+  // sizeless symbol: the caller asks libdwfl then (see the class comment).
+  const char* Name(GElf_Addr addr, bool* sizeless) const {
+    *sizeless = false;
+    GElf_Addr min_label = 0;
+    std::vector<const Entry*> covering;
+    Covering(globals_, addr, &covering, &min_label);
+    if (!covering.empty()) return Closest(covering)->name;
+    const bool locals = locals_searched_ && LastSizelessAt(globals_, addr, addr) == nullptr;
+    const Entry* e = nullptr;
+    if (locals) {
+      Covering(locals_, addr, &covering, &min_label);
+      if (!covering.empty()) return Closest(covering)->name;
+      e = LastSizelessAt(locals_, min_label, addr);
+    }
+    if (e == nullptr) e = LastSizelessAt(globals_, min_label, addr);
+    *sizeless = e != nullptr;
+    return e != nullptr ? e->name : nullptr;
+  }
+
+  size_t size() const { return globals_.size() + locals_.size(); }
+
+ private:
+  struct Entry {
+    GElf_Addr value;
+    GElf_Xword size;
+    GElf_Addr max_end;  // the largest value + size over this entry and every one sorted before it
+    const char* name;
+    int ndx;            // position in libdwfl's table: the search order
+    GElf_Word shndx;    // section index; (GElf_Word)-1 for a section without SHF_ALLOC
+    int binding;
+  };
+
+  static int BindingRank(int bind) {
+    return bind == STB_GLOBAL ? 3 : bind == STB_WEAK ? 2 : bind == STB_LOCAL ? 1 : 0;
+  }
+
+  static void Finish(std::vector<Entry>* v) {
+    std::sort(v->begin(), v->end(),
+              [](const Entry& a, const Entry& b) { return a.value != b.value ? a.value < b.value : a.ndx < b.ndx; });
+    GElf_Addr max_end = 0;
+    for (Entry& e : *v) {
+      max_end = std::max(max_end, e.value + e.size);
+      e.max_end = max_end;
+    }
+  }
+
+  static std::vector<Entry>::const_iterator UpTo(const std::vector<Entry>& v, GElf_Addr addr) {
+    return std::upper_bound(v.begin(), v.end(), addr, [](GElf_Addr a, const Entry& e) { return a < e.value; });
+  }
+
+  // Appends the sized entries of `v` covering addr, and raises *min_label to the largest end of the
+  // entries at or below addr.
+  static void Covering(const std::vector<Entry>& v, GElf_Addr addr, std::vector<const Entry*>* out,
+                       GElf_Addr* min_label) {
+    auto hi = UpTo(v, addr);
+    if (hi == v.begin()) return;
+    *min_label = std::max(*min_label, (hi - 1)->max_end);
+    for (auto it = hi; it != v.begin();) {
+      --it;
+      if (it->max_end <= addr) break;  // nothing at or before `it` reaches addr
+      if (it->size != 0 && addr - it->value < it->size) out->push_back(&*it);
+    }
+  }
+
+  static const Entry* Closest(std::vector<const Entry*>& covering) {
+    std::sort(covering.begin(), covering.end(), [](const Entry* a, const Entry* b) { return a->ndx < b->ndx; });
+    const Entry* best = nullptr;
+    for (const Entry* e : covering) {
+      if (best == nullptr || best->value < e->value || best->binding < e->binding ||
+          (best->value == e->value && best->size > e->size && best->binding <= e->binding)) {
+        best = e;
+      }
+    }
+    return best;
+  }
+
+  // The sizeless entry of `v` at `value`, in addr's section, last in table order; nullptr if none.
+  const Entry* LastSizelessAt(const std::vector<Entry>& v, GElf_Addr value, GElf_Addr addr) const {
+    const Entry* last = nullptr;
+    auto lo = std::lower_bound(v.begin(), v.end(), value, [](const Entry& e, GElf_Addr a) { return e.value < a; });
+    for (auto it = lo; it != v.end() && it->value == value; ++it) {
+      if (it->size == 0 && (last == nullptr || it->ndx > last->ndx) && SameSection(*it, addr)) last = &*it;
+    }
+    return last;
+  }
+
+  // Whether the sizeless symbol e counts as in addr's section (see the class comment).
+  bool SameSection(const Entry& e, GElf_Addr addr) const {
+    if (e.shndx >= SHN_LORESERVE) return e.value == addr;
+    return SectionOf(addr) == SectionOf(e.value);
+  }
+
+  // The main file's SHF_ALLOC sections at their loaded addresses, ordered by start (ties in section
+  // order), as libdwfl searches them.
+  void ReadSections(Dwfl_Module* mod) {
+    Dwarf_Addr bias = 0;
+    Elf* elf = dwfl_module_getelf(mod, &bias);
+    if (elf == nullptr) return;
+    for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
+      GElf_Shdr shdr;
+      if (gelf_getshdr(scn, &shdr) == nullptr) {
+        sections_.clear();
+        return;
+      }
+      if ((shdr.sh_flags & SHF_ALLOC) == 0) continue;
+      sections_.push_back(Section{shdr.sh_addr + bias, shdr.sh_addr + bias + shdr.sh_size, elf_ndxscn(scn)});
+    }
+    std::stable_sort(sections_.begin(), sections_.end(), [](const Section& a, const Section& b) { return a.start < b.start; });
+  }
+
+  // libdwfl's binary search: an address at a section's end is in it unless the next one starts there.
+  size_t SectionOf(GElf_Addr addr) const {
+    size_t l = 0, u = sections_.size();
+    while (l < u) {
+      const size_t i = (l + u) / 2;
+      if (addr < sections_[i].start) {
+        u = i;
+      } else if (addr > sections_[i].end) {
+        l = i + 1;
+      } else {
+        return addr == sections_[i].end && i + 1 < sections_.size() && addr == sections_[i + 1].start
+                   ? sections_[i + 1].ndx
+                   : sections_[i].ndx;
+      }
+    }
+    return SHN_UNDEF;
+  }
+
+  struct Section {
+    GElf_Addr start, end;
+    size_t ndx;
+  };
+
+  Dwfl_Module* mod_;
+  Dwarf_Addr start_ = 0, end_ = 0;
+  std::vector<Section> sections_;
+  bool locals_searched_ = false;
+  std::vector<Entry> globals_;  // global and weak symbols, and every symbol when the table is not split
+  std::vector<Entry> locals_;
+};
+
 struct Mapping {
   uintptr_t lo, hi;
   std::string path;
@@ -337,7 +642,16 @@ struct Symbolizer::Impl {
   std::unordered_set<uintptr_t> reported_for;  // load addresses that made us read the maps again
   std::unordered_map<uintptr_t, SymbolTable*> table_of_base;  // nullptr: no table for that object
   std::unordered_map<std::string, SymbolTable> tables;        // by file
-  std::vector<Mapping> maps;
+  std::vector<Mapping> maps;  // sorted by address, as /proc/self/maps lists them
+  LoadedObjects objects;
+  struct ModuleNames {
+    int direct_lookups = 0;              // names asked of libdwfl before the index was built
+    std::unique_ptr<SymbolIndex> index;  // built on the module's kDirectLookups + 1st frame
+  };
+  // Building a module's index costs about as much as a few of libdwfl's whole-table walks: a module
+  // with only a few frames in the report is not worth one.
+  static constexpr int kDirectLookups = 4;
+  std::unordered_map<Dwfl_Module*, ModuleNames> indexes;
   bool symbols_dir_tried = false;
   std::string symbols_dir;
 
@@ -363,9 +677,8 @@ struct Symbolizer::Impl {
   std::string MappedPath(uintptr_t pc) {
     for (int attempt = 0; attempt < 2; ++attempt) {
       if (attempt == 1 || maps.empty()) ReadMaps();
-      for (const Mapping& m : maps) {
-        if (pc >= m.lo && pc < m.hi) return m.path;
-      }
+      auto it = std::upper_bound(maps.begin(), maps.end(), pc, [](uintptr_t v, const Mapping& m) { return v < m.lo; });
+      if (it != maps.begin() && pc < (it - 1)->hi) return (it - 1)->path;
     }
     return std::string();
   }
@@ -402,11 +715,10 @@ struct Symbolizer::Impl {
   }
 
   SymbolizedFrame Lookup(uintptr_t pc) {
-    Dl_info info;
     SymbolTable* t = nullptr;
     uintptr_t off = 0;
-    if (dladdr(reinterpret_cast<void*>(pc), &info) != 0 && info.dli_fbase != nullptr) {
-      const uintptr_t base = reinterpret_cast<uintptr_t>(info.dli_fbase);
+    const uintptr_t base = objects.BaseOf(pc);
+    if (base != 0) {
       off = pc - base;
       t = TableFor(base, pc);
       if (t != nullptr) {
@@ -419,7 +731,7 @@ struct Symbolizer::Impl {
       }
     }
     bool from_module = false;
-    SymbolizedFrame f = LookupDwfl(pc, &from_module);
+    SymbolizedFrame f = LookupDwfl(pc, base, &from_module);
     // Kept only when a later process would get the same frame back: libdwfl answered, and the object
     // path is the mapped file's.
     if (t != nullptr && from_module && f.object == MappedPath(pc)) t->Add(off, f);
@@ -433,6 +745,33 @@ struct Symbolizer::Impl {
     dwfl_report_begin(dwfl);
     dwfl_linux_proc_report(dwfl, getpid());
     dwfl_report_end(dwfl, nullptr, nullptr);
+    // Modules still mapped keep their Dwfl_Module (and their index); the others' indexes go.
+    std::unordered_set<Dwfl_Module*> live;
+    dwfl_getmodules(
+        dwfl,
+        [](Dwfl_Module* mod, void**, const char*, Dwarf_Addr, void* arg) {
+          static_cast<std::unordered_set<Dwfl_Module*>*>(arg)->insert(mod);
+          return static_cast<int>(DWARF_CB_OK);
+        },
+        &live, 0);
+    for (auto it = indexes.begin(); it != indexes.end();) {
+      const bool keep = live.count(it->first) != 0 && (it->second.index == nullptr || it->second.index->Describes(it->first));
+      it = keep ? std::next(it) : indexes.erase(it);
+    }
+  }
+
+  const char* SymbolName(Dwfl_Module* mod, uintptr_t pc) {
+    ModuleNames& names = indexes[mod];
+    if (names.index == nullptr) {
+      if (names.direct_lookups < kDirectLookups) {
+        ++names.direct_lookups;
+        return dwfl_module_addrname(mod, pc);
+      }
+      names.index.reset(new SymbolIndex(mod));
+    }
+    bool sizeless = false;
+    const char* name = names.index->Name(pc, &sizeless);
+    return sizeless ? dwfl_module_addrname(mod, pc) : name;
   }
 
   static uintptr_t ModuleStart(Dwfl_Module* mod) {
@@ -441,26 +780,27 @@ struct Symbolizer::Impl {
     return start;
   }
 
-  SymbolizedFrame LookupDwfl(uintptr_t pc, bool* from_module) {
-    if (dwfl == nullptr) Report();
+  // `base`: the load address of the object holding pc, 0 when no loaded object holds it.
+  SymbolizedFrame LookupDwfl(uintptr_t pc, uintptr_t base, bool* from_module) {
     SymbolizedFrame f;
     // The loader's word on which object holds pc, now. libdwfl's modules are /proc/self/maps as it
     // was at the last Report: an object loaded since is missing, and a module's range may have
     // swallowed an anonymous mapping next to it that a later dlopen replaced.
-    Dl_info info;
-    if (dladdr(reinterpret_cast<void*>(pc), &info) == 0 || info.dli_fbase == nullptr) {
+    if (base == 0) {
       f.function = Hex(pc);  // in no loaded object (unloaded library, JIT code, garbage)
       f.object_offset = pc;
       return f;
     }
-    const uintptr_t base = reinterpret_cast<uintptr_t>(info.dli_fbase);
+    if (dwfl == nullptr) Report();
     Dwfl_Module* mod = dwfl != nullptr ? dwfl_addrmodule(dwfl, pc) : nullptr;
     if ((mod == nullptr || ModuleStart(mod) != base) && dwfl != nullptr && reported_for.insert(base).second) {
       Report();
       mod = dwfl_addrmodule(dwfl, pc);
     }
+    Dl_info info;
     if (mod == nullptr || ModuleStart(mod) != base) {
-      // libdwfl cannot place it: what the loader knows.
+      // libdwfl cannot place it: what the loader knows (rare: dladdr's scan is paid only here).
+      if (dladdr(reinterpret_cast<void*>(pc), &info) == 0) info = Dl_info{};
       f.object = info.dli_fname != nullptr ? info.dli_fname : "";
       f.object_offset = pc - base;
       if (info.dli_sname != nullptr) {
@@ -478,7 +818,7 @@ struct Symbolizer::Impl {
     f.object = mainfile != nullptr ? mainfile : (modname != nullptr ? modname : "");
     Dwarf_Addr bias = 0;
     if (dwfl_module_getelf(mod, &bias) != nullptr) f.object_offset = pc - bias;
-    const char* name = dwfl_module_addrname(mod, pc);
+    const char* name = SymbolName(mod, pc);
     if (name != nullptr) {
       f.function = Demangle(name);
       f.has_symbol = true;

@@ -18,6 +18,16 @@
 // standard lookup would contact the debuginfod servers in DEBUGINFOD_URLS, and a profiler must not go
 // to the network from inside the program it observes.
 //
+// Work scales with the frames symbolized, not with the size of the objects: which object holds an
+// address comes from the loader's segment list (dl_iterate_phdr, read again only when a library was
+// loaded or unloaded), not from dladdr, which scans the object's whole symbol table per address; a
+// function name comes from a per-module index of the symbol table, sorted once and searched by
+// binary search, giving exactly what dwfl_module_addrname gives (which walks the whole table per
+// address). Building an index costs about as much as a few such walks, so a module's first four names
+// are asked of libdwfl and its fifth builds the index: at most about twice the cheaper of the two,
+// and modules no frame lands in are never read. libdwfl keeps each module's missing debug info and its line tables, so the line lookup
+// costs a module without debug info one failed search, and a module with it one CU's line table.
+//
 // Results are cached per address. When nothing is known the function is "object+0xoffset" (offset as
 // addr2line takes it), or "0x<pc>" when no mapped object contains the address (for instance a library
 // unloaded before the report was written).
