@@ -1,14 +1,17 @@
 // File: interpose/libc_override.cc
 //
-// The exported entry points: the malloc family, every form of operator new and delete, and the
-// poolscope_* C API. Forwarding only; the logic is in shim.cc. Only the symbols named in exports.lds leave
+// The exported entry points: the malloc family, every form of operator new and delete, the functions
+// that set signal dispositions (signals.h), and the poolscope_* C API. Forwarding only; the logic is in shim.cc. Only the symbols named in exports.lds leave
 // the library.
+#include <signal.h>
+
 #include <cstddef>
 #include <new>
 
 #include "interpose/poolscope.h"
 #include "interpose/real.h"
 #include "interpose/shim.h"
+#include "interpose/signals.h"
 #include "interpose/tracking.h"
 
 namespace poolscope {
@@ -163,6 +166,25 @@ EXPORT void _Exit(int status) {
   ps::g_real.exit_(status);
   __builtin_unreachable();
 }
+
+// Dispositions of SIGTERM, SIGINT and SIGHUP as the program set them (signals.h); glibc's aliases of
+// each function are interposed too.
+EXPORT int sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
+  return ps::Sigaction(sig, act, old);
+}
+EXPORT int __sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
+  return ps::Sigaction(sig, act, old);
+}
+EXPORT sighandler_t signal(int sig, sighandler_t handler) noexcept { return ps::Signal(sig, handler); }
+EXPORT sighandler_t bsd_signal(int sig, sighandler_t handler) noexcept { return ps::Signal(sig, handler); }
+EXPORT sighandler_t ssignal(int sig, sighandler_t handler) noexcept { return ps::Signal(sig, handler); }
+EXPORT sighandler_t sysv_signal(int sig, sighandler_t handler) noexcept { return ps::SysvSignal(sig, handler); }
+EXPORT sighandler_t __sysv_signal(int sig, sighandler_t handler) noexcept {
+  return ps::SysvSignal(sig, handler);
+}
+EXPORT sighandler_t sigset(int sig, sighandler_t disp) noexcept { return ps::Sigset(sig, disp); }
+EXPORT int sigignore(int sig) noexcept { return ps::Sigignore(sig); }
+EXPORT int siginterrupt(int sig, int interrupt) noexcept { return ps::Siginterrupt(sig, interrupt); }
 
 __attribute__((constructor(101))) static void poolscope_load() { ps::OnLoad(); }
 __attribute__((destructor(101))) static void poolscope_unload() { ps::OnUnload(); }

@@ -23,6 +23,7 @@
 #include "interpose/leak_exit.h"
 #include "interpose/leak_scan.h"
 #include "interpose/shim.h"
+#include "interpose/signals.h"
 #include "interpose/snapshot.h"
 #include "interpose/tracking.h"
 #include "report/json_writer.h"
@@ -391,12 +392,15 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   w.Field("start_ns", p.start_ns);
   w.Field("end_ns", NowNs());
   w.FieldStr("reason", reason);
+  if (strcmp(reason, "signal") == 0) w.FieldStr("signal", SignalName(ReportSignal()));
   // False when other threads were running while the counters were read (a snapshot, or an exit with
   // threads still running): the ledgers may then be off by the calls in flight.
   // The reader is exact only when no thread but itself can be counting: the snapshot thread is not
   // a registered thread, so while the program's main thread lives its reads are never exact.
   bool others = false;
   for (int i = 0; i < s.live_threads; ++i) others = others || !s.live[i].self;
+  // A signal that stopped this thread inside poolscope may have stopped it between two counter updates.
+  others = others || (strcmp(reason, "signal") == 0 && SignalInterruptedPoolscope());
   w.FieldBool("counters_exact", !others);
   w.Key("forked_from");
   if (p.forked_from != 0) {
@@ -803,7 +807,8 @@ int WriteReportAtExit(const Options& o, bool may_change_status) {
     if (may_change_status && check.leaks.blocks > 0) check.exit_status = o.leak_exitcode;
   }
   char path[1200];
-  bool written = WriteReport("exit", *snap.get(), o.leak_exitcode > 0 ? &check : nullptr, path, sizeof path);
+  const char* reason = ReportSignal() != 0 ? "signal" : "exit";
+  bool written = WriteReport(reason, *snap.get(), o.leak_exitcode > 0 ? &check : nullptr, path, sizeof path);
   if (const uint64_t unrecorded = TrackingUnrecorded(); unrecorded != 0 && !o.quiet) {
     char line[300];
     snprintf(line, sizeof line,

@@ -26,6 +26,7 @@
 #include "interpose/leak_exit.h"
 #include "interpose/leak_scan.h"
 #include "interpose/real.h"
+#include "interpose/signals.h"
 #include "interpose/snapshot.h"
 #include "interpose/tracking.h"
 
@@ -1300,6 +1301,8 @@ void OnLoad() {
     // program's, it runs after them.
     Guard guard(ts);
     at_quick_exit(OnQuickExit);
+    // SIGTERM, SIGINT and SIGHUP with their default action write the exit report first (signals.h).
+    if (strcmp(g_options.report, "none") != 0) InstallSignalReport(OnExitCall);
     WarnIfShadowed();
   }
 }

@@ -6,7 +6,8 @@ Usage: check_report.py [--expect-option KEY=VALUE ...] [--expect-no-errors] REPO
 Checks, for every report (docs/report-schema.md, SPEC.md "The report"):
   completeness  every top-level section of the schema is present; "schema" is
                 "poolscope.report/1"; process.pid, ppid, exe, argv, start_ns, end_ns, reason and
-                forked_from are present with the right types; the counters the identities use
+                forked_from are present with the right types (and process.signal, SIGTERM, SIGINT
+                or SIGHUP, when reason is "signal"); the counters the identities use
                 are integers; by_api has every entry point of the SPEC.
   always        logical.allocs - logical.frees == logical.live_blocks
                 real.allocs - real.frees == real.live_blocks   (the schema: "real: the same")
@@ -116,8 +117,11 @@ def check_complete(r):
         raise Failure("completeness: process.exe must be a non-empty string, got %r" % (p["exe"],))
     if not isinstance(p["argv"], list) or not all(isinstance(a, str) for a in p["argv"]):
         raise Failure("completeness: process.argv must be a list of strings, got %r" % (p["argv"],))
-    if p["reason"] not in ("exit", "snapshot"):
-        raise Failure("completeness: process.reason = %r, expected 'exit' or 'snapshot'" % (p["reason"],))
+    if p["reason"] not in ("exit", "snapshot", "signal"):
+        raise Failure("completeness: process.reason = %r, expected 'exit', 'snapshot' or 'signal'" % (p["reason"],))
+    if p["reason"] == "signal" and p.get("signal") not in ("SIGTERM", "SIGINT", "SIGHUP"):
+        raise Failure("completeness: process.reason is 'signal', process.signal = %r, expected the "
+                      "signal's name" % (p.get("signal"),))
     if p["forked_from"] is not None and not is_int(p["forked_from"]):
         raise Failure("completeness: process.forked_from must be null or a pid, got %r" % (p["forked_from"],))
     if p["end_ns"] < p["start_ns"]:

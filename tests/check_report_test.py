@@ -186,6 +186,15 @@ class CheckerTest(unittest.TestCase):
                 r["process"][field] = value
                 self.assert_fails(r, "process.")
 
+    def test_signal_reason_needs_the_signal_name(self):
+        r = pooled_report()
+        r["process"]["reason"] = "signal"
+        self.assert_fails(r, "process.signal")
+        r["process"]["signal"] = "SIGKILL"
+        self.assert_fails(r, "process.signal", "SIGKILL")
+        r["process"]["signal"] = "SIGTERM"
+        self.assert_ok(r)
+
     def test_missing_ledger_field_fails(self):
         for side in ("logical", "real"):
             for field in ["allocs", "frees", "reallocs", "bytes_requested", "live_blocks", "live_bytes",

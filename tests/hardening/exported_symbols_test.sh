@@ -9,6 +9,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 command -v readelf >/dev/null || fail "readelf is required (binutils)"
 allowed_list="malloc free calloc realloc reallocarray posix_memalign aligned_alloc memalign valloc pvalloc
 malloc_usable_size _exit _Exit dlclose
+sigaction __sigaction signal bsd_signal ssignal sysv_signal __sysv_signal sigset sigignore siginterrupt
 _Znwm _Znam _ZnwmRKSt9nothrow_t _ZnamRKSt9nothrow_t _ZnwmSt11align_val_t _ZnamSt11align_val_t
 _ZnwmSt11align_val_tRKSt9nothrow_t _ZnamSt11align_val_tRKSt9nothrow_t
 _ZdlPv _ZdaPv _ZdlPvm _ZdaPvm _ZdlPvRKSt9nothrow_t _ZdaPvRKSt9nothrow_t _ZdlPvSt11align_val_t
@@ -17,7 +18,7 @@ _ZdaPvSt11align_val_tRKSt9nothrow_t"
 required="malloc free calloc realloc reallocarray posix_memalign aligned_alloc memalign valloc pvalloc
 malloc_usable_size dlclose _Znwm _Znam _ZdlPv _ZdaPv _ZnwmRKSt9nothrow_t _ZnwmSt11align_val_t _ZdlPvm
 _ZdlPvSt11align_val_t poolscope_arena_open poolscope_arena_alloc poolscope_arena_close poolscope_tag_push
-poolscope_tag_pop"
+poolscope_tag_pop sigaction signal"
 declare -A allowed
 for s in $allowed_list; do allowed[$s]=1; done
 table=$(readelf --dyn-syms -W "$LIB") || fail "readelf failed on $LIB"

@@ -1,0 +1,58 @@
+// File: interpose/signals.h
+//
+// The exit report of a process ended by SIGTERM, SIGINT or SIGHUP, and the program's view of those
+// signals' dispositions.
+//
+// Where the default action of one of the three signals is in place at load, poolscope installs a
+// handler of its own for it, which writes the exit report (process.reason "signal") and then ends the
+// process with that same signal and its default action, so that its parent sees death by the signal.
+// The program cannot tell: the interposed sigaction, signal, bsd_signal, ssignal, sysv_signal, sigset,
+// sigignore and siginterrupt show it the default action (SIG_DFL, with the mask and flags it was set with) while
+// poolscope's handler stands in for it. Whatever else the program sets (a handler, SIG_IGN) is
+// installed for real and poolscope steps aside; when it sets SIG_DFL again, poolscope takes the
+// signal back. A signal ignored at load (inherited across exec, as nohup does) is never taken. Other
+// signals pass straight through. execve() resets handled signals to SIG_DFL, so an exec'd program
+// starts from the dispositions it would have had.
+//
+// The handler is bounded: before writing, it puts SIG_DFL back for its signal, unblocks it and arms
+// a timer that sends it to the same thread after kReportDeadlineSeconds, so a report that cannot
+// finish (the signal arrived while the thread held glibc's malloc lock or one of poolscope's own)
+// still ends in death by the signal, without a report; the signal arriving again, or another of the
+// three, ends the process at once. The report is written on a stack mapped for it.
+//
+// Thread-safety: the interposed functions may be called from any thread and from signal handlers
+// (they block every signal while they read and change the dispositions, under a lock of their own).
+// Nothing here is on an allocation path.
+#ifndef POOLSCOPE_INTERPOSE_SIGNALS_H_
+#define POOLSCOPE_INTERPOSE_SIGNALS_H_
+
+#include <signal.h>
+
+namespace poolscope {
+
+constexpr int kReportDeadlineSeconds = 2;
+
+// Takes SIGTERM, SIGINT and SIGHUP where their default action is in place; later calls do nothing.
+// `write_report` writes the exit report; the handler calls it on a stack of its own, with the
+// signal recorded for ReportSignal. Called once, at load, after poolscope is initialised.
+void InstallSignalReport(void (*write_report)());
+
+// The signal whose exit report is being written, 0 when none.
+int ReportSignal();
+// "SIGTERM", "SIGINT", "SIGHUP", else "SIG<number>".
+const char* SignalName(int sig);
+// Whether the signal of ReportSignal() interrupted poolscope's own code, which may have stopped
+// between two counter updates of one call: the counters are then not exact.
+bool SignalInterruptedPoolscope();
+
+// The interposed entry points (libc_override.cc), with glibc's semantics.
+int Sigaction(int sig, const struct sigaction* act, struct sigaction* old);
+sighandler_t Signal(int sig, sighandler_t handler);  // signal, bsd_signal, ssignal
+sighandler_t SysvSignal(int sig, sighandler_t handler);
+sighandler_t Sigset(int sig, sighandler_t disp);
+int Sigignore(int sig);
+int Siginterrupt(int sig, int interrupt);
+
+}  // namespace poolscope
+
+#endif  // POOLSCOPE_INTERPOSE_SIGNALS_H_
