@@ -18,7 +18,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "absl/status/statusor.h"
 #include "fmt/format.h"
+#include "report/identities.h"
 #include "tools/child_runner.h"
 #include "tools/format_util.h"
 #include "tools/html_report.h"
@@ -47,11 +49,12 @@ commands:
   diff          the same comparison from two saved reports
   report        render a saved report (text, html, folded stacks, json)
   suppressions  leak-checker suppressions that mark poolscope's pools as expected
+  check         check that reports are complete and that their identities hold
 
   poolscope COMMAND --help   shows the flags of a command.
 
-exit status: 0 success; 1 a difference the caller asked to fail on (--fail-on-leak);
-2 bad usage or unreadable input; `run` exits with the program's status.
+exit status: 0 success; 1 a difference the caller asked to fail on (--fail-on-leak), or a
+report `check` finds broken; 2 bad usage or unreadable input; `run` exits with the program's status.
 )";
 
 constexpr char kRunUsage[] = R"(usage: poolscope run [--pool=on|off] [--options=K=V:...] [-o REPORT] [--lib=PATH] -- CMD [ARGS...]
@@ -150,6 +153,27 @@ flags:
 exit status: 0; 2 for bad usage or an unreadable report.
 )";
 
+constexpr char kCheckUsage[] = R"(usage: poolscope check R.json [R2.json ...]
+
+Checks that each report is complete (every field of schema 1, with its type) and that every
+identity between its figures holds: each ledger balances (allocs - frees = live_blocks), the
+reconciliation and the detector view agree with the ledgers and the pool counts, the size
+buckets and the per-thread figures add up to the totals, leak_check's split adds up, and the
+real ledger is what the logical one and the pool make of it (pooling off: the same). The
+identities that compare the two ledgers are left out when process.counters_exact is false.
+
+Prints `R.json: ok, N identities hold` for a report that holds, else one line per broken
+identity or missing field, naming the fields and their values:
+  R.json: logical.allocs - logical.frees = 1000 - 990 = 10 != logical.live_blocks = 11
+
+flags:
+  -h, --help   this text
+
+exit status: 0 every report holds; 1 a report is incomplete or breaks an identity; 2 for bad
+usage or an unreadable report (missing, empty, truncated, not JSON, not a poolscope report), with
+one line on stderr; every report is checked either way.
+)";
+
 // A flag parser over args[first..]. Recognises --name=value, --name value, and short -o value.
 class FlagParser {
  public:
@@ -213,10 +237,9 @@ class FlagParser {
 bool IsHelp(const std::string& arg) { return arg == "-h" || arg == "--help"; }
 
 Report Load(const std::string& path) {
-  Report report;
-  std::string problem;
-  if (!LoadReport(path, &report, &problem)) throw CliError{path, problem};
-  return report;
+  absl::StatusOr<Report> report = LoadReport(path);
+  if (!report.ok()) throw CliError{path, std::string(report.status().message())};
+  return *std::move(report);
 }
 
 std::string ShellQuote(const std::string& arg) {
@@ -446,13 +469,12 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   if (written.empty()) written = report;
   err << fmt::format("poolscope: {}; report {}{}\n", status, OneLine(written),
                      temporary ? " (temporary)" : "");
-  Report loaded;
-  std::string problem;
-  if (!LoadReport(written, &loaded, &problem)) {
-    err << fmt::format("poolscope: {}: {}\n", OneLine(written), problem);
+  absl::StatusOr<Report> loaded = LoadReport(written);
+  if (!loaded.ok()) {
+    err << fmt::format("poolscope: {}: {}\n", OneLine(written), std::string(loaded.status().message()));
     return child.exit_status;
   }
-  err << RunSummary(loaded.doc);
+  err << RunSummary(loaded->doc);
   err << fmt::format("poolscope: details: poolscope report {}\n", ShellQuote(written));
   return child.exit_status;
 }
@@ -561,13 +583,14 @@ int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (first_failure == 0) first_failure = side.child.exit_status;
   }
   for (Side& side : sides) {
-    std::string problem;
-    if (!LoadReport(side.report, &side.loaded, &problem)) {
-      err << fmt::format("poolscope: {}: {} ({}, exit status {})\n", side.report, problem,
-                         side.label, side.child.exit_status);
+    absl::StatusOr<Report> loaded = LoadReport(side.report);
+    if (!loaded.ok()) {
+      err << fmt::format("poolscope: {}: {} ({}, exit status {})\n", side.report,
+                         std::string(loaded.status().message()), side.label, side.child.exit_status);
       // A program that failed is the news; a missing report is its consequence.
       return first_failure != 0 ? first_failure : kExitUsage;
     }
+    side.loaded = *std::move(loaded);
   }
   out << fmt::format("poolscope compare: {}\n", CommandLine(command));
   out << fmt::format("reports: {} (off), {} (on)\n\n", sides[0].report, sides[1].report);
@@ -707,6 +730,54 @@ int SuppressionsCommand(const std::vector<std::string>& args, std::ostream& out,
   return kExitOk;
 }
 
+// ---------------------------------------------------------------------------------------------
+// check
+
+int CheckCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  FlagParser flags(args, 2, "poolscope check");
+  std::vector<std::string> files;
+  bool operands_only = false;
+  while (!flags.Done()) {
+    if (!operands_only && flags.AtDoubleDash()) {
+      operands_only = true;
+      flags.Next();
+      continue;
+    }
+    if (!operands_only && flags.AtFlag()) {
+      if (IsHelp(flags.Current())) {
+        out << kCheckUsage;
+        return kExitOk;
+      }
+      flags.Unknown();
+    }
+    files.push_back(flags.Current());
+    flags.Next();
+  }
+  if (files.empty()) throw CliError{"check", "missing operand R.json"};
+  int status = kExitOk;
+  for (const std::string& file : files) {
+    absl::StatusOr<nlohmann::json> doc = report::ParseReportFile(file);
+    absl::Status readable = doc.ok() ? report::CheckSchemaName(*doc) : doc.status();
+    if (!readable.ok()) {
+      out.flush();
+      err << fmt::format("poolscope: {}: {}\n", OneLine(file), OneLine(std::string(readable.message())));
+      status = kExitUsage;
+      continue;
+    }
+    report::CheckResult result = report::CheckReport(*doc);
+    if (result.ok()) {
+      out << fmt::format("{}: ok, {} identities hold\n", OneLine(file), result.held);
+      continue;
+    }
+    for (const std::string& line : result.broken) {
+      out << fmt::format("{}: {}\n", OneLine(file), OneLine(line));
+    }
+    if (status == kExitOk) status = kExitDifference;
+  }
+  out.flush();
+  return status;
+}
+
 int Dispatch(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   if (args.size() < 2) {
     err << kTopUsage;
@@ -731,10 +802,11 @@ int Dispatch(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (command == "diff") return Diff(args, out, err);
   if (command == "report") return ReportCommand(args, out, err);
   if (command == "suppressions") return SuppressionsCommand(args, out, err);
+  if (command == "check") return CheckCommand(args, out, err);
   if (command.size() > 1 && command[0] == '-') {
     throw CliError{command.substr(0, command.find('=')), "unknown flag (see poolscope --help)"};
   }
-  throw CliError{command, "unknown command (run, compare, diff, report, suppressions; see "
+  throw CliError{command, "unknown command (run, compare, diff, report, suppressions, check; see "
                           "poolscope --help)"};
 }
 
