@@ -25,7 +25,7 @@ namespace {
 using nlohmann::json;
 
 constexpr std::string_view kTopLevel[] = {
-    "schema",  "process", "options",         "logical", "real",  "internal",       "pool",
+    "schema",  "process",         "options", "logical", "real",  "internal",       "pool",
     "threads", "threads_omitted", "sizes",   "sites",   "leaks", "reconciliation", "errors",
 };
 constexpr std::string_view kProcessFields[] = {"pid",      "ppid",   "exe",    "argv",
@@ -34,33 +34,41 @@ constexpr std::string_view kProcessIntegers[] = {"pid", "ppid", "start_ns", "end
 constexpr std::string_view kOptionFields[] = {"pool", "pool_size", "pools"};
 // by_api is keyed by these C names and C++ operators (SPEC.md).
 constexpr std::string_view kEntryPoints[] = {
-    "malloc",  "calloc", "realloc", "reallocarray", "posix_memalign", "aligned_alloc", "memalign",
-    "valloc",  "pvalloc", "free",   "new",          "new[]",          "delete",        "delete[]",
+    "malloc", "calloc",  "realloc", "reallocarray", "posix_memalign", "aligned_alloc", "memalign",
+    "valloc", "pvalloc", "free",    "new",          "new[]",          "delete",        "delete[]",
 };
-constexpr std::string_view kLedgerFields[] = {"allocs",      "frees",      "reallocs", "bytes_requested",
-                                              "live_blocks", "live_bytes", "by_api"};
+constexpr std::string_view kLedgerFields[] = {
+    "allocs", "frees", "reallocs", "bytes_requested", "live_blocks", "live_bytes", "by_api"};
 // live_bytes and bytes_requested may be null (unknown); these may not.
 constexpr std::string_view kLedgerIntegers[] = {"allocs", "frees", "reallocs", "live_blocks"};
-constexpr std::string_view kPoolFields[] = {
-    "enabled",        "pool_size",          "pools_per_thread",     "hits",   "misses",
-    "pools_created",  "pools_reused",       "pools_released",       "resets_in_place",
-    "pools_cached_at_exit", "pools_in_use_at_exit", "spills",        "absorbs"};
+constexpr std::string_view kPoolFields[] = {"enabled",
+                                            "pool_size",
+                                            "pools_per_thread",
+                                            "hits",
+                                            "misses",
+                                            "pools_created",
+                                            "pools_reused",
+                                            "pools_released",
+                                            "resets_in_place",
+                                            "pools_cached_at_exit",
+                                            "pools_in_use_at_exit",
+                                            "spills",
+                                            "absorbs"};
 constexpr std::string_view kPoolIntegers[] = {"hits", "pools_created", "spills", "absorbs"};
-constexpr std::string_view kReconciliationFields[] = {
-    "real_live_blocks", "unpooled_live_blocks", "pools_cached", "pools_in_use", "balanced",
-    "detector_view"};
-constexpr std::string_view kDetectorFields[] = {"unfreed_blocks",   "unfreed_bytes",
+constexpr std::string_view kReconciliationFields[] = {"real_live_blocks", "unpooled_live_blocks",
+                                                      "pools_cached",     "pools_in_use",
+                                                      "balanced",         "detector_view"};
+constexpr std::string_view kDetectorFields[] = {"unfreed_blocks",      "unfreed_bytes",
                                                 "program_leak_blocks", "pool_blocks",
-                                                "internal_blocks", "verdict"};
+                                                "internal_blocks",     "verdict"};
 constexpr std::string_view kErrorsFields[] = {"invalid_frees", "double_frees"};
 
 // Per-thread counts, which only grow: the threads' sum is at most the process's.
 constexpr std::string_view kThreadLedgerFields[] = {"allocs", "frees", "reallocs",
                                                     "bytes_requested"};
-constexpr std::string_view kThreadPoolFields[] = {"hits",           "pools_created",
-                                                  "pools_reused",   "pools_released",
-                                                  "resets_in_place", "spills",
-                                                  "absorbs"};
+constexpr std::string_view kThreadPoolFields[] = {
+    "hits",   "pools_created", "pools_reused", "pools_released", "resets_in_place",
+    "spills", "absorbs"};
 // The report lists at most this many live threads (and counts those beyond in no field), so the
 // per-thread sums are only checked with fewer.
 constexpr int kMaxListedLiveThreads = 64;
@@ -413,10 +421,10 @@ void IdentityCheck::Sizes() {
   }
   Equal(Sum{{"sum(sizes.buckets[].count)", total}}, Fields({"sizes.total"}));
   if (pool_size) {
-    Equal(Sum{{fmt::format("sum(sizes.buckets[].count where le <= sizes.pool_size = {})",
-                           *pool_size),
-               small}},
-          Fields({"sizes.at_or_below_pool_size"}));
+    Equal(
+        Sum{{fmt::format("sum(sizes.buckets[].count where le <= sizes.pool_size = {})", *pool_size),
+             small}},
+        Fields({"sizes.at_or_below_pool_size"}));
   }
   std::optional<int64_t> at_or_below = Int("sizes.at_or_below_pool_size");
   std::optional<int64_t> all = Int("sizes.total");
@@ -450,7 +458,8 @@ void IdentityCheck::Threads() {
       std::optional<int64_t> allocs, frees, live_blocks;
       if (const json* n = Find(thread, Path(side, "allocs")); IsInt(n)) allocs = IntOf(*n);
       if (const json* n = Find(thread, Path(side, "frees")); IsInt(n)) frees = IntOf(*n);
-      if (const json* n = Find(thread, Path(side, "live_blocks")); IsInt(n)) live_blocks = IntOf(*n);
+      if (const json* n = Find(thread, Path(side, "live_blocks")); IsInt(n))
+        live_blocks = IntOf(*n);
       if (!allocs || !frees || !live_blocks) continue;
       Equal(Sum{{at + "allocs", *allocs}, {at + "frees", *frees, true}},
             Sum{{at + "live_blocks", *live_blocks}});
@@ -469,8 +478,8 @@ void IdentityCheck::Threads() {
     }
     std::optional<int64_t> total = Int(total_path);
     if (!total) return;
-    Record(sum <= *total, fmt::format("sum(threads[].{}) = {} > {} = {}", field, sum, total_path,
-                                      *total));
+    Record(sum <= *total,
+           fmt::format("sum(threads[].{}) = {} > {} = {}", field, sum, total_path, *total));
   };
   auto keyed_at_most_total = [&](const std::string& field, std::string_view total_path) {
     Keyed sums;
@@ -520,8 +529,8 @@ void IdentityCheck::Threads() {
 }
 
 void IdentityCheck::LeakCheck() {
-  std::optional<Sum> parts = Fields({"leak_check.live_blocks", "-leak_check.live_at_start",
-                                     "-leak_check.stdio_buffers"});
+  std::optional<Sum> parts =
+      Fields({"leak_check.live_blocks", "-leak_check.live_at_start", "-leak_check.stdio_buffers"});
   std::optional<Sum> leaks = Fields({"leak_check.program_leak_blocks"});
   if (!parts || !leaks) return;
   // Each live block is in exactly one of the three; counted from the ledger (exact false) the rest
@@ -540,11 +549,12 @@ void IdentityCheck::CrossLedger() {
   const json* pool = Find(doc_, "options.pool");
   const json* pool_size = Find(doc_, "options.pool_size");
   if (enabled != nullptr) {
-    Record(*enabled == !off,
-           fmt::format("pool.enabled = {} != {} (options.pool = {}, options.pool_size = {}: pooling "
-                       "is off with pool=0 or a negative pool_size)",
-                       Text(*enabled), !off, pool != nullptr ? Text(*pool) : "missing",
-                       pool_size != nullptr ? Text(*pool_size) : "missing"));
+    Record(
+        *enabled == !off,
+        fmt::format("pool.enabled = {} != {} (options.pool = {}, options.pool_size = {}: pooling "
+                    "is off with pool=0 or a negative pool_size)",
+                    Text(*enabled), !off, pool != nullptr ? Text(*pool) : "missing",
+                    pool_size != nullptr ? Text(*pool_size) : "missing"));
   }
   if (off) {
     EqualFields({"real.allocs"}, {"logical.allocs"}, "pooling off");

@@ -1,10 +1,10 @@
 // File: report/identities.h
 //
 // The identities a poolscope report satisfies, in one place: the fields every report carries
-// (schema 1, docs/report-schema.md) and the equations between its figures (the ledger balances,
-// the reconciliation, the detector view, the pool counts, the size buckets, the per-thread sums,
-// leak_check). `poolscope check` prints what these functions find; the tests check every report
-// they produce through it.
+// (schema 1, docs/report-schema.md) and the relations between its figures (the ledger balances,
+// the reconciliation, the detector view, the pool counts, the size buckets, the per-thread
+// figures against the totals, leak_check); docs/cli.md lists them all. `poolscope check` prints
+// what these functions find; the tests check every report they produce through it.
 //
 // Each broken identity becomes one line that names its fields and their values, for example
 //   logical.allocs - logical.frees = 1000 - 990 = 10 != logical.live_blocks = 11

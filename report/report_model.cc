@@ -4,14 +4,14 @@
 // way a file can be wrong into one sentence. See report_model.h.
 #include "report/report_model.h"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <utility>
-
-#include <sys/stat.h>
 
 #include "fmt/format.h"
 
@@ -23,7 +23,10 @@ using nlohmann::json;
 // Required numeric fields: a report without them is not one `compare`, `diff` or `report` can
 // describe. Each may be null (unknown), but must be present.
 constexpr std::string_view kRequiredCounts[] = {
-    "logical.allocs", "logical.frees", "real.allocs", "real.frees",
+    "logical.allocs",
+    "logical.frees",
+    "real.allocs",
+    "real.frees",
 };
 
 // Required objects.
@@ -136,7 +139,8 @@ absl::Status ValidateReport(const json& doc) {
   if (absl::Status named = CheckSchemaName(doc); !named.ok()) return named;
   for (std::string_view path : kRequiredObjects) {
     const json* node = Find(doc, path);
-    if (node == nullptr) return Invalid(fmt::format("invalid report: field \"{}\" is missing", path));
+    if (node == nullptr)
+      return Invalid(fmt::format("invalid report: field \"{}\" is missing", path));
     if (!node->is_object()) {
       return Invalid(fmt::format("invalid report: field \"{}\" is {}, expected an object", path,
                                  TypeName(*node)));
@@ -144,7 +148,8 @@ absl::Status ValidateReport(const json& doc) {
   }
   for (std::string_view path : kRequiredCounts) {
     const json* node = Find(doc, path);
-    if (node == nullptr) return Invalid(fmt::format("invalid report: field \"{}\" is missing", path));
+    if (node == nullptr)
+      return Invalid(fmt::format("invalid report: field \"{}\" is missing", path));
     if (!node->is_number() && !node->is_null()) {
       return Invalid(fmt::format("invalid report: field \"{}\" is {}, expected a number", path,
                                  TypeName(*node)));

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <iostream>
 #include <optional>
 
@@ -471,7 +472,8 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
                      temporary ? " (temporary)" : "");
   absl::StatusOr<Report> loaded = LoadReport(written);
   if (!loaded.ok()) {
-    err << fmt::format("poolscope: {}: {}\n", OneLine(written), std::string(loaded.status().message()));
+    err << fmt::format("poolscope: {}: {}\n", OneLine(written),
+                       std::string(loaded.status().message()));
     return child.exit_status;
   }
   err << RunSummary(loaded->doc);
@@ -586,7 +588,8 @@ int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     absl::StatusOr<Report> loaded = LoadReport(side.report);
     if (!loaded.ok()) {
       err << fmt::format("poolscope: {}: {} ({}, exit status {})\n", side.report,
-                         std::string(loaded.status().message()), side.label, side.child.exit_status);
+                         std::string(loaded.status().message()), side.label,
+                         side.child.exit_status);
       // A program that failed is the news; a missing report is its consequence.
       return first_failure != 0 ? first_failure : kExitUsage;
     }
@@ -611,10 +614,12 @@ int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   return fail_on_leak ? LeakExit(sides[0].loaded.doc, sides[1].loaded.doc, err) : kExitOk;
 }
 
-int Diff(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  FlagParser flags(args, 2, "poolscope diff");
+// The report operands of diff, report, suppressions and check, with flags in any order (`--` ends
+// the flags). `flag` takes the subcommand's own flag at the current argument and says whether it
+// did. -h/--help prints `usage` and sets *help.
+std::vector<std::string> ReportOperands(FlagParser& flags, const char* usage, bool* help,
+                                        std::ostream& out, const std::function<bool()>& flag) {
   std::vector<std::string> files;
-  bool fail_on_leak = false;
   bool operands_only = false;
   while (!flags.Done()) {
     if (!operands_only && flags.AtDoubleDash()) {
@@ -624,18 +629,29 @@ int Diff(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
     }
     if (!operands_only && flags.AtFlag()) {
       if (IsHelp(flags.Current())) {
-        out << kDiffUsage;
-        return kExitOk;
+        out << usage;
+        *help = true;
+        return {};
       }
-      if (flags.Switch({"--fail-on-leak"})) {
-        fail_on_leak = true;
-        continue;
-      }
+      if (flag()) continue;
       flags.Unknown();
     }
     files.push_back(flags.Current());
     flags.Next();
   }
+  return files;
+}
+
+int Diff(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  FlagParser flags(args, 2, "poolscope diff");
+  bool fail_on_leak = false;
+  bool help = false;
+  std::vector<std::string> files = ReportOperands(flags, kDiffUsage, &help, out, [&] {
+    if (!flags.Switch({"--fail-on-leak"})) return false;
+    fail_on_leak = true;
+    return true;
+  });
+  if (help) return kExitOk;
   if (files.size() < 2) {
     throw CliError{"diff", files.empty() ? "missing operands A.json B.json"
                                          : "missing operand B.json"};
@@ -662,26 +678,9 @@ int Diff(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
 // Parses "[--format=F] FILE" in any order; returns the file.
 std::string OneReportOperand(FlagParser& flags, const char* usage, const char* command,
                              std::string* format, bool* help, std::ostream& out) {
-  std::vector<std::string> files;
-  bool operands_only = false;
-  while (!flags.Done()) {
-    if (!operands_only && flags.AtDoubleDash()) {
-      operands_only = true;
-      flags.Next();
-      continue;
-    }
-    if (!operands_only && flags.AtFlag()) {
-      if (IsHelp(flags.Current())) {
-        out << usage;
-        *help = true;
-        return "";
-      }
-      if (flags.Value({"--format", "-f"}, format)) continue;
-      flags.Unknown();
-    }
-    files.push_back(flags.Current());
-    flags.Next();
-  }
+  std::vector<std::string> files = ReportOperands(
+      flags, usage, help, out, [&] { return flags.Value({"--format", "-f"}, format); });
+  if (*help) return "";
   if (files.empty()) throw CliError{command, "missing operand R.json"};
   if (files.size() > 1) throw CliError{files[1], "unexpected operand (one report at a time)"};
   return files[0];
@@ -735,24 +734,10 @@ int SuppressionsCommand(const std::vector<std::string>& args, std::ostream& out,
 
 int CheckCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   FlagParser flags(args, 2, "poolscope check");
-  std::vector<std::string> files;
-  bool operands_only = false;
-  while (!flags.Done()) {
-    if (!operands_only && flags.AtDoubleDash()) {
-      operands_only = true;
-      flags.Next();
-      continue;
-    }
-    if (!operands_only && flags.AtFlag()) {
-      if (IsHelp(flags.Current())) {
-        out << kCheckUsage;
-        return kExitOk;
-      }
-      flags.Unknown();
-    }
-    files.push_back(flags.Current());
-    flags.Next();
-  }
+  bool help = false;
+  std::vector<std::string> files =
+      ReportOperands(flags, kCheckUsage, &help, out, [] { return false; });
+  if (help) return kExitOk;
   if (files.empty()) throw CliError{"check", "missing operand R.json"};
   int status = kExitOk;
   for (const std::string& file : files) {
@@ -760,7 +745,8 @@ int CheckCommand(const std::vector<std::string>& args, std::ostream& out, std::o
     absl::Status readable = doc.ok() ? report::CheckSchemaName(*doc) : doc.status();
     if (!readable.ok()) {
       out.flush();
-      err << fmt::format("poolscope: {}: {}\n", OneLine(file), OneLine(std::string(readable.message())));
+      err << fmt::format("poolscope: {}: {}\n", OneLine(file),
+                         OneLine(std::string(readable.message())));
       status = kExitUsage;
       continue;
     }

@@ -79,27 +79,36 @@ constexpr int64_t kHuge = 1000000000;
 std::vector<Breakage> Breakages() {
   std::vector<Breakage> cases = {
       // The two ledgers balance.
-      {"demo_on.json", [](json& d) { Add(d, "/logical/live_blocks", 1); },
+      {"demo_on.json",
+       [](json& d) { Add(d, "/logical/live_blocks", 1); },
        {"logical.allocs - logical.frees = ", "!= logical.live_blocks = "}},
-      {"demo_on.json", [](json& d) { Add(d, "/real/live_blocks", 1); },
+      {"demo_on.json",
+       [](json& d) { Add(d, "/real/live_blocks", 1); },
        {"real.allocs - real.frees = ", "!= real.live_blocks = "}},
       // The pool counts.
-      {"demo_on.json", [](json& d) { Add(d, "/pool/pools_released", 1); },
+      {"demo_on.json",
+       [](json& d) { Add(d, "/pool/pools_released", 1); },
        {"pool.pools_cached_at_exit + pool.pools_in_use_at_exit = ",
         "!= pool.pools_created - pool.pools_released = "}},
-      {"demo_on.json", [](json& d) { Add(d, "/reconciliation/pools_cached", 1); },
+      {"demo_on.json",
+       [](json& d) { Add(d, "/reconciliation/pools_cached", 1); },
        {"reconciliation.pools_cached = 5 != pool.pools_cached_at_exit = 4"}},
-      {"demo_on.json", [](json& d) { Add(d, "/reconciliation/pools_in_use", 1); },
+      {"demo_on.json",
+       [](json& d) { Add(d, "/reconciliation/pools_in_use", 1); },
        {"reconciliation.pools_in_use = 5 != pool.pools_in_use_at_exit = 4"}},
-      {"demo_on.json", [](json& d) { Add(d, "/pool/pooled_live_blocks", 1); },
+      {"demo_on.json",
+       [](json& d) { Add(d, "/pool/pooled_live_blocks", 1); },
        {"reconciliation.pooled_live_blocks = 3 != pool.pooled_live_blocks = 4"}},
       // The reconciliation.
-      {"demo_on.json", [](json& d) { Add(d, "/reconciliation/real_live_blocks", 1); },
+      {"demo_on.json",
+       [](json& d) { Add(d, "/reconciliation/real_live_blocks", 1); },
        {"reconciliation.real_live_blocks = 17 != real.live_blocks = 16"}},
-      {"demo_on.json", [](json& d) { Add(d, "/reconciliation/unpooled_live_blocks", 1); },
+      {"demo_on.json",
+       [](json& d) { Add(d, "/reconciliation/unpooled_live_blocks", 1); },
        {"reconciliation.unpooled_live_blocks = 9 != logical.live_blocks - "
         "reconciliation.pooled_live_blocks = 11 - 3 = 8"}},
-      {"demo_on.json", [](json& d) { d["reconciliation"]["interrupted_by_fork"] = 2; },
+      {"demo_on.json",
+       [](json& d) { d["reconciliation"]["interrupted_by_fork"] = 2; },
        {"reconciliation.interrupted_by_fork = 2 != 0 outside a fork() child"}},
       {"demo_on.json",
        [](json& d) {
@@ -109,19 +118,24 @@ std::vector<Breakage> Breakages() {
        {"reconciliation.real_live_blocks = 16 != reconciliation.unpooled_live_blocks + "
         "reconciliation.pools_cached + reconciliation.pools_in_use + "
         "reconciliation.interrupted_by_fork = 8 + 4 + 4 + 2 = 18"}},
-      {"demo_on.json", [](json& d) { d["reconciliation"]["balanced"] = false; },
+      {"demo_on.json",
+       [](json& d) { d["reconciliation"]["balanced"] = false; },
        {"reconciliation.balanced = false != true"}},
       // The detector view.
-      {"demo_on.json", [](json& d) { Add(d, "/reconciliation/detector_view/unfreed_blocks", 1); },
-       {"reconciliation.detector_view.unfreed_blocks = 17 != reconciliation.real_live_blocks = 16"}},
+      {"demo_on.json",
+       [](json& d) { Add(d, "/reconciliation/detector_view/unfreed_blocks", 1); },
+       {"reconciliation.detector_view.unfreed_blocks = 17 != reconciliation.real_live_blocks = "
+        "16"}},
       {"demo_on.json",
        [](json& d) { Add(d, "/reconciliation/detector_view/program_leak_blocks", 1); },
        {"reconciliation.detector_view.program_leak_blocks = 9 != "
         "reconciliation.unpooled_live_blocks = 8"}},
-      {"demo_on.json", [](json& d) { Add(d, "/reconciliation/detector_view/pool_blocks", 1); },
+      {"demo_on.json",
+       [](json& d) { Add(d, "/reconciliation/detector_view/pool_blocks", 1); },
        {"reconciliation.detector_view.pool_blocks = 9 != reconciliation.pools_cached + "
         "reconciliation.pools_in_use = 4 + 4 = 8"}},
-      {"demo_on.json", [](json& d) { Add(d, "/reconciliation/detector_view/unfreed_bytes", 1); },
+      {"demo_on.json",
+       [](json& d) { Add(d, "/reconciliation/detector_view/unfreed_bytes", 1); },
        {"reconciliation.detector_view.unfreed_bytes = 79121 != real.live_bytes = 79120"}},
       {"demo_on.json",
        [](json& d) {
@@ -135,30 +149,40 @@ std::vector<Breakage> Breakages() {
        {"verdict does not say \"3 more of the program's blocks, so the program leaves 11 blocks "
         "unfreed\""}},
       // The size buckets.
-      {"demo_on.json", [](json& d) { Add(d, "/sizes/total", 1); },
+      {"demo_on.json",
+       [](json& d) { Add(d, "/sizes/total", 1); },
        {"sum(sizes.buckets[].count) = ", "!= sizes.total = "}},
-      {"demo_on.json", [](json& d) { Add(d, "/sizes/buckets/0/count", 1); },
+      {"demo_on.json",
+       [](json& d) { Add(d, "/sizes/buckets/0/count", 1); },
        {"sum(sizes.buckets[].count where le <= sizes.pool_size = 64) = ",
         "!= sizes.at_or_below_pool_size = "}},
-      {"demo_on.json", [](json& d) { d["sizes"]["share_at_or_below_pool_size"] = 0.5; },
+      {"demo_on.json",
+       [](json& d) { d["sizes"]["share_at_or_below_pool_size"] = 0.5; },
        {"sizes.at_or_below_pool_size / sizes.total = ",
         "!= sizes.share_at_or_below_pool_size = 0.5"}},
       // Each thread's ledgers balance; the pools cached are the live threads'.
-      {"demo_on.json", [](json& d) { Add(d, "/threads/0/logical/live_blocks", 1); },
+      {"demo_on.json",
+       [](json& d) { Add(d, "/threads/0/logical/live_blocks", 1); },
        {"threads[0].logical.allocs - threads[0].logical.frees = ",
         "!= threads[0].logical.live_blocks = "}},
-      {"demo_on.json", [](json& d) { Add(d, "/threads/0/real/live_blocks", 1); },
+      {"demo_on.json",
+       [](json& d) { Add(d, "/threads/0/real/live_blocks", 1); },
        {"threads[0].real.allocs - threads[0].real.frees = ", "!= threads[0].real.live_blocks = "}},
-      {"demo_on.json", [](json& d) { Add(d, "/threads/0/pool/pools_cached", 1); },
+      {"demo_on.json",
+       [](json& d) { Add(d, "/threads/0/pool/pools_cached", 1); },
        {"sum(threads[].pool.pools_cached) = 5 != pool.pools_cached_at_exit = 4"}},
-      {"demo_on.json", [](json& d) { Add(d, "/threads/0/logical/by_api/malloc", kHuge); },
+      {"demo_on.json",
+       [](json& d) { Add(d, "/threads/0/logical/by_api/malloc", kHuge); },
        {"sum(threads[].logical.by_api) > logical.by_api at malloc: "}},
-      {"demo_on.json", [](json& d) { Add(d, "/threads/0/real/by_api/free", kHuge); },
+      {"demo_on.json",
+       [](json& d) { Add(d, "/threads/0/real/by_api/free", kHuge); },
        {"sum(threads[].real.by_api) > real.by_api at free: "}},
-      {"demo_on.json", [](json& d) { Add(d, "/threads/0/pool/misses/too_large", kHuge); },
+      {"demo_on.json",
+       [](json& d) { Add(d, "/threads/0/pool/misses/too_large", kHuge); },
        {"sum(threads[].pool.misses) > pool.misses at too_large: "}},
       // leak_check's split.
-      {"demo_on.json", [](json& d) { Add(d, "/leak_check/program_leak_blocks", 1); },
+      {"demo_on.json",
+       [](json& d) { Add(d, "/leak_check/program_leak_blocks", 1); },
        {"max(0, leak_check.live_blocks - leak_check.live_at_start - leak_check.stdio_buffers = "
         "11 - 1 - 1 = 9) != leak_check.program_leak_blocks = 10"}},
       // Every live block is in a leak group.
@@ -168,11 +192,14 @@ std::vector<Breakage> Breakages() {
        },
        {"sum(leaks[].blocks) = 0 < logical.live_blocks = 11"}},
       // The real ledger from the logical one and the pool.
-      {"demo_on.json", [](json& d) { Add(d, "/pool/spills", 1); },
+      {"demo_on.json",
+       [](json& d) { Add(d, "/pool/spills", 1); },
        {"!= logical.allocs - pool.hits + pool.pools_created + pool.spills = ", "(pooling on)"}},
-      {"demo_on.json", [](json& d) { d["pool"]["enabled"] = false; },
+      {"demo_on.json",
+       [](json& d) { d["pool"]["enabled"] = false; },
        {"pool.enabled = false != true (options.pool = 1"}},
-      {"demo_off.json", [](json& d) { d["pool"]["enabled"] = true; },
+      {"demo_off.json",
+       [](json& d) { d["pool"]["enabled"] = true; },
        {"pool.enabled = true != false (options.pool = 0"}},
       {"demo_off.json",
        [](json& d) {
@@ -199,19 +226,23 @@ std::vector<Breakage> Breakages() {
        {"real.by_api != logical.by_api: real.by_api.calloc = 5 != logical.by_api.calloc = 4"}},
       // The schema.
       {"demo_on.json", [](json& d) { d["process"].erase("pid"); }, {"process.pid is missing"}},
-      {"demo_on.json", [](json& d) { d["logical"]["by_api"].erase("pvalloc"); },
+      {"demo_on.json",
+       [](json& d) { d["logical"]["by_api"].erase("pvalloc"); },
        {"logical.by_api.pvalloc is missing"}},
-      {"demo_on.json", [](json& d) { d["logical"]["allocs"] = 1.5; },
+      {"demo_on.json",
+       [](json& d) { d["logical"]["allocs"] = 1.5; },
        {"logical.allocs must be an integer, got 1.5"}},
       {"demo_on.json", [](json& d) { d.erase("sizes"); }, {"sizes is missing"}},
-      {"demo_on.json", [](json& d) { d["process"]["reason"] = "crash"; },
+      {"demo_on.json",
+       [](json& d) { d["process"]["reason"] = "crash"; },
        {"process.reason = \"crash\", expected \"exit\" or \"snapshot\""}},
   };
   const char* sides[] = {"logical", "real"};
   for (const char* side : sides) {
     for (const char* field : {"allocs", "frees", "reallocs", "bytes_requested"}) {
       std::string pointer = std::string("/threads/0/") + side + "/" + field;
-      cases.push_back({"demo_on.json", [pointer](json& d) { Add(d, pointer, kHuge); },
+      cases.push_back({"demo_on.json",
+                       [pointer](json& d) { Add(d, pointer, kHuge); },
                        {std::string("sum(threads[].") + side + "." + field + ") = ",
                         std::string(" > ") + side + "." + field + " = "}});
     }
@@ -219,7 +250,8 @@ std::vector<Breakage> Breakages() {
   for (const char* field : {"hits", "pools_created", "pools_reused", "pools_released",
                             "resets_in_place", "spills", "absorbs"}) {
     std::string pointer = std::string("/threads/0/pool/") + field;
-    cases.push_back({"demo_on.json", [pointer](json& d) { Add(d, pointer, kHuge); },
+    cases.push_back({"demo_on.json",
+                     [pointer](json& d) { Add(d, pointer, kHuge); },
                      {std::string("sum(threads[].pool.") + field + ") = ",
                       std::string(" > pool.") + field + " = "}});
   }
@@ -239,8 +271,8 @@ TEST(CheckCommandTest, RecordedReportsHold) {
 TEST(CheckCommandTest, EachBrokenIdentityIsNamed) {
   int n = 0;
   for (const Breakage& breakage : Breakages()) {
-    SCOPED_TRACE(testing::Message() << "case " << n++ << " on " << breakage.report << ": "
-                                    << breakage.names[0]);
+    SCOPED_TRACE(testing::Message()
+                 << "case " << n++ << " on " << breakage.report << ": " << breakage.names[0]);
     json doc = Recorded(breakage.report);
     ASSERT_FALSE(doc.is_discarded());
     breakage.edit(doc);
@@ -251,7 +283,8 @@ TEST(CheckCommandTest, EachBrokenIdentityIsNamed) {
     std::istringstream lines(outcome.out);
     for (std::string line; std::getline(lines, line);) {
       bool all = true;
-      for (const std::string& name : breakage.names) all = all && line.find(name) != std::string::npos;
+      for (const std::string& name : breakage.names)
+        all = all && line.find(name) != std::string::npos;
       named = named || all;
     }
     EXPECT_TRUE(named) << outcome.out;
@@ -270,8 +303,8 @@ TEST(CheckCommandTest, InexactCountersSkipOnlyTheCrossLedgerIdentities) {
 }
 
 TEST(CheckCommandTest, UnreadableInputIsStatus2WithOneLine) {
-  for (const char* name : {"no_such_report.json", "empty.json", "not_json.json",
-                           "truncated.json", "other_schema.json"}) {
+  for (const char* name : {"no_such_report.json", "empty.json", "not_json.json", "truncated.json",
+                           "other_schema.json"}) {
     SCOPED_TRACE(name);
     std::string path = std::string("tests/testdata/") + name;
     Outcome outcome = RunCheck({path});

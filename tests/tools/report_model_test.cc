@@ -83,7 +83,8 @@ TEST(LoadReportTest, WrongFieldType) {
 TEST(ValidateReportTest, RejectsNonObjectsAndMissingFields) {
   EXPECT_EQ(ValidationProblem(nlohmann::json::array()),
             "not a poolscope report (the JSON is array, not an object)");
-  EXPECT_EQ(ValidationProblem(nlohmann::json{{"x", 1}}).rfind("not a poolscope report (no \"schema\" field", 0),
+  EXPECT_EQ(ValidationProblem(nlohmann::json{{"x", 1}})
+                .rfind("not a poolscope report (no \"schema\" field", 0),
             0u);
   nlohmann::json doc = {{"schema", "poolscope.report/1"}, {"process", nlohmann::json::object()}};
   EXPECT_EQ(ValidationProblem(doc), "invalid report: field \"logical\" is missing");
