@@ -1,6 +1,6 @@
 // File: fuzz/report_fuzzer.cc
 //
-// libFuzzer target: the report reader of the `poolscope` command (tools/report_model.h: LoadReport,
+// libFuzzer target: the report reader of the `poolscope` command (report/report_model.h: LoadReport,
 // which reads a file, and ValidateReport) and, for inputs it accepts, everything the command then does
 // with a report (accessors, the text/folded/json/HTML pages, suppressions, the ledger table). Nothing
 // may throw out of these functions or crash; LoadReport must answer false with a non-empty one-line
@@ -18,6 +18,7 @@
 
 #include "tools/html_report.h"
 #include "tools/ledger_table.h"
+#include "absl/status/statusor.h"
 #include "tools/report_model.h"
 #include "tools/suppressions.h"
 #include "tools/text_report.h"
@@ -77,20 +78,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (ftruncate(g_fd, 0) != 0) Fail("ftruncate");
   if (size > 0 && pwrite(g_fd, data, size, 0) != static_cast<ssize_t>(size)) Fail("pwrite");
   try {
-    t::Report report;
-    std::string problem;
-    bool ok = t::LoadReport(g_path, &report, &problem);
+    absl::StatusOr<t::Report> report = t::LoadReport(g_path);
+    const bool ok = report.ok();
     if (!ok) {
-      if (problem.empty()) Fail("LoadReport returned false with no problem");
+      const std::string problem(report.status().message());
+      if (problem.empty()) Fail("LoadReport failed with no problem");
       if (problem.find('\n') != std::string::npos) Fail("LoadReport's problem is not one line");
     } else {
-      Exercise(report.doc);
+      Exercise(report->doc);
     }
     // ValidateReport on the same bytes parsed without exceptions.
     nlohmann::json doc = nlohmann::json::parse(data, data + size, nullptr, false);
     if (!doc.is_discarded()) {
-      std::string p2;
-      bool valid = t::ValidateReport(doc, &p2);
+      const bool valid = t::ValidateReport(doc).ok();
       if (valid != ok) Fail("ValidateReport disagrees with LoadReport");
       if (valid) Exercise(doc);
     }

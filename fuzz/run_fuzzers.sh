@@ -6,7 +6,7 @@
 #
 #   fuzz/run_fuzzers.sh [SECONDS] [TARGET...]     default 60 s each, every target
 #
-# Targets: options (interpose/options.cc: ParseOptions), report (tools/report_model.cc: LoadReport and
+# Targets: options (interpose/options.cc: ParseOptions), report (report/report_model.cc: LoadReport and
 # the renderers), pool_model (pool/pool.cc: ThreadCache over FakeBackend against a model).
 # Seeds and regression inputs: fuzz/corpus/<target>/ (read-only here; new inputs go to the work folder).
 # Work folder: $FUZZ_OUT (default ${TMPDIR:-/tmp}/poolscope-fuzz): binaries, corpus/<target>/ (grown),
@@ -35,10 +35,17 @@ FLAGS=(-std=c++17 -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undef
 sources_for() {
   case "$1" in
     options) echo fuzz/options_fuzzer.cc interpose/options.cc ;;
-    report) echo fuzz/report_fuzzer.cc tools/report_model.cc tools/format_util.cc tools/html_report.cc \
+    report) echo fuzz/report_fuzzer.cc report/report_model.cc tools/format_util.cc tools/html_report.cc \
                  tools/ledger_table.cc tools/suppressions.cc tools/text_report.cc ;;
     pool_model) echo fuzz/pool_model_fuzzer.cc pool/pool.cc pool/pool_map.cc ;;
     *) return 1 ;;
+  esac
+}
+
+# Libraries a target links besides its sources: Debian's shared Abseil for absl::Status.
+libs_for() {
+  case "$1" in
+    report) echo -labsl_statusor -labsl_status -labsl_cord -labsl_strings ;;
   esac
 }
 
@@ -71,7 +78,7 @@ for t in "${TARGETS[@]}"; do
     done
     ok=1
     for pid in "${pids[@]}"; do wait "$pid" || ok=0; done
-    if [ "$ok" = 0 ] || ! "$CXX" "${FLAGS[@]}" "${objs[@]}" -o "$bin.tmp" -lpthread; then
+    if [ "$ok" = 0 ] || ! "$CXX" "${FLAGS[@]}" "${objs[@]}" -o "$bin.tmp" -lpthread $(libs_for "$t"); then
       echo "run_fuzzers: $t: build failed" >&2
       exit 2
     fi

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <iostream>
 #include <optional>
 
@@ -18,7 +19,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "absl/status/statusor.h"
 #include "fmt/format.h"
+#include "report/identities.h"
 #include "tools/child_runner.h"
 #include "tools/format_util.h"
 #include "tools/html_report.h"
@@ -47,11 +50,12 @@ commands:
   diff          the same comparison from two saved reports
   report        render a saved report (text, html, folded stacks, json)
   suppressions  leak-checker suppressions that mark poolscope's pools as expected
+  check         check that reports are complete and that their identities hold
 
   poolscope COMMAND --help   shows the flags of a command.
 
-exit status: 0 success; 1 a difference the caller asked to fail on (--fail-on-leak);
-2 bad usage or unreadable input; `run` exits with the program's status.
+exit status: 0 success; 1 a difference the caller asked to fail on (--fail-on-leak), or a
+report `check` finds broken; 2 bad usage or unreadable input; `run` exits with the program's status.
 )";
 
 constexpr char kRunUsage[] = R"(usage: poolscope run [--pool=on|off] [--options=K=V:...] [-o REPORT] [--lib=PATH] -- CMD [ARGS...]
@@ -150,6 +154,27 @@ flags:
 exit status: 0; 2 for bad usage or an unreadable report.
 )";
 
+constexpr char kCheckUsage[] = R"(usage: poolscope check R.json [R2.json ...]
+
+Checks that each report is complete (every field of schema 1, with its type) and that every
+identity between its figures holds: each ledger balances (allocs - frees = live_blocks), the
+reconciliation and the detector view agree with the ledgers and the pool counts, the size
+buckets and the per-thread figures add up to the totals, leak_check's split adds up, and the
+real ledger is what the logical one and the pool make of it (pooling off: the same). The
+identities that compare the two ledgers are left out when process.counters_exact is false.
+
+Prints `R.json: ok, N identities hold` for a report that holds, else one line per broken
+identity or missing field, naming the fields and their values:
+  R.json: logical.allocs - logical.frees = 1000 - 990 = 10 != logical.live_blocks = 11
+
+flags:
+  -h, --help   this text
+
+exit status: 0 every report holds; 1 a report is incomplete or breaks an identity; 2 for bad
+usage or an unreadable report (missing, empty, truncated, not JSON, not a poolscope report), with
+one line on stderr; every report is checked either way.
+)";
+
 // A flag parser over args[first..]. Recognises --name=value, --name value, and short -o value.
 class FlagParser {
  public:
@@ -213,10 +238,9 @@ class FlagParser {
 bool IsHelp(const std::string& arg) { return arg == "-h" || arg == "--help"; }
 
 Report Load(const std::string& path) {
-  Report report;
-  std::string problem;
-  if (!LoadReport(path, &report, &problem)) throw CliError{path, problem};
-  return report;
+  absl::StatusOr<Report> report = LoadReport(path);
+  if (!report.ok()) throw CliError{path, std::string(report.status().message())};
+  return *std::move(report);
 }
 
 std::string ShellQuote(const std::string& arg) {
@@ -446,13 +470,13 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   if (written.empty()) written = report;
   err << fmt::format("poolscope: {}; report {}{}\n", status, OneLine(written),
                      temporary ? " (temporary)" : "");
-  Report loaded;
-  std::string problem;
-  if (!LoadReport(written, &loaded, &problem)) {
-    err << fmt::format("poolscope: {}: {}\n", OneLine(written), problem);
+  absl::StatusOr<Report> loaded = LoadReport(written);
+  if (!loaded.ok()) {
+    err << fmt::format("poolscope: {}: {}\n", OneLine(written),
+                       std::string(loaded.status().message()));
     return child.exit_status;
   }
-  err << RunSummary(loaded.doc);
+  err << RunSummary(loaded->doc);
   err << fmt::format("poolscope: details: poolscope report {}\n", ShellQuote(written));
   return child.exit_status;
 }
@@ -561,13 +585,15 @@ int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (first_failure == 0) first_failure = side.child.exit_status;
   }
   for (Side& side : sides) {
-    std::string problem;
-    if (!LoadReport(side.report, &side.loaded, &problem)) {
-      err << fmt::format("poolscope: {}: {} ({}, exit status {})\n", side.report, problem,
-                         side.label, side.child.exit_status);
+    absl::StatusOr<Report> loaded = LoadReport(side.report);
+    if (!loaded.ok()) {
+      err << fmt::format("poolscope: {}: {} ({}, exit status {})\n", side.report,
+                         std::string(loaded.status().message()), side.label,
+                         side.child.exit_status);
       // A program that failed is the news; a missing report is its consequence.
       return first_failure != 0 ? first_failure : kExitUsage;
     }
+    side.loaded = *std::move(loaded);
   }
   out << fmt::format("poolscope compare: {}\n", CommandLine(command));
   out << fmt::format("reports: {} (off), {} (on)\n\n", sides[0].report, sides[1].report);
@@ -588,10 +614,12 @@ int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   return fail_on_leak ? LeakExit(sides[0].loaded.doc, sides[1].loaded.doc, err) : kExitOk;
 }
 
-int Diff(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  FlagParser flags(args, 2, "poolscope diff");
+// The report operands of diff, report, suppressions and check, with flags in any order (`--` ends
+// the flags). `flag` takes the subcommand's own flag at the current argument and says whether it
+// did. -h/--help prints `usage` and sets *help.
+std::vector<std::string> ReportOperands(FlagParser& flags, const char* usage, bool* help,
+                                        std::ostream& out, const std::function<bool()>& flag) {
   std::vector<std::string> files;
-  bool fail_on_leak = false;
   bool operands_only = false;
   while (!flags.Done()) {
     if (!operands_only && flags.AtDoubleDash()) {
@@ -601,18 +629,29 @@ int Diff(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
     }
     if (!operands_only && flags.AtFlag()) {
       if (IsHelp(flags.Current())) {
-        out << kDiffUsage;
-        return kExitOk;
+        out << usage;
+        *help = true;
+        return {};
       }
-      if (flags.Switch({"--fail-on-leak"})) {
-        fail_on_leak = true;
-        continue;
-      }
+      if (flag()) continue;
       flags.Unknown();
     }
     files.push_back(flags.Current());
     flags.Next();
   }
+  return files;
+}
+
+int Diff(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  FlagParser flags(args, 2, "poolscope diff");
+  bool fail_on_leak = false;
+  bool help = false;
+  std::vector<std::string> files = ReportOperands(flags, kDiffUsage, &help, out, [&] {
+    if (!flags.Switch({"--fail-on-leak"})) return false;
+    fail_on_leak = true;
+    return true;
+  });
+  if (help) return kExitOk;
   if (files.size() < 2) {
     throw CliError{"diff", files.empty() ? "missing operands A.json B.json"
                                          : "missing operand B.json"};
@@ -639,26 +678,9 @@ int Diff(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
 // Parses "[--format=F] FILE" in any order; returns the file.
 std::string OneReportOperand(FlagParser& flags, const char* usage, const char* command,
                              std::string* format, bool* help, std::ostream& out) {
-  std::vector<std::string> files;
-  bool operands_only = false;
-  while (!flags.Done()) {
-    if (!operands_only && flags.AtDoubleDash()) {
-      operands_only = true;
-      flags.Next();
-      continue;
-    }
-    if (!operands_only && flags.AtFlag()) {
-      if (IsHelp(flags.Current())) {
-        out << usage;
-        *help = true;
-        return "";
-      }
-      if (flags.Value({"--format", "-f"}, format)) continue;
-      flags.Unknown();
-    }
-    files.push_back(flags.Current());
-    flags.Next();
-  }
+  std::vector<std::string> files = ReportOperands(
+      flags, usage, help, out, [&] { return flags.Value({"--format", "-f"}, format); });
+  if (*help) return "";
   if (files.empty()) throw CliError{command, "missing operand R.json"};
   if (files.size() > 1) throw CliError{files[1], "unexpected operand (one report at a time)"};
   return files[0];
@@ -707,6 +729,41 @@ int SuppressionsCommand(const std::vector<std::string>& args, std::ostream& out,
   return kExitOk;
 }
 
+// ---------------------------------------------------------------------------------------------
+// check
+
+int CheckCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  FlagParser flags(args, 2, "poolscope check");
+  bool help = false;
+  std::vector<std::string> files =
+      ReportOperands(flags, kCheckUsage, &help, out, [] { return false; });
+  if (help) return kExitOk;
+  if (files.empty()) throw CliError{"check", "missing operand R.json"};
+  int status = kExitOk;
+  for (const std::string& file : files) {
+    absl::StatusOr<nlohmann::json> doc = report::ParseReportFile(file);
+    absl::Status readable = doc.ok() ? report::CheckSchemaName(*doc) : doc.status();
+    if (!readable.ok()) {
+      out.flush();
+      err << fmt::format("poolscope: {}: {}\n", OneLine(file),
+                         OneLine(std::string(readable.message())));
+      status = kExitUsage;
+      continue;
+    }
+    report::CheckResult result = report::CheckReport(*doc);
+    if (result.ok()) {
+      out << fmt::format("{}: ok, {} identities hold\n", OneLine(file), result.held);
+      continue;
+    }
+    for (const std::string& line : result.broken) {
+      out << fmt::format("{}: {}\n", OneLine(file), OneLine(line));
+    }
+    if (status == kExitOk) status = kExitDifference;
+  }
+  out.flush();
+  return status;
+}
+
 int Dispatch(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   if (args.size() < 2) {
     err << kTopUsage;
@@ -731,10 +788,11 @@ int Dispatch(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (command == "diff") return Diff(args, out, err);
   if (command == "report") return ReportCommand(args, out, err);
   if (command == "suppressions") return SuppressionsCommand(args, out, err);
+  if (command == "check") return CheckCommand(args, out, err);
   if (command.size() > 1 && command[0] == '-') {
     throw CliError{command.substr(0, command.find('=')), "unknown flag (see poolscope --help)"};
   }
-  throw CliError{command, "unknown command (run, compare, diff, report, suppressions; see "
+  throw CliError{command, "unknown command (run, compare, diff, report, suppressions, check; see "
                           "poolscope --help)"};
 }
 

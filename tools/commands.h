@@ -1,8 +1,8 @@
 // File: tools/commands.h
 //
-// The `poolscope` command line: the subcommands run, compare, diff, report and suppressions, their
-// flags, help texts and exit statuses (SPEC.md, "The command poolscope"; docs/cli.md). Every error
-// ends in exactly one line on stderr, `poolscope: SUBJECT: problem`, and exit status 2; no
+// The `poolscope` command line: the subcommands run, compare, diff, report, suppressions and check,
+// their flags, help texts and exit statuses (SPEC.md, "The command poolscope"; docs/cli.md). Every
+// error ends in exactly one line on stderr, `poolscope: SUBJECT: problem`, and exit status 2; no
 // exception escapes Main.
 //
 // Thread-safety: Main forks (run, compare); call it from a single-threaded process.
@@ -17,7 +17,8 @@ namespace poolscope::tools {
 
 // Exit statuses of every subcommand but `run` (which passes the program's on).
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitDifference = 1;  // a difference the caller asked to fail on
+// A difference the caller asked to fail on (--fail-on-leak), or a report `check` finds broken.
+inline constexpr int kExitDifference = 1;
 inline constexpr int kExitUsage = 2;       // bad usage or unreadable input
 
 // Runs the command line `args` (args[0] is the program name). Normal output goes to `out`,

@@ -79,7 +79,7 @@ TEST(TopLevelTest, NoCommandAndUnknownCommand) {
   EXPECT_EQ(none.err.rfind("usage: poolscope", 0), 0u);
   ExpectUsageError({"frobnicate"},
                    "poolscope: frobnicate: unknown command (run, compare, diff, report, "
-                   "suppressions; see poolscope --help)");
+                   "suppressions, check; see poolscope --help)");
   ExpectUsageError({"--bogus=1"}, "poolscope: --bogus: unknown flag (see poolscope --help)");
 }
 

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "gtest/gtest.h"
 #include "tools/format_util.h"
 #include "tools/html_report.h"
@@ -26,10 +27,9 @@ std::string ReadFile(const std::string& path) {
 }
 
 nlohmann::json LoadData(const std::string& name) {
-  Report report;
-  std::string problem;
-  EXPECT_TRUE(LoadReport("tests/testdata/" + name, &report, &problem)) << problem;
-  return report.doc;
+  absl::StatusOr<Report> report = LoadReport("tests/testdata/" + name);
+  EXPECT_TRUE(report.ok()) << report.status();
+  return report.ok() ? report->doc : nlohmann::json();
 }
 
 std::string Golden(const std::string& name) {

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "gtest/gtest.h"
 
 namespace poolscope::tools {
@@ -15,16 +16,20 @@ namespace {
 std::string Data(const std::string& name) { return "tests/testdata/" + name; }
 
 std::string ProblemOf(const std::string& name) {
-  Report report;
-  std::string problem;
-  EXPECT_FALSE(LoadReport(Data(name), &report, &problem)) << name;
-  return problem;
+  absl::StatusOr<Report> report = LoadReport(Data(name));
+  EXPECT_FALSE(report.ok()) << name;
+  return std::string(report.status().message());
+}
+
+// The problem ValidateReport finds in `doc`, "" when there is none.
+std::string ValidationProblem(const nlohmann::json& doc) {
+  return std::string(ValidateReport(doc).message());
 }
 
 TEST(LoadReportTest, LoadsRecordedReport) {
-  Report report;
-  std::string problem;
-  ASSERT_TRUE(LoadReport(Data("report_on.json"), &report, &problem)) << problem;
+  absl::StatusOr<Report> loaded = LoadReport(Data("report_on.json"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const Report& report = *loaded;
   EXPECT_EQ(report.path, Data("report_on.json"));
   EXPECT_EQ(Count(report.doc, "logical.allocs"), 1606);
   EXPECT_EQ(Count(report.doc, "reconciliation.detector_view.program_leak_blocks"), 2);
@@ -35,9 +40,9 @@ TEST(LoadReportTest, LoadsRecordedReport) {
 }
 
 TEST(LoadReportTest, MinimalReportLoadsWithUnknownFields) {
-  Report report;
-  std::string problem;
-  ASSERT_TRUE(LoadReport(Data("minimal.json"), &report, &problem)) << problem;
+  absl::StatusOr<Report> loaded = LoadReport(Data("minimal.json"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const Report& report = *loaded;
   EXPECT_EQ(Count(report.doc, "logical.frees"), std::nullopt);  // null in the file
   EXPECT_EQ(Count(report.doc, "pool.hits"), std::nullopt);      // absent
   EXPECT_EQ(WallSeconds(report.doc), std::nullopt);
@@ -46,10 +51,9 @@ TEST(LoadReportTest, MinimalReportLoadsWithUnknownFields) {
 TEST(LoadReportTest, MissingFile) { EXPECT_EQ(ProblemOf("no_such_report.json"), "no such file"); }
 
 TEST(LoadReportTest, Directory) {
-  Report report;
-  std::string problem;
-  EXPECT_FALSE(LoadReport("tests/testdata", &report, &problem));
-  EXPECT_EQ(problem, "is a directory, not a report file");
+  absl::StatusOr<Report> report = LoadReport("tests/testdata");
+  EXPECT_FALSE(report.ok());
+  EXPECT_EQ(report.status().message(), "is a directory, not a report file");
 }
 
 TEST(LoadReportTest, EmptyFile) {
@@ -77,19 +81,17 @@ TEST(LoadReportTest, WrongFieldType) {
 }
 
 TEST(ValidateReportTest, RejectsNonObjectsAndMissingFields) {
-  std::string problem;
-  EXPECT_FALSE(ValidateReport(nlohmann::json::array(), &problem));
-  EXPECT_EQ(problem, "not a poolscope report (the JSON is array, not an object)");
-  EXPECT_FALSE(ValidateReport(nlohmann::json{{"x", 1}}, &problem));
-  EXPECT_EQ(problem.rfind("not a poolscope report (no \"schema\" field", 0), 0u);
+  EXPECT_EQ(ValidationProblem(nlohmann::json::array()),
+            "not a poolscope report (the JSON is array, not an object)");
+  EXPECT_EQ(ValidationProblem(nlohmann::json{{"x", 1}})
+                .rfind("not a poolscope report (no \"schema\" field", 0),
+            0u);
   nlohmann::json doc = {{"schema", "poolscope.report/1"}, {"process", nlohmann::json::object()}};
-  EXPECT_FALSE(ValidateReport(doc, &problem));
-  EXPECT_EQ(problem, "invalid report: field \"logical\" is missing");
+  EXPECT_EQ(ValidationProblem(doc), "invalid report: field \"logical\" is missing");
   doc = nlohmann::json::parse(R"({"schema": "poolscope.report/1", "process": {}, "logical":
       {"allocs": 1, "frees": 1}, "real": {"allocs": 1, "frees": 1}, "pool": {},
       "reconciliation": {}, "leaks": {"not": "an array"}})");
-  EXPECT_FALSE(ValidateReport(doc, &problem));
-  EXPECT_EQ(problem, "invalid report: field \"leaks\" is object, expected an array");
+  EXPECT_EQ(ValidationProblem(doc), "invalid report: field \"leaks\" is object, expected an array");
 }
 
 TEST(AccessorTest, NeverThrowOnOddShapes) {

@@ -1,8 +1,10 @@
-// File: tools/report_model.cc
+// File: report/report_model.cc
 //
 // Reading a report file into nlohmann::json without letting an exception escape, and turning each
 // way a file can be wrong into one sentence. See report_model.h.
-#include "tools/report_model.h"
+#include "report/report_model.h"
+
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cmath>
@@ -11,11 +13,9 @@
 #include <sstream>
 #include <utility>
 
-#include <sys/stat.h>
-
 #include "fmt/format.h"
 
-namespace poolscope::tools {
+namespace poolscope::report {
 namespace {
 
 using nlohmann::json;
@@ -23,7 +23,10 @@ using nlohmann::json;
 // Required numeric fields: a report without them is not one `compare`, `diff` or `report` can
 // describe. Each may be null (unknown), but must be present.
 constexpr std::string_view kRequiredCounts[] = {
-    "logical.allocs", "logical.frees", "real.allocs", "real.frees",
+    "logical.allocs",
+    "logical.frees",
+    "real.allocs",
+    "real.frees",
 };
 
 // Required objects.
@@ -33,32 +36,29 @@ constexpr std::string_view kRequiredObjects[] = {
 
 const char* TypeName(const json& value) { return value.type_name(); }
 
-bool ReadWholeFile(const std::string& path, std::string* contents, std::string* problem) {
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   struct stat info;
   if (stat(path.c_str(), &info) != 0) {
-    *problem = errno == ENOENT ? "no such file" : std::string(std::strerror(errno));
-    return false;
+    if (errno == ENOENT) return absl::NotFoundError("no such file");
+    return absl::Status(absl::ErrnoToStatusCode(errno), std::strerror(errno));
   }
   if (S_ISDIR(info.st_mode)) {
-    *problem = "is a directory, not a report file";
-    return false;
+    return absl::InvalidArgumentError("is a directory, not a report file");
   }
   errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    *problem = errno != 0 ? std::string(std::strerror(errno)) : "cannot open";
-    if (errno == ENOENT) *problem = "no such file";
-    return false;
+    if (errno == ENOENT) return absl::NotFoundError("no such file");
+    if (errno != 0) return absl::Status(absl::ErrnoToStatusCode(errno), std::strerror(errno));
+    return absl::UnknownError("cannot open");
   }
   std::ostringstream buffer;
   buffer << in.rdbuf();
-  if (in.bad()) {
-    *problem = "read error";
-    return false;
-  }
-  *contents = std::move(buffer).str();
-  return true;
+  if (in.bad()) return absl::DataLossError("read error");
+  return std::move(buffer).str();
 }
+
+absl::Status Invalid(std::string message) { return absl::InvalidArgumentError(std::move(message)); }
 
 }  // namespace
 
@@ -117,86 +117,80 @@ std::optional<double> WallSeconds(const json& doc) {
   return static_cast<double>(*end - *start) / 1e9;
 }
 
-bool ValidateReport(const json& doc, std::string* problem) {
+absl::Status CheckSchemaName(const json& doc) {
   if (!doc.is_object()) {
-    *problem = fmt::format("not a poolscope report (the JSON is {}, not an object)", TypeName(doc));
-    return false;
+    return Invalid(
+        fmt::format("not a poolscope report (the JSON is {}, not an object)", TypeName(doc)));
   }
   auto schema = doc.find("schema");
   if (schema == doc.end()) {
-    *problem = fmt::format("not a poolscope report (no \"schema\" field; expected \"{}\")",
-                           kReportSchema);
-    return false;
+    return Invalid(fmt::format("not a poolscope report (no \"schema\" field; expected \"{}\")",
+                               kReportSchema));
   }
   if (!schema->is_string() || schema->get<std::string>() != kReportSchema) {
-    *problem = fmt::format("unsupported schema {} (this poolscope reads \"{}\")",
-                           schema->dump(-1, ' ', false, json::error_handler_t::replace),
-                           kReportSchema);
-    return false;
+    return Invalid(fmt::format("unsupported schema {} (this poolscope reads \"{}\")",
+                               schema->dump(-1, ' ', false, json::error_handler_t::replace),
+                               kReportSchema));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateReport(const json& doc) {
+  if (absl::Status named = CheckSchemaName(doc); !named.ok()) return named;
   for (std::string_view path : kRequiredObjects) {
     const json* node = Find(doc, path);
-    if (node == nullptr) {
-      *problem = fmt::format("invalid report: field \"{}\" is missing", path);
-      return false;
-    }
+    if (node == nullptr)
+      return Invalid(fmt::format("invalid report: field \"{}\" is missing", path));
     if (!node->is_object()) {
-      *problem = fmt::format("invalid report: field \"{}\" is {}, expected an object", path,
-                             TypeName(*node));
-      return false;
+      return Invalid(fmt::format("invalid report: field \"{}\" is {}, expected an object", path,
+                                 TypeName(*node)));
     }
   }
   for (std::string_view path : kRequiredCounts) {
     const json* node = Find(doc, path);
-    if (node == nullptr) {
-      *problem = fmt::format("invalid report: field \"{}\" is missing", path);
-      return false;
-    }
+    if (node == nullptr)
+      return Invalid(fmt::format("invalid report: field \"{}\" is missing", path));
     if (!node->is_number() && !node->is_null()) {
-      *problem = fmt::format("invalid report: field \"{}\" is {}, expected a number", path,
-                             TypeName(*node));
-      return false;
+      return Invalid(fmt::format("invalid report: field \"{}\" is {}, expected a number", path,
+                                 TypeName(*node)));
     }
   }
   // Lists the renderers walk: when present they must be arrays.
   for (std::string_view path : {"leaks", "sites", "threads", "sizes.buckets", "errors.cases"}) {
     const json* node = Find(doc, path);
     if (node != nullptr && !node->is_array() && !node->is_null()) {
-      *problem = fmt::format("invalid report: field \"{}\" is {}, expected an array", path,
-                             TypeName(*node));
-      return false;
+      return Invalid(fmt::format("invalid report: field \"{}\" is {}, expected an array", path,
+                                 TypeName(*node)));
     }
   }
-  return true;
+  return absl::OkStatus();
 }
 
-bool LoadReport(const std::string& path, Report* report, std::string* problem) {
-  std::string contents;
-  if (!ReadWholeFile(path, &contents, problem)) return false;
-  if (contents.find_first_not_of(" \t\r\n") == std::string::npos) {
-    *problem = "empty file (the program wrote no report, or it is still being written)";
-    return false;
+absl::StatusOr<json> ParseReportFile(const std::string& path) {
+  absl::StatusOr<std::string> contents = ReadWholeFile(path);
+  if (!contents.ok()) return contents.status();
+  if (contents->find_first_not_of(" \t\r\n") == std::string::npos) {
+    return Invalid("empty file (the program wrote no report, or it is still being written)");
   }
-  json doc;
   try {
-    doc = json::parse(contents);
+    return json::parse(*contents);
   } catch (const json::parse_error& error) {
     // nlohmann reports the byte where parsing stopped; at the end of the input the file was cut.
-    if (error.byte >= contents.size()) {
-      *problem = fmt::format("truncated JSON (the document ends early, at byte {})",
-                             contents.size());
-    } else {
-      *problem = fmt::format("not JSON (syntax error at byte {})", error.byte);
+    if (error.byte >= contents->size()) {
+      return Invalid(
+          fmt::format("truncated JSON (the document ends early, at byte {})", contents->size()));
     }
-    return false;
+    return Invalid(fmt::format("not JSON (syntax error at byte {})", error.byte));
   } catch (const std::exception& error) {
-    *problem = fmt::format("not JSON ({})", error.what());
-    return false;
+    return Invalid(fmt::format("not JSON ({})", error.what()));
   }
-  if (!ValidateReport(doc, problem)) return false;
-  report->path = path;
-  report->doc = std::move(doc);
-  return true;
 }
 
-}  // namespace poolscope::tools
+absl::StatusOr<Report> LoadReport(const std::string& path) {
+  absl::StatusOr<json> doc = ParseReportFile(path);
+  if (!doc.ok()) return doc.status();
+  if (absl::Status valid = ValidateReport(*doc); !valid.ok()) return valid;
+  return Report{path, *std::move(doc)};
+}
+
+}  // namespace poolscope::report

@@ -1,0 +1,689 @@
+// File: report/identities.cc
+//
+// See identities.h. The schema part lists the fields the identities read; the identity part
+// evaluates each equation as a sum of named integer terms on both sides, so that a broken one is
+// printed with every field and value that went into it.
+#include "report/identities.h"
+
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <optional>
+#include <string_view>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "fmt/format.h"
+#include "report/report_model.h"
+
+namespace poolscope::report {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kTopLevel[] = {
+    "schema",  "process",         "options", "logical", "real",  "internal",       "pool",
+    "threads", "threads_omitted", "sizes",   "sites",   "leaks", "reconciliation", "errors",
+};
+constexpr std::string_view kProcessFields[] = {"pid",      "ppid",   "exe",    "argv",
+                                               "start_ns", "end_ns", "reason", "forked_from"};
+constexpr std::string_view kProcessIntegers[] = {"pid", "ppid", "start_ns", "end_ns"};
+constexpr std::string_view kOptionFields[] = {"pool", "pool_size", "pools"};
+// by_api is keyed by these C names and C++ operators (SPEC.md).
+constexpr std::string_view kEntryPoints[] = {
+    "malloc", "calloc",  "realloc", "reallocarray", "posix_memalign", "aligned_alloc", "memalign",
+    "valloc", "pvalloc", "free",    "new",          "new[]",          "delete",        "delete[]",
+};
+constexpr std::string_view kLedgerFields[] = {
+    "allocs", "frees", "reallocs", "bytes_requested", "live_blocks", "live_bytes", "by_api"};
+// live_bytes and bytes_requested may be null (unknown); these may not.
+constexpr std::string_view kLedgerIntegers[] = {"allocs", "frees", "reallocs", "live_blocks"};
+constexpr std::string_view kPoolFields[] = {"enabled",
+                                            "pool_size",
+                                            "pools_per_thread",
+                                            "hits",
+                                            "misses",
+                                            "pools_created",
+                                            "pools_reused",
+                                            "pools_released",
+                                            "resets_in_place",
+                                            "pools_cached_at_exit",
+                                            "pools_in_use_at_exit",
+                                            "spills",
+                                            "absorbs"};
+constexpr std::string_view kPoolIntegers[] = {"hits", "pools_created", "spills", "absorbs"};
+constexpr std::string_view kReconciliationFields[] = {"real_live_blocks", "unpooled_live_blocks",
+                                                      "pools_cached",     "pools_in_use",
+                                                      "balanced",         "detector_view"};
+constexpr std::string_view kDetectorFields[] = {"unfreed_blocks",      "unfreed_bytes",
+                                                "program_leak_blocks", "pool_blocks",
+                                                "internal_blocks",     "verdict"};
+constexpr std::string_view kErrorsFields[] = {"invalid_frees", "double_frees"};
+
+// Per-thread counts, which only grow: the threads' sum is at most the process's.
+constexpr std::string_view kThreadLedgerFields[] = {"allocs", "frees", "reallocs",
+                                                    "bytes_requested"};
+constexpr std::string_view kThreadPoolFields[] = {
+    "hits",   "pools_created", "pools_reused", "pools_released", "resets_in_place",
+    "spills", "absorbs"};
+// The report lists at most this many live threads (and counts those beyond in no field), so the
+// per-thread sums are only checked with fewer.
+constexpr int kMaxListedLiveThreads = 64;
+// sizes.share_at_or_below_pool_size is written with 6 significant digits.
+constexpr double kShareTolerance = 1e-5;
+
+bool IsInt(const json* node) { return node != nullptr && node->is_number_integer(); }
+
+int64_t IntOf(const json& node) {
+  return node.is_number_unsigned() ? static_cast<int64_t>(node.get<uint64_t>())
+                                   : node.get<int64_t>();
+}
+
+std::string Text(const json& node) {
+  return node.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string Path(std::string_view parent, std::string_view field) {
+  return parent.empty() ? std::string(field) : fmt::format("{}.{}", parent, field);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The schema
+
+class SchemaCheck {
+ public:
+  explicit SchemaCheck(const json& doc) : doc_(doc) {}
+
+  std::vector<std::string> Run();
+
+ private:
+  // The member `field` of the object at `parent`, or null (with a problem) when it is absent.
+  const json* Member(const json* object, std::string_view parent, std::string_view field) {
+    if (object == nullptr) return nullptr;
+    auto it = object->find(field);
+    if (it == object->end()) {
+      problems_.push_back(absl::StrCat(Path(parent, field), " is missing"));
+      return nullptr;
+    }
+    return &*it;
+  }
+
+  // The object at `path` when it is one; a problem when it is there but not an object.
+  const json* Object(std::string_view path) {
+    const json* node = Find(doc_, path);
+    if (node == nullptr) return nullptr;  // its absence is reported by the parent's field list
+    if (!node->is_object()) {
+      problems_.push_back(fmt::format("{} must be an object, got {}", path, Text(*node)));
+      return nullptr;
+    }
+    return node;
+  }
+
+  void Array(std::string_view path) {
+    const json* node = Find(doc_, path);
+    if (node != nullptr && !node->is_array()) {
+      problems_.push_back(fmt::format("{} must be a list, got {}", path, node->type_name()));
+    }
+  }
+
+  template <size_t N>
+  void Fields(const json* object, std::string_view path, const std::string_view (&fields)[N]) {
+    for (std::string_view field : fields) Member(object, path, field);
+  }
+
+  template <size_t N>
+  void Integers(const json* object, std::string_view path, const std::string_view (&fields)[N]) {
+    if (object == nullptr) return;
+    for (std::string_view field : fields) {
+      auto it = object->find(field);
+      if (it != object->end() && !IsInt(&*it)) {
+        problems_.push_back(
+            fmt::format("{} must be an integer, got {}", Path(path, field), Text(*it)));
+      }
+    }
+  }
+
+  void Process();
+  void Ledger(std::string_view side);
+
+  const json& doc_;
+  std::vector<std::string> problems_;
+};
+
+void SchemaCheck::Process() {
+  const json* p = Object("process");
+  Fields(p, "process", kProcessFields);
+  Integers(p, "process", kProcessIntegers);
+  if (p == nullptr) return;
+  const json* exe = Find(*p, "exe");
+  if (exe != nullptr && !(exe->is_string() && !exe->get<std::string>().empty())) {
+    problems_.push_back("process.exe must be a non-empty string, got " + Text(*exe));
+  }
+  const json* argv = Find(*p, "argv");
+  if (argv != nullptr) {
+    bool strings = argv->is_array();
+    for (size_t i = 0; strings && i < argv->size(); ++i) strings = (*argv)[i].is_string();
+    if (!strings) problems_.push_back("process.argv must be a list of strings, got " + Text(*argv));
+  }
+  const json* reason = Find(*p, "reason");
+  if (reason != nullptr && *reason != "exit" && *reason != "snapshot" && *reason != "signal") {
+    problems_.push_back(
+        fmt::format("process.reason = {}, expected \"exit\", \"snapshot\" or \"signal\"", Text(*reason)));
+  }
+  // A report written for a signal names it: one of those poolscope writes a report for.
+  if (reason != nullptr && *reason == "signal") {
+    const json* sig = Find(*p, "signal");
+    if (sig == nullptr || !(*sig == "SIGTERM" || *sig == "SIGINT" || *sig == "SIGHUP")) {
+      problems_.push_back("process.signal = " + (sig == nullptr ? std::string("(missing)") : Text(*sig)) +
+                          ", expected \"SIGTERM\", \"SIGINT\" or \"SIGHUP\" with process.reason \"signal\"");
+    }
+  }
+  const json* forked_from = Find(*p, "forked_from");
+  if (forked_from != nullptr && !forked_from->is_null() && !IsInt(forked_from)) {
+    problems_.push_back("process.forked_from must be null or a pid, got " + Text(*forked_from));
+  }
+  const json* start = Find(*p, "start_ns");
+  const json* end = Find(*p, "end_ns");
+  if (IsInt(start) && IsInt(end) && IntOf(*end) < IntOf(*start)) {
+    problems_.push_back(fmt::format("process.end_ns = {} is before process.start_ns = {}",
+                                    IntOf(*end), IntOf(*start)));
+  }
+}
+
+void SchemaCheck::Ledger(std::string_view side) {
+  const json* ledger = Object(side);
+  Fields(ledger, side, kLedgerFields);
+  Integers(ledger, side, kLedgerIntegers);
+  std::string by_api_path = Path(side, "by_api");
+  const json* by_api = Object(by_api_path);
+  Fields(by_api, by_api_path, kEntryPoints);
+  if (by_api == nullptr) return;
+  for (const auto& [key, value] : by_api->items()) {
+    if (!IsInt(&value)) {
+      problems_.push_back(
+          fmt::format("{}.{} must be an integer, got {}", by_api_path, key, Text(value)));
+    }
+  }
+}
+
+std::vector<std::string> SchemaCheck::Run() {
+  Fields(&doc_, "", kTopLevel);
+  Process();
+  Fields(Object("options"), "options", kOptionFields);
+  Ledger("logical");
+  Ledger("real");
+  Object("internal");
+  const json* pool = Object("pool");
+  Fields(pool, "pool", kPoolFields);
+  Integers(pool, "pool", kPoolIntegers);
+  Object("pool.misses");
+  Array("threads");
+  Member(Object("sizes"), "sizes", "buckets");
+  Array("sizes.buckets");
+  Array("sites");
+  Array("leaks");
+  Fields(Object("reconciliation"), "reconciliation", kReconciliationFields);
+  Fields(Object("reconciliation.detector_view"), "reconciliation.detector_view", kDetectorFields);
+  Fields(Object("errors"), "errors", kErrorsFields);
+  return std::move(problems_);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The identities
+
+// A named integer with its sign in a sum.
+struct Term {
+  std::string name;
+  int64_t value;
+  bool minus = false;
+};
+using Sum = std::vector<Term>;
+
+int64_t Total(const Sum& sum) {
+  int64_t total = 0;
+  for (const Term& term : sum) total += term.minus ? -term.value : term.value;
+  return total;
+}
+
+// "a - b = 1000 - 990 = 10", or "a = 11" for one term.
+std::string Describe(const Sum& sum) {
+  if (sum.size() == 1 && !sum[0].minus) return fmt::format("{} = {}", sum[0].name, sum[0].value);
+  std::string names, values;
+  for (size_t i = 0; i < sum.size(); ++i) {
+    const char* sign = sum[i].minus ? (i == 0 ? "-" : " - ") : (i == 0 ? "" : " + ");
+    absl::StrAppend(&names, sign, sum[i].name);
+    absl::StrAppend(&values, sign, sum[i].value);
+  }
+  return fmt::format("{} = {} = {}", names, values, Total(sum));
+}
+
+// Keyed counts (by_api, pool.misses), with std::nullopt for a key one side lacks.
+using Keyed = std::map<std::string, std::optional<int64_t>>;
+
+std::string Shown(const std::optional<int64_t>& value) {
+  return value ? std::to_string(*value) : std::string("missing");
+}
+
+class IdentityCheck {
+ public:
+  explicit IdentityCheck(const json& doc) : doc_(doc) {}
+
+  CheckResult Run();
+
+ private:
+  void Record(bool holds, std::string line) {
+    if (holds) {
+      ++result_.held;
+    } else {
+      result_.broken.push_back(std::move(line));
+    }
+  }
+
+  std::optional<int64_t> Int(std::string_view path) const {
+    const json* node = Find(doc_, path);
+    if (!IsInt(node)) return std::nullopt;
+    return IntOf(*node);
+  }
+
+  // A sum of the integer fields at `paths` (a leading '-' subtracts one), or std::nullopt when
+  // one is absent or not an integer (the identity then does not apply).
+  std::optional<Sum> Fields(std::initializer_list<std::string_view> paths) const {
+    Sum sum;
+    for (std::string_view path : paths) {
+      bool minus = !path.empty() && path[0] == '-';
+      if (minus) path.remove_prefix(1);
+      std::optional<int64_t> value = Int(path);
+      if (!value) return std::nullopt;
+      sum.push_back({std::string(path), *value, minus});
+    }
+    return sum;
+  }
+
+  // lhs == rhs; `context` (may be empty) says when the identity applies.
+  void Equal(const std::optional<Sum>& lhs, const std::optional<Sum>& rhs,
+             std::string_view context = "") {
+    if (!lhs || !rhs) return;
+    std::string line = Describe(*lhs) + " != " + Describe(*rhs);
+    if (!context.empty()) line += fmt::format(" ({})", context);
+    Record(Total(*lhs) == Total(*rhs), std::move(line));
+  }
+
+  void EqualFields(std::initializer_list<std::string_view> lhs,
+                   std::initializer_list<std::string_view> rhs, std::string_view context = "") {
+    Equal(Fields(lhs), Fields(rhs), context);
+  }
+
+  // Two keyed counts agree key by key; one identity, one line naming every key that differs.
+  void EqualKeyed(std::string_view lhs_name, const Keyed& lhs, std::string_view rhs_name,
+                  const Keyed& rhs, std::string_view context);
+
+  Keyed KeyedAt(std::string_view path) const {
+    Keyed out;
+    const json* node = Find(doc_, path);
+    if (node == nullptr || !node->is_object()) return out;
+    for (const auto& [key, value] : node->items()) {
+      out[key] = IsInt(&value) ? std::optional<int64_t>(IntOf(value)) : std::nullopt;
+    }
+    return out;
+  }
+
+  bool PoolingOff() const;
+  void Ledgers();
+  void PoolCounts();
+  void Reconciliation();
+  void DetectorView();
+  void Sizes();
+  void Threads();
+  void LeakCheck();
+  void CrossLedger();
+  void LeakGroups();
+  void Verdict();
+
+  const json& doc_;
+  CheckResult result_;
+};
+
+void IdentityCheck::EqualKeyed(std::string_view lhs_name, const Keyed& lhs,
+                               std::string_view rhs_name, const Keyed& rhs,
+                               std::string_view context) {
+  Keyed keys = lhs;
+  keys.insert(rhs.begin(), rhs.end());
+  std::vector<std::string> differ;
+  for (const auto& entry : keys) {
+    const std::string& key = entry.first;
+    auto l = lhs.find(key);
+    auto r = rhs.find(key);
+    std::optional<int64_t> a = l == lhs.end() ? std::nullopt : l->second;
+    std::optional<int64_t> b = r == rhs.end() ? std::nullopt : r->second;
+    if (a != b) {
+      differ.push_back(fmt::format("{}.{} = {} != {}.{} = {}", lhs_name, key, Shown(a), rhs_name,
+                                   key, Shown(b)));
+    }
+  }
+  std::string line = fmt::format("{} != {}: {}", lhs_name, rhs_name, absl::StrJoin(differ, "; "));
+  if (!context.empty()) line += fmt::format(" ({})", context);
+  Record(differ.empty(), std::move(line));
+}
+
+// Pooling is off with pool=0, or with a negative pool_size.
+bool IdentityCheck::PoolingOff() const {
+  const json* pool = Find(doc_, "options.pool");
+  if (pool != nullptr && (*pool == 0 || *pool == "0" || *pool == false)) return true;
+  std::optional<int64_t> size = Int("options.pool_size");
+  return size && *size < 0;
+}
+
+void IdentityCheck::Ledgers() {
+  EqualFields({"logical.allocs", "-logical.frees"}, {"logical.live_blocks"});
+  EqualFields({"real.allocs", "-real.frees"}, {"real.live_blocks"});
+}
+
+void IdentityCheck::PoolCounts() {
+  EqualFields({"pool.pools_cached_at_exit", "pool.pools_in_use_at_exit"},
+              {"pool.pools_created", "-pool.pools_released"});
+  EqualFields({"reconciliation.pools_cached"}, {"pool.pools_cached_at_exit"});
+  EqualFields({"reconciliation.pools_in_use"}, {"pool.pools_in_use_at_exit"});
+  EqualFields({"reconciliation.pooled_live_blocks"}, {"pool.pooled_live_blocks"});
+}
+
+void IdentityCheck::Reconciliation() {
+  EqualFields({"reconciliation.real_live_blocks"}, {"real.live_blocks"});
+  EqualFields({"reconciliation.unpooled_live_blocks"},
+              {"logical.live_blocks", "-reconciliation.pooled_live_blocks"});
+  // A fork() child may inherit a gap from threads that fork stopped mid-call: its own term, zero
+  // outside fork children.
+  const json* fork_gap = Find(doc_, "reconciliation.interrupted_by_fork");
+  const json* forked_from = Find(doc_, "process.forked_from");
+  bool in_child = forked_from != nullptr && !forked_from->is_null();
+  if (fork_gap != nullptr) {
+    Record(IsInt(fork_gap) && (in_child || IntOf(*fork_gap) == 0),
+           fmt::format("reconciliation.interrupted_by_fork = {} != 0 outside a fork() child "
+                       "(process.forked_from = {})",
+                       Text(*fork_gap), forked_from != nullptr ? Text(*forked_from) : "missing"));
+  }
+}
+
+void IdentityCheck::DetectorView() {
+  EqualFields({"reconciliation.detector_view.unfreed_blocks"}, {"reconciliation.real_live_blocks"});
+  EqualFields({"reconciliation.detector_view.program_leak_blocks"},
+              {"reconciliation.unpooled_live_blocks"});
+  EqualFields({"reconciliation.detector_view.pool_blocks"},
+              {"reconciliation.pools_cached", "reconciliation.pools_in_use"});
+  EqualFields({"reconciliation.detector_view.unfreed_bytes"}, {"real.live_bytes"});
+}
+
+void IdentityCheck::Sizes() {
+  const json* buckets = Find(doc_, "sizes.buckets");
+  std::optional<int64_t> pool_size = Int("sizes.pool_size");
+  if (buckets == nullptr || !buckets->is_array()) return;
+  int64_t total = 0, small = 0;
+  for (const json& bucket : *buckets) {
+    const json* le = Find(bucket, "le");
+    const json* count = Find(bucket, "count");
+    if (!IsInt(le) || !IsInt(count)) return;
+    total += IntOf(*count);
+    if (pool_size && IntOf(*le) <= *pool_size) small += IntOf(*count);
+  }
+  Equal(Sum{{"sum(sizes.buckets[].count)", total}}, Fields({"sizes.total"}));
+  if (pool_size) {
+    Equal(
+        Sum{{fmt::format("sum(sizes.buckets[].count where le <= sizes.pool_size = {})", *pool_size),
+             small}},
+        Fields({"sizes.at_or_below_pool_size"}));
+  }
+  std::optional<int64_t> at_or_below = Int("sizes.at_or_below_pool_size");
+  std::optional<int64_t> all = Int("sizes.total");
+  const json* share = Find(doc_, "sizes.share_at_or_below_pool_size");
+  if (at_or_below && all && share != nullptr && share->is_number()) {
+    double expected = *all != 0 ? static_cast<double>(*at_or_below) / static_cast<double>(*all) : 0;
+    Record(std::fabs(share->get<double>() - expected) <= kShareTolerance,
+           fmt::format("sizes.at_or_below_pool_size / sizes.total = {} / {} = {:.6g} != "
+                       "sizes.share_at_or_below_pool_size = {}",
+                       *at_or_below, *all, expected, Text(*share)));
+  }
+}
+
+void IdentityCheck::Threads() {
+  const json* threads = Find(doc_, "threads");
+  if (threads == nullptr || !threads->is_array() || threads->empty()) return;
+  if (Int("threads_omitted") != 0) return;
+  int live = 0;
+  for (const json& thread : *threads) {
+    if (!thread.is_object()) return;
+    const json* ended = Find(thread, "ended");
+    if (ended == nullptr || *ended != true) ++live;
+  }
+  if (live >= kMaxListedLiveThreads) return;
+
+  // Every thread's own ledger balances.
+  for (size_t i = 0; i < threads->size(); ++i) {
+    for (std::string_view side : {"logical", "real"}) {
+      std::string at = fmt::format("threads[{}].{}.", i, side);
+      const json& thread = (*threads)[i];
+      std::optional<int64_t> allocs, frees, live_blocks;
+      if (const json* n = Find(thread, Path(side, "allocs")); IsInt(n)) allocs = IntOf(*n);
+      if (const json* n = Find(thread, Path(side, "frees")); IsInt(n)) frees = IntOf(*n);
+      if (const json* n = Find(thread, Path(side, "live_blocks")); IsInt(n))
+        live_blocks = IntOf(*n);
+      if (!allocs || !frees || !live_blocks) continue;
+      Equal(Sum{{at + "allocs", *allocs}, {at + "frees", *frees, true}},
+            Sum{{at + "live_blocks", *live_blocks}});
+    }
+  }
+
+  // The threads' counts add up to at most the process's: a thread's calls after its exit handler
+  // (other key and TLS destructors) count in the process's totals only. `field` is the path inside
+  // a thread; the identity applies when every thread has it.
+  auto at_most_total = [&](const std::string& field, std::string_view total_path) {
+    int64_t sum = 0;
+    for (const json& thread : *threads) {
+      const json* node = Find(thread, field);
+      if (!IsInt(node)) return;
+      sum += IntOf(*node);
+    }
+    std::optional<int64_t> total = Int(total_path);
+    if (!total) return;
+    Record(sum <= *total,
+           fmt::format("sum(threads[].{}) = {} > {} = {}", field, sum, total_path, *total));
+  };
+  auto keyed_at_most_total = [&](const std::string& field, std::string_view total_path) {
+    Keyed sums;
+    for (const json& thread : *threads) {
+      const json* node = Find(thread, field);
+      if (node == nullptr || !node->is_object()) return;
+      for (const auto& [key, value] : node->items()) {
+        if (!IsInt(&value)) return;
+        std::optional<int64_t>& sum = sums.emplace(key, 0).first->second;
+        *sum += IntOf(value);
+      }
+    }
+    Keyed totals = KeyedAt(total_path);
+    std::vector<std::string> over;
+    for (const auto& [key, sum] : sums) {
+      auto total = totals.find(key);
+      if (total == totals.end() || !total->second || *sum > *total->second) {
+        over.push_back(fmt::format("{}: {} > {}", key, *sum,
+                                   total == totals.end() ? "missing" : Shown(total->second)));
+      }
+    }
+    Record(over.empty(), fmt::format("sum(threads[].{}) > {} at {}", field, total_path,
+                                     absl::StrJoin(over, ", ")));
+  };
+  for (std::string_view side : {"logical", "real"}) {
+    for (std::string_view field : kThreadLedgerFields) {
+      std::string path = Path(side, field);
+      at_most_total(path, path);
+    }
+    std::string by_api = Path(side, "by_api");
+    keyed_at_most_total(by_api, by_api);
+  }
+  for (std::string_view field : kThreadPoolFields) {
+    std::string path = Path("pool", field);
+    at_most_total(path, path);
+  }
+  keyed_at_most_total("pool.misses", "pool.misses");
+  // The pools cached at exit are those of the live threads, every one listed; an ended thread
+  // lists 0.
+  int64_t cached = 0;
+  for (const json& thread : *threads) {
+    const json* node = Find(thread, "pool.pools_cached");
+    if (!IsInt(node)) return;
+    cached += IntOf(*node);
+  }
+  Equal(Sum{{"sum(threads[].pool.pools_cached)", cached}}, Fields({"pool.pools_cached_at_exit"}));
+}
+
+void IdentityCheck::LeakCheck() {
+  std::optional<Sum> parts =
+      Fields({"leak_check.live_blocks", "-leak_check.live_at_start", "-leak_check.stdio_buffers"});
+  std::optional<Sum> leaks = Fields({"leak_check.program_leak_blocks"});
+  if (!parts || !leaks) return;
+  // Each live block is in exactly one of the three; counted from the ledger (exact false) the rest
+  // can come out negative, and is then 0.
+  int64_t rest = Total(*parts);
+  int64_t expected = rest > 0 ? rest : 0;
+  Record(expected == Total(*leaks),
+         fmt::format("max(0, {}) != {}", Describe(*parts), Describe(*leaks)));
+}
+
+// The identities between the two ledgers: only when the counters were read with no other thread
+// counting.
+void IdentityCheck::CrossLedger() {
+  const bool off = PoolingOff();
+  const json* enabled = Find(doc_, "pool.enabled");
+  const json* pool = Find(doc_, "options.pool");
+  const json* pool_size = Find(doc_, "options.pool_size");
+  if (enabled != nullptr) {
+    Record(
+        *enabled == !off,
+        fmt::format("pool.enabled = {} != {} (options.pool = {}, options.pool_size = {}: pooling "
+                    "is off with pool=0 or a negative pool_size)",
+                    Text(*enabled), !off, pool != nullptr ? Text(*pool) : "missing",
+                    pool_size != nullptr ? Text(*pool_size) : "missing"));
+  }
+  if (off) {
+    EqualFields({"real.allocs"}, {"logical.allocs"}, "pooling off");
+    EqualFields({"real.frees"}, {"logical.frees"}, "pooling off");
+    // Blocks of explicit arenas reach the real allocator through malloc when pooling is off.
+    Keyed logical = KeyedAt("logical.by_api");
+    bool arenas = false;
+    for (const auto& [key, value] : logical) {
+      arenas = arenas || (absl::StartsWith(key, "poolscope_arena_") && value.value_or(0) != 0);
+    }
+    if (!arenas) {
+      Keyed real = KeyedAt("real.by_api");
+      for (Keyed* side : {&logical, &real}) {
+        for (auto it = side->begin(); it != side->end();) {
+          it = absl::StartsWith(it->first, "poolscope_arena_") ? side->erase(it) : std::next(it);
+        }
+      }
+      EqualKeyed("real.by_api", real, "logical.by_api", logical, "pooling off, no explicit arena");
+    }
+  } else {
+    EqualFields({"real.allocs"},
+                {"logical.allocs", "-pool.hits", "pool.pools_created", "pool.spills"},
+                "pooling on");
+  }
+  const json* balanced = Find(doc_, "reconciliation.balanced");
+  if (balanced != nullptr) {
+    Record(*balanced == true, fmt::format("reconciliation.balanced = {} != true", Text(*balanced)));
+  }
+  if (Find(doc_, "reconciliation.interrupted_by_fork") != nullptr) {
+    EqualFields({"reconciliation.real_live_blocks"},
+                {"reconciliation.unpooled_live_blocks", "reconciliation.pools_cached",
+                 "reconciliation.pools_in_use", "reconciliation.interrupted_by_fork"});
+  } else {
+    EqualFields({"reconciliation.real_live_blocks"},
+                {"reconciliation.unpooled_live_blocks", "reconciliation.pools_cached",
+                 "reconciliation.pools_in_use"});
+  }
+}
+
+// With every leak group listed, the groups hold at least logical.live_blocks blocks (more when
+// the program freed blocks poolscope never handed out). A fork() child's table also holds blocks
+// of threads fork() stopped: not checked there.
+void IdentityCheck::LeakGroups() {
+  const json* tracked = Find(doc_, "tracked");
+  const json* forked_from = Find(doc_, "process.forked_from");
+  if (tracked == nullptr || *tracked != true || Int("leak_groups_omitted") != 0 ||
+      (forked_from != nullptr && !forked_from->is_null())) {
+    return;
+  }
+  std::optional<int64_t> live = Int("logical.live_blocks");
+  const json* leaks = Find(doc_, "leaks");
+  if (!live || leaks == nullptr || !leaks->is_array()) return;
+  int64_t grouped = 0;
+  for (const json& group : *leaks) {
+    const json* blocks = Find(group, "blocks");
+    if (!IsInt(blocks)) return;
+    grouped += IntOf(*blocks);
+  }
+  Record(grouped >= *live,
+         fmt::format("sum(leaks[].blocks) = {} < logical.live_blocks = {} (tracked, every leak "
+                     "group listed)",
+                     grouped, *live));
+}
+
+// The verdict states the report's figures: the unfreed blocks, and, when pools hold some of the
+// program's blocks, all the blocks the program leaves unfreed, which a reader would otherwise take
+// to be only program_leak_blocks.
+void IdentityCheck::Verdict() {
+  std::optional<std::string> verdict = String(doc_, "reconciliation.detector_view.verdict");
+  std::optional<int64_t> unfreed = Int("reconciliation.detector_view.unfreed_blocks");
+  if (!verdict || !unfreed) return;
+  auto plural = [](int64_t n) { return n == 1 ? "" : "s"; };
+  std::string want = fmt::format("would see {} unfreed block{}", *unfreed, plural(*unfreed));
+  Record(absl::StrContains(*verdict, want),
+         fmt::format("reconciliation.detector_view.verdict does not say \"{}\" "
+                     "(reconciliation.detector_view.unfreed_blocks = {}): \"{}\"",
+                     want, *unfreed, *verdict));
+  std::optional<int64_t> live = Int("logical.live_blocks");
+  std::optional<int64_t> unpooled = Int("reconciliation.unpooled_live_blocks");
+  std::optional<int64_t> pool_blocks = Int("reconciliation.detector_view.pool_blocks");
+  std::optional<int64_t> pooled = Int("reconciliation.pooled_live_blocks");
+  if (!pooled && live && unpooled) pooled = *live - *unpooled;
+  if (!live || !pooled || !pool_blocks || *pool_blocks <= 0 || *pooled <= 0) return;
+  want = fmt::format("{} more of the program's blocks, so the program leaves {} block{} unfreed",
+                     *pooled, *live, plural(*live));
+  Record(absl::StrContains(*verdict, want),
+         fmt::format("reconciliation.detector_view.verdict does not say \"{}\" "
+                     "(reconciliation.pooled_live_blocks = {}, logical.live_blocks = {}): \"{}\"",
+                     want, *pooled, *live, *verdict));
+}
+
+CheckResult IdentityCheck::Run() {
+  Ledgers();
+  PoolCounts();
+  Reconciliation();
+  DetectorView();
+  Sizes();
+  Threads();
+  LeakCheck();
+  // Read while other threads were allocating (a snapshot, or an exit with threads still running):
+  // the two ledgers may differ by the calls in flight.
+  const json* exact = Find(doc_, "process.counters_exact");
+  if (exact == nullptr || *exact != false) {
+    CrossLedger();
+    LeakGroups();
+    Verdict();
+  }
+  return std::move(result_);
+}
+
+}  // namespace
+
+std::vector<std::string> SchemaProblems(const json& doc) { return SchemaCheck(doc).Run(); }
+
+CheckResult CheckIdentities(const json& doc) { return IdentityCheck(doc).Run(); }
+
+CheckResult CheckReport(const json& doc) {
+  CheckResult result;
+  result.broken = SchemaProblems(doc);
+  if (!result.broken.empty()) return result;
+  return CheckIdentities(doc);
+}
+
+}  // namespace poolscope::report
