@@ -93,6 +93,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CheckRanges(again, text);
   Warnings d;
   poolscope::DescribeOptions(o, OnDescribe, &d);
-  if (d.calls != 15) Fail("DescribeOptions emits 15 lines", text);
+  if (d.calls != 16) Fail("DescribeOptions emits 16 lines", text);
   return 0;
 }

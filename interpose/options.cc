@@ -97,6 +97,36 @@ struct Parser {
     if (strcmp(key, "leak_exitcode") == 0) {
       return IntOpt(key, v, 0, 255, "expected an exit status, 0..255", &o->leak_exitcode);
     }
+    if (strcmp(key, "leak_kinds") == 0) {
+      int kinds = 0;
+      bool ok = *v != '\0';
+      for (const char* p = v; ok && *p != '\0';) {
+        const char* end = strchr(p, ',');
+        const size_t n = end != nullptr ? static_cast<size_t>(end - p) : strlen(p);
+        auto is = [&](const char* word) { return n == strlen(word) && strncmp(p, word, n) == 0; };
+        if (is("definite")) {
+          kinds |= kLeakDefinite;
+        } else if (is("indirect")) {
+          kinds |= kLeakIndirect;
+        } else if (is("possible")) {
+          kinds |= kLeakPossible;
+        } else if (is("reachable")) {
+          kinds |= kLeakReachable;
+        } else if (is("all")) {
+          kinds |= kLeakDefinite | kLeakIndirect | kLeakPossible | kLeakReachable;
+        } else {
+          ok = false;
+        }
+        p = end != nullptr ? end + 1 : p + n;
+      }
+      if (ok) {
+        o->leak_kinds = kinds;
+      } else {
+        Warn("bad value '%s' for %s (%s); keeping the default", v, key,
+             "expected a comma-separated list of definite, indirect, possible, reachable, or all");
+      }
+      return;
+    }
     if (strcmp(key, "reachability") == 0) return IntOpt(key, v, 0, 1, "expected 0 or 1", &o->reachability);
     if (strcmp(key, "valgrind") == 0) return IntOpt(key, v, 0, 1, "expected 0 or 1", &o->valgrind);
     if (strcmp(key, "help") == 0) return IntOpt(key, v, 0, 1, "expected 0 or 1", &o->help);
@@ -142,8 +172,28 @@ int ParseOptions(const char* text, Options* out, WarnFn warn, void* ctx) {
   return parser.warnings;
 }
 
+const char* LeakKindsText(int kinds, char* out, size_t size) {
+  static const struct {
+    int bit;
+    const char* name;
+  } names[] = {{kLeakDefinite, "definite"}, {kLeakIndirect, "indirect"}, {kLeakPossible, "possible"},
+               {kLeakReachable, "reachable"}};
+  size_t used = 0;
+  if (size == 0) return out;
+  out[0] = '\0';
+  for (const auto& n : names) {
+    if ((kinds & n.bit) == 0) continue;
+    const int w = snprintf(out + used, size - used, "%s%s", used == 0 ? "" : ",", n.name);
+    if (w < 0 || static_cast<size_t>(w) >= size - used) break;
+    used += static_cast<size_t>(w);
+  }
+  if (used == 0) snprintf(out, size, "none");
+  return out;
+}
+
 void DescribeOptions(const Options& o, WarnFn emit, void* ctx) {
   char line[1400];
+  char kinds[64];
   const char* tag = o.tag == TagMode::kSmall ? "small" : o.tag == TagMode::kExplicit ? "explicit" : "caller:";
   struct Row {
     const char* key;
@@ -164,6 +214,8 @@ void DescribeOptions(const Options& o, WarnFn emit, void* ctx) {
       {"quiet", o.quiet, nullptr, "1 prints nothing on stderr"},
       {"leak_exitcode", o.leak_exitcode, nullptr, "N > 0: status N from exit() (not _exit) when the program leaks"},
       {"reachability", o.reachability, nullptr, "1 classifies the blocks live at exit as memcheck does (track=1)"},
+      {"leak_kinds", 0, LeakKindsText(o.leak_kinds, kinds, sizeof kinds),
+       "what leak_exitcode judges after the scan: definite,indirect,possible,reachable or all"},
       {"valgrind", o.valgrind, nullptr, "1 describes pools to memcheck under valgrind"},
       {"help", o.help, nullptr, "1 prints this list at start-up"},
   };

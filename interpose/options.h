@@ -12,6 +12,11 @@ namespace poolscope {
 
 enum class TagMode { kSmall, kExplicit, kCaller };
 
+// leak_kinds: the reachability classes leak_exitcode judges (memcheck's --errors-for-leak-kinds).
+enum LeakKindBits : int { kLeakDefinite = 1, kLeakIndirect = 2, kLeakPossible = 4, kLeakReachable = 8 };
+// Writes "definite,indirect" and the like (or "none") for a set of bits; returns `out`.
+const char* LeakKindsText(int kinds, char* out, size_t size);
+
 struct Options {
   int pool = 1;
   long pool_size = 64;  // 8 .. 1048576; negative turns pooling off
@@ -27,6 +32,7 @@ struct Options {
   int quiet = 0;
   int leak_exitcode = 0;  // 0 .. 255
   int reachability = 1;   // classify the blocks live at exit as memcheck does (needs track=1)
+  int leak_kinds = kLeakDefinite | kLeakIndirect;  // what leak_exitcode judges, after a scan
   int valgrind = 1;
   int help = 0;
 

@@ -84,6 +84,9 @@ bool g_exit_written = false;
 struct LeakCheck {
   int leak_exitcode;
   ProgramLeaks leaks;
+  // After a reachability scan: the blocks of the kinds in leak_kinds, which decide the status; -1
+  // without a scan (program_leak_blocks decides).
+  int64_t lost_blocks;
   int exit_status;  // the status the process ends with for its leaks; 0: its own is kept
 };
 
@@ -241,6 +244,13 @@ void WriteLeakCheck(report::JsonWriter& w, const LeakCheck& c) {
   w.FieldInt("stdio_buffers", c.leaks.stdio_buffers);
   w.FieldInt("program_leak_blocks", c.leaks.blocks);
   w.FieldBool("exact", c.leaks.exact);
+  w.FieldStr("judged_by", c.lost_blocks >= 0 ? "reachability" : "live_blocks");
+  w.Key("lost_blocks");
+  if (c.lost_blocks >= 0) {
+    w.Int(c.lost_blocks);
+  } else {
+    w.Null();
+  }
   w.Key("exit_status");
   if (c.exit_status != 0) {
     w.Int(c.exit_status);
@@ -428,6 +438,8 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   w.FieldStr("report", o.report);
   w.FieldInt("drain_at_exit", o.drain_at_exit);
   w.FieldInt("reachability", o.reachability);
+  char kinds[64];
+  w.FieldStr("leak_kinds", LeakKindsText(o.leak_kinds, kinds, sizeof kinds));
   w.FieldInt("snapshot_interval", o.snapshot_interval);
   w.FieldInt("quiet", o.quiet);
   w.FieldInt("leak_exitcode", o.leak_exitcode);
@@ -801,10 +813,20 @@ int WriteReportAtExit(const Options& o, bool may_change_status) {
   if (o.leak_exitcode <= 0 && strcmp(o.report, "none") == 0) return 0;
   SnapshotNow snap;
   if (snap.get() == nullptr) return 0;
-  LeakCheck check = {o.leak_exitcode, {}, 0};
+  LeakCheck check = {o.leak_exitcode, {}, -1, 0};
   if (o.leak_exitcode > 0) {
     CountProgramLeaks(LogicalLive(*snap.get()), &check.leaks);
-    if (may_change_status && check.leaks.blocks > 0) check.exit_status = o.leak_exitcode;
+    // After a scan, the kinds leak_kinds names decide: what memcheck would call an error, never the
+    // blocks the program still points to.
+    if (const ScanOutcome* scan = LastScan(); scan != nullptr && scan->scanned) {
+      const track::ReachabilityResult& r = scan->program;
+      check.lost_blocks = ((o.leak_kinds & kLeakDefinite) ? r.definitely_lost.blocks : 0) +
+                          ((o.leak_kinds & kLeakIndirect) ? r.indirectly_lost.blocks : 0) +
+                          ((o.leak_kinds & kLeakPossible) ? r.possibly_lost.blocks : 0) +
+                          ((o.leak_kinds & kLeakReachable) ? r.still_reachable.blocks : 0);
+    }
+    const int64_t judged = check.lost_blocks >= 0 ? check.lost_blocks : check.leaks.blocks;
+    if (may_change_status && judged > 0) check.exit_status = o.leak_exitcode;
   }
   char path[1200];
   const char* reason = ReportSignal() != 0 ? "signal" : "exit";
@@ -820,10 +842,11 @@ int WriteReportAtExit(const Options& o, bool may_change_status) {
   if (!o.quiet && (written || check.exit_status != 0)) {
     // One line, whatever happened.
     char status[160] = "";
+    const long long judged_blocks = check.lost_blocks >= 0 ? check.lost_blocks : check.leaks.blocks;
     if (check.exit_status != 0) {
       snprintf(status, sizeof status, "%sthe program leaks %lld block%s: exit status %d (leak_exitcode)",
-               written ? "; " : "", static_cast<long long>(check.leaks.blocks),
-               check.leaks.blocks == 1 ? "" : "s", check.exit_status);
+               written ? "; " : "", static_cast<long long>(judged_blocks), judged_blocks == 1 ? "" : "s",
+               check.exit_status);
     }
     char line[1400];
     if (written) {

@@ -73,7 +73,8 @@ for prog_status in 0 3; do
       no_stderr "$name" "$mode"
       reports_ok "$name" "$mode" "$pool"
       leak_check "$name" "$mode" \
-          "c['program_leak_blocks'] == 3 and c['exit_status'] == $N and c['exact'] == ($track == 1)"
+          "c['program_leak_blocks'] == 3 and c['exit_status'] == $N and c['exact'] == ($track == 1) and
+           (c['lost_blocks'] == 3) == ($track == 1)"
     done
   done
 done
@@ -84,6 +85,26 @@ run_with_options leak_pooled pool1 "pool=1:quiet=1:leak_exitcode=$N:report=@REPO
 expect_status leak_pooled pool1 $N
 same_stdout leak_pooled pool1
 leak_check leak_pooled pool1 "c['program_leak_blocks'] == 1 and r['reconciliation']['pooled_live_blocks'] == 1"
+
+# 2b. Blocks the program still points to (a global) are not leaks by the default leak_kinds
+# (definite,indirect, as memcheck's errors): its own status; leak_kinds=reachable judges them; with
+# track=0 there is no scan and every live block counts.
+run_with_options kept bare - /dev/null -- "$prog" kept
+for pool in 1 0; do
+  run_with_options kept pool$pool "pool=$pool:quiet=1:leak_exitcode=$N:report=@REPORT@" /dev/null -- "$prog" kept
+  expect_status kept pool$pool 0
+  same_stdout kept pool$pool
+  leak_check kept pool$pool "c['judged_by'] == 'reachability' and c['lost_blocks'] == 0 and
+      r['reachability']['still_reachable']['blocks'] >= 3 and c['program_leak_blocks'] == 3"
+  run_with_options kept reach$pool "pool=$pool:quiet=1:leak_exitcode=$N:leak_kinds=reachable:report=@REPORT@" \
+      /dev/null -- "$prog" kept
+  expect_status kept reach$pool $N
+  leak_check kept reach$pool "c['lost_blocks'] == r['reachability']['still_reachable']['blocks'] and
+      r['options']['leak_kinds'] == 'reachable'"
+done
+run_with_options kept track0 "track=0:quiet=1:leak_exitcode=$N:report=@REPORT@" /dev/null -- "$prog" kept
+expect_status kept track0 $N
+leak_check kept track0 "c['judged_by'] == 'live_blocks' and c['lost_blocks'] is None"
 
 # 3. Frees everything: its own status, though pools, stdio's buffer and start-up blocks are live.
 for prog_status in 0 3; do

@@ -92,10 +92,10 @@ flags:
   --lib=PATH          libpoolscope.so to preload (found as for `run`)
   --report-dir=DIR    write the reports to DIR/off.json and DIR/on.json (default: a new
                       temporary directory); they stay there for `poolscope diff` and `report`
-  --fail-on-leak      exit 1 when the program itself still holds blocks at exit in either run:
-                      leak_check.program_leak_blocks with --options=leak_exitcode=N (start-up
-                      blocks and stdio's buffers left out), else logical.live_blocks; pooled
-                      blocks count as the program's, pools never do
+  --fail-on-leak      exit 1 when the program itself loses blocks in either run: definitely or
+                      indirectly lost blocks (the reachability scan, track=1); without a scan,
+                      leak_check.program_leak_blocks with --options=leak_exitcode=N, else
+                      logical.live_blocks; pooled blocks count as the program's, pools never do
   -h, --help          this text
 
 exit status: the first nonzero exit status of CMD (run 1, then run 2), as `run` passes it
@@ -109,9 +109,9 @@ Prints the table of `poolscope compare` from two saved reports, A (before) and B
 verdict of B. Wall time comes from the reports' start and end times.
 
 flags:
-  --fail-on-leak   exit 1 when the program still holds blocks at exit in A or B: as for compare,
-                   leak_check.program_leak_blocks when both reports have it, else
-                   logical.live_blocks
+  --fail-on-leak   exit 1 when the program loses blocks in A or B: as for compare, definitely
+                   or indirectly lost blocks when both reports were scanned, else
+                   leak_check.program_leak_blocks when both have it, else logical.live_blocks
   -h, --help       this text
 
 exit status: 0; 1 when --fail-on-leak finds a leak; 2 for bad usage or an unreadable report.
@@ -484,15 +484,30 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
 // ---------------------------------------------------------------------------------------------
 // compare and diff
 
-// --fail-on-leak judges the blocks the program itself still holds at exit, a figure pooling does not
-// change: leak_check.program_leak_blocks when both reports have it (leak_exitcode was set: start-up
-// blocks and stdio's buffers left out), else logical.live_blocks. Not the detector view's
-// program_leak_blocks: that one leaves out the program's blocks that sit in pools, so it drops when
-// pooling is on although the program leaks exactly as much.
+// --fail-on-leak judges the program's own lost blocks, a figure pooling does not change: definitely
+// plus indirectly lost (memcheck's errors by default) when both reports were scanned for
+// reachability; else leak_check.program_leak_blocks when both reports have it (leak_exitcode was set:
+// start-up blocks and stdio's buffers left out), else logical.live_blocks. Never the detector view's
+// figures: those leave out the program's blocks that sit in pools, so they drop when pooling is on
+// although the program leaks exactly as much.
+std::optional<int64_t> LostBlocks(const nlohmann::json& report) {
+  const nlohmann::json* scanned = report.contains("reachability") ? &report["reachability"] : nullptr;
+  if (scanned == nullptr || !scanned->value("scanned", false)) return std::nullopt;
+  std::optional<int64_t> definite = Count(report, "reachability.definitely_lost.blocks");
+  std::optional<int64_t> indirect = Count(report, "reachability.indirectly_lost.blocks");
+  if (!definite || !indirect) return std::nullopt;
+  return *definite + *indirect;
+}
+
 int LeakExit(const nlohmann::json& before, const nlohmann::json& after, std::ostream& err) {
-  const char* field = "leak_check.program_leak_blocks";
-  std::optional<int64_t> a = Count(before, field);
-  std::optional<int64_t> b = Count(after, field);
+  const char* field = "reachability: definitely + indirectly lost";
+  std::optional<int64_t> a = LostBlocks(before);
+  std::optional<int64_t> b = LostBlocks(after);
+  if (!a || !b) {
+    field = "leak_check.program_leak_blocks";
+    a = Count(before, field);
+    b = Count(after, field);
+  }
   if (!a || !b) {
     field = "logical.live_blocks";
     a = Count(before, field);
