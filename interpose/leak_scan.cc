@@ -54,6 +54,17 @@ class InternalScratch : public track::ScratchMemory {
     }
     InternalFree(p, Round(bytes));
   }
+  // Grows a mapping made by Map without copying it (mremap); nullptr (the old one intact) on failure.
+  void* Grow(void* p, size_t old_bytes, size_t new_bytes) {
+    void* q = InternalRealloc(p, Round(old_bytes), Round(new_bytes));
+    if (q == nullptr) return nullptr;
+    for (RootRange& r : live_) {
+      if (r.begin == reinterpret_cast<uintptr_t>(p)) {
+        r = RootRange{reinterpret_cast<uintptr_t>(q), reinterpret_cast<uintptr_t>(q) + Round(new_bytes)};
+      }
+    }
+    return q;
+  }
   // Its mappings now (a mapping beyond the list's room is not listed: the roots then include it).
   template <typename F>
   void ForEachLive(F&& fn) const {
@@ -72,17 +83,15 @@ class InternalScratch : public track::ScratchMemory {
 template <typename T>
 class Array {
  public:
-  explicit Array(track::ScratchMemory& m) : m_(m) {}
+  explicit Array(InternalScratch& m) : m_(m) {}
   ~Array() {
     if (p_ != nullptr) m_.Unmap(p_, cap_ * sizeof(T));
   }
   bool Push(const T& v) {
     if (n_ == cap_) {
       size_t cap = cap_ == 0 ? 4096 : 2 * cap_;
-      T* q = static_cast<T*>(m_.Map(cap * sizeof(T)));
+      T* q = static_cast<T*>(p_ == nullptr ? m_.Map(cap * sizeof(T)) : m_.Grow(p_, cap_ * sizeof(T), cap * sizeof(T)));
       if (q == nullptr) return false;
-      if (n_ != 0) memcpy(q, p_, n_ * sizeof(T));
-      if (p_ != nullptr) m_.Unmap(p_, cap_ * sizeof(T));
       p_ = q;
       cap_ = cap;
     }
@@ -99,7 +108,7 @@ class Array {
   }
 
  private:
-  track::ScratchMemory& m_;
+  InternalScratch& m_;
   T* p_ = nullptr;
   size_t n_ = 0, cap_ = 0;
 };
@@ -229,10 +238,24 @@ void PushRange(uintptr_t b, uintptr_t e, void* arg) {
 
 struct Collect {
   Array<ScanBlock>* blocks;
-  Array<uintptr_t>* pooled;  // starts of the pooled ones
-  Array<uintptr_t>* real;    // starts of the real ones (the real allocator's blocks)
+  Array<uintptr_t>* pooled;   // starts of the pooled ones
+  Array<ScanBlock>* dblocks;  // the real ones (the real allocator's blocks), for the detector's view
   bool ok;
 };
+
+// Marks hit[i] for the mapping i that contains `a` (maps are in address order).
+void MarkMapping(const track::ProcMaps& maps, uintptr_t a, uint8_t* hit) {
+  size_t lo = 0, hi = maps.size();
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (maps[mid].end <= a) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  if (lo < maps.size() && maps[lo].start <= a) hit[lo] = 1;
+}
 
 // A glibc thread's descriptor: tcbhead_t starts with `tcb` and has `self` two words on, both pointing
 // at the descriptor itself.
@@ -245,15 +268,16 @@ bool LooksLikeThreadPointer(track::MemoryReader& reader, uintptr_t tp) {
 void Classify(const ScanInputs& in, ScanOutcome* out) {
   const uint64_t t0 = NowMs();
   Array<ScanBlock> blocks(g_scratch);
-  Array<uintptr_t> pooled(g_scratch), real(g_scratch);
-  Collect c{&blocks, &pooled, &real, true};
+  Array<uintptr_t> pooled(g_scratch);
+  Array<ScanBlock> dblocks(g_scratch);
+  Collect c{&blocks, &pooled, &dblocks, true};
   ForEachLiveBlockInfo(
       [](uintptr_t p, uint64_t size, bool is_pooled, void* arg) {
         auto* c = static_cast<Collect*>(arg);
         ScanBlock b = {};
         b.start = p;
         b.size = size;
-        c->ok = c->ok && c->blocks->Push(b) && (is_pooled ? c->pooled : c->real)->Push(p);
+        c->ok = c->ok && c->blocks->Push(b) && (is_pooled ? c->pooled->Push(p) : c->dblocks->Push(b));
       },
       &c);
   if (!c.ok) {
@@ -281,15 +305,10 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
         },
         &pc);
   }
-  // Every address the real allocator handed out: a mapping holding one is the allocator's heap.
-  Array<uintptr_t> heap_addrs(g_scratch);
-  for (size_t i = 0; i < real.size() && c.ok; ++i) c.ok = heap_addrs.Push(real[i]);
-  for (size_t i = 0; i < pools.size() && c.ok; ++i) c.ok = heap_addrs.Push(pools[i].real);
   if (!c.ok || !pc.ok) {
     out->not_scanned_why = "no memory for the scan";
     return;
   }
-  std::sort(heap_addrs.data(), heap_addrs.data() + heap_addrs.size());
 
   track::ProcMaps maps(g_scratch);
   if (!maps.Read()) {
@@ -322,7 +341,9 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     out->not_scanned_why = "no memory for the scan";
     return;
   }
-  track::MappingsContaining(maps, heap_addrs.data(), heap_addrs.size(), hit.data());
+  // Every address the real allocator handed out: a mapping holding one is the allocator's heap.
+  for (size_t i = 0; i < dblocks.size(); ++i) MarkMapping(maps, dblocks[i].start, hit.data());
+  for (size_t i = 0; i < pools.size(); ++i) MarkMapping(maps, pools[i].real, hit.data());
   OwnObject self_object = {};
   dl_iterate_phdr(FindOwnObject, &self_object);
   // Offsets from a thread's ThreadState to its thread pointer and to its TLS block of ours.
@@ -460,14 +481,6 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   blocks.Release();
 
   // The detector's view: the real blocks (unpooled blocks and pools), poolscope's memory as roots.
-  Array<ScanBlock> dblocks(g_scratch);
-  for (size_t i = 0; i < g_nblocks && c.ok; ++i) {
-    if (std::binary_search(pooled.data(), pooled.data() + pooled.size(), g_blocks[i].start)) continue;
-    ScanBlock b = {};
-    b.start = g_blocks[i].start;
-    b.size = g_blocks[i].size;
-    c.ok = dblocks.Push(b);
-  }
   for (size_t i = 0; i < pools.size() && c.ok; ++i) {
     ScanBlock b = {};
     b.start = pools[i].real;
