@@ -39,6 +39,8 @@ p.meta { color: #555f70; margin: 2px 0; font-size: 13px; word-break: break-all; 
 .card { border: 1px solid #d5d9e0; border-radius: 6px; padding: 8px 14px; flex: 1 1 0; }
 .card .n { font-size: 22px; font-weight: bold; }
 .card .l { font-size: 12px; color: #555f70; }
+.cards.detector .card { background: #f7f8fa; }
+.cards.detector .n { font-size: 18px; color: #555f70; }
 table { border-collapse: collapse; font-size: 13px; }
 th, td { padding: 4px 10px; border-bottom: 1px solid #e6e9ee; text-align: left; vertical-align: top; }
 td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; }
@@ -276,41 +278,131 @@ std::string LedgerTableHtml(const json& report) {
          "</table>\n";
 }
 
+// A leak group's reachability class as words ("definitely lost"), or "" when none is recorded.
+std::string KindName(const json& leak) {
+  std::string kind = String(leak, "kind").value_or("");
+  std::replace(kind.begin(), kind.end(), '_', ' ');
+  return kind;
+}
+
+// Definitely, indirectly, possibly lost, no class recorded; still reachable is not listed.
+int KindRank(const json& leak) {
+  std::string kind = String(leak, "kind").value_or("");
+  if (kind == "definitely_lost") return 0;
+  if (kind == "indirectly_lost") return 1;
+  if (kind == "possibly_lost") return 2;
+  return 3;
+}
+
+std::string StackCell(const json& leak) {
+  std::string stack;
+  const json* frames = Find(leak, "stack");
+  if (frames != nullptr && frames->is_array()) {
+    for (const json& frame : *frames) {
+      std::string where = FrameWhere(frame);
+      stack += E(FrameFunction(frame));
+      if (!where.empty()) stack += " <span class=\"where\">" + E(where) + "</span>";
+      stack += "<br>\n";
+    }
+  }
+  return stack.empty() ? "(no stack recorded)" : stack;
+}
+
+// The lost groups (definitely and indirectly lost first, then possibly lost, each by bytes; in a
+// report without a scan, every group by bytes), then still reachable in one line.
 std::string LeakTable(const json& report) {
   const json* leaks = Find(report, "leaks");
   if (leaks == nullptr || !leaks->is_array() || leaks->empty()) {
     return "<p>No live logical blocks at exit.</p>\n";
   }
-  std::vector<const json*> sorted;
-  for (const json& leak : *leaks) sorted.push_back(&leak);
+  std::vector<const json*> sorted, reachable;
+  for (const json& leak : *leaks) {
+    (String(leak, "kind").value_or("") == "still_reachable" ? reachable : sorted).push_back(&leak);
+  }
   std::stable_sort(sorted.begin(), sorted.end(), [](const json* a, const json* b) {
+    int rank_a = KindRank(*a), rank_b = KindRank(*b);
+    if (rank_a != rank_b) return rank_a < rank_b;
     return Count(*a, "bytes").value_or(0) > Count(*b, "bytes").value_or(0);
   });
-  std::string out =
-      "<table><tr><th class=\"n\">#</th><th class=\"n\">bytes</th><th class=\"n\">blocks</th>"
-      "<th>allocation stack (innermost first)</th></tr>\n";
+  std::string out;
+  if (sorted.empty()) {
+    out += "<p>No lost blocks.</p>\n";
+  } else {
+    out += "<table><tr><th class=\"n\">#</th><th>kind</th><th class=\"n\">bytes</th>"
+           "<th class=\"n\">blocks</th><th class=\"n\">in pools</th>"
+           "<th>allocation stack (innermost first)</th></tr>\n";
+  }
   for (size_t i = 0; i < sorted.size() && i < static_cast<size_t>(kLeaksShown); ++i) {
     const json& leak = *sorted[i];
-    std::string stack;
-    const json* frames = Find(leak, "stack");
-    if (frames != nullptr && frames->is_array()) {
-      for (const json& frame : *frames) {
-        std::string where = FrameWhere(frame);
-        stack += E(FrameFunction(frame));
-        if (!where.empty()) stack += " <span class=\"where\">" + E(where) + "</span>";
-        stack += "<br>\n";
-      }
-    }
-    if (stack.empty()) stack = "(no stack recorded)";
-    out += fmt::format("<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
+    std::optional<int64_t> pooled = Count(leak, "pooled_blocks");
+    out += fmt::format("<tr><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td>"
+                       "<td class=\"n\">{}</td><td class=\"n\">{}</td>"
                        "<td class=\"stack\">{}</td></tr>\n",
-                       i + 1, E(Thousands(Count(leak, "bytes"))),
-                       E(Thousands(Count(leak, "blocks"))), stack);
+                       i + 1, E(KindName(leak)), E(Thousands(Count(leak, "bytes"))),
+                       E(Thousands(Count(leak, "blocks"))),
+                       pooled ? E(Thousands(pooled)) : std::string(), StackCell(leak));
   }
-  out += "</table>\n";
+  if (!sorted.empty()) out += "</table>\n";
   if (sorted.size() > static_cast<size_t>(kLeaksShown)) {
     out += fmt::format("<p>{} more stacks not shown.</p>\n",
                        sorted.size() - static_cast<size_t>(kLeaksShown));
+  }
+  if (!reachable.empty()) {
+    std::optional<int64_t> blocks = ReachabilityBlocks(report, "reachability", "still_reachable");
+    std::optional<int64_t> bytes = ReachabilityBytes(report, "reachability", "still_reachable");
+    std::stable_sort(reachable.begin(), reachable.end(), [](const json* a, const json* b) {
+      return Count(*a, "bytes").value_or(0) > Count(*b, "bytes").value_or(0);
+    });
+    std::string names;
+    for (size_t i = 0; i < reachable.size() && i < 3; ++i) {
+      const json* stack = Find(*reachable[i], "stack");
+      names += (names.empty() ? "" : ", ") + std::string("<code>") +
+               E(stack != nullptr && stack->is_array() && !stack->empty()
+                     ? FrameFunction(stack->front())
+                     : std::string("(no stack)")) +
+               "</code>";
+    }
+    out += fmt::format("<p class=\"reachable\">Still reachable: {} blocks ({}) in {} stacks; "
+                       "largest: {}.</p>\n",
+                       E(Thousands(blocks)), E(Bytes(bytes)), reachable.size(), names);
+  }
+  return out;
+}
+
+// The program's live logical blocks by reachability class, and what a detector below poolscope
+// reports of them.
+std::string ReachabilityHtml(const json& report) {
+  const json* reachability = Find(report, "reachability");
+  if (reachability == nullptr || !reachability->is_object()) return "";
+  std::string out = "<h2>Reachability of the live logical blocks at exit</h2>\n";
+  if (!Bool(*reachability, "scanned").value_or(false)) {
+    std::optional<std::string> why = String(*reachability, "not_scanned_why");
+    return out + "<p>Not scanned" + (why ? ": " + E(*why) : std::string()) + ".</p>\n";
+  }
+  constexpr std::string_view kDetector = "reconciliation.detector_view.reachability";
+  const char* kinds[] = {"definitely_lost", "indirectly_lost", "possibly_lost", "still_reachable"};
+  out += "<table><tr><th></th><th class=\"n\">program (blocks)</th><th class=\"n\">program "
+         "(bytes)</th><th class=\"n\">detector below poolscope (blocks)</th>"
+         "<th class=\"n\">detector below poolscope (bytes)</th></tr>\n";
+  for (const char* kind : kinds) {
+    std::string name = kind;
+    std::replace(name.begin(), name.end(), '_', ' ');
+    out += fmt::format("<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
+                       "<td class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
+                       E(name), E(Thousands(ReachabilityBlocks(report, "reachability", kind))),
+                       E(Bytes(ReachabilityBytes(report, "reachability", kind))),
+                       E(Thousands(ReachabilityBlocks(report, kDetector, kind))),
+                       E(Bytes(ReachabilityBytes(report, kDetector, kind))));
+  }
+  out += "</table>\n";
+  out += fmt::format(
+      "<p>Of the program's lost blocks, {} ({}) sit in pools, where a detector below poolscope "
+      "cannot see them.</p>\n",
+      E(Thousands(Count(report, "reconciliation.detector_view.hidden_in_pools.blocks"))),
+      E(Bytes(Count(report, "reconciliation.detector_view.hidden_in_pools.bytes"))));
+  if (std::optional<std::string> sentence =
+          String(report, "reconciliation.detector_view.reachability_verdict")) {
+    out += "<div class=\"verdict\">" + E(*sentence) + "</div>\n";
   }
   return out;
 }
@@ -344,13 +436,23 @@ std::string HtmlReport(const json& report, const std::string& path) {
   if (!argv.empty()) page += fmt::format("<p class=\"meta\">argv: <code>{}</code></p>\n", E(argv));
   page += fmt::format("<div class=\"verdict\">{}</div>\n", E(Verdict(json::object(), report)));
   page += "<div class=\"cards\">\n";
+  // The headline: the program's own lost blocks, which pooling does not change.
+  if (Find(report, "reachability") != nullptr) {
+    page += Card(Thousands(LostBlocks(report)), "the program's lost blocks (definitely + indirectly)");
+  }
   page += Card(Thousands(logical), "logical allocations (program)");
   page += Card(Thousands(Count(report, "real.allocs")), "real allocations (allocator below)");
   page += Card(Percent(hits, logical), "served from pools");
+  page += "</div>\n";
+  page += "<div class=\"cards detector\">\n";
+  if (Find(report, "reconciliation.detector_view.reachability") != nullptr) {
+    page += Card(Thousands(DetectorLostBlocks(report)),
+                 "detector view: lost blocks a reachability checker below poolscope reports");
+  }
   page += Card(Thousands(Count(report, "reconciliation.detector_view.unfreed_blocks")),
-               "unfreed blocks a leak detector sees");
+               "detector view: unfreed blocks a leak detector below poolscope sees");
   page += Card(Thousands(Count(report, "reconciliation.detector_view.program_leak_blocks")),
-               "of which the program's own leaks");
+               "detector view: of which the program's own blocks");
   page += "</div>\n";
   page += "<div class=\"charts\">\n<div>\n<h2>The two ledgers</h2>\n" + LedgerChart(report) +
           "</div>\n<div>\n<h2>Request sizes</h2>\n" + SizeChart(report) + "</div>\n</div>\n";
@@ -364,7 +466,8 @@ std::string HtmlReport(const json& report, const std::string& path) {
       !balanced ? "n/a"
                 : *balanced ? "<span class=\"ok\">balanced</span>"
                             : "<span class=\"bad\">NOT balanced</span>");
-  page += "<h2>Largest leaks (live logical blocks at exit)</h2>\n" + LeakTable(report);
+  page += ReachabilityHtml(report);
+  page += "<h2>Leaks (live logical blocks at exit, lost first)</h2>\n" + LeakTable(report);
   page += "<h2>Ledgers</h2>\n" + LedgerTableHtml(report);
   page += fmt::format(
       "<h2>Pool</h2>\n<p>pool size {}, {} pools per thread; hits {}; pools created {}, reused {}, "

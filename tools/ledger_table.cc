@@ -1,8 +1,9 @@
 // File: tools/ledger_table.cc
 //
 // See ledger_table.h. The row list is the contract of SPEC.md's `compare`: logical allocations,
-// real allocations and frees, real blocks live at exit, the detector view and its split, pool
-// figures, wall time and peak RSS.
+// real allocations and frees, real blocks live at exit, the program's lost and possibly lost blocks
+// (from `reachability`), the detector view (its lost blocks, its unfreed blocks and their split),
+// pool figures, wall time and peak RSS. A figure a report lacks prints "n/a".
 #include "tools/ledger_table.h"
 
 #include <algorithm>
@@ -62,6 +63,46 @@ std::optional<int64_t> ProgramLeakBlocks(const json& report) {
   return Count(report, "reconciliation.detector_view.program_leak_blocks");
 }
 
+namespace {
+
+std::optional<int64_t> ReachabilityFigure(const json& report, std::string_view object_path,
+                                          std::string_view kind, std::string_view unit) {
+  const json* object = Find(report, object_path);
+  if (object == nullptr || !object->is_object()) return std::nullopt;
+  if (!Bool(*object, "scanned").value_or(false)) return std::nullopt;
+  const json* figures = Find(*object, kind);
+  if (figures == nullptr) return std::nullopt;
+  return Count(*figures, unit);
+}
+
+std::optional<int64_t> Sum(std::optional<int64_t> a, std::optional<int64_t> b) {
+  if (!a || !b) return std::nullopt;
+  return *a + *b;
+}
+
+}  // namespace
+
+std::optional<int64_t> ReachabilityBlocks(const json& report, std::string_view object_path,
+                                          std::string_view kind) {
+  return ReachabilityFigure(report, object_path, kind, "blocks");
+}
+
+std::optional<int64_t> ReachabilityBytes(const json& report, std::string_view object_path,
+                                         std::string_view kind) {
+  return ReachabilityFigure(report, object_path, kind, "bytes");
+}
+
+std::optional<int64_t> LostBlocks(const json& report) {
+  return Sum(ReachabilityBlocks(report, "reachability", "definitely_lost"),
+             ReachabilityBlocks(report, "reachability", "indirectly_lost"));
+}
+
+std::optional<int64_t> DetectorLostBlocks(const json& report) {
+  constexpr std::string_view kDetector = "reconciliation.detector_view.reachability";
+  return Sum(ReachabilityBlocks(report, kDetector, "definitely_lost"),
+             ReachabilityBlocks(report, kDetector, "indirectly_lost"));
+}
+
 std::string Verdict(const json& before, const json& after) {
   std::optional<std::string> given = String(after, "reconciliation.detector_view.verdict");
   if (given && !given->empty()) return OneLine(*given);
@@ -94,11 +135,22 @@ std::string Verdict(const json& before, const json& after) {
 std::string LedgerTable(const json& before, const RunFacts& before_facts, const json& after,
                         const RunFacts& after_facts, const std::string& before_label,
                         const std::string& after_label) {
+  auto figure_row = [](const std::string& label, std::optional<int64_t> a,
+                       std::optional<int64_t> b) {
+    return Row{label, Thousands(a), Thousands(b), Change(a, b)};
+  };
   std::vector<Row> rows = {
       CountRow("logical allocations", before, after, "logical.allocs"),
       CountRow("real allocations", before, after, "real.allocs"),
       CountRow("real frees", before, after, "real.frees"),
       CountRow("real blocks live at exit", before, after, "real.live_blocks"),
+      // The program's own lost blocks: the headline, which pooling does not change.
+      figure_row("lost blocks (definitely + indirectly)", LostBlocks(before), LostBlocks(after)),
+      figure_row("possibly lost blocks",
+                 ReachabilityBlocks(before, "reachability", "possibly_lost"),
+                 ReachabilityBlocks(after, "reachability", "possibly_lost")),
+      figure_row("detector view: lost blocks (below poolscope)", DetectorLostBlocks(before),
+                 DetectorLostBlocks(after)),
       CountRow("detector view: unfreed blocks", before, after,
                "reconciliation.detector_view.unfreed_blocks"),
       CountRow("  of which program leaks", before, after,

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "nlohmann/json.hpp"
 
@@ -35,6 +36,26 @@ std::string Verdict(const nlohmann::json& before, const nlohmann::json& after);
 
 // The program's own unfreed blocks (detector_view.program_leak_blocks), else std::nullopt.
 std::optional<int64_t> ProgramLeakBlocks(const nlohmann::json& report);
+
+// The blocks of one reachability class ("definitely_lost", "indirectly_lost", "possibly_lost",
+// "still_reachable") in the reachability object at `object_path` ("reachability" for the
+// program's live logical blocks, "reconciliation.detector_view.reachability" for what a detector
+// below poolscope sees); std::nullopt when the object is absent, says `scanned: false`, or lacks
+// the class.
+std::optional<int64_t> ReachabilityBlocks(const nlohmann::json& report,
+                                          std::string_view object_path, std::string_view kind);
+
+// The same in bytes.
+std::optional<int64_t> ReachabilityBytes(const nlohmann::json& report,
+                                         std::string_view object_path, std::string_view kind);
+
+// The program's lost blocks: definitely plus indirectly lost in `reachability`, a figure pooling
+// does not change; std::nullopt when the report has no scan.
+std::optional<int64_t> LostBlocks(const nlohmann::json& report);
+
+// What a leak detector below poolscope reports as lost (definitely plus indirectly), from
+// reconciliation.detector_view.reachability; std::nullopt when the report has none.
+std::optional<int64_t> DetectorLostBlocks(const nlohmann::json& report);
 
 }  // namespace poolscope::tools
 

@@ -1,8 +1,10 @@
 // File: tools/text_report.cc
 //
 // See text_report.h. Sections, in order: process, totals, the two ledgers side by side (with
-// by_api), the pool, the reconciliation and the detector view with its verdict, the largest leaks
-// with their stacks, errors. Every string taken from the report goes through OneLine() so that it
+// by_api), the pool, the program's live blocks by reachability class (when the report has a scan),
+// the reconciliation and the detector view with its verdicts, the leaks (lost groups first with
+// their stacks, still reachable in one line; the largest groups by bytes in a report without a
+// scan), errors. Every string taken from the report goes through OneLine() so that it
 // cannot break the layout.
 #include "tools/text_report.h"
 
@@ -34,6 +36,11 @@ std::string Basename(const std::string& path) {
 }
 
 std::string Heading(const std::string& title) { return fmt::format("\n{}\n", title); }
+
+// "1 block (32 B)".
+std::string BlocksAndBytes(std::optional<int64_t> blocks, std::optional<int64_t> bytes) {
+  return fmt::format("{} block{} ({})", Thousands(blocks), blocks == 1 ? "" : "s", Bytes(bytes));
+}
 
 }  // namespace
 
@@ -207,6 +214,26 @@ std::string ReconciliationSection(const json& report) {
                      Thousands(Count(report, "reconciliation.detector_view.pool_blocks")),
                      Thousands(Count(report, "reconciliation.detector_view.internal_blocks")));
   out += fmt::format("  verdict: {}\n", Verdict(json::object(), report));
+  constexpr std::string_view kDetector = "reconciliation.detector_view.reachability";
+  if (Bool(report, "reconciliation.detector_view.reachability.scanned").value_or(false)) {
+    auto figure = [&](std::string_view kind) {
+      return BlocksAndBytes(ReachabilityBlocks(report, kDetector, kind),
+                            ReachabilityBytes(report, kDetector, kind));
+    };
+    out += fmt::format(
+        "  a reachability checker below poolscope (memcheck, LeakSanitizer) reports {} lost "
+        "blocks (definitely + indirectly)\n    definitely {}, indirectly {}, possibly {}, still "
+        "reachable {}\n",
+        Thousands(DetectorLostBlocks(report)), figure("definitely_lost"),
+        figure("indirectly_lost"), figure("possibly_lost"), figure("still_reachable"));
+    out += fmt::format("  the program's lost blocks it cannot see, in pools: {}\n",
+                       BlocksAndBytes(Count(report, "reconciliation.detector_view.hidden_in_pools.blocks"),
+                                      Count(report, "reconciliation.detector_view.hidden_in_pools.bytes")));
+  }
+  if (std::optional<std::string> sentence =
+          String(report, "reconciliation.detector_view.reachability_verdict")) {
+    out += fmt::format("  reachability verdict: {}\n", OneLine(*sentence));
+  }
   return out;
 }
 
@@ -222,7 +249,89 @@ void AppendStack(const json& stack, const std::string& indent, std::string* out)
   }
 }
 
-std::string LeaksSection(const json& report) {
+// The order lost groups are listed in: definitely, indirectly, possibly lost, then groups of no
+// known class.
+int KindRank(const json& leak) {
+  std::string kind = String(leak, "kind").value_or("");
+  if (kind == "definitely_lost") return 0;
+  if (kind == "indirectly_lost") return 1;
+  if (kind == "possibly_lost") return 2;
+  return 3;
+}
+
+bool IsStillReachable(const json& leak) {
+  return String(leak, "kind").value_or("") == "still_reachable";
+}
+
+// "definitely lost" for "definitely_lost".
+std::string KindName(const std::string& kind) {
+  std::string name = OneLine(kind);
+  std::replace(name.begin(), name.end(), '_', ' ');
+  return name;
+}
+
+// The report's leak groups carry a reachability class (or the report says a scan ran).
+bool LeaksClassified(const json& report) {
+  if (Bool(report, "reachability.scanned").value_or(false)) return true;
+  const json* leaks = Find(report, "leaks");
+  if (leaks == nullptr || !leaks->is_array()) return false;
+  for (const json& leak : *leaks) {
+    if (String(leak, "kind")) return true;
+  }
+  return false;
+}
+
+// One leak group's title line: "#1  definitely lost  32 B in 1 block, 1 in pools".
+std::string LeakLine(const json& leak, size_t number) {
+  std::optional<int64_t> blocks = Count(leak, "blocks");
+  std::optional<std::string> kind = String(leak, "kind");
+  std::optional<int64_t> pooled = Count(leak, "pooled_blocks");
+  std::string in_pools;
+  if (pooled.value_or(0) > 0) {
+    in_pools = pooled == blocks ? ", all in pools" : fmt::format(", {} in pools", Thousands(pooled));
+  }
+  return fmt::format("  #{}  {}{} in {} block{}{}\n", number,
+                     kind ? KindName(*kind) + "  " : std::string(), Bytes(Count(leak, "bytes")),
+                     Thousands(blocks), blocks == 1 ? "" : "s", in_pools);
+}
+
+// Still reachable in one line: the class's totals and the innermost functions of its largest
+// stacks.
+std::string StillReachableLine(const json& report, const std::vector<const json*>& groups) {
+  std::optional<int64_t> blocks = ReachabilityBlocks(report, "reachability", "still_reachable");
+  std::optional<int64_t> bytes = ReachabilityBytes(report, "reachability", "still_reachable");
+  if (!blocks) {
+    // No totals in the report: add up the groups it lists.
+    int64_t sum_blocks = 0, sum_bytes = 0;
+    for (const json* group : groups) {
+      sum_blocks += Count(*group, "blocks").value_or(0);
+      sum_bytes += Count(*group, "bytes").value_or(0);
+    }
+    blocks = sum_blocks;
+    bytes = sum_bytes;
+  }
+  std::string out = "  still reachable: " + BlocksAndBytes(blocks, bytes);
+  if (!groups.empty()) {
+    std::vector<const json*> sorted = groups;
+    std::stable_sort(sorted.begin(), sorted.end(), [](const json* a, const json* b) {
+      return Count(*a, "bytes").value_or(0) > Count(*b, "bytes").value_or(0);
+    });
+    std::string names;
+    for (size_t i = 0; i < sorted.size() && i < 3; ++i) {
+      const json* stack = Find(*sorted[i], "stack");
+      std::string name = stack != nullptr && stack->is_array() && !stack->empty()
+                             ? FrameFunction(stack->front())
+                             : std::string("(no stack)");
+      names += (names.empty() ? "" : ", ") + name;
+    }
+    out += fmt::format(" in {} stack{}; largest: {}", Thousands(static_cast<int64_t>(groups.size())),
+                       groups.size() == 1 ? "" : "s", names);
+  }
+  return out + "\n";
+}
+
+// Before a reachability scan existed: the largest groups by bytes.
+std::string UnclassifiedLeaksSection(const json& report) {
   const json* leaks = Find(report, "leaks");
   size_t total = leaks != nullptr && leaks->is_array() ? leaks->size() : 0;
   std::string out = Heading(
@@ -235,13 +344,76 @@ std::string LeaksSection(const json& report) {
     return Count(*a, "bytes").value_or(0) > Count(*b, "bytes").value_or(0);
   });
   for (size_t i = 0; i < sorted.size() && i < static_cast<size_t>(kLeaksShown); ++i) {
-    const json& leak = *sorted[i];
-    std::optional<int64_t> blocks = Count(leak, "blocks");
-    out += fmt::format("  #{}  {} in {} block{}\n", i + 1, Bytes(Count(leak, "bytes")),
-                       Thousands(blocks), blocks == 1 ? "" : "s");
-    const json* stack = Find(leak, "stack");
+    out += LeakLine(*sorted[i], i + 1);
+    const json* stack = Find(*sorted[i], "stack");
     AppendStack(stack ? *stack : json(), "      ", &out);
   }
+  return out;
+}
+
+// Lost groups first (definitely, indirectly, then possibly lost, each by bytes), with their
+// stacks; still reachable in one line.
+std::string LeaksSection(const json& report) {
+  if (!LeaksClassified(report)) return UnclassifiedLeaksSection(report);
+  std::vector<const json*> lost, reachable;
+  if (const json* leaks = Find(report, "leaks"); leaks != nullptr && leaks->is_array()) {
+    for (const json& leak : *leaks) (IsStillReachable(leak) ? reachable : lost).push_back(&leak);
+  }
+  std::stable_sort(lost.begin(), lost.end(), [](const json* a, const json* b) {
+    int rank_a = KindRank(*a), rank_b = KindRank(*b);
+    if (rank_a != rank_b) return rank_a < rank_b;
+    return Count(*a, "bytes").value_or(0) > Count(*b, "bytes").value_or(0);
+  });
+  std::string out = Heading(fmt::format(
+      "LEAKS (live logical blocks at exit by reachability; {} of {} lost stacks, definitely and "
+      "indirectly lost first)",
+      std::min<size_t>(lost.size(), kLeaksShown), lost.size()));
+  if (lost.empty()) out += "  no lost blocks\n";
+  for (size_t i = 0; i < lost.size() && i < static_cast<size_t>(kLeaksShown); ++i) {
+    out += LeakLine(*lost[i], i + 1);
+    const json* stack = Find(*lost[i], "stack");
+    AppendStack(stack ? *stack : json(), "      ", &out);
+  }
+  if (lost.size() > static_cast<size_t>(kLeaksShown)) {
+    out += fmt::format("  ... {} more lost stacks\n",
+                       Thousands(static_cast<int64_t>(lost.size()) - kLeaksShown));
+  }
+  out += StillReachableLine(report, reachable);
+  return out;
+}
+
+// The program's live logical blocks by reachability class; nothing for a report written before
+// the scan existed.
+std::string ReachabilitySection(const json& report) {
+  const json* reachability = Find(report, "reachability");
+  if (reachability == nullptr || !reachability->is_object()) return "";
+  std::string out = Heading("REACHABILITY (live logical blocks at exit, classified as memcheck does)");
+  if (!Bool(*reachability, "scanned").value_or(false)) {
+    std::optional<std::string> why = String(*reachability, "not_scanned_why");
+    return out + fmt::format("  not scanned{}\n", why ? ": " + OneLine(*why) : "");
+  }
+  auto figure = [&](std::string_view kind) {
+    return BlocksAndBytes(ReachabilityBlocks(report, "reachability", kind),
+                          ReachabilityBytes(report, "reachability", kind));
+  };
+  std::optional<int64_t> lost_bytes;
+  if (auto d = ReachabilityBytes(report, "reachability", "definitely_lost"),
+      i = ReachabilityBytes(report, "reachability", "indirectly_lost");
+      d && i) {
+    lost_bytes = *d + *i;
+  }
+  out += fmt::format("  lost (definitely + indirectly): {}; definitely {}, indirectly {}\n",
+                     BlocksAndBytes(LostBlocks(report), lost_bytes), figure("definitely_lost"),
+                     figure("indirectly_lost"));
+  out += fmt::format("  possibly lost {}, still reachable {}\n", figure("possibly_lost"),
+                     figure("still_reachable"));
+  out += fmt::format("  scanned {} of roots and {} of blocks in {} ms; threads stopped {}, not "
+                     "stopped {}\n",
+                     Bytes(Count(*reachability, "roots_bytes")),
+                     Bytes(Count(*reachability, "heap_bytes_scanned")),
+                     Thousands(Count(*reachability, "scan_ms")),
+                     Thousands(Count(*reachability, "threads_stopped")),
+                     Thousands(Count(*reachability, "threads_not_stopped")));
   return out;
 }
 
@@ -304,7 +476,8 @@ std::string FrameWhere(const json& frame) {
 std::string TextReport(const json& report, const std::string& path) {
   std::string page = ProcessSection(report, path) + TotalsSection(report) +
                      LedgersSection(report) + PoolSection(report) +
-                     ReconciliationSection(report) + LeaksSection(report) + ErrorsSection(report);
+                     ReachabilitySection(report) + ReconciliationSection(report) +
+                     LeaksSection(report) + ErrorsSection(report);
   // Drop the spaces that column padding leaves at the ends of lines.
   std::string out;
   size_t start = 0;

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
@@ -50,6 +51,95 @@ TEST(TextReportTest, MinimalReportPrintsUnknowns) {
             std::string::npos);
 }
 
+// The leak_shapes list report (see LedgerTableTest below): 1 block of 32 B definitely lost and
+// 9 of 32 B indirectly lost, all in pools, and still reachable stdout's buffer (4096 B),
+// libstdc++'s emergency pool and the program's 200-byte block kept in a global.
+TEST(TextReportTest, ReachabilitySectionAndDetectorView) {
+  std::string text = TextReport(LoadData("reach_list_on.json"), "reach_list_on.json");
+  EXPECT_NE(text.find("\nREACHABILITY (live logical blocks at exit, classified as memcheck does)\n"
+                      "  lost (definitely + indirectly): 10 blocks (320 B); definitely 1 block "
+                      "(32 B), indirectly 9 blocks (288 B)\n"
+                      "  possibly lost 0 blocks (0 B), still reachable 3 blocks (75.2 KiB)\n"),
+            std::string::npos)
+      << text;
+  // The detector's figures are labelled as the detector's and come after the program's.
+  size_t detector = text.find(
+      "  a reachability checker below poolscope (memcheck, LeakSanitizer) reports 0 lost blocks "
+      "(definitely + indirectly)\n    definitely 0 blocks (0 B), indirectly 0 blocks (0 B), "
+      "possibly 5 blocks (600 B), still reachable 3 blocks (75.2 KiB)\n"
+      "  the program's lost blocks it cannot see, in pools: 10 blocks (320 B)\n"
+      "  reachability verdict: The program loses 10 blocks");
+  EXPECT_NE(detector, std::string::npos) << text;
+  EXPECT_LT(text.find("REACHABILITY"), detector);
+}
+
+TEST(TextReportTest, LostFirstMarkedInPoolsAndStillReachableInOneLine) {
+  std::string text = TextReport(LoadData("reach_list_on.json"), "reach_list_on.json");
+  size_t leaks = text.find("\nLEAKS (live logical blocks at exit by reachability; 2 of 2 lost "
+                           "stacks, definitely and indirectly lost first)\n");
+  ASSERT_NE(leaks, std::string::npos) << text;
+  size_t definitely = text.find("\n  #1  definitely lost  32 B in 1 block, all in pools\n"
+                                "      make_list  tests/programs/leak_shapes.c:50\n");
+  size_t indirectly = text.find("\n  #2  indirectly lost  288 B in 9 blocks, all in pools\n"
+                                "      make_list  tests/programs/leak_shapes.c:50\n");
+  size_t reachable = text.find(
+      "\n  still reachable: 3 blocks (75.2 KiB) in 3 stacks; largest: "
+      "libstdc++.so.6.0.30+0xa57b9, _IO_file_doallocate, make_list\n");
+  EXPECT_LT(leaks, definitely) << text;
+  EXPECT_LT(definitely, indirectly) << text;
+  EXPECT_LT(indirectly, reachable) << text;
+  EXPECT_NE(reachable, std::string::npos) << text;
+  // Still reachable stacks are not listed frame by frame.
+  EXPECT_EQ(text.find("leak_shapes.c:57"), std::string::npos) << text;
+  EXPECT_EQ(text.find("_IO_doallocbuf"), std::string::npos) << text;
+  EXPECT_EQ(text.find("LARGEST LEAKS"), std::string::npos) << text;
+}
+
+TEST(TextReportTest, KindOrderBeatsSize) {
+  nlohmann::json doc = LoadData("minimal.json");
+  auto group = [](const char* kind, int blocks, int bytes, int pooled, const char* function) {
+    return nlohmann::json{{"kind", kind},
+                          {"blocks", blocks},
+                          {"bytes", bytes},
+                          {"pooled_blocks", pooled},
+                          {"stack", {{{"function", function}}}}};
+  };
+  doc["leaks"] = {group("still_reachable", 1, 9000, 0, "big_reachable"),
+                  group("possibly_lost", 1, 5000, 0, "possibly"),
+                  group("indirectly_lost", 4, 400, 0, "indirectly"),
+                  group("definitely_lost", 2, 20, 1, "definitely_small"),
+                  group("definitely_lost", 3, 30, 0, "definitely_large"),
+                  group("still_reachable", 2, 100, 0, "small_reachable")};
+  std::string text = TextReport(doc, "x.json");
+  size_t order[] = {
+      text.find("  #1  definitely lost  30 B in 3 blocks\n      definitely_large\n"),
+      text.find("  #2  definitely lost  20 B in 2 blocks, 1 in pools\n      definitely_small\n"),
+      text.find("  #3  indirectly lost  400 B in 4 blocks\n      indirectly\n"),
+      text.find("  #4  possibly lost  4.9 KiB in 1 block\n      possibly\n"),
+      text.find("  still reachable: 3 blocks (8.9 KiB) in 2 stacks; largest: big_reachable, "
+                "small_reachable\n"),
+  };
+  for (size_t i = 0; i < std::size(order); ++i) {
+    EXPECT_NE(order[i], std::string::npos) << i << "\n" << text;
+    if (i > 0) {
+      EXPECT_LT(order[i - 1], order[i]) << i << "\n" << text;
+    }
+  }
+  EXPECT_EQ(text.find("#5"), std::string::npos) << text;
+}
+
+TEST(TextReportTest, NotScannedSaysWhy) {
+  nlohmann::json doc = LoadData("minimal.json");
+  doc["reachability"] = {{"scanned", false}, {"not_scanned_why", "track=0"}};
+  std::string text = TextReport(doc, "x.json");
+  EXPECT_NE(text.find("\nREACHABILITY (live logical blocks at exit, classified as memcheck does)\n"
+                      "  not scanned: track=0\n"),
+            std::string::npos)
+      << text;
+  // A report older than the scan has no such section.
+  EXPECT_EQ(TextReport(LoadData("report_on.json"), "r").find("REACHABILITY"), std::string::npos);
+}
+
 TEST(FoldedTest, MatchesGolden) {
   EXPECT_EQ(FoldedStacks(LoadData("report_on.json")), Golden("report_on.folded"));
 }
@@ -77,16 +167,77 @@ TEST(LedgerTableTest, DiffMatchesGolden) {
   EXPECT_EQ(golden.substr(golden.find("\n\n") + 2), table);
 }
 
+// The cells of the table row that starts with `label` (columns are separated by two or more
+// spaces); empty when there is no such row.
+std::vector<std::string> RowCells(const std::string& table, const std::string& label) {
+  std::istringstream lines(table);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind(label + "  ", 0) != 0) continue;
+    std::vector<std::string> cells;
+    size_t start = 0;
+    while (start < line.size()) {
+      size_t gap = line.find("  ", start);
+      std::string cell = line.substr(start, gap == std::string::npos ? gap : gap - start);
+      if (!cell.empty()) cells.push_back(cell);
+      if (gap == std::string::npos) break;
+      start = line.find_first_not_of(' ', gap);
+      if (start == std::string::npos) break;
+    }
+    return cells;
+  }
+  return {};
+}
+
 TEST(LedgerTableTest, RunFactsWinOverReportTimes) {
   RunFacts off{1.0, 2048}, on{0.5, 1024};
   std::string table = LedgerTable(LoadData("report_off.json"), off, LoadData("report_on.json"), on,
                                   "pooling off", "pooling on");
-  EXPECT_NE(table.find("wall time                          1.000 s     0.500 s  -0.500 s (-50.0%)"),
-            std::string::npos)
+  EXPECT_EQ(RowCells(table, "wall time"),
+            (std::vector<std::string>{"wall time", "1.000 s", "0.500 s", "-0.500 s (-50.0%)"}))
       << table;
-  EXPECT_NE(table.find("peak RSS                           2.0 MiB     1.0 MiB  -1.0 MiB (-50.0%)"),
-            std::string::npos)
+  EXPECT_EQ(RowCells(table, "peak RSS"),
+            (std::vector<std::string>{"peak RSS", "2.0 MiB", "1.0 MiB", "-1.0 MiB (-50.0%)"}))
       << table;
+}
+
+// leak_shapes list (tests/programs/leak_shapes.c) loses a 10-node list, 1 definitely and 9
+// indirectly lost, whatever pooling does; with pooling on its 32-byte nodes sit in pools, so a
+// detector below poolscope sees none of them lost.
+TEST(LedgerTableTest, LostBlocksFromReachabilityAndDetectorViewApart) {
+  std::string table = LedgerTable(LoadData("reach_list_off.json"), {},
+                                  LoadData("reach_list_on.json"), {}, "pooling off", "pooling on");
+  EXPECT_EQ(RowCells(table, "lost blocks (definitely + indirectly)"),
+            (std::vector<std::string>{"lost blocks (definitely + indirectly)", "10", "10", "0"}))
+      << table;
+  EXPECT_EQ(RowCells(table, "possibly lost blocks"),
+            (std::vector<std::string>{"possibly lost blocks", "0", "0", "0"}))
+      << table;
+  EXPECT_EQ(RowCells(table, "detector view: lost blocks (below poolscope)"),
+            (std::vector<std::string>{"detector view: lost blocks (below poolscope)", "10", "0",
+                                      "-10 (-100.0%)"}))
+      << table;
+  // The program's figure comes before the detector's.
+  EXPECT_LT(table.find("\nlost blocks (definitely + indirectly)"),
+            table.find("\ndetector view: lost blocks"));
+  EXPECT_EQ(LostBlocks(LoadData("reach_list_on.json")), 10);
+  EXPECT_EQ(DetectorLostBlocks(LoadData("reach_list_on.json")), 0);
+}
+
+TEST(LedgerTableTest, NoScanReadsAsUnknown) {
+  nlohmann::json scanned = LoadData("reach_list_on.json");
+  nlohmann::json not_scanned = scanned;
+  not_scanned["reachability"] = {{"scanned", false}, {"not_scanned_why", "track=0"}};
+  not_scanned["reconciliation"]["detector_view"].erase("reachability");
+  std::string table = LedgerTable(not_scanned, {}, scanned, {}, "A", "B");
+  EXPECT_EQ(RowCells(table, "lost blocks (definitely + indirectly)"),
+            (std::vector<std::string>{"lost blocks (definitely + indirectly)", "n/a", "10", "n/a"}))
+      << table;
+  EXPECT_EQ(RowCells(table, "detector view: lost blocks (below poolscope)"),
+            (std::vector<std::string>{"detector view: lost blocks (below poolscope)", "n/a", "0",
+                                      "n/a"}))
+      << table;
+  EXPECT_EQ(LostBlocks(LoadData("report_on.json")), std::nullopt);
 }
 
 TEST(VerdictTest, DerivedWhenTheReportHasNone) {
@@ -121,6 +272,46 @@ TEST(HtmlReportTest, SelfContainedEscapedAndComplete) {
   EXPECT_NE(html.find("std::vector&lt;Session*, std::allocator&lt;Session*&gt; &gt;::reserve"),
             std::string::npos);
   EXPECT_EQ(html.find("Registry<"), std::string::npos);
+}
+
+TEST(HtmlReportTest, ProgramLostBlocksHeadlineAndDetectorViewLabelled) {
+  std::string html = HtmlReport(LoadData("reach_list_on.json"), "reach_list_on.json");
+  size_t headline = html.find(
+      "<div class=\"card\"><div class=\"n\">10</div><div class=\"l\">the program&#39;s lost "
+      "blocks (definitely + indirectly)</div></div>");
+  size_t detector = html.find(
+      "<div class=\"card\"><div class=\"n\">0</div><div class=\"l\">detector view: lost blocks "
+      "a reachability checker below poolscope reports</div></div>");
+  EXPECT_NE(headline, std::string::npos);
+  EXPECT_NE(detector, std::string::npos);
+  EXPECT_LT(headline, detector);
+  // The first card of the page is the headline.
+  EXPECT_EQ(html.find("<div class=\"card\">"), headline);
+  // Every detector-view card says so.
+  EXPECT_NE(html.find("<div class=\"l\">detector view: unfreed blocks"), std::string::npos);
+  EXPECT_EQ(html.find("<div class=\"l\">unfreed blocks"), std::string::npos);
+  // The leak table: lost first with their class and how many sit in pools, still reachable in
+  // one line.
+  size_t definitely = html.find("<td>definitely lost</td><td class=\"n\">32</td>"
+                                "<td class=\"n\">1</td><td class=\"n\">1</td>");
+  size_t indirectly = html.find("<td>indirectly lost</td><td class=\"n\">288</td>"
+                                "<td class=\"n\">9</td><td class=\"n\">9</td>");
+  size_t reachable = html.find("Still reachable: 3 blocks (75.2 KiB) in 3 stacks; largest: "
+                               "<code>libstdc++.so.6.0.30+0xa57b9</code>");
+  EXPECT_NE(definitely, std::string::npos);
+  EXPECT_LT(definitely, indirectly);
+  EXPECT_LT(indirectly, reachable);
+  EXPECT_NE(reachable, std::string::npos);
+  EXPECT_EQ(html.find("<td>still reachable</td><td class=\"n\">72,704"), std::string::npos);
+  EXPECT_NE(html.find("Of the program's lost blocks, 10 (320 B) sit in pools"),
+            std::string::npos);
+}
+
+TEST(HtmlReportTest, ReportWithoutScanHasNoLostCard) {
+  std::string html = HtmlReport(LoadData("report_on.json"), "report_on.json");
+  EXPECT_EQ(html.find("lost blocks (definitely + indirectly)"), std::string::npos);
+  EXPECT_EQ(html.find("Reachability of"), std::string::npos);
+  EXPECT_NE(html.find("detector view: unfreed blocks"), std::string::npos);
 }
 
 TEST(HtmlReportTest, HostileStringsCannotBreakOut) {
