@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
+#include <sys/mman.h>
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -257,14 +258,6 @@ void MarkMapping(const track::ProcMaps& maps, uintptr_t a, uint8_t* hit) {
   if (lo < maps.size() && maps[lo].start <= a) hit[lo] = 1;
 }
 
-// A glibc thread's descriptor: tcbhead_t starts with `tcb` and has `self` two words on, both pointing
-// at the descriptor itself.
-bool LooksLikeThreadPointer(track::MemoryReader& reader, uintptr_t tp) {
-  uintptr_t w[3];
-  if (reader.Read(tp, w, sizeof w) != sizeof w) return false;
-  return w[0] == tp && w[2] == tp;
-}
-
 void Classify(const ScanInputs& in, ScanOutcome* out) {
   const uint64_t t0 = NowMs();
   Array<ScanBlock> blocks(g_scratch);
@@ -353,6 +346,12 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   uintptr_t lowest_tls = reinterpret_cast<uintptr_t>(pthread_self());
   dl_iterate_phdr(FindLowestTls, &lowest_tls);
   const uintptr_t tls_span = reinterpret_cast<uintptr_t>(pthread_self()) - lowest_tls;
+  constexpr size_t kDescriptorWindow = 65536;
+  auto* window = static_cast<uintptr_t*>(g_scratch.Map(kDescriptorWindow));
+  if (window == nullptr) {
+    out->not_scanned_why = "no memory for the scan";
+    return;
+  }
   for (size_t i = 0; i < maps.size() && c.ok; ++i) {
     const track::Mapping& m = maps[i];
     if (hit[i]) {
@@ -370,13 +369,16 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
         maps[i - 1].perms[0] == '-' && tasks == in.nthreads) {
       bool live = false;
       uintptr_t descriptor = 0;
-      // The descriptor sits in the stack's last pages: look for the self-pointing words there.
-      for (uintptr_t a = m.end >= 65536 + m.start ? m.end - 65536 : m.start; a + 24 <= m.end && descriptor == 0;
-           a += 64) {
-        if (LooksLikeThreadPointer(root_reader, a)) descriptor = a;
-        for (int t = 0; t < in.nthreads && descriptor != 0; ++t) {
-          if (static_cast<uintptr_t>(static_cast<intptr_t>(in.threads[t].state) + tp_off) == a) live = true;
-        }
+      // The descriptor sits in the stack's last pages: read them once and look there for glibc's
+      // tcbhead_t, whose `tcb` and `self` (two words on) both point at the descriptor itself.
+      const uintptr_t top = m.end - m.start >= kDescriptorWindow ? m.end - kDescriptorWindow : m.start;
+      const size_t got = root_reader.Read(top, window, m.end - top);
+      for (size_t off = 0; off + 24 <= got && descriptor == 0; off += 64) {
+        const uintptr_t a = top + off;
+        if (window[off / 8] == a && window[off / 8 + 2] == a) descriptor = a;
+      }
+      for (int t = 0; t < in.nthreads && descriptor != 0; ++t) {
+        if (static_cast<uintptr_t>(static_cast<intptr_t>(in.threads[t].state) + tp_off) == descriptor) live = true;
       }
       // What was its stack goes; its descriptor and static TLS above stay, as a detector sees them.
       if (descriptor != 0 && !live && descriptor - tls_span > m.start) {
@@ -384,6 +386,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
       }
     }
   }
+  g_scratch.Unmap(window, kDescriptorWindow);
   // poolscope's own: its mappings, its writable segments, and each thread's static TLS block of ours.
   RangeSink own_sink{&own, &c.ok};
   for (size_t room = 256;;) {
@@ -427,7 +430,6 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     return;
   }
   std::sort(program_exclude.data(), program_exclude.data() + program_exclude.size(), by_begin);
-  std::sort(both.data(), both.data() + both.size(), by_begin);
   auto roots_of = [&](Array<RootRange>& exclude, Array<RootRange>& extra, Array<RootRange>* roots) {
     size_t cap = 1024;
     for (;;) {
@@ -448,13 +450,36 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   Array<RootRange> program_roots(g_scratch), detector_roots(g_scratch);
   // The detector reads poolscope's memory wherever it lies, even in a mapping the kernel merged with
   // the allocator's heap; not the scan's own arrays, which do not exist when the detector looks.
+  // Much of it is address space reserved and never touched (the tables' room to grow): only its
+  // resident pages are read (poolscope's memory is anonymous, and a page never touched reads as zeros).
   Array<RootRange> own_roots(g_scratch);
-  for (size_t i = 0; i < own.size() && c.ok; ++i) {
+  constexpr size_t kPagesPerProbe = 65536;
+  auto* resident = static_cast<unsigned char*>(g_scratch.Map(kPagesPerProbe));
+  for (size_t i = 0; i < own.size() && c.ok && resident != nullptr; ++i) {
     bool scratch = false;
     g_scratch.ForEachLive([&](const RootRange& r) { scratch = scratch || (own[i].begin < r.end && r.begin < own[i].end); });
-    if (!scratch) c.ok = own_roots.Push(own[i]);
+    if (scratch) continue;
+    const uintptr_t begin = own[i].begin & ~uintptr_t{4095};
+    uintptr_t run = 0;  // start of the current resident run, 0 when none
+    for (uintptr_t chunk = begin; chunk < own[i].end && c.ok; chunk += kPagesPerProbe * 4096) {
+      const uintptr_t end = std::min<uintptr_t>(own[i].end, chunk + kPagesPerProbe * 4096);
+      const size_t pages = (end - chunk + 4095) / 4096;
+      if (mincore(reinterpret_cast<void*>(chunk), end - chunk, resident) != 0) memset(resident, 1, pages);
+      for (size_t k = 0; k < pages && c.ok; ++k) {
+        const uintptr_t page = chunk + k * 4096;
+        if ((resident[k] & 1) != 0) {
+          if (run == 0) run = std::max(page, own[i].begin);
+        } else if (run != 0) {
+          c.ok = own_roots.Push(RootRange{run, page});
+          run = 0;
+        }
+      }
+    }
+    if (run != 0 && c.ok) c.ok = own_roots.Push(RootRange{run, own[i].end});
   }
-  if (!c.ok || !roots_of(program_exclude, arena_roots, &program_roots) || !roots_of(both, own_roots, &detector_roots)) {
+  if (resident != nullptr) g_scratch.Unmap(resident, kPagesPerProbe);
+  if (!c.ok || !roots_of(program_exclude, arena_roots, &program_roots) ||
+      !roots_of(program_exclude, own_roots, &detector_roots)) {
     out->not_scanned_why = "no memory for the scan";
     return;
   }
