@@ -170,6 +170,28 @@ TEST(DiffCommandTest, FailOnLeakCountsPooledBlocksAndPrefersLeakCheck) {
   EXPECT_EQ(none.status, 0) << none.err;
 }
 
+// With a reachability scan in both reports, only what the program lost counts: blocks it still
+// points to (still reachable, possibly lost) never do, whatever leak_check says.
+TEST(DiffCommandTest, FailOnLeakJudgesReachabilityWhenScanned) {
+  nlohmann::json off = LoadJson("tests/testdata/reach_list_off.json");
+  nlohmann::json on = LoadJson("tests/testdata/reach_list_on.json");
+  ASSERT_TRUE(on["reachability"]["scanned"].get<bool>());
+  std::string a = WriteTemp("a.json", off.dump()), b = WriteTemp("b.json", on.dump());
+  Outcome leak = Call({"diff", "--fail-on-leak", a, b});
+  EXPECT_EQ(leak.status, 1);
+  EXPECT_EQ(leak.err,
+            "poolscope: --fail-on-leak: the program leaks (10 blocks before, 10 after: "
+            "reachability: definitely + indirectly lost)\n");
+  for (nlohmann::json* r : {&off, &on}) {
+    for (const char* kind : {"definitely_lost", "indirectly_lost"}) (*r)["reachability"][kind]["blocks"] = 0;
+    (*r)["leak_check"] = {{"program_leak_blocks", 3}};
+  }
+  a = WriteTemp("a.json", off.dump());
+  b = WriteTemp("b.json", on.dump());
+  Outcome clean = Call({"diff", "--fail-on-leak", a, b});
+  EXPECT_EQ(clean.status, 0) << clean.err;
+}
+
 TEST(DiffCommandTest, Errors) {
   ExpectUsageError({"diff"}, "poolscope: diff: missing operands A.json B.json");
   ExpectUsageError({"diff", kOff}, "poolscope: diff: missing operand B.json");
