@@ -152,8 +152,8 @@ Result Apply(int sig, Call call, Result failed, Fix old_was_ours) {
 
 pid_t Tid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
 
-// Ends the process with `sig` and its default action, as the kernel would have without us.
-void Die(int sig) {
+// Puts `sig` back to its default action and unblocks it on this thread: it kills at its next arrival.
+void RestoreDefault(int sig) {
   struct sigaction dfl = {};
   dfl.sa_handler = SIG_DFL;
   RealSigaction(sig, &dfl, nullptr);
@@ -161,6 +161,11 @@ void Die(int sig) {
   sigemptyset(&s);
   sigaddset(&s, sig);
   pthread_sigmask(SIG_UNBLOCK, &s, nullptr);
+}
+
+// Ends the process with `sig` and its default action, as the kernel would have without us.
+void Die(int sig) {
+  RestoreDefault(sig);
   syscall(SYS_tgkill, getpid(), Tid(), sig);
 }
 
@@ -214,13 +219,7 @@ void OnSignal(int sig, siginfo_t*, void* context) {
   }
   // From here the signal kills at once if it comes again (SIG_DFL, unblocked), and the watchdog
   // sends it once the deadline passes.
-  struct sigaction dfl = {};
-  dfl.sa_handler = SIG_DFL;
-  RealSigaction(sig, &dfl, nullptr);
-  sigset_t s;
-  sigemptyset(&s);
-  sigaddset(&s, sig);
-  pthread_sigmask(SIG_UNBLOCK, &s, nullptr);
+  RestoreDefault(sig);
   if (ArmWatchdog(sig) && g_write_report != nullptr) {
     const auto* uc = static_cast<const ucontext_t*>(context);
     const uintptr_t pc = uc != nullptr ? static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]) : 0;
