@@ -208,7 +208,7 @@ void DescribeOptions(const Options& o, WarnFn emit, void* ctx) {
       {"malloc_align", o.malloc_align, nullptr, "alignment of pooled malloc blocks: 16, or 8 (size-dependent)"},
       {"track", o.track, nullptr, "1 keeps a table of live blocks for leak accounting; 0 counts only"},
       {"stack_depth", o.stack_depth, nullptr, "frames captured per tracked allocation, 0..64"},
-      {"report", 0, o.report, "report path (%p pid, %e executable, %t start time) or none"},
+      {"report", 0, o.report, "report path (%p pid, %e executable, %t start time, %% a %) or none"},
       {"drain_at_exit", o.drain_at_exit, nullptr, "1 releases every cached pool at exit"},
       {"snapshot_interval", o.snapshot_interval, nullptr, "seconds between report rewrites; 0 only at exit"},
       {"quiet", o.quiet, nullptr, "1 prints nothing on stderr"},

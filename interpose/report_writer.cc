@@ -27,6 +27,7 @@
 #include "interpose/snapshot.h"
 #include "interpose/tracking.h"
 #include "report/json_writer.h"
+#include "report/report_path.h"
 #include "track/symbolizer.h"
 
 namespace poolscope {
@@ -102,48 +103,29 @@ const char* Basename(const char* path) {
   return slash != nullptr ? slash + 1 : path;
 }
 
-// Expands %p %e %t and resolves a relative path against the start-up folder. False if it does not fit.
+// Expands the template (report/report_path.h) and resolves a relative path against the start-up
+// folder. False if it does not fit.
 bool ExpandPath(const Options& o, const ProcessInfo& p, char* out, size_t cap) {
-  size_t n = 0;
-  auto put = [&](const char* s) {
-    size_t k = strlen(s);
-    if (n + k >= cap) return false;
-    memcpy(out + n, s, k);
-    n += k;
-    return true;
-  };
-  const char* in = o.report;
-  if (in[0] != '/' && p.cwd[0] != '\0') {
-    if (!put(p.cwd) || !put("/")) return false;
-  }
-  bool has_pid = false;
-  char num[32];
-  for (const char* c = in; *c != '\0'; ++c) {
-    if (c[0] == '%' && c[1] == 'p') {
-      snprintf(num, sizeof num, "%d", static_cast<int>(p.pid));
-      if (!put(num)) return false;
-      has_pid = true;
-      ++c;
-    } else if (c[0] == '%' && c[1] == 'e') {
-      if (!put(Basename(p.exe))) return false;
-      ++c;
-    } else if (c[0] == '%' && c[1] == 't') {
-      snprintf(num, sizeof num, "%llu", static_cast<unsigned long long>(p.start_ns / 1000000000ull));
-      if (!put(num)) return false;
-      ++c;
-    } else {
-      char ch[2] = {*c, '\0'};
-      if (!put(ch)) return false;
-    }
-  }
+  char start[24];
+  report::ReportPathValues values;
+  values.dir = p.cwd;
+  values.pid = static_cast<int>(p.pid);
+  values.exe = Basename(p.exe);
+  values.start = report::FormatDecimal(p.start_ns / 1000000000ull, start);
+  const report::ExpandedReportPath expanded = report::ExpandReportPath(o.report, values, out, cap);
+  size_t n = expanded.length;
+  if (n >= cap) return false;
   // Two processes never share one report: a fork() child, or an exec'd descendant of `poolscope run`,
   // gets its pid appended when the path has no %p.
   bool descendant = p.forked_from != 0 || (p.root_pid != 0 && p.root_pid != p.pid);
-  if (!has_pid && descendant) {
-    snprintf(num, sizeof num, ".%d", static_cast<int>(p.pid));
-    if (!put(num)) return false;
+  if (!expanded.has_pid && descendant) {
+    char num[24];
+    report::FormatDecimal(static_cast<uint64_t>(p.pid), num);
+    size_t k = strlen(num);
+    if (n + 1 + k >= cap) return false;
+    out[n] = '.';
+    memcpy(out + n + 1, num, k + 1);
   }
-  out[n] = '\0';
   return true;
 }
 

@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "fmt/format.h"
+#include "report/find_report.h"
 #include "report/identities.h"
 #include "tools/child_runner.h"
 #include "tools/format_util.h"
@@ -342,41 +343,7 @@ std::string FindLibrary(const std::string& explicit_path, const std::string& arg
 // The file the library wrote for `pattern`: %p is the child's pid, %e and %t become wildcards
 // (the newest match wins). "" when nothing matches.
 std::string ResolveReportPath(const std::string& pattern, int pid) {
-  if (pattern.find('%') == std::string::npos) return pattern;
-  std::string glob_pattern;
-  for (size_t i = 0; i < pattern.size(); ++i) {
-    if (pattern[i] == '%' && i + 1 < pattern.size()) {
-      char code = pattern[++i];
-      if (code == 'p') {
-        glob_pattern += std::to_string(pid);
-      } else if (code == '%') {
-        glob_pattern += '%';
-      } else {
-        glob_pattern += '*';
-      }
-    } else if (pattern[i] == '*' || pattern[i] == '?' || pattern[i] == '[' || pattern[i] == '\\') {
-      glob_pattern += '\\';
-      glob_pattern += pattern[i];
-    } else {
-      glob_pattern += pattern[i];
-    }
-  }
-  glob_t found = {};
-  std::string newest;
-  if (glob(glob_pattern.c_str(), 0, nullptr, &found) == 0) {
-    struct timespec best = {0, 0};
-    for (size_t i = 0; i < found.gl_pathc; ++i) {
-      struct stat info;
-      if (stat(found.gl_pathv[i], &info) != 0) continue;
-      if (newest.empty() || info.st_mtim.tv_sec > best.tv_sec ||
-          (info.st_mtim.tv_sec == best.tv_sec && info.st_mtim.tv_nsec > best.tv_nsec)) {
-        newest = found.gl_pathv[i];
-        best = info.st_mtim;
-      }
-    }
-  }
-  globfree(&found);
-  return newest;
+  return report::FindReport(pattern, pid);
 }
 
 void Flush(std::ostream& out, std::ostream& err) {

@@ -5,7 +5,8 @@
 # found by poolscope in its runfiles): the child's exit status passes through (3 from
 # /bin/sh -c 'exit 3', 128+15 for SIGTERM, 127 for a missing command), the child's stdout is
 # untouched and the summary goes to stderr, the child sees LD_PRELOAD (ours first),
-# POOLSCOPE_OPTIONS and POOLSCOPE_ROOT_PID equal to its own pid; compare runs a command and the
+# POOLSCOPE_OPTIONS and POOLSCOPE_ROOT_PID equal to its own pid, a `-o` template (%e %p %%) names
+# the file written and read; compare runs a command and the
 # bundled demo twice, writes both reports, prints the table, and --fail-on-leak exits 1 on the
 # demo's deliberate leaks.
 set -u
@@ -43,6 +44,16 @@ read -r _ root self < <(sed -n 1p "$T/out2")
 grep -q '^poolscope: exit 0; report '"$T"'/r2.json$' "$T/err2" || fail "summary: $(cat "$T/err2")"
 grep -q '^poolscope: detector view: ' "$T/err2" || fail "no detector view in summary: $(cat "$T/err2")"
 "$POOLSCOPE" report "$T/r2.json" >/dev/null || fail "report of run's report"
+
+# 2b. A report path template, expanded by the library and found again by run: %e is the
+#     executable's name, %p the child's pid, %% one '%'; the brackets are taken literally.
+mkdir "$T/tpl"
+"$POOLSCOPE" run --options=quiet=1 -o "$T/tpl/r[%%].%e.%p.json" -- /bin/bash -c 'echo $$' >"$T/out2b" 2>"$T/err2b"
+check_rc $? 0 "run with a path template"
+want="$T/tpl/r[%].bash.$(cat "$T/out2b").json"
+[ -s "$want" ] || fail "template: no report at $want; the folder holds: $(ls "$T/tpl")"
+[ "$(ls "$T/tpl" | wc -l)" = 1 ] || fail "template: more than one file: $(ls "$T/tpl")"
+grep -qxF "poolscope: exit 0; report $want" "$T/err2b" || fail "template summary: $(cat "$T/err2b")"
 
 # 3. Killed by a signal: 128 + 15.
 "$POOLSCOPE" run -- /bin/sh -c 'kill -TERM $$' >/dev/null 2>"$T/err3"
