@@ -100,9 +100,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::map<char*, Block> live;      // start -> block
   std::vector<char*> freed;         // addresses freed (stale pointers), most recent last
   std::vector<char*> remote_freed;  // of those, freed by a non-owner while the pool was owned
-  // POOL_FUZZ_SKIP_KNOWN=1: do not retry the known bug (a double free of a block whose first free was
-  // a remote free to a pool still owned answers kFreed; regress-double-free-after-remote-free), so a
-  // long run can look for other problems.
+  // POOL_FUZZ_SKIP_KNOWN=1: make no double free of a block whose first free was a remote free to a
+  // pool still owned (the case of the corpus entry regress-double-free-after-remote-free), so that a
+  // long run spends its time on other shapes.
   static const bool skip_known = getenv("POOL_FUZZ_SKIP_KNOWN") != nullptr;
   uint64_t carves = 0, frees = 0, bad_frees = 0;
 
@@ -183,9 +183,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         size_t n = in.ConsumeBool() ? in.ConsumeIntegralInRange<size_t>(1, cfg.pool_size < 32 ? cfg.pool_size : 32)
                                     : in.ConsumeIntegralInRange<size_t>(1, cfg.pool_size);
         char* p = static_cast<char*>(tc->Carve(n));
-        // Known (reported): a request whose size rounded to the block granule (16, or 8 with
-        // malloc_align=8) exceeds pool_size (a pool_size that is not a multiple of 16) never fits, even
-        // in a fresh pool; Carve answers nullptr and the interposer counts a `pool_full` miss.
+        // A request whose size rounded to the block granule (16, or 8 with malloc_align=8) exceeds
+        // pool_size (a pool_size that is not a multiple of 16) never fits, even in a fresh pool:
+        // Carve answers nullptr. The interposer never asks for one (such a request is `too_large`).
         const size_t step_mask = cfg.align8 ? 7 : 15;
         size_t rounded = (n + step_mask) & ~step_mask;
         if (rounded > cfg.pool_size) {

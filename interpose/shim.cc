@@ -2,7 +2,8 @@
 //
 // Slow paths of the entry points, thread and process life cycle, and the C API. See shim.h.
 //
-// Lock order (fork() takes them in this order): g_registry_lock, then the internal memory lock.
+// Lock order: the table of docs/design.md ("Lock order"). ForkPrepare takes g_registry_lock, then
+// tracking's locks (TrackingForkPrepare), the internal memory locks and the Domain's metadata lock.
 #include "interpose/shim.h"
 
 #include <dlfcn.h>
@@ -1309,7 +1310,7 @@ void OnLoad() {
 
 // The exit-time report is written on a stack of its own when the process ends from a thread other
 // than the main one: writing it (the snapshot, symbolizing, the JSON) on the stack of a thread that
-// called exit() needed a 24 KiB thread (16 and 20 KiB ones crashed), and programs make threads as
+// called exit() needs a 24 KiB thread (16 and 20 KiB are too small), and programs make threads as
 // small as PTHREAD_STACK_MIN (16 KiB, their TLS included). The stack is mapped for the call (only the
 // pages used are touched), with its lowest page left inaccessible, and unmapped afterwards. The main
 // thread's stack is the process's (RLIMIT_STACK) and is used as it is (exit() from a coroutine of

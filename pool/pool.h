@@ -201,7 +201,8 @@ class Domain {
   // True once the memory the pool map or the pool metadata needs could not be had from the backend
   // (ReserveLeaf: an address-space limit, RLIMIT_AS, refuses the reservation): from then on
   // CreatePool fails at once, with no real allocation and no system call, rather than try again for
-  // every request (it once made a million failing mmap calls in a python3 run).
+  // every request (a python3 run makes about a million requests a pool would take: a failing mmap
+  // each).
   bool exhausted() const { return exhausted_.load(std::memory_order_relaxed); }
   // Zeroes the used part of an emptied pool and resets its marks.
   void ZeroPool(PoolHeader* h, char* used_end);
@@ -617,8 +618,8 @@ class ThreadCache {
   // where they are, never to be carved from again. fork() stopped that thread at any instruction,
   // possibly halfway through moving a pool between its current slot, its cache and the real
   // allocator (one pool named twice, or a pool already given back still named), so nothing it held
-  // can be trusted to be whole; taking its pools over handed the same memory out twice (a fork child
-  // of tests/programs/fork_pipeline crashed on it). The child keeps them as its copy of the parent's
+  // can be trusted to be whole; taking its pools over could hand the same memory out twice
+  // (tests/programs/fork_pipeline checks for it). The child keeps them as its copy of the parent's
   // memory; the reconciliation's interrupted_by_fork term accounts for them.
   void AbandonAtFork();
   // fork() child, on the forking thread's own cache: a remote free by a thread that fork() did not

@@ -373,7 +373,7 @@ TEST(PoolTest, BackendFailureReturnsNull) {
 
 // An address-space limit (RLIMIT_AS) refuses poolscope's own reservations: the first pool that needs
 // one fails, and from then on the domain makes no pool at all, without a real allocation or another
-// reservation per request (in a python3 run each had been a failing mmap, a million of them).
+// reservation per request (a python3 run makes about a million such requests).
 void ExpectPoolingGivesUp(TestDomain* t) {
   ThreadCache tc(&t->domain);
   EXPECT_FALSE(t->domain.exhausted());
@@ -858,9 +858,8 @@ class ThreadCachePeer {
 namespace {
 
 // fork() child: another thread, stopped by fork() halfway through moving its pool (named both
-// current and cached), must not have its pools taken over. Taking them over (the old
-// AdoptFromDeadThread) handed the pool out twice: block 3 below overlapped a live block, the same
-// corruption that crashed a fork child of tests/programs/fork_pipeline.
+// current and cached), must not have its pools taken over: taking them over would hand the pool out
+// twice, and block 3 below would overlap a live block.
 TEST(PoolForkTest, AThreadStoppedMidMoveLeavesItsPoolsAlone) {
   TestDomain t(Cfg());
   ThreadCache self(&t.domain), dead(&t.domain);

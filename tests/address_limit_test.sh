@@ -3,8 +3,8 @@
 # leaf is 128 MiB of address space), so it must give up pooling once and say so: the program
 # (alloc_fuzz, one thread, 200,000 operations) prints what it prints bare under the same limit, stderr
 # holds one warning line besides the report line, and the report balances with no pool made and the
-# pooled-size requests counted as `disabled` misses. Before, every pooled-size request tried the
-# reservation again (a failing mmap each, about 20 times slower on python3) and nothing was said.
+# pooled-size requests counted as `disabled` misses, not each one trying the reservation again (a
+# failing mmap each, which makes python3 about 20 times slower).
 # Tracking on and off (tracking may find no room either; then a warning of its own says so); each run
 # must count its requests as the same run without the limit does (too_large the same, the rest
 # disabled instead of hits). Args: LIB CHECKER ALLOC_FUZZ
@@ -49,7 +49,8 @@ PY
 done
 # The program is deterministic, so its requests are the same with and without the limit: each one the
 # pool took (a hit) or tried (pool_full) without the limit is a `disabled` miss under it, and every
-# other miss keeps its reason (the inline regular path once counted every request as too_large).
+# other miss keeps its reason (the inline regular path too: it must not count every request as
+# too_large).
 for mode in tracked untracked; do
   track=1
   [ "$mode" = untracked ] && track=0

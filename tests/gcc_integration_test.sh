@@ -1,8 +1,8 @@
 #!/bin/bash
 # GCC's C++ compiler proper (cc1plus), compiling tests/workloads/compile_me.cc at -O1, bare, pool=0
 # and pool=1: the same assembly on stdout, the same stderr and exit status; one report per run,
-# complete and balanced. cc1plus grows, shrinks and frees many small blocks in every order; this is
-# the process that showed tracked tail frees leaving a stale start mark inside a later block.
+# complete and balanced. cc1plus grows, shrinks and frees many small blocks in every order, so tracked
+# tail frees that left a stale start mark inside a later block would show here.
 # Args: LIB CHECKER SOURCE
 source "$(dirname "$0")/integration_lib.sh"
 integration_init "$1" "$2"

@@ -6,8 +6,7 @@
 # The programs are what every Debian machine has plus what scripts/setup.sh installs (coreutils,
 # gzip, tar, xz, find, grep, sed, mawk, diff, bash; python3, perl, sqlite3, git). Between them they
 # fork, exec, run threads (sort --parallel, python3's threading), pipe, reallocate heavily and free
-# on other threads. A sweep of this shape found the GCC crash fixed in 3075558 and the false
-# "malloc comes from python3" warning fixed in 587fce1.
+# on other threads.
 #
 # Configurations: the defaults; pool=0; pool_size=256 with malloc_align=8 and track=0; one pool of
 # 8 bytes per thread with drain_at_exit=1. All with quiet=1 (stderr must then be byte-identical to

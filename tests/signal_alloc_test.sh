@@ -1,8 +1,8 @@
 #!/bin/bash
 # Allocations inside a signal handler (tests/programs/signal_alloc.c): the stack walk from the
 # allocating frame meets the kernel's signal frame, which only the fallback unwinder reads. The process
-# must finish (a capture that cannot go on from the program's frame once looped forever: each run has
-# 20 s), show what it shows bare, and the report must put the kept 777-byte block on on_signal with
+# must finish (a capture that cannot go on from the program's frame must not loop forever: each run
+# has 20 s), show what it shows bare, and the report must put the kept 777-byte block on on_signal with
 # the frames above the signal frame (raise, deep_caller) in its stack. Bare, pool=0 and pool=1.
 # Args: LIB CHECKER SIGNAL_ALLOC
 set -euo pipefail

@@ -2,12 +2,12 @@
 # Threads made with PTHREAD_STACK_MIN stacks (16 KiB, out of which glibc also takes each thread's
 # static TLS) that use 4 KiB of their stack and then allocate (tests/programs/small_stacks.c). glibc
 # takes a preloaded library's thread-local storage out of every thread's stack, so poolscope must keep
-# its own small and leave such threads room for their work and for its tracked malloc: once its TLS
-# was 8.8 KiB and every such thread crashed on its first call. Bare, pool=0, pool=1 with tracking and
+# its own small and leave such threads room for their work and for its tracked malloc (with 8.8 KiB
+# of TLS every such thread would crash on its first call). Bare, pool=0, pool=1 with tracking and
 # pool=1 without it (the inline paths) must all print what the bare run prints; with tracking, the
 # report puts the four kept 100-byte blocks on `worker`. Then the last thread ends the process itself
-# with exit(3): the report, written at exit (it needed a 24 KiB thread), must be written all the same (on a
-# stack of poolscope's own), and the status stay 3; once such a process died of SIGSEGV.
+# with exit(3): the report, written at exit (it needs a 24 KiB thread), must be written all the same
+# (on a stack of poolscope's own), and the status stay 3, not a SIGSEGV.
 # Args: LIB CHECKER SMALL_STACKS
 set -euo pipefail
 source "$(dirname "$0")/integration_lib.sh"

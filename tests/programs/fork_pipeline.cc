@@ -85,7 +85,7 @@ void* ChildThread(void* raw) {
     blocks.push_back(p);
   }
   // Every byte of every block still holds its own fill (a block handed out twice, or over the vector's
-  // buffer, shows here; a child of the old fork handling printed a wrong sum or crashed).
+  // buffer, shows here, or as a wrong sum or a crash).
   int corrupt = 0;
   for (size_t i = 0; i < blocks.size(); ++i) {
     const size_t size = 1 + i % 130;

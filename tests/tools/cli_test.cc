@@ -141,7 +141,7 @@ TEST(DiffCommandTest, TableAndFailOnLeak) {
 }
 
 // The program's own blocks in pools count: the detector view's program_leak_blocks (2 in report_on,
-// against 6 in report_off) leaves them out, and --fail-on-leak once quoted it.
+// against 6 in report_off) leaves them out, so --fail-on-leak must not judge by it.
 TEST(DiffCommandTest, FailOnLeakCountsPooledBlocksAndPrefersLeakCheck) {
   nlohmann::json off = LoadJson(kOff), on = LoadJson(kOn);
   ASSERT_EQ(on["reconciliation"]["detector_view"]["program_leak_blocks"], 2);
