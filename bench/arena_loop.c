@@ -1,9 +1,9 @@
 /* File: bench/arena_loop.c
  *
- * N rounds of the explicit arena pattern of the article, nothing else: poolscope_arena_open, allocate an
- * int (4 bytes, align 4) and 20 bytes (align 1), close; through the client library, so without
- * libpoolscope.so it is calloc + free. For instruction counts under callgrind
- * (LOOP=arena_loop bench/callgrind_pair.sh: instructions per round = (X(2N) - X(N)) / N).
+ * N rounds of the explicit arena pattern (article_bench's arena benchmark), nothing else:
+ * poolscope_arena_open, allocate an int (4 bytes, align 4) and 20 bytes (align 1), close; through
+ * the client library, so without libpoolscope.so it is calloc + free. For instruction counts under
+ * callgrind (LOOP=arena_loop bench/callgrind_pair.sh: instructions per round = (X(2N) - X(N)) / N).
  * Usage: arena_loop N [ignored]. Prints nothing; exits 0. */
 #include <stdlib.h>
 

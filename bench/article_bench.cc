@@ -1,8 +1,8 @@
 // File: bench/article_bench.cc
 //
-// The article's table (SPEC.md "Where the idea comes from", issues 3 and 7), one binary for every
-// allocator: bench/run_all.sh runs it bare and under each LD_PRELOAD (glibc alone, jemalloc, tcmalloc
-// minimal, mimalloc, poolscope pool=0, poolscope pool=1), interleaved, and takes medians and ratios.
+// The allocator comparison of docs/BENCHMARKS.md, one binary for every allocator: bench/run_all.sh
+// runs it bare and under each LD_PRELOAD (glibc alone, jemalloc, tcmalloc minimal, mimalloc,
+// poolscope pool=0, poolscope pool=1), interleaved, and takes medians and ratios.
 //
 //   malloc_free/SIZE/threads:T   malloc(SIZE) + free, SIZE in 5 20 100 500 2000 8000
 //   arena/threads:T              poolscope_arena_open, allocate an int (4 bytes, align 4) and 20 bytes

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Instructions per malloc(5)+free pair, counted by callgrind (PERF.md: the same on every run,
+# Instructions per malloc(5)+free pair, counted by callgrind (exact: the same on every run,
 # whatever else the machine does): X(N) = instructions of `malloc_loop N`, and per pair
 # (X(2N) - X(N)) / N, which cancels start-up, exit and report writing.
 #

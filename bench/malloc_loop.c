@@ -1,6 +1,6 @@
 /* File: bench/malloc_loop.c
  *
- * N pairs of malloc(SIZE) + free, nothing else: the loop of PERF.md's per-pair instruction counts.
+ * N pairs of malloc(SIZE) + free, nothing else: the loop of docs/BENCHMARKS.md's per-pair instruction counts.
  * Usage: malloc_loop N [SIZE]   (SIZE defaults to 5). Prints nothing; exits 0. */
 #include <stdlib.h>
 

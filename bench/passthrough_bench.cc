@@ -1,11 +1,12 @@
 // File: bench/passthrough_bench.cc
 //
-// malloc + free of one block, for the sizes of SPEC.md / PERF.md: 5 and 20 (pooled by default),
+// malloc + free of one block, for the sizes of docs/BENCHMARKS.md: 5 and 20 (pooled by default),
 // 100 and 500 (above the default pool size: pass-through), 2000 and 8000 (beyond glibc's tcache).
 // The interesting number is the ratio between a bare run and a run with libpoolscope.so preloaded;
 // bench/run_passthrough.sh runs them interleaved, pinned to one core, and prints medians and ratios.
-// Single-threaded on purpose: PERF.md's table is single-threaded; BM_MallocFreeBatch keeps 64
-// blocks live so that a pool fills and is retired, which a lone malloc+free pair never does.
+// Single-threaded on purpose: the pass-through figures of docs/BENCHMARKS.md are single-threaded;
+// BM_MallocFreeBatch keeps 64 blocks live so that a pool fills and is retired, which a lone
+// malloc+free pair never does.
 #include <stdlib.h>
 
 #include <benchmark/benchmark.h>

@@ -1,4 +1,4 @@
-"""bench/run_all.py: every benchmark of issues 3 and 7, one markdown table. Run through bench/run_all.sh
+"""bench/run_all.py: every benchmark of docs/BENCHMARKS.md, one markdown table. Run through bench/run_all.sh
 (which builds the binaries and passes their paths); standard library only, /usr/bin/python3.
 
 Steps (docs/BENCHMARKS.md explains each):
@@ -72,7 +72,7 @@ def pin(cpus):
 
 
 # ---------------------------------------------------------------------------------------------------
-# 1. Google Benchmark: the article's table, thread scaling
+# 1. Google Benchmark: the allocator comparison, thread scaling
 # ---------------------------------------------------------------------------------------------------
 def gbench_configs(lib):
     return [
@@ -441,18 +441,18 @@ def render(args, cpu, real, wls, proc, per_pair, profiles, notes):
         f2, f4 = m("pool1", "st", "call_floor/2/threads:1"), m("pool1", "st", "call_floor/4/threads:1")
         if g5 and p5:
             floor = ("; 2 empty calls %s ns: at most %.2fx is possible" % (fmt_ns(f2), g5 / f2)) if f2 else ""
-            targets.append(("3", "pooled malloc(5)+free at least 3x faster than glibc alone (1 thread, pinned)",
+            targets.append(("pooled malloc(5)+free at least 3x faster than glibc alone (1 thread, pinned)",
                             "%.2fx faster (%s vs %s ns)%s" % (g5 / p5, fmt_ns(p5), fmt_ns(g5), floor), g5 / p5 >= 3))
         a = m("pool1", "st", "arena/threads:1")
         if a:
             floor = ("; 4 empty calls %s ns" % fmt_ns(f4)) if f4 else ""
-            targets.append(("3", "explicit arena open+allocate+close at most 5 ns (pool=1, 1 thread)",
+            targets.append(("explicit arena open+allocate+close at most 5 ns (pool=1, 1 thread)",
                             "%s ns%s" % (fmt_ns(a), floor), a <= 5))
         for s in [s for s in args.sizes if s > 64]:
             n = "malloc_free/%d/threads:1" % s
             p0, p1 = m("pool0", "st", n), m("pool1", "st", n)
             if p0 and p1:
-                targets.append(("3", "malloc+free %d B (above the pool size) pooled within 10%% of pass-through" % s,
+                targets.append(("malloc+free %d B (above the pool size) pooled within 10%% of pass-through" % s,
                                 "pool=1/pool=0 = %.2fx" % (p1 / p0), p1 / p0 <= 1.10))
         for s in [s for s in args.sizes if s in (5, 20)]:
             n = "malloc_free/%d/threads:1" % s
@@ -460,7 +460,7 @@ def render(args, cpu, real, wls, proc, per_pair, profiles, notes):
             others = {k: m(k, "st", n) for k in ("glibc", "jemalloc", "tcmalloc", "mimalloc")}
             if p1 and all(others.values()):
                 best = min(others, key=others.get)
-                targets.append(("7", "pooled malloc+free of %d B faster than glibc, jemalloc, tcmalloc, mimalloc" % s,
+                targets.append(("pooled malloc+free of %d B faster than glibc, jemalloc, tcmalloc, mimalloc" % s,
                                 "pool=1 %s ns; fastest peer %s %s ns (%.2fx)" % (fmt_ns(p1), best, fmt_ns(others[best]),
                                                                               p1 / others[best]),
                                 p1 < others[best]))
@@ -469,7 +469,7 @@ def render(args, cpu, real, wls, proc, per_pair, profiles, notes):
             for t in [t for t in ts if t > 1]:
                 vt = m("pool1", "mt", "%s/threads:%d" % (bench, t))
                 if v1 and vt:
-                    targets.append(("3, 7", "pooled %s: %d threads within 15%% of 1 thread (per-op time)" % (bench, t),
+                    targets.append(("pooled %s: %d threads within 15%% of 1 thread (per-op time)" % (bench, t),
                                     "%.2fx (%s vs %s ns)" % (vt / v1, fmt_ns(vt), fmt_ns(v1)), vt / v1 <= 1.15))
 
     if proc:
@@ -518,11 +518,11 @@ def render(args, cpu, real, wls, proc, per_pair, profiles, notes):
                     return med([r[0] for r in rs]) if rs else None
                 p0, dflt, ht = wall("pool0"), wall("defaults"), wall("heaptrack")
                 if wl[0] == "python3" and p0:
-                    targets.append(("7", "counting only (pool=0 track=0) at most 1.05x on python3 (wall)",
+                    targets.append(("counting only (pool=0 track=0) at most 1.05x on python3 (wall)",
                                     "%.3fx" % (p0 / bw), p0 / bw <= 1.05))
                 if dflt and ht and ht > bw:
                     share = (dflt - bw) / (ht - bw)
-                    targets.append(("7", "full defaults add at most 1/5 of heaptrack's added time (%s, wall)" % wl[0],
+                    targets.append(("full defaults add at most 1/5 of heaptrack's added time (%s, wall)" % wl[0],
                                     "%.1f%% (%+.3f s vs heaptrack %+.3f s)" % (100 * share, dflt - bw, ht - bw),
                                     share <= 0.2))
 
@@ -558,18 +558,18 @@ def render(args, cpu, real, wls, proc, per_pair, profiles, notes):
                 L.append("")
         if ("5", "pooled") in per_pair:
             v = per_pair[("5", "pooled")]
-            targets.append(("3", "pooled malloc(5)+free at most 45 instructions per pair (callgrind)",
+            targets.append(("pooled malloc(5)+free at most 45 instructions per pair (callgrind)",
                             "%.1f (glibc %.1f, fastest peer %.1f)" % (
                                 v, per_pair.get(("5", "bare"), float("nan")),
                                 min(per_pair.get(("5", p), float("inf")) for p in ("jemalloc", "tcmalloc", "mimalloc"))),
                             v <= 45))
 
-    L.append("## 5. Targets (issues 3 and 7)")
+    L.append("## 5. Targets")
     L.append("")
-    L.append("| issue | target | measured | |")
-    L.append("|---|---|---|---|")
-    for issue, what, measured, ok in targets:
-        L.append("| %s | %s | %s | %s |" % (issue, what, measured, "met" if ok else "**missed**"))
+    L.append("| target | measured | |")
+    L.append("|---|---|---|")
+    for what, measured, ok in targets:
+        L.append("| %s | %s | %s |" % (what, measured, "met" if ok else "**missed**"))
     L.append("")
     if failures:
         L.append("## Failures")

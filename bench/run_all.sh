@@ -1,5 +1,5 @@
 #!/bin/bash
-# One command for every benchmark of issues 3 and 7: builds (bazel -c opt) the preload library,
+# One command for every benchmark of docs/BENCHMARKS.md: builds (bazel -c opt) the preload library,
 # bench/article_bench and bench/malloc_loop, then runs bench/run_all.py, which prints one markdown
 # table (machine, date, medians, ratios, targets met or missed) and writes it to OUTPUT.md (and the
 # raw figures to OUTPUT.json). Exit status 0 when every step ran, 1 when one failed, 2 bad usage.

@@ -1,6 +1,6 @@
 #!/bin/bash
-# Pass-through and pooled cost of libpoolscope.so, measured as ratios to the bare run (PERF.md:
-# these machines are shared and noisy, so both sides run interleaved, pinned to one core, medians
+# Pass-through and pooled cost of libpoolscope.so, measured as ratios to the bare run (these
+# machines are shared and noisy, so both sides run interleaved, pinned to one core, medians
 # of REPS runs).
 #
 #   bench/run_passthrough.sh            builds with -c opt, then runs everything (a few minutes)

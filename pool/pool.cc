@@ -137,8 +137,8 @@ void Domain::FreeHeader(PoolHeader* h) {
 }
 
 // A real allocation taken for a pool that could not be set up goes back at once; it counts as a pool
-// made and released, so that every real allocation stays accounted for (SPEC: real.allocs ==
-// logical.allocs - pool.hits + pool.pools_created + pool.spills).
+// made and released, so that every real allocation stays accounted for (docs/report-schema.md:
+// real.allocs == logical.allocs - pool.hits + pool.pools_created + pool.spills).
 void Domain::GiveUpPool(void* mem, PoolStats* stats) {
   backend_->FreePool(mem);
   ++stats->pools_created;

@@ -32,7 +32,7 @@ constexpr std::string_view kProcessFields[] = {"pid",      "ppid",   "exe",    "
                                                "start_ns", "end_ns", "reason", "forked_from"};
 constexpr std::string_view kProcessIntegers[] = {"pid", "ppid", "start_ns", "end_ns"};
 constexpr std::string_view kOptionFields[] = {"pool", "pool_size", "pools"};
-// by_api is keyed by these C names and C++ operators (SPEC.md).
+// by_api is keyed by these C names and C++ operators (docs/report-schema.md).
 constexpr std::string_view kEntryPoints[] = {
     "malloc", "calloc",  "realloc", "reallocarray", "posix_memalign", "aligned_alloc", "memalign",
     "valloc", "pvalloc", "free",    "new",          "new[]",          "delete",        "delete[]",

@@ -1,5 +1,5 @@
 #!/bin/bash
-# edge_cases (every "What bad input gets" case of SPEC.md) bare, pool=0 and pool=1: the printed
+# edge_cases (every bad-input case of the allocation API, docs/testing.md) bare, pool=0 and pool=1: the printed
 # results (NULL or not, errno, alignment, contents kept, bad_alloc, nothrow nullptr, ...) are
 # byte-identical to glibc's; one report per run, complete and balanced.
 # Args: LIB CHECKER EDGE_CASES

@@ -126,7 +126,7 @@ reports_ok() {
     [ -f "$f" ] && [ ! -L "$f" ] || fail "$name/$mode: $base is not a regular file"
     local perms
     perms=$(stat -c %a "$f")
-    [ "$perms" = 600 ] || fail "$name/$mode: $base has mode $perms, SPEC says 0600"
+    [ "$perms" = 600 ] || fail "$name/$mode: $base has mode $perms, not 0600"
     pid=${base#r.}
     pid=${pid%.json}
     local inside

@@ -1,5 +1,5 @@
 #!/bin/bash
-# leak_exitcode=N (SPEC.md, docs/report-schema.md `leak_check`), with tests/programs/leak_exit.c:
+# leak_exitcode=N (docs/report-schema.md `leak_check`), with tests/programs/leak_exit.c:
 #   - a program that leaks ends with N (pool=1 and pool=0, track=1 and track=0), whatever status it
 #     chose, also when its only leak is a block inside a pool;
 #   - its stdout, a file (so fully buffered, the tail still in stdio's buffer when exit() runs), is

@@ -1,5 +1,5 @@
 #!/bin/bash
-# What poolscope writes on stderr, and what bad options do (SPEC.md "Options"):
+# What poolscope writes on stderr, and what bad options do (README.md, "Using it"):
 #   quiet=0            exactly one line on stderr, and it names the report that was written
 #   quiet=1            nothing on stderr
 #   bogus_key=1        one warning line naming the key, besides the report line (quiet=0)

@@ -1,7 +1,7 @@
 // File: tools/commands.h
 //
 // The `poolscope` command line: the subcommands run, compare, diff, report, suppressions and check,
-// their flags, help texts and exit statuses (SPEC.md, "The command poolscope"; docs/cli.md). Every
+// their flags, help texts and exit statuses (docs/cli.md). Every
 // error ends in exactly one line on stderr, `poolscope: SUBJECT: problem`, and exit status 2; no
 // exception escapes Main.
 //

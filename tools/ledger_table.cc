@@ -1,6 +1,6 @@
 // File: tools/ledger_table.cc
 //
-// See ledger_table.h. The row list is the contract of SPEC.md's `compare`: logical allocations,
+// See ledger_table.h. The row list is the contract of `compare` (docs/cli.md): logical allocations,
 // real allocations and frees, real blocks live at exit, the program's lost and possibly lost blocks
 // (from `reachability`), the detector view (its lost blocks, its unfreed blocks and their split),
 // pool figures, wall time and peak RSS. A figure a report lacks prints "n/a".

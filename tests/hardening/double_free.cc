@@ -1,8 +1,8 @@
 // File: tests/hardening/double_free.cc
 //
-// SPEC "Implicit arena": a double free of a pooled block is detected, counted (errors.double_frees),
-// reported, and changes nothing. The case the pool's model fuzzer found: the block's first free comes
-// from another thread (a remote free into a pool its owner still holds), the second from the owner.
+// A double free of a pooled block is detected, counted (errors.double_frees, docs/report-schema.md),
+// reported, and changes nothing, also when the block's first free comes from another thread (a
+// remote free into a pool its owner still holds) and the second from the owner.
 // Afterwards a live neighbour must keep its contents and never be handed out again.
 // Only meaningful preloaded with pooling on (glibc itself aborts on a double free).
 #include <pthread.h>

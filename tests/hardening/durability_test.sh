@@ -1,8 +1,8 @@
 #!/bin/bash
-# Durability of the report (SPEC "The report", "Options"):
+# Durability of the report (docs/report-schema.md, docs/cli.md):
 #  1. snapshot_interval=1 and SIGKILL after ~2.5 s: a complete report of the last snapshot
 #     (process.reason == "snapshot") that passes check_report.py; and snapshots taken while three
-#     threads allocate pass check_report.py too (SPEC: the identities hold in every report);
+#     threads allocate pass check_report.py too (the identities hold in every report);
 #  2. a report write that fails -- no folder, a path under a regular file (ENOTDIR), a read-only
 #     mount (when this sandbox allows `unshare -m`), disk full (/dev/full always; a full 16 KiB tmpfs
 #     when mount works) -- prints exactly one warning line on stderr; stdout and exit status are the
@@ -84,7 +84,7 @@ leftover=$(ls -A "$D/kill" | grep -v "^r\.$victim\.json$" || true)
 [ -z "$leftover" ] || note "kill: other files left in the report folder (a temporary file of a write cut by SIGKILL is possible): $leftover"
 
 # ---- 1b. snapshots while threads allocate ----------------------------------------------------------
-# SPEC: the identities hold in every report, and a snapshot is a report. Copies of the report taken
+# The identities hold in every report (docs/cli.md, `check`), and a snapshot is a report. Copies of the report taken
 # every 0.4 s while 3 threads allocate (stress signals) must each pass check_report.py.
 mkdir -p "$D/snaps"
 (cd "$D/snaps" && exec timeout -k 5 60 env LD_PRELOAD="$LIB" POOLSCOPE_OPTIONS="snapshot_interval=1:quiet=1:report=$D/snaps/r.json" \

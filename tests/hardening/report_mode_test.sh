@@ -1,6 +1,6 @@
 #!/bin/bash
 # Reports are mode 0600 whatever the umask, also when they replace an existing file of another mode,
-# and snapshot reports too (SPEC "The report": mode 0600).
+# and snapshot reports too (docs/report-schema.md: mode 0600).
 # Args: LIB CHECKER STRESS PLUGIN
 
 source "$(dirname "$0")/hardening_lib.sh"

@@ -1,7 +1,7 @@
 // File: tests/hardening/secrets.cc
 //
-// Pooled memory never carries data between blocks (SPEC "Pooling semantics": memory from a pool is
-// always zero when handed out). Run with pooling on and tag=small, so that every request of at most
+// Pooled memory never carries data between blocks (docs/design.md: memory handed out from a pool is
+// zero). Run with pooling on and tag=small, so that every request of at most
 // `pool_size` bytes (argv[1], default 64) is carved from a pool:
 //   1. one thread writes a secret into blocks of every small size (malloc, calloc, realloc,
 //      new[]) and frees them itself; it then allocates again and looks for the secret;

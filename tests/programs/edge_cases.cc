@@ -1,6 +1,7 @@
 // File: tests/programs/edge_cases.cc
 //
-// Every case of SPEC.md's "What bad input gets", printed as facts that do not depend on addresses:
+// Every bad-input case of the allocation API (docs/testing.md lists them), printed as facts that do
+// not depend on addresses:
 // whether a result is NULL, errno after a failing call, whether an alignment holds, whether two
 // pointers differ, whether contents survived. Run bare (glibc) and with libpoolscope.so preloaded
 // (pooled and not), the output must be byte-identical: that is the test.
@@ -333,8 +334,8 @@ void OperatorNew() {
 }
 
 // A pooled block must come zeroed even after another block of the same pool was dirtied and freed
-// (the SPEC's "no data written through one block is ever visible through a later one" is only
-// observable through calloc here: malloc memory is indeterminate, so the test does not read it).
+// (no data written through one block is ever visible through a later one, docs/design.md; that is
+// only observable through calloc here: malloc memory is indeterminate, so the test does not read it).
 void ReuseThenCalloc() {
   bool zero = true;
   for (int round = 0; round < 50; ++round) {
