@@ -244,20 +244,6 @@ struct Collect {
   bool ok;
 };
 
-// Marks hit[i] for the mapping i that contains `a` (maps are in address order).
-void MarkMapping(const track::ProcMaps& maps, uintptr_t a, uint8_t* hit) {
-  size_t lo = 0, hi = maps.size();
-  while (lo < hi) {
-    const size_t mid = (lo + hi) / 2;
-    if (maps[mid].end <= a) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  if (lo < maps.size() && maps[lo].start <= a) hit[lo] = 1;
-}
-
 void Classify(const ScanInputs& in, ScanOutcome* out) {
   const uint64_t t0 = NowMs();
   Array<ScanBlock> blocks(g_scratch);
@@ -335,8 +321,8 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     return;
   }
   // Every address the real allocator handed out: a mapping holding one is the allocator's heap.
-  for (size_t i = 0; i < dblocks.size(); ++i) MarkMapping(maps, dblocks[i].start, hit.data());
-  for (size_t i = 0; i < pools.size(); ++i) MarkMapping(maps, pools[i].real, hit.data());
+  for (size_t i = 0; i < dblocks.size(); ++i) track::MarkMappingContaining(maps, dblocks[i].start, hit.data());
+  for (size_t i = 0; i < pools.size(); ++i) track::MarkMappingContaining(maps, pools[i].real, hit.data());
   OwnObject self_object = {};
   dl_iterate_phdr(FindOwnObject, &self_object);
   // Offsets from a thread's ThreadState to its thread pointer and to its TLS block of ours.

@@ -179,13 +179,17 @@ size_t BuildRootRanges(const ProcMaps& maps, const RootRange* exclude, size_t ne
   return count;
 }
 
-void MappingsContaining(const ProcMaps& maps, const uintptr_t* addrs, size_t naddrs, uint8_t* hit) {
-  size_t a = 0;
-  for (size_t i = 0; i < maps.size(); ++i) {
-    const Mapping& m = maps[i];
-    while (a < naddrs && addrs[a] < m.start) ++a;
-    hit[i] = a < naddrs && addrs[a] < m.end;
+void MarkMappingContaining(const ProcMaps& maps, uintptr_t addr, uint8_t* hit) {
+  size_t lo = 0, hi = maps.size();
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (maps[mid].end <= addr) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
   }
+  if (lo < maps.size() && maps[lo].start <= addr) hit[lo] = 1;
 }
 
 size_t ProcessVmReader::Read(uintptr_t addr, void* buf, size_t n) {

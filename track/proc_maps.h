@@ -70,9 +70,10 @@ bool IsRootCandidate(const Mapping& m);
 size_t BuildRootRanges(const ProcMaps& maps, const RootRange* exclude, size_t nexclude, RootRange* out,
                        size_t capacity);
 
-// For addresses sorted ascending: sets hit[i] to 1 when mapping i contains at least one of them and to
-// 0 otherwise (hit has maps.size() entries). Mappings are in address order, as the kernel lists them.
-void MappingsContaining(const ProcMaps& maps, const uintptr_t* addrs, size_t naddrs, uint8_t* hit);
+// Sets hit[i] to 1 for the mapping i that contains `addr`, if any, and leaves every other entry as it
+// is (hit has maps.size() entries). A binary search: mappings are in address order, as the kernel
+// lists them.
+void MarkMappingContaining(const ProcMaps& maps, uintptr_t addr, uint8_t* hit);
 
 // Reads the process's own memory with process_vm_readv on its own pid, one remote iovec per page, so a
 // read that meets an unmapped or unreadable page returns the bytes before that page instead of

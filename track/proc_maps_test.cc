@@ -83,7 +83,7 @@ TEST(ProcMapsTest, ReadsItsOwnMapsAndFindsItsStackAndData) {
   uintptr_t addrs[] = {reinterpret_cast<uintptr_t>(&global_data), reinterpret_cast<uintptr_t>(&local)};
   if (addrs[0] > addrs[1]) std::swap(addrs[0], addrs[1]);
   std::vector<uint8_t> hit(maps.size());
-  MappingsContaining(maps, addrs, 2, hit.data());
+  for (uintptr_t a : addrs) MarkMappingContaining(maps, a, hit.data());
   int hits = 0;
   for (size_t i = 0; i < maps.size(); ++i) {
     if (!hit[i]) continue;
@@ -139,7 +139,7 @@ TEST(ProcMapsTest, RootRangesSubtractExclusions) {
   unlink(path.c_str());
 }
 
-TEST(ProcMapsTest, MappingsContainingSweepsSortedAddresses) {
+TEST(ProcMapsTest, MarkMappingContainingMarksOnlyTheHoldingMapping) {
   std::string path = WriteFile(
       "1000-2000 rw-p 00000000 00:00 0\n"
       "2000-3000 rw-p 00000000 00:00 0\n"
@@ -148,13 +148,22 @@ TEST(ProcMapsTest, MappingsContainingSweepsSortedAddresses) {
   MmapScratchMemory scratch;
   ProcMaps maps(scratch);
   ASSERT_TRUE(maps.Read(path.c_str()));
-  uintptr_t addrs[] = {0x10, 0x1fff, 0x1fff, 0x4000, 0x7000};
-  uint8_t hit[4];
-  MappingsContaining(maps, addrs, 5, hit);
+  // In no particular order; 0x3000 and 0x6000 are ends (exclusive), 0x10, 0x4000 and 0x9000 in no
+  // mapping.
+  uintptr_t addrs[] = {0x7000, 0x1fff, 0x10, 0x4000, 0x3000, 0x1fff, 0x6000, 0x9000};
+  uint8_t hit[4] = {0, 0, 0, 0};
+  for (uintptr_t a : addrs) MarkMappingContaining(maps, a, hit);
   EXPECT_EQ(hit[0], 1);
   EXPECT_EQ(hit[1], 0);
   EXPECT_EQ(hit[2], 0);
   EXPECT_EQ(hit[3], 1);
+  MarkMappingContaining(maps, 0x2000, hit);  // a start (inclusive)
+  EXPECT_EQ(hit[1], 1);
+  MarkMappingContaining(maps, 0x5fff, hit);
+  EXPECT_EQ(hit[2], 1);
+  uint8_t untouched[4] = {7, 7, 7, 7};
+  MarkMappingContaining(maps, 0x4000, untouched);
+  EXPECT_EQ(std::count(untouched, untouched + 4, 7), 4);
   unlink(path.c_str());
 }
 
