@@ -141,12 +141,16 @@ schema).
 
 constexpr char kSuppressionsUsage[] = R"(usage: poolscope suppressions --format=lsan|valgrind|heaptrack R.json
 
-Prints suppressions that mark poolscope's pool memory (allocated by libpoolscope.so) as expected,
-so an existing leak check stays green with pooling on.
+Prints suppressions that mark poolscope's pool memory as expected, so an existing leak check
+stays green with pooling on and still reports the program's own leaks. Every entry matches the one
+function that makes each pool's real allocation, ShimBackend::AllocPool in libpoolscope.so:
 
-  lsan        `leak:libpoolscope.so`, for LSAN_OPTIONS=suppressions=FILE
-  valgrind    Memcheck:Leak blocks matching obj:*/libpoolscope.so, for valgrind --suppressions=FILE
-  heaptrack   LSan's `leak:` format, for heaptrack_print --suppressions=FILE
+  lsan        `leak:ShimBackend::AllocPool`, for LSAN_OPTIONS=suppressions=FILE
+  heaptrack   `leak:ShimBackend::AllocPool`, for heaptrack_print --suppressions=FILE
+              (heaptrack_print 1.4 also needs --disable-builtin-suppressions)
+  valgrind    a Memcheck:Leak block, all leak kinds, with the frames
+              `...` and `fun:_ZN9poolscope*ShimBackend9AllocPool*` (mangled: memcheck matches
+              mangled names), for valgrind --suppressions=FILE
 
 flags:
   --format=FORMAT   required: lsan, valgrind or heaptrack

@@ -53,6 +53,8 @@ std::string Locate(const LocateRequest& request, std::vector<std::string>* looke
     if (!self.empty()) {
       candidates.push_back(self + "/" + request.name);
       candidates.push_back(self + "/../" + request.package + "/" + request.name);
+      candidates.push_back(self + "/../lib/" + request.name);
+      candidates.push_back(self + "/../lib/poolscope/" + request.name);
     }
     const std::string runfiles_path = "/poolscope/" + request.package + "/" + request.name;
     if (!request.argv0.empty()) {

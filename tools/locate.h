@@ -6,7 +6,9 @@
 //   2. an environment variable (POOLSCOPE_LIB for the library);
 //   3. next to the poolscope binary: dirname(/proc/self/exe)/NAME;
 //   4. where Bazel puts it: dirname(/proc/self/exe)/../PACKAGE/NAME (bazel-bin/interpose/...);
-//   5. the Bazel runfiles tree: argv[0].runfiles/poolscope/PACKAGE/NAME, /proc/self/exe.runfiles/...,
+//   5. where scripts/install.sh puts it: dirname(/proc/self/exe)/../lib/NAME (PREFIX/lib/
+//      libpoolscope.so), then dirname(/proc/self/exe)/../lib/poolscope/NAME (the demo workload);
+//   6. the Bazel runfiles tree: argv[0].runfiles/poolscope/PACKAGE/NAME, /proc/self/exe.runfiles/...,
 //      then $RUNFILES_DIR/poolscope/PACKAGE/NAME.
 // Paths are returned absolute, so that a child which changes directory still finds the library.
 //

@@ -48,28 +48,37 @@ std::string Suppressions(const json& report, const std::string& path, Suppressio
       const char* tool = format == SuppressionFormat::kLsan
                              ? "LeakSanitizer (LSAN_OPTIONS=suppressions=FILE)"
                              : "heaptrack_print --suppressions=FILE";
+      const char* caveat =
+          format == SuppressionFormat::kHeaptrack
+              ? "# heaptrack_print 1.4 also needs --disable-builtin-suppressions: with its built-in\n"
+                "# suppressions on, a suppression file makes it suppress every leak.\n"
+              : "";
       return fmt::format(
           "# poolscope: pool memory is expected at exit, not a leak. For {}.\n"
           "# From {}: {}.\n"
-          "# Every pool is allocated through poolscope_pool_alloc, and nothing else is: the program's\n"
-          "# own leaks, which also pass through libpoolscope.so's malloc, stay reported.\n"
-          "leak:poolscope_pool_alloc\n",
-          tool, source, figures);
+          "# Every pool's real allocation is made by ShimBackend::AllocPool in libpoolscope.so, and\n"
+          "# nothing else is: the program's own leaks, which also pass through libpoolscope.so's\n"
+          "# malloc, stay reported.\n"
+          "{}"
+          "{}\n",
+          tool, source, figures, caveat, kLeakSuppression);
     }
     case SuppressionFormat::kValgrind:
       return fmt::format(
           "# poolscope: pool memory is expected at exit, not a leak.\n"
           "# For valgrind --suppressions=FILE. From {}: {}.\n"
-          "# Every pool is allocated through poolscope_pool_alloc, and nothing else is: the program's\n"
-          "# own leaks, which also pass through libpoolscope.so's malloc, stay reported.\n"
+          "# Every pool's real allocation is made by poolscope::(anonymous namespace)::ShimBackend::\n"
+          "# AllocPool in libpoolscope.so (with valgrind=1 it also describes the pool to memcheck),\n"
+          "# and nothing else is: the program's own leaks, which also pass through libpoolscope.so's\n"
+          "# malloc, stay reported. memcheck matches fun: lines against mangled names.\n"
           "{{\n"
           "   poolscope-pool-memory\n"
           "   Memcheck:Leak\n"
           "   match-leak-kinds: reachable,possible,indirect,definite\n"
           "   ...\n"
-          "   fun:poolscope_pool_alloc\n"
+          "   {}\n"
           "}}\n",
-          source, figures);
+          source, figures, kValgrindFrame);
   }
   return "";
 }

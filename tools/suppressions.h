@@ -2,9 +2,12 @@
 //
 // `poolscope suppressions`: entries for an existing leak checker (LeakSanitizer, valgrind's
 // memcheck, heaptrack) that mark poolscope's pools as expected, so a leak check that passed without
-// poolscope still passes with pooling on. Pools are real allocations made by code in
-// libpoolscope.so, so the entries match allocation stacks that pass through that object (or
-// through a function in the `poolscope::` namespace when symbols are available).
+// poolscope still passes with pooling on. Every allocation the program makes passes through
+// libpoolscope.so's malloc, so matching that object would hide the program's own leaks too; the
+// entries match instead the one function that makes each pool's real allocation,
+// poolscope::(anonymous namespace)::ShimBackend::AllocPool (interpose/shim.cc), which is on every
+// pool's allocation stack: as the top frame under memcheck with valgrind=1 (it describes the pool
+// there), as the caller of poolscope_pool_alloc under memcheck with valgrind=0 and under heaptrack.
 //
 // Thread-safety: pure functions.
 #ifndef POOLSCOPE_TOOLS_SUPPRESSIONS_H_
@@ -15,6 +18,11 @@
 #include "nlohmann/json.hpp"
 
 namespace poolscope::tools {
+
+// The `leak:` line of the lsan and heaptrack formats (matched as a substring of demangled names).
+inline constexpr char kLeakSuppression[] = "leak:ShimBackend::AllocPool";
+// The frame line of the valgrind format (memcheck matches fun: against mangled names).
+inline constexpr char kValgrindFrame[] = "fun:_ZN9poolscope*ShimBackend9AllocPool*";
 
 enum class SuppressionFormat { kLsan, kValgrind, kHeaptrack };
 

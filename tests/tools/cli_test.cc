@@ -206,11 +206,19 @@ TEST(DiffCommandTest, Errors) {
 TEST(SuppressionsCommandTest, FormatsAndErrors) {
   Outcome lsan = Call({"suppressions", kOn, "--format=lsan"});
   EXPECT_EQ(lsan.status, 0);
-  EXPECT_NE(lsan.out.find("\nleak:poolscope_pool_alloc\n"), std::string::npos);
+  EXPECT_NE(lsan.out.find("\nleak:ShimBackend::AllocPool\n"), std::string::npos);
   Outcome valgrind = Call({"suppressions", "--format=valgrind", kOn});
   EXPECT_NE(valgrind.out.find("   Memcheck:Leak\n"), std::string::npos);
-  EXPECT_NE(valgrind.out.find("   fun:poolscope_pool_alloc\n"), std::string::npos);
-  EXPECT_EQ(Call({"suppressions", "--format=heaptrack", kOn}).status, 0);
+  EXPECT_NE(valgrind.out.find("\n   ...\n   fun:_ZN9poolscope*ShimBackend9AllocPool*\n}\n"),
+            std::string::npos);
+  Outcome heaptrack = Call({"suppressions", "--format=heaptrack", kOn});
+  EXPECT_EQ(heaptrack.status, 0);
+  EXPECT_NE(heaptrack.out.find("\nleak:ShimBackend::AllocPool\n"), std::string::npos);
+  // The help text names the entries exactly as they are printed.
+  Outcome help = Call({"suppressions", "--help"});
+  EXPECT_NE(help.out.find("`leak:ShimBackend::AllocPool`, for LSAN_OPTIONS"), std::string::npos);
+  EXPECT_NE(help.out.find("`leak:ShimBackend::AllocPool`, for heaptrack_print"), std::string::npos);
+  EXPECT_NE(help.out.find("`fun:_ZN9poolscope*ShimBackend9AllocPool*`"), std::string::npos);
   ExpectUsageError({"suppressions", kOn}, "poolscope: --format: required: lsan, valgrind or heaptrack");
   ExpectUsageError({"suppressions", "--format=asan", kOn},
                    "poolscope: --format: expected lsan, valgrind or heaptrack, got 'asan'");
