@@ -26,10 +26,12 @@ python3 - "$T/dom.html" <<'PY' || { tail -5 "$T/dom.log" >&2; exit 1; }
 import re, sys
 dom = open(sys.argv[1], encoding="utf-8").read()
 def section(marker):
+    # From the section's id to the next element with an id: the section's own content.
     start = dom.find(marker)
     if start < 0:
-        sys.exit(f"FAIL: the rendered page has no {marker}")
-    return dom[start:]
+        sys.exit(f"FAIL: the rendered page has no section {marker}")
+    end = dom.find(' id="', start + len(marker))
+    return dom[start:] if end < 0 else dom[start:end]
 checks = [
     ('id="ledgers"', 'class="axis-title"', "the ledger chart's axis title"),
     ('id="sizes"', 'class="axis-title"', "the size histogram's axis titles"),
@@ -41,7 +43,7 @@ checks = [
 ]
 for marker, inner, what in checks:
     if inner not in section(marker):
-        sys.exit(f"FAIL: the rendered page has no {what} ({inner} after {marker})")
+        sys.exit(f"FAIL: the rendered page lacks {what} ({inner} in {marker})")
 sites = section('<table class="sites">')
 rows = sites[:sites.find("</table>")].count("<tr>") - 1
 if rows != 20:
