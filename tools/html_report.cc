@@ -448,6 +448,8 @@ int Depth(const FlameNode& node) {
 }
 
 constexpr int kFlameLeft = 10, kFlameWidth = 1000, kFlameRow = 18;
+// The deepest path drawn (a report's stacks hold 16 frames by default, at most 64).
+constexpr size_t kFlameLevels = 128;
 
 void DrawFlame(const FlameNode& node, double x, int level, int levels, int64_t total,
                std::string* svg) {
@@ -494,20 +496,21 @@ std::string FlameGraph(const json& report) {
     for (const json& leak : *leaks) {
       int64_t bytes = Count(leak, "bytes").value_or(0);
       if (bytes <= 0) continue;
-      root.bytes += bytes;
+      root.bytes = SaturatingAdd(root.bytes, bytes);
       FlameNode* node = &root;
       const json* stack = Find(leak, "stack");
       if (stack == nullptr || !stack->is_array() || stack->empty()) {
         node = &Child(*node, "[no stack]");
-        node->bytes += bytes;
+        node->bytes = SaturatingAdd(node->bytes, bytes);
         continue;
       }
       // Outermost first, down to the first program frame: the allocator's and poolscope's own
-      // frames below it are left out.
+      // frames below it are left out. At most kFlameLevels frames, the outermost.
       size_t first = FirstProgramFrame(*stack);
-      for (size_t i = stack->size(); i-- > first;) {
+      size_t shown = 0;
+      for (size_t i = stack->size(); i-- > first && shown < kFlameLevels; ++shown) {
         node = &Child(*node, FrameFunction(stack->at(i)));
-        node->bytes += bytes;
+        node->bytes = SaturatingAdd(node->bytes, bytes);
       }
     }
   }

@@ -493,6 +493,12 @@ std::string FoldedFrame(const json& frame) {
 
 }  // namespace
 
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t sum = 0;
+  if (__builtin_add_overflow(a, b, &sum)) return b > 0 ? INT64_MAX : INT64_MIN;
+  return sum;
+}
+
 std::vector<SiteRow> TopSites(const json& report, size_t limit) {
   std::vector<SiteRow> rows;
   const json* sites = Find(report, "sites");
@@ -509,8 +515,8 @@ std::vector<SiteRow> TopSites(const json& report, size_t limit) {
       for (const json& leak : *leaks) {
         const json* stack = Find(leak, "stack");
         if (stack != nullptr && *stack == *row.stack) {
-          row.live_blocks += Count(leak, "blocks").value_or(0);
-          row.live_bytes += Count(leak, "bytes").value_or(0);
+          row.live_blocks = SaturatingAdd(row.live_blocks, Count(leak, "blocks").value_or(0));
+          row.live_bytes = SaturatingAdd(row.live_bytes, Count(leak, "bytes").value_or(0));
         }
       }
     }

@@ -36,6 +36,9 @@ struct SiteRow {
   int64_t live_bytes = 0;
 };
 
+// a + b, held at INT64_MAX or INT64_MIN instead of overflowing (a report's figures are untrusted).
+int64_t SaturatingAdd(int64_t a, int64_t b);
+
 // The `sites[]` entries with most logical allocations first (ties: more bytes first, then report
 // order), at most `limit` of them.
 std::vector<SiteRow> TopSites(const nlohmann::json& report, size_t limit);

@@ -460,6 +460,26 @@ TEST(FlameGraphTest, WidthsFromBytesByStack) {
   EXPECT_NE(html.find("<title>g: 300 B (75.0% of live bytes)</title>"), std::string::npos);
 }
 
+// Untrusted figures: byte counts that would overflow when summed and a stack of 1,000 frames.
+// The sums stay at INT64_MAX (each box of the one path is then the whole width) and the graph
+// keeps the outermost 128 frames: 129 rows of 18 px with the root.
+TEST(FlameGraphTest, HugeFiguresAndDeepStacksAreBounded) {
+  nlohmann::json frames = nlohmann::json::array();
+  for (int i = 0; i < 1000; ++i) frames.push_back({{"function", "fn" + std::to_string(i)}});
+  nlohmann::json doc = {{"leaks",
+                         {{{"blocks", 1}, {"bytes", INT64_MAX}, {"stack", frames}},
+                          {{"blocks", 1}, {"bytes", INT64_MAX}, {"stack", frames}}}}};
+  std::string svg = FlameGraph(doc);
+  EXPECT_EQ(svg.rfind("<svg class=\"flame\" width=\"1020\" height=\"2322\"", 0), 0u)
+      << svg.substr(0, 200);
+  EXPECT_NE(svg.find("<title>fn999: "), std::string::npos);
+  EXPECT_NE(svg.find("<title>fn872: "), std::string::npos);
+  EXPECT_EQ(svg.find("<title>fn871: "), std::string::npos);
+  EXPECT_NE(svg.find("<title>fn872: 8589934592.00 GiB (100.0% of live bytes)"), std::string::npos);
+  doc["sites"] = {{{"logical_allocs", 1}, {"stack", frames}}};
+  EXPECT_NE(TextReport(doc, "huge.json").find("#1"), std::string::npos);
+}
+
 TEST(SuppressionsTest, MatchGoldens) {
   nlohmann::json doc = LoadData("report_on.json");
   EXPECT_EQ(Suppressions(doc, "report_on.json", SuppressionFormat::kLsan),
