@@ -125,9 +125,10 @@ Renders a saved report on stdout.
 formats:
   text     (default) a page to read top to bottom: process, totals, both ledgers with calls by
            entry point, the pool, the reconciliation and detector view with the verdict, the
-           largest leaks with their stacks, errors
+           top 20 call sites, the largest leaks with their stacks, errors
   html     one self-contained page (inline CSS and SVG, no script, nothing fetched): both ledgers,
-           the size histogram against the pool size, live blocks by kind, the leak table
+           the size histogram against the pool size, live blocks by kind, a flame graph of the
+           bytes live at exit, the leak table, the top 20 call sites
   folded   one line per leak stack, `outer;...;inner BYTES`, for flamegraph.pl
   json     the validated report, pretty-printed
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -51,6 +52,12 @@ td.stack span.where { color: #6b7486; }
 svg text { font-family: "DejaVu Sans", "Liberation Sans", Arial, sans-serif; font-size: 12px;
            fill: #1d2330; }
 .charts { display: flex; gap: 24px; flex-wrap: wrap; }
+svg text.axis-title { font-weight: bold; fill: #555f70; }
+details.stack summary { cursor: pointer; }
+details.stack span.more { color: #6b7486; font-size: 11px; }
+details.stack div.frame { padding-left: 16px; }
+details.stack div.skipped { color: #8a93a3; }
+svg.flame text { font-size: 11px; pointer-events: none; }
 )css";
 
 std::string E(const std::string& text) { return HtmlEscape(text); }
@@ -85,7 +92,7 @@ std::string LedgerChart(const json& report) {
     max_value = std::max({max_value, m.logical.value_or(0), m.real.value_or(0)});
   }
   const int width = 520, left = 140, bar_width = 290, bar_height = 18, group_height = 58, top = 30;
-  int height = top + group_height * static_cast<int>(measures.size()) + 10;
+  int height = top + group_height * static_cast<int>(measures.size()) + 34;
   std::string svg = fmt::format(
       "<svg width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
       "role=\"img\" aria-label=\"logical and real ledgers\">\n",
@@ -116,7 +123,10 @@ std::string LedgerChart(const json& report) {
     y += group_height;
   }
   svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#8a93a3\"/>\n", left,
-                     top - 4, height - 8);
+                     top - 4, height - 30);
+  svg += fmt::format("<text class=\"axis-title\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">"
+                     "calls or blocks (bar length to scale, figure at its end)</text>\n",
+                     left + bar_width / 2, height - 8);
   return svg + "</svg>\n";
 }
 
@@ -131,7 +141,7 @@ std::string SizeChart(const json& report) {
     }
   }
   std::sort(bars.begin(), bars.end());
-  const int width = 540, height = 262, left = 70, bottom = 200, top = 30, plot_width = 450;
+  const int width = 540, height = 300, left = 70, bottom = 200, top = 30, plot_width = 450;
   std::string svg = fmt::format(
       "<svg width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
       "role=\"img\" aria-label=\"request sizes\">\n",
@@ -152,10 +162,14 @@ std::string SizeChart(const json& report) {
                        "fill=\"{}\"><title>&lt;= {} B: {}</title></rect>\n",
                        x, bottom - h, bar_w, h, kLogicalColor, bars[i].first,
                        E(Thousands(bars[i].second)));
-    if (bars.size() <= 24) {
-      svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\" "
-                         "font-size=\"10\">{}</text>\n",
-                         x + bar_w / 2, bottom + 14, E(ShortSize(bars[i].first)));
+    // Labels are rotated so that neighbours never run into each other; with many buckets only
+    // every second or third is labelled (each bar still names its bound in its tooltip).
+    size_t step = (bars.size() + 23) / 24;
+    if (i % step == 0) {
+      double lx = x + bar_w / 2;
+      svg += fmt::format("<text class=\"tick\" x=\"{0:.1f}\" y=\"{1}\" text-anchor=\"end\" "
+                         "font-size=\"10\" transform=\"rotate(-45 {0:.1f} {1})\">{2}</text>\n",
+                         lx, bottom + 12, E(ShortSize(bars[i].first)));
     }
   }
   svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#8a93a3\"/>\n", left,
@@ -163,9 +177,14 @@ std::string SizeChart(const json& report) {
   svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", left - 6, top + 4,
                      E(Thousands(max_count)));
   svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">0</text>\n", left - 6, bottom);
-  svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">request size in bytes "
-                     "(bucket upper bound)</text>\n",
-                     left + plot_width / 2, bottom + 32);
+  svg += fmt::format("<text class=\"axis-title\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">"
+                     "request size in bytes (bucket upper bound)</text>\n",
+                     left + plot_width / 2, bottom + 62);
+  svg += fmt::format("<text class=\"axis-title\" x=\"{0}\" y=\"{1}\" text-anchor=\"middle\" "
+                     "transform=\"rotate(-90 {0} {1})\">requests</text>\n",
+                     left - 44, (top + bottom) / 2);
+  svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#8a93a3\"/>\n",
+                     left, top, bottom);
   std::optional<int64_t> pool_size = Count(report, "sizes.pool_size");
   if (!pool_size) pool_size = Count(report, "pool.pool_size");
   if (pool_size && *pool_size > 0) {
@@ -294,18 +313,26 @@ int KindRank(const json& leak) {
   return 3;
 }
 
+std::string FrameLine(const json& frame) {
+  std::string where = FrameWhere(frame);
+  std::string line = E(FrameFunction(frame));
+  if (!where.empty()) line += " <span class=\"where\">" + E(where) + "</span>";
+  return line;
+}
+
+// The stack folded to its first program frame; the whole stack opens below it.
 std::string StackCell(const json& leak) {
-  std::string stack;
   const json* frames = Find(leak, "stack");
-  if (frames != nullptr && frames->is_array()) {
-    for (const json& frame : *frames) {
-      std::string where = FrameWhere(frame);
-      stack += E(FrameFunction(frame));
-      if (!where.empty()) stack += " <span class=\"where\">" + E(where) + "</span>";
-      stack += "<br>\n";
-    }
+  if (frames == nullptr || !frames->is_array() || frames->empty()) return "(no stack recorded)";
+  size_t first = FirstProgramFrame(*frames);
+  std::string out = "<details class=\"stack\"><summary>" + FrameLine(frames->at(first));
+  out += fmt::format(" <span class=\"more\">({} frame{})</span></summary>\n", frames->size(),
+                     frames->size() == 1 ? "" : "s");
+  for (size_t i = 0; i < frames->size(); ++i) {
+    out += fmt::format("<div class=\"frame{}\">{}</div>\n", i < first ? " skipped" : "",
+                       FrameLine(frames->at(i)));
   }
-  return stack.empty() ? "(no stack recorded)" : stack;
+  return out + "</details>";
 }
 
 // The lost groups (definitely and indirectly lost first, then possibly lost, each by bytes; in a
@@ -368,6 +395,137 @@ std::string LeakTable(const json& report) {
   }
   return out;
 }
+
+// The call sites that allocate most, each folded to its first program frame.
+std::string SitesTable(const json& report) {
+  const json* sites = Find(report, "sites");
+  size_t total = sites != nullptr && sites->is_array() ? sites->size() : 0;
+  std::vector<SiteRow> rows = TopSites(report, kSitesShown);
+  if (rows.empty()) return "<p>No call sites recorded.</p>\n";
+  std::string out = fmt::format(
+      "<p>The {} of {} sites with most logical allocations. Pooled: served from a pool; real: "
+      "calls into the allocator below; live at exit: the site's blocks still allocated.</p>\n",
+      rows.size(), total);
+  out += "<table class=\"sites\"><tr><th class=\"n\">#</th><th class=\"n\">logical allocations"
+         "</th><th class=\"n\">pooled</th><th class=\"n\">real allocations</th>"
+         "<th class=\"n\">bytes</th><th class=\"n\">live at exit</th>"
+         "<th>call site (innermost program frame)</th></tr>\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const SiteRow& row = rows[i];
+    json holder = json::object();
+    if (row.stack != nullptr) holder["stack"] = *row.stack;
+    out += fmt::format(
+        "<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
+        "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{} ({})</td>"
+        "<td class=\"stack\">{}</td></tr>\n",
+        i + 1, E(Thousands(row.logical_allocs)), E(Thousands(row.pool_hits)),
+        E(Thousands(row.real_allocs)), E(Bytes(row.bytes)), E(Thousands(row.live_blocks)),
+        E(Bytes(row.live_bytes)), StackCell(holder));
+  }
+  return out + "</table>\n";
+}
+
+// A node of the flame graph: bytes live at exit under one frame, reached by one path from the
+// root (outermost frame first).
+struct FlameNode {
+  std::string name;
+  int64_t bytes = 0;
+  std::vector<FlameNode> children;
+};
+
+FlameNode& Child(FlameNode& node, const std::string& name) {
+  for (FlameNode& child : node.children) {
+    if (child.name == name) return child;
+  }
+  node.children.push_back(FlameNode{name, 0, {}});
+  return node.children.back();
+}
+
+int Depth(const FlameNode& node) {
+  int deepest = 0;
+  for (const FlameNode& child : node.children) deepest = std::max(deepest, Depth(child));
+  return deepest + 1;
+}
+
+constexpr int kFlameLeft = 10, kFlameWidth = 1000, kFlameRow = 18;
+// The deepest path drawn (a report's stacks hold 16 frames by default, at most 64).
+constexpr size_t kFlameLevels = 128;
+
+void DrawFlame(const FlameNode& node, double x, int level, int levels, int64_t total,
+               std::string* svg) {
+  double w = static_cast<double>(kFlameWidth) * static_cast<double>(node.bytes) /
+             static_cast<double>(total);
+  int y = (levels - 1 - level) * kFlameRow;
+  // Warm colours from the name, so that a frame keeps its colour wherever it appears.
+  size_t hash = std::hash<std::string>{}(node.name);
+  std::string color = level == 0 ? "#c8ccd4"
+                                 : fmt::format("rgb({},{},{})", 205 + hash % 50,
+                                               90 + (hash >> 8) % 120, 40 + (hash >> 16) % 50);
+  *svg += fmt::format(
+      "<g class=\"frame\"><title>{}: {} ({:.1f}% of live bytes)</title>"
+      "<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\" "
+      "stroke=\"#ffffff\" stroke-width=\"0.5\"/>",
+      E(node.name), E(Bytes(node.bytes)),
+      100.0 * static_cast<double>(node.bytes) / static_cast<double>(total), x, y, w, kFlameRow - 1,
+      color);
+  size_t fits = w > 12 ? static_cast<size_t>((w - 6) / 6.5) : 0;
+  if (fits >= 3) {
+    std::string label = node.name.size() <= fits ? node.name : node.name.substr(0, fits - 2) + "..";
+    *svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\">{}</text>", x + 3, y + 13, E(label));
+  }
+  *svg += "</g>\n";
+  std::vector<const FlameNode*> children;
+  for (const FlameNode& child : node.children) children.push_back(&child);
+  std::stable_sort(children.begin(), children.end(), [](const FlameNode* a, const FlameNode* b) {
+    if (a->bytes != b->bytes) return a->bytes > b->bytes;
+    return a->name < b->name;
+  });
+  for (const FlameNode* child : children) {
+    DrawFlame(*child, x, level + 1, levels, total, svg);
+    x += static_cast<double>(kFlameWidth) * static_cast<double>(child->bytes) /
+         static_cast<double>(total);
+  }
+}
+
+}  // namespace
+
+std::string FlameGraph(const json& report) {
+  FlameNode root{"all live bytes", 0, {}};
+  const json* leaks = Find(report, "leaks");
+  if (leaks != nullptr && leaks->is_array()) {
+    for (const json& leak : *leaks) {
+      int64_t bytes = Count(leak, "bytes").value_or(0);
+      if (bytes <= 0) continue;
+      root.bytes = SaturatingAdd(root.bytes, bytes);
+      FlameNode* node = &root;
+      const json* stack = Find(leak, "stack");
+      if (stack == nullptr || !stack->is_array() || stack->empty()) {
+        node = &Child(*node, "[no stack]");
+        node->bytes = SaturatingAdd(node->bytes, bytes);
+        continue;
+      }
+      // Outermost first, down to the first program frame: the allocator's and poolscope's own
+      // frames below it are left out. At most kFlameLevels frames, the outermost.
+      size_t first = FirstProgramFrame(*stack);
+      size_t shown = 0;
+      for (size_t i = stack->size(); i-- > first && shown < kFlameLevels; ++shown) {
+        node = &Child(*node, FrameFunction(stack->at(i)));
+        node->bytes = SaturatingAdd(node->bytes, bytes);
+      }
+    }
+  }
+  if (root.bytes == 0) return "<p>No bytes live at exit.</p>\n";
+  int levels = Depth(root);
+  int height = levels * kFlameRow;
+  std::string svg = fmt::format(
+      "<svg class=\"flame\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" role=\"img\" "
+      "aria-label=\"flame graph of bytes live at exit\">\n",
+      kFlameLeft * 2 + kFlameWidth, height);
+  DrawFlame(root, kFlameLeft, 0, levels, root.bytes, &svg);
+  return svg + "</svg>\n";
+}
+
+namespace {
 
 // The program's live logical blocks by reachability class, and what a detector below poolscope
 // reports of them.
@@ -454,8 +612,9 @@ std::string HtmlReport(const json& report, const std::string& path) {
   page += Card(Thousands(Count(report, "reconciliation.detector_view.program_leak_blocks")),
                "detector view: of which the program's own blocks");
   page += "</div>\n";
-  page += "<div class=\"charts\">\n<div>\n<h2>The two ledgers</h2>\n" + LedgerChart(report) +
-          "</div>\n<div>\n<h2>Request sizes</h2>\n" + SizeChart(report) + "</div>\n</div>\n";
+  page += "<div class=\"charts\">\n<div id=\"ledgers\">\n<h2>The two ledgers</h2>\n" +
+          LedgerChart(report) + "</div>\n<div id=\"sizes\">\n<h2>Request sizes</h2>\n" +
+          SizeChart(report) + "</div>\n</div>\n";
   page += "<h2>Real blocks live at exit, by kind</h2>\n" + LiveChart(report);
   page += fmt::format(
       "<p>{} real live = {} unpooled live + {} pools cached + {} pools in use: {}</p>\n",
@@ -467,7 +626,14 @@ std::string HtmlReport(const json& report, const std::string& path) {
                 : *balanced ? "<span class=\"ok\">balanced</span>"
                             : "<span class=\"bad\">NOT balanced</span>");
   page += ReachabilityHtml(report);
-  page += "<h2>Leaks (live logical blocks at exit, lost first)</h2>\n" + LeakTable(report);
+  page += "<section id=\"flame\">\n<h2>Bytes live at exit by stack (flame graph)</h2>\n"
+          "<p>Each box is a frame, as wide as the bytes live at exit below it; callers under their "
+          "callees, the outermost at the bottom. Hover a box for its figures.</p>\n" +
+          FlameGraph(report) + "</section>\n";
+  page += "<section id=\"leaks\">\n<h2>Leaks (live logical blocks at exit, lost first)</h2>\n" +
+          LeakTable(report) + "</section>\n";
+  page += "<section id=\"sites\">\n<h2>Call sites (top " + std::to_string(kSitesShown) +
+          " by logical allocations)</h2>\n" + SitesTable(report) + "</section>\n";
   page += "<h2>Ledgers</h2>\n" + LedgerTableHtml(report);
   page += fmt::format(
       "<h2>Pool</h2>\n<p>pool size {}, {} pools per thread; hits {}; pools created {}, reused {}, "

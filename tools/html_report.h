@@ -2,8 +2,10 @@
 //
 // `poolscope report --format=html`: one self-contained HTML page (inline CSS and inline SVG, no
 // script, no external font, image or URL) showing the two ledgers as a bar chart, the request
-// size histogram with a marker at the pool size, the real blocks live at exit by kind, and the
-// leak table. Every string from the report is HTML-escaped.
+// size histogram with a marker at the pool size (axes titled, tick labels rotated), the real blocks
+// live at exit by kind, a flame graph of the bytes live at exit, the leak table (stacks folded to
+// their first program frame in <details>), and the top call sites. Each of the last three is a
+// <section> with an id (flame, leaks, sites). Every string from the report is HTML-escaped.
 //
 // Thread-safety: pure function.
 #ifndef POOLSCOPE_TOOLS_HTML_REPORT_H_
@@ -17,6 +19,12 @@ namespace poolscope::tools {
 
 // The whole page. `path` is the report's file name, shown in the title.
 std::string HtmlReport(const nlohmann::json& report, const std::string& path);
+
+// The flame graph of the bytes live at exit (the `leaks[]` groups' bytes by stack, outermost frame
+// at the bottom, each stack cut at its first program frame) as one inline SVG element, or a
+// paragraph saying there are none. Frames are merged by function name along each path; siblings
+// are ordered by bytes, largest first, and a frame is as wide as its bytes in 1000 px.
+std::string FlameGraph(const nlohmann::json& report);
 
 }  // namespace poolscope::tools
 

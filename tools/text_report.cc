@@ -442,6 +442,48 @@ std::string ErrorsSection(const json& report) {
   return out;
 }
 
+// The call sites that allocate most, as a table, each with its first program frame below it.
+std::string SitesSection(const json& report) {
+  const json* sites = Find(report, "sites");
+  size_t total = sites != nullptr && sites->is_array() ? sites->size() : 0;
+  std::vector<SiteRow> rows = TopSites(report, kSitesShown);
+  std::string out = Heading(fmt::format("CALL SITES (top {} of {} by logical allocations; pooled = "
+                                        "served from pools)",
+                                        rows.size(), total));
+  if (rows.empty()) return out + "  none recorded\n";
+  std::vector<std::array<std::string, 6>> cells = {
+      {"#", "logical", "pooled", "real", "bytes", "live at exit"}};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const SiteRow& row = rows[i];
+    cells.push_back({fmt::format("#{}", i + 1), Thousands(row.logical_allocs),
+                     Thousands(row.pool_hits), Thousands(row.real_allocs), Bytes(row.bytes),
+                     BlocksAndBytes(row.live_blocks, row.live_bytes)});
+  }
+  std::array<size_t, 6> width{};
+  for (const auto& line : cells) {
+    for (size_t c = 0; c < line.size(); ++c) width[c] = std::max(width[c], line[c].size());
+  }
+  for (size_t r = 0; r < cells.size(); ++r) {
+    const auto& line = cells[r];
+    out += fmt::format("  {:>{}}  {:>{}}  {:>{}}  {:>{}}  {:>{}}  {:>{}}\n", line[0], width[0],
+                       line[1], width[1], line[2], width[2], line[3], width[3], line[4], width[4],
+                       line[5], width[5]);
+    if (r == 0) continue;
+    const json* stack = rows[r - 1].stack;
+    if (stack == nullptr || !stack->is_array() || stack->empty()) {
+      out += "      (no stack recorded)\n";
+      continue;
+    }
+    const json& frame = stack->at(FirstProgramFrame(*stack));
+    std::string where = FrameWhere(frame);
+    out += fmt::format("      {}{}{}\n", FrameFunction(frame), where.empty() ? "" : "  ", where);
+  }
+  if (total > rows.size()) {
+    out += fmt::format("  ... {} more sites\n", Thousands(static_cast<int64_t>(total - rows.size())));
+  }
+  return out;
+}
+
 std::string FoldedFrame(const json& frame) {
   std::string name = FrameFunction(frame);
   // flamegraph.pl splits frames on ';' and the count on the last space.
@@ -450,6 +492,68 @@ std::string FoldedFrame(const json& frame) {
 }
 
 }  // namespace
+
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t sum = 0;
+  if (__builtin_add_overflow(a, b, &sum)) return b > 0 ? INT64_MAX : INT64_MIN;
+  return sum;
+}
+
+std::vector<SiteRow> TopSites(const json& report, size_t limit) {
+  std::vector<SiteRow> rows;
+  const json* sites = Find(report, "sites");
+  if (sites == nullptr || !sites->is_array()) return rows;
+  const json* leaks = Find(report, "leaks");
+  for (const json& site : *sites) {
+    SiteRow row;
+    row.stack = Find(site, "stack");
+    row.logical_allocs = Count(site, "logical_allocs").value_or(0);
+    row.pool_hits = Count(site, "pool_hits").value_or(0);
+    row.real_allocs = Count(site, "real_allocs").value_or(0);
+    row.bytes = Count(site, "bytes").value_or(0);
+    if (row.stack != nullptr && leaks != nullptr && leaks->is_array()) {
+      for (const json& leak : *leaks) {
+        const json* stack = Find(leak, "stack");
+        if (stack != nullptr && *stack == *row.stack) {
+          row.live_blocks = SaturatingAdd(row.live_blocks, Count(leak, "blocks").value_or(0));
+          row.live_bytes = SaturatingAdd(row.live_bytes, Count(leak, "bytes").value_or(0));
+        }
+      }
+    }
+    rows.push_back(row);
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const SiteRow& a, const SiteRow& b) {
+    if (a.logical_allocs != b.logical_allocs) return a.logical_allocs > b.logical_allocs;
+    return a.bytes > b.bytes;
+  });
+  if (rows.size() > limit) rows.resize(limit);
+  return rows;
+}
+
+bool IsProgramFrame(const json& frame) {
+  std::string object = String(frame, "object").value_or("");
+  std::string base = Basename(object);
+  if (base.rfind("libpoolscope", 0) == 0) return false;
+  std::string function = String(frame, "function").value_or("");
+  if (function.rfind("poolscope_", 0) == 0 || function.rfind("poolscope::", 0) == 0) return false;
+  static const std::set<std::string> kAllocator = {
+      "malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign", "aligned_alloc",
+      "memalign", "valloc", "pvalloc", "__libc_malloc", "__libc_calloc", "__libc_realloc",
+      "__libc_free", "__libc_memalign", "__posix_memalign", "_int_malloc", "tcache_init",
+      "malloc_hook_ini"};
+  std::string name = function.substr(0, function.find('('));
+  if (kAllocator.count(name) != 0) return false;
+  if (name.rfind("operator new", 0) == 0 || name.rfind("operator delete", 0) == 0) return false;
+  return true;
+}
+
+size_t FirstProgramFrame(const json& stack) {
+  if (!stack.is_array()) return 0;
+  for (size_t i = 0; i < stack.size(); ++i) {
+    if (IsProgramFrame(stack[i])) return i;
+  }
+  return 0;
+}
 
 std::string FrameFunction(const json& frame) {
   if (std::optional<std::string> function = String(frame, "function"); function && !function->empty()) {
@@ -477,7 +581,7 @@ std::string TextReport(const json& report, const std::string& path) {
   std::string page = ProcessSection(report, path) + TotalsSection(report) +
                      LedgersSection(report) + PoolSection(report) +
                      ReachabilitySection(report) + ReconciliationSection(report) +
-                     LeaksSection(report) + ErrorsSection(report);
+                     SitesSection(report) + LeaksSection(report) + ErrorsSection(report);
   // Drop the spaces that column padding leaves at the ends of lines.
   std::string out;
   size_t start = 0;

@@ -9,6 +9,8 @@
 #ifndef POOLSCOPE_TOOLS_TEXT_REPORT_H_
 #define POOLSCOPE_TOOLS_TEXT_REPORT_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,35 @@ namespace poolscope::tools {
 
 // How many leak stacks the text page and the HTML page show.
 inline constexpr int kLeaksShown = 10;
+
+// How many call sites the text page and the HTML page show.
+inline constexpr int kSitesShown = 20;
+
+// One row of the call-site table: a `sites[]` entry and what of it is live at exit, the bytes and
+// blocks of the `leaks[]` groups whose stack is the site's stack (any kind).
+struct SiteRow {
+  const nlohmann::json* stack = nullptr;  // the site's frames, innermost first; null when absent
+  int64_t logical_allocs = 0;
+  int64_t pool_hits = 0;
+  int64_t real_allocs = 0;
+  int64_t bytes = 0;
+  int64_t live_blocks = 0;
+  int64_t live_bytes = 0;
+};
+
+// a + b, held at INT64_MAX or INT64_MIN instead of overflowing (a report's figures are untrusted).
+int64_t SaturatingAdd(int64_t a, int64_t b);
+
+// The `sites[]` entries with most logical allocations first (ties: more bytes first, then report
+// order), at most `limit` of them.
+std::vector<SiteRow> TopSites(const nlohmann::json& report, size_t limit);
+
+// Whether a frame is the program's own: not poolscope's (libpoolscope.so, poolscope_* entry points)
+// nor the allocator's entry points (malloc, free, operator new and their kin).
+bool IsProgramFrame(const nlohmann::json& frame);
+
+// The index of the first (innermost) program frame of a stack, or 0 when it has none.
+size_t FirstProgramFrame(const nlohmann::json& stack);
 
 // The frame's function, else "[object]" (basename), else "??".
 std::string FrameFunction(const nlohmann::json& frame);

@@ -1,13 +1,16 @@
 #!/bin/bash
 # File: tests/tools/html_browser_test.sh
 #
-# Renders `poolscope report --format=html` of a recorded report in headless Chromium and checks the
-# screenshot: the PNG exists, is 1200x1600 (read from its IHDR), and is not blank (its decoded
-# pixels hold many distinct colours). Fails, not skips, when chromium is missing: install it with
-# `apt-get install -y chromium`.
+# Renders `poolscope report --format=html` of the recorded pooled demo run in headless Chromium.
+# Checks the DOM Chromium built from the page: every section is there (the two charts with their
+# axis titles, the flame graph's SVG with its frames, the leak table's folded <details> stacks, the
+# call-site table with its rows) and nothing scripted. Then checks the screenshot: the PNG exists,
+# is 1200x1600 (read from its IHDR), and is not blank (its decoded pixels hold many distinct
+# colours). With SCREENSHOT_OUT=PATH set, the screenshot is also copied there (README's image is
+# made so). Fails, not skips, when chromium is missing: install it with `apt-get install -y chromium`.
 set -u
 POOLSCOPE="$PWD/tools/poolscope"
-REPORT="$PWD/tests/testdata/report_on.json"
+REPORT="$PWD/tests/testdata/demo_on.json"
 T="$(mktemp -d "${TEST_TMPDIR:-/tmp}/html_test.XXXXXX")"
 CHROMIUM="$(command -v chromium || command -v chromium-browser || true)"
 if [ -z "$CHROMIUM" ]; then
@@ -15,6 +18,40 @@ if [ -z "$CHROMIUM" ]; then
   exit 1
 fi
 "$POOLSCOPE" report --format=html "$REPORT" >"$T/report.html" || { echo "FAIL: poolscope report" >&2; exit 1; }
+CHROMIUM_FLAGS=(--headless --no-sandbox --disable-gpu --disable-quic --no-first-run
+  --disable-background-networking --disable-component-update --disable-sync)
+timeout 120 "$CHROMIUM" "${CHROMIUM_FLAGS[@]}" --user-data-dir="$(mktemp -d "$T/profile.XXXXXX")" \
+  --dump-dom "file://$T/report.html" >"$T/dom.html" 2>"$T/dom.log"
+python3 - "$T/dom.html" <<'PY' || { tail -5 "$T/dom.log" >&2; exit 1; }
+import re, sys
+dom = open(sys.argv[1], encoding="utf-8").read()
+def section(marker):
+    # From the section's id to the next element with an id: the section's own content.
+    start = dom.find(marker)
+    if start < 0:
+        sys.exit(f"FAIL: the rendered page has no section {marker}")
+    end = dom.find(' id="', start + len(marker))
+    return dom[start:] if end < 0 else dom[start:end]
+checks = [
+    ('id="ledgers"', 'class="axis-title"', "the ledger chart's axis title"),
+    ('id="sizes"', 'class="axis-title"', "the size histogram's axis titles"),
+    ('id="sizes"', 'class="tick"', "the size histogram's rotated tick labels"),
+    ('id="flame"', '<svg class="flame"', "the flame graph's SVG"),
+    ('id="flame"', '<g class="frame"><title>', "the flame graph's frames with tooltips"),
+    ('id="leaks"', '<details class="stack"><summary>', "the leak table's folded stacks"),
+    ('id="sites"', '<table class="sites">', "the call-site table"),
+]
+for marker, inner, what in checks:
+    if inner not in section(marker):
+        sys.exit(f"FAIL: the rendered page lacks {what} ({inner} in {marker})")
+sites = section('<table class="sites">')
+rows = sites[:sites.find("</table>")].count("<tr>") - 1
+if rows != 20:
+    sys.exit(f"FAIL: the call-site table has {rows} rows, expected 20 (the demo report has 27 sites)")
+if "<script" in dom.lower():
+    sys.exit("FAIL: the page holds a script")
+print("every section present; call-site table of", rows, "rows")
+PY
 timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
   --disable-background-networking --disable-component-update --disable-sync \
   --user-data-dir="$(mktemp -d "$T/profile.XXXXXX")" --window-size=1200,1600 \
@@ -64,5 +101,6 @@ if len(colors) < 20:
 print(f"screenshot {width}x{height}, {len(colors)} distinct colours sampled")
 PY
 status=$?
+if [ "$status" = 0 ] && [ -n "${SCREENSHOT_OUT:-}" ]; then cp "$T/shot.png" "$SCREENSHOT_OUT"; fi
 rm -rf "$T"
 exit $status

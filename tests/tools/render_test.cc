@@ -89,9 +89,10 @@ TEST(TextReportTest, LostFirstMarkedInPoolsAndStillReachableInOneLine) {
   EXPECT_LT(definitely, indirectly) << text;
   EXPECT_LT(indirectly, reachable) << text;
   EXPECT_NE(reachable, std::string::npos) << text;
-  // Still reachable stacks are not listed frame by frame.
-  EXPECT_EQ(text.find("leak_shapes.c:57"), std::string::npos) << text;
-  EXPECT_EQ(text.find("_IO_doallocbuf"), std::string::npos) << text;
+  // Still reachable stacks are not listed frame by frame (the call-site table above may name
+  // their sites).
+  EXPECT_EQ(text.find("leak_shapes.c:57", leaks), std::string::npos) << text;
+  EXPECT_EQ(text.find("_IO_doallocbuf", leaks), std::string::npos) << text;
   EXPECT_EQ(text.find("LARGEST LEAKS"), std::string::npos) << text;
 }
 
@@ -261,12 +262,16 @@ TEST(HtmlReportTest, SelfContainedEscapedAndComplete) {
   EXPECT_EQ(html.find("<link"), std::string::npos);
   EXPECT_EQ(html.find("<img"), std::string::npos);
   EXPECT_NE(html.find("<style>"), std::string::npos);
-  // The four charts and the leak table.
+  // The four charts, the flame graph, the leak table and the call-site table.
   EXPECT_NE(html.find("aria-label=\"logical and real ledgers\""), std::string::npos);
   EXPECT_NE(html.find("aria-label=\"request sizes\""), std::string::npos);
   EXPECT_NE(html.find(">pool size 64 B</text>"), std::string::npos);
   EXPECT_NE(html.find("aria-label=\"real blocks live at exit by kind\""), std::string::npos);
   EXPECT_NE(html.find("leak_config_table()"), std::string::npos);
+  EXPECT_NE(html.find("<svg class=\"flame\""), std::string::npos);
+  EXPECT_NE(html.find("<table class=\"sites\">"), std::string::npos);
+  EXPECT_NE(html.find(">requests</text>"), std::string::npos);
+  EXPECT_NE(html.find(">request size in bytes (bucket upper bound)</text>"), std::string::npos);
   // Strings from the report are escaped.
   EXPECT_NE(html.find("Registry&lt;&quot;a&amp;b&quot;&gt;::Init()"), std::string::npos);
   EXPECT_NE(html.find("std::vector&lt;Session*, std::allocator&lt;Session*&gt; &gt;::reserve"),
@@ -322,6 +327,157 @@ TEST(HtmlReportTest, HostileStringsCannotBreakOut) {
   EXPECT_EQ(html.find("x\"><b>"), std::string::npos);
   EXPECT_NE(html.find("&lt;/title&gt;&lt;script&gt;"), std::string::npos);
   EXPECT_NE(html.find("\xEF\xBF\xBD"), std::string::npos);  // the invalid byte, replaced
+}
+
+// A hand-written report for the call-site table: three sites and the leak groups of one of them.
+// By logical allocations: beta (50) first, then gamma and alpha (10 each; gamma has more bytes).
+// alpha's stack has two leak groups (2 blocks, 64 B and 1 block, 32 B): 3 blocks (96 B) live at
+// exit; beta's leak group has another stack, so beta has none live.
+nlohmann::json SitesReport() {
+  return nlohmann::json::parse(R"({
+    "sites": [
+      {"logical_allocs": 10, "pool_hits": 8, "real_allocs": 2, "bytes": 640,
+       "stack": [{"function": "malloc", "object": "/lib/libc.so.6"},
+                 {"function": "alpha", "object": "/bin/p"}, {"function": "main", "object": "/bin/p"}]},
+      {"logical_allocs": 50, "pool_hits": 50, "real_allocs": 0, "bytes": 800,
+       "stack": [{"function": "beta", "object": "/bin/p"}, {"function": "main", "object": "/bin/p"}]},
+      {"logical_allocs": 10, "pool_hits": 0, "real_allocs": 10, "bytes": 960,
+       "stack": [{"function": "poolscope_arena_alloc", "object": "/opt/lib/libpoolscope.so"},
+                 {"function": "gamma", "object": "/bin/p"}]}],
+    "leaks": [
+      {"kind": "definitely_lost", "blocks": 2, "bytes": 64,
+       "stack": [{"function": "malloc", "object": "/lib/libc.so.6"},
+                 {"function": "alpha", "object": "/bin/p"}, {"function": "main", "object": "/bin/p"}]},
+      {"kind": "still_reachable", "blocks": 1, "bytes": 32,
+       "stack": [{"function": "malloc", "object": "/lib/libc.so.6"},
+                 {"function": "alpha", "object": "/bin/p"}, {"function": "main", "object": "/bin/p"}]},
+      {"kind": "definitely_lost", "blocks": 1, "bytes": 16,
+       "stack": [{"function": "beta", "object": "/bin/p"}, {"function": "other", "object": "/bin/p"}]}]
+  })");
+}
+
+TEST(SitesTest, TextTableByLogicalAllocationsWithLiveAtExit) {
+  std::string text = TextReport(SitesReport(), "sites.json");
+  EXPECT_NE(text.find("\nCALL SITES (top 3 of 3 by logical allocations; pooled = served from pools)\n"
+                      "   #  logical  pooled  real  bytes     live at exit\n"
+                      "  #1       50      50     0  800 B   0 blocks (0 B)\n"
+                      "      beta  /bin/p\n"
+                      "  #2       10       0    10  960 B   0 blocks (0 B)\n"
+                      "      gamma  /bin/p\n"
+                      "  #3       10       8     2  640 B  3 blocks (96 B)\n"
+                      "      alpha  /bin/p\n"),
+            std::string::npos)
+      << text;
+}
+
+TEST(SitesTest, TopTwentyOnly) {
+  nlohmann::json doc = nlohmann::json::object();
+  doc["sites"] = nlohmann::json::array();
+  for (int i = 1; i <= 25; ++i) {
+    doc["sites"].push_back({{"logical_allocs", i}, {"pool_hits", 0}, {"real_allocs", i},
+                            {"bytes", 8 * i},
+                            {"stack", {{{"function", "site" + std::to_string(i)}}}}});
+  }
+  std::string text = TextReport(doc, "many.json");
+  EXPECT_NE(text.find("CALL SITES (top 20 of 25 by logical allocations"), std::string::npos);
+  EXPECT_NE(text.find("  ... 5 more sites\n"), std::string::npos);
+  EXPECT_NE(text.find("      site25\n"), std::string::npos);
+  EXPECT_NE(text.find("      site6\n"), std::string::npos);
+  EXPECT_EQ(text.find("      site5\n"), std::string::npos);
+  std::string html = HtmlReport(doc, "many.json");
+  size_t table = html.find("<table class=\"sites\">");
+  ASSERT_NE(table, std::string::npos);
+  std::string rows = html.substr(table, html.find("</table>", table) - table);
+  size_t count = 0;
+  for (size_t at = rows.find("<tr>"); at != std::string::npos; at = rows.find("<tr>", at + 1)) {
+    ++count;
+  }
+  EXPECT_EQ(count, 21u);  // the header and 20 sites
+}
+
+TEST(SitesTest, HtmlTableFoldsEachStackToItsFirstProgramFrame) {
+  std::string html = HtmlReport(SitesReport(), "sites.json");
+  size_t beta = html.find(
+      "<tr><td class=\"n\">1</td><td class=\"n\">50</td><td class=\"n\">50</td><td class=\"n\">0"
+      "</td><td class=\"n\">800 B</td><td class=\"n\">0 (0 B)</td><td class=\"stack\"><details "
+      "class=\"stack\"><summary>beta <span class=\"where\">/bin/p</span>");
+  size_t gamma = html.find(
+      "<tr><td class=\"n\">2</td><td class=\"n\">10</td><td class=\"n\">0</td><td class=\"n\">10"
+      "</td><td class=\"n\">960 B</td><td class=\"n\">0 (0 B)</td><td class=\"stack\"><details "
+      "class=\"stack\"><summary>gamma <span class=\"where\">/bin/p</span> <span class=\"more\">"
+      "(2 frames)</span></summary>\n<div class=\"frame skipped\">poolscope_arena_alloc");
+  size_t alpha = html.find(
+      "<tr><td class=\"n\">3</td><td class=\"n\">10</td><td class=\"n\">8</td><td class=\"n\">2"
+      "</td><td class=\"n\">640 B</td><td class=\"n\">3 (96 B)</td><td class=\"stack\"><details "
+      "class=\"stack\"><summary>alpha <span class=\"where\">/bin/p</span> <span class=\"more\">"
+      "(3 frames)</span></summary>\n<div class=\"frame skipped\">malloc");
+  EXPECT_NE(beta, std::string::npos) << html;
+  EXPECT_NE(gamma, std::string::npos);
+  EXPECT_NE(alpha, std::string::npos);
+  EXPECT_LT(beta, gamma);
+  EXPECT_LT(gamma, alpha);
+  EXPECT_NE(html.find("<section id=\"sites\">"), std::string::npos);
+}
+
+// Two stacks under main: f <- g <- main holds 300 B, malloc <- h <- main 100 B. The graph has
+// four rows (all, main, g and h, f) of 18 px, the outermost at the bottom; of 1000 px, main takes
+// all, g 300/400 = 750 px from x 10, h the remaining 250 px from x 760, and malloc is left out.
+TEST(FlameGraphTest, WidthsFromBytesByStack) {
+  nlohmann::json doc = nlohmann::json::parse(R"({"leaks": [
+      {"blocks": 3, "bytes": 300,
+       "stack": [{"function": "f", "object": "/bin/p"}, {"function": "g", "object": "/bin/p"},
+                 {"function": "main", "object": "/bin/p"}]},
+      {"blocks": 1, "bytes": 100,
+       "stack": [{"function": "malloc", "object": "/lib/libc.so.6"},
+                 {"function": "h", "object": "/bin/p"}, {"function": "main", "object": "/bin/p"}]}]})");
+  std::string svg = FlameGraph(doc);
+  EXPECT_EQ(svg.rfind("<svg class=\"flame\" width=\"1020\" height=\"72\"", 0), 0u) << svg;
+  auto frame = [&](const std::string& title, const std::string& geometry) {
+    return svg.find("<g class=\"frame\"><title>" + title + "</title><rect " + geometry);
+  };
+  EXPECT_NE(frame("all live bytes: 400 B (100.0% of live bytes)",
+                  "x=\"10.0\" y=\"54\" width=\"1000.0\" height=\"17\""),
+            std::string::npos)
+      << svg;
+  EXPECT_NE(frame("main: 400 B (100.0% of live bytes)",
+                  "x=\"10.0\" y=\"36\" width=\"1000.0\" height=\"17\""),
+            std::string::npos);
+  EXPECT_NE(frame("g: 300 B (75.0% of live bytes)",
+                  "x=\"10.0\" y=\"18\" width=\"750.0\" height=\"17\""),
+            std::string::npos);
+  EXPECT_NE(frame("h: 100 B (25.0% of live bytes)",
+                  "x=\"760.0\" y=\"18\" width=\"250.0\" height=\"17\""),
+            std::string::npos);
+  EXPECT_NE(frame("f: 300 B (75.0% of live bytes)",
+                  "x=\"10.0\" y=\"0\" width=\"750.0\" height=\"17\""),
+            std::string::npos);
+  EXPECT_EQ(svg.find("malloc"), std::string::npos);
+  // main is one box, shared by both stacks.
+  EXPECT_EQ(svg.find("<title>main:"), svg.rfind("<title>main:"));
+  EXPECT_EQ(FlameGraph(nlohmann::json::object()), "<p>No bytes live at exit.</p>\n");
+  std::string html = HtmlReport(doc, "flame.json");
+  EXPECT_NE(html.find("<section id=\"flame\">"), std::string::npos);
+  EXPECT_NE(html.find("<title>g: 300 B (75.0% of live bytes)</title>"), std::string::npos);
+}
+
+// Untrusted figures: byte counts that would overflow when summed and a stack of 1,000 frames.
+// The sums stay at INT64_MAX (each box of the one path is then the whole width) and the graph
+// keeps the outermost 128 frames: 129 rows of 18 px with the root.
+TEST(FlameGraphTest, HugeFiguresAndDeepStacksAreBounded) {
+  nlohmann::json frames = nlohmann::json::array();
+  for (int i = 0; i < 1000; ++i) frames.push_back({{"function", "fn" + std::to_string(i)}});
+  nlohmann::json doc = {{"leaks",
+                         {{{"blocks", 1}, {"bytes", INT64_MAX}, {"stack", frames}},
+                          {{"blocks", 1}, {"bytes", INT64_MAX}, {"stack", frames}}}}};
+  std::string svg = FlameGraph(doc);
+  EXPECT_EQ(svg.rfind("<svg class=\"flame\" width=\"1020\" height=\"2322\"", 0), 0u)
+      << svg.substr(0, 200);
+  EXPECT_NE(svg.find("<title>fn999: "), std::string::npos);
+  EXPECT_NE(svg.find("<title>fn872: "), std::string::npos);
+  EXPECT_EQ(svg.find("<title>fn871: "), std::string::npos);
+  EXPECT_NE(svg.find("<title>fn872: 8589934592.00 GiB (100.0% of live bytes)"), std::string::npos);
+  doc["sites"] = {{{"logical_allocs", 1}, {"stack", frames}}};
+  EXPECT_NE(TextReport(doc, "huge.json").find("#1"), std::string::npos);
 }
 
 TEST(SuppressionsTest, MatchGoldens) {
