@@ -15,7 +15,6 @@
 #include <iostream>
 #include <optional>
 
-#include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -345,12 +344,6 @@ std::string FindLibrary(const std::string& explicit_path, const std::string& arg
                  "not found (use --lib=PATH or POOLSCOPE_LIB; looked in " + where + ")"};
 }
 
-// The file the library wrote for `pattern`: %p is the child's pid, %e and %t become wildcards
-// (the newest match wins). "" when nothing matches.
-std::string ResolveReportPath(const std::string& pattern, int pid) {
-  return report::FindReport(pattern, pid);
-}
-
 void Flush(std::ostream& out, std::ostream& err) {
   out.flush();
   err.flush();
@@ -438,7 +431,7 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     err << fmt::format("poolscope: {}; no report (report=none)\n", status);
     return child.exit_status;
   }
-  std::string written = ResolveReportPath(report, child.pid);
+  std::string written = report::FindReport(report, child.pid);
   if (written.empty()) written = report;
   err << fmt::format("poolscope: {}; report {}{}\n", status, OneLine(written),
                      temporary ? " (temporary)" : "");
