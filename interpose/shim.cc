@@ -89,6 +89,10 @@ __attribute__((noinline)) void WipeStackBelow() {
   for (size_t i = 0; i < sizeof pad; ++i) pad[i] = 0;
 }
 
+// With valgrind=1 every pool starts with this many bytes where nothing is carved: pooled blocks then
+// never share an address with the pool's real block, and memcheck has a chunk for the pool itself.
+constexpr size_t kValgrindPoolHead = 16;
+
 alignas(pool::Domain) char g_domain_storage[sizeof(pool::Domain)];
 pool::Domain* g_domain = nullptr;
 
@@ -112,7 +116,10 @@ class ShimBackend : public pool::Backend {
     }
     ++ts.c.real.ncalls[g_pool_by_malloc ? kMalloc : kPosixMemalign];
     if (p == nullptr) return nullptr;
-    if (g_valgrind) VALGRIND_MEMPOOL_ALLOC(&g_valgrind_anchor, p, bytes);
+    // Described to memcheck as a chunk of the pool's first kValgrindPoolHead bytes only, where no
+    // block is ever carved: memcheck then drops the real block from its leak search (it holds a pool
+    // chunk), and no chunk it keeps overlaps a pooled block, so each pointer it finds names one block.
+    if (g_valgrind) VALGRIND_MEMPOOL_ALLOC(&g_valgrind_anchor, p, kValgrindPoolHead);
     ++ts.c.real.nallocs;
     ts.c.real.nbytes += g_pool_by_malloc ? bytes + kPoolSlack : bytes;
     return p;
@@ -402,7 +409,7 @@ void InitGlobal(ThreadState& ts) {
   config.align8 = g_options.malloc_align == 8;
   if (g_options.valgrind && RUNNING_ON_VALGRIND) {
     g_valgrind = true;
-    config.carve_offset = 16;
+    config.carve_offset = kValgrindPoolHead;
     // No VALGRIND_MEMPOOL_AUTO_FREE: it would free, with a pool, every block memcheck knows inside the
     // pool's range, the real allocator's own block included, before FreePool hands that block back.
     VALGRIND_CREATE_MEMPOOL_EXT(&g_valgrind_anchor, 0, 1, VALGRIND_MEMPOOL_METAPOOL);
