@@ -1,13 +1,13 @@
 #!/bin/bash
 # memcheck below poolscope reports the errors the program has, no more: on correct programs (a small-block
-# churn, sqlite3, python3) memcheck's error count under poolscope equals the bare run's, with pools
+# churn, leak shapes, sqlite3, python3) memcheck's error count under poolscope equals the bare run's, with pools
 # described to memcheck (valgrind=1, the default), not described (valgrind=0), with tracking off, with
 # large pools, and with pooling off. Leak records are left out of the count (--leak-check=no): what
 # memcheck's leak check sees below poolscope is the subject of valgrind_leaks_test and of the report's
 # detector view.
-# Args: LIB FREE_CHURN
+# Args: LIB FREE_CHURN LEAK_SHAPES
 set -euo pipefail
-lib=$(readlink -f "$1"); churn=$(readlink -f "$2")
+lib=$(readlink -f "$1"); churn=$(readlink -f "$2"); shapes=$(readlink -f "$3")
 work=${TEST_TMPDIR:-$(mktemp -d)}/valgrind_errors
 mkdir -p "$work"
 command -v valgrind >/dev/null || { echo "FAIL: valgrind is not installed"; exit 1; }
@@ -51,6 +51,7 @@ check() {  # check NAME CMD...
   done
 }
 check churn "$churn"
+for mode in list interleaved thread_ended thread_blocked; do check "shapes_$mode" "$shapes" "$mode"; done
 check sqlite3 /usr/bin/sqlite3 :memory:
 check python3 /usr/bin/python3 -c "$py"
 # poolscope was really loaded: it wrote its reports.
