@@ -153,28 +153,46 @@ bool IsRootCandidate(const Mapping& m) {
   return !StartsWith(p, "/dev/");
 }
 
+size_t ReadPagemap(int pagemap_fd, uintptr_t first_page, uint64_t* entries, size_t n) {
+  if (pagemap_fd < 0) return 0;
+  const off_t at = static_cast<off_t>(first_page * sizeof(uint64_t));
+  ssize_t got;
+  do {
+    got = pread(pagemap_fd, entries, n * sizeof(uint64_t), at);
+  } while (got < 0 && errno == EINTR);
+  return got <= 0 ? 0 : static_cast<size_t>(got) / sizeof(uint64_t);
+}
+
 size_t BuildRootRanges(const ProcMaps& maps, const RootRange* exclude, size_t nexclude, RootRange* out,
-                       size_t capacity) {
+                       size_t capacity, int pagemap_fd) {
   size_t count = 0;
+  auto push = [&](uintptr_t b, uintptr_t e) {
+    if (count < capacity) out[count] = RootRange{b, e};
+    ++count;
+  };
   size_t x = 0;  // exclusions ending at or before the current point are behind us
   for (size_t i = 0; i < maps.size(); ++i) {
     const Mapping& m = maps[i];
     if (!IsRootCandidate(m)) continue;
+    // A private anonymous mapping (the stacks and [anon:...] names included) gives its touched runs.
+    const bool by_pages = pagemap_fd >= 0 && m.perms[3] == 'p' && m.inode == 0 &&
+                          (m.path[0] == '\0' || m.path[0] == '[');
+    auto add = [&](uintptr_t b, uintptr_t e) {
+      if (by_pages) {
+        ForEachTouchedRun(pagemap_fd, b, e, push);
+      } else {
+        push(b, e);
+      }
+    };
     uintptr_t at = m.start;
     while (x < nexclude && exclude[x].end <= at) ++x;
     // Walk the exclusions that overlap [at, m.end); they are sorted by begin, possibly overlapping.
     for (size_t k = x; at < m.end && k < nexclude && exclude[k].begin < m.end; ++k) {
       if (exclude[k].end <= at) continue;
-      if (exclude[k].begin > at) {
-        if (count < capacity) out[count] = RootRange{at, exclude[k].begin};
-        ++count;
-      }
+      if (exclude[k].begin > at) add(at, exclude[k].begin);
       at = exclude[k].end;
     }
-    if (at < m.end) {
-      if (count < capacity) out[count] = RootRange{at, m.end};
-      ++count;
-    }
+    if (at < m.end) add(at, m.end);
   }
   return count;
 }

@@ -6,8 +6,11 @@
 //
 // Runs at exit inside the host process, whose allocator is interposed: nothing here calls malloc or
 // stdio. The file is read with open/read in a loop into ScratchMemory that doubles as needed, so a
-// maps file of any length is read whole. No page is skipped by residency (mincore): every byte of a
-// root range is read.
+// maps file of any length is read whole. Root ranges leave out only the pages of private anonymous
+// mappings that were never touched (neither in memory nor swapped out, from /proc/self/pagemap): they
+// read as zeros, so they hold no pointer, and reading them would make the kernel map a page under each.
+// Every other byte of a root candidate is read (mincore is not used: it calls a swapped-out page, which
+// may hold pointers, not resident).
 //
 // Thread-safety: a ProcMaps is not shared while Read runs; afterwards its const methods may be called
 // from any thread. ProcessVmReader is stateless.
@@ -67,8 +70,17 @@ bool IsRootCandidate(const Mapping& m);
 // another and need not align with mappings: a partly excluded mapping contributes what is left).
 // Writes up to `capacity` ranges to `out` in address order and returns how many there are in all;
 // a return above `capacity` means `out` was too small and holds the first `capacity`.
+// With `pagemap_fd` (an open /proc/self/pagemap), a private anonymous mapping contributes only its runs
+// of touched pages (see the file comment); with -1, or when pagemap cannot be read, every page.
 size_t BuildRootRanges(const ProcMaps& maps, const RootRange* exclude, size_t nexclude, RootRange* out,
-                       size_t capacity);
+                       size_t capacity, int pagemap_fd = -1);
+
+// Calls emit(begin, end) for each run of touched pages of [begin, end) (present in memory or swapped
+// out, by /proc/self/pagemap read from `pagemap_fd`), clipped to [begin, end), in address order. A
+// range whose pagemap entries cannot be read is emitted whole. No allocation: entries are read into a
+// stack buffer, 512 pages at a time.
+template <typename Emit>
+void ForEachTouchedRun(int pagemap_fd, uintptr_t begin, uintptr_t end, Emit&& emit);
 
 // Sets hit[i] to 1 for the mapping i that contains `addr`, if any, and leaves every other entry as it
 // is (hit has maps.size() entries). A binary search: mappings are in address order, as the kernel
@@ -85,6 +97,39 @@ class ProcessVmReader : public MemoryReader {
   // Whether process_vm_readv works here (a seccomp filter or an old kernel may refuse it).
   static bool Available();
 };
+
+// Reads the pagemap entries of `n` pages from `first_page` (a page number) into `entries`; how many
+// were read (0 on failure).
+size_t ReadPagemap(int pagemap_fd, uintptr_t first_page, uint64_t* entries, size_t n);
+
+template <typename Emit>
+void ForEachTouchedRun(int pagemap_fd, uintptr_t begin, uintptr_t end, Emit&& emit) {
+  constexpr uintptr_t kPageBytes = 4096;
+  constexpr uint64_t kPresent = uint64_t{1} << 63, kSwapped = uint64_t{1} << 62;
+  constexpr size_t kBatch = 512;
+  if (begin >= end) return;
+  uint64_t entries[kBatch];
+  uintptr_t run = 0;  // start of the run being built, 0 when none
+  for (uintptr_t page = begin / kPageBytes, last = (end - 1) / kPageBytes; page <= last;) {
+    const size_t want = last - page + 1 < kBatch ? static_cast<size_t>(last - page + 1) : kBatch;
+    const size_t got = ReadPagemap(pagemap_fd, page, entries, want);
+    if (got == 0) {  // unreadable: the rest counts as touched
+      if (run == 0) run = page * kPageBytes;
+      break;
+    }
+    for (size_t i = 0; i < got; ++i, ++page) {
+      const bool touched = (entries[i] & (kPresent | kSwapped)) != 0;
+      const uintptr_t at = page * kPageBytes;
+      if (touched && run == 0) {
+        run = at;
+      } else if (!touched && run != 0) {
+        emit(run < begin ? begin : run, at);
+        run = 0;
+      }
+    }
+  }
+  if (run != 0) emit(run < begin ? begin : run, end);
+}
 
 }  // namespace track
 }  // namespace poolscope

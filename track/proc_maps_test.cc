@@ -1,5 +1,6 @@
 #include "track/proc_maps.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -7,6 +8,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -259,6 +261,79 @@ TEST(ProcessVmReaderTest, ClassifiesThroughRealRoots) {
   }
   munmap(holder, 4096);
   munmap(heap, 4096);
+}
+
+
+// A private anonymous mapping of 16 pages with pages 1, 2, 5 and 15 written and page 2 then given back.
+using Span = std::pair<uintptr_t, uintptr_t>;
+
+class TouchedPagesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    base_ = static_cast<char*>(mmap(nullptr, 16 * kPg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    ASSERT_NE(base_, MAP_FAILED);
+    for (int p : {1, 2, 5, 15}) base_[p * kPg + 7] = 1;
+    ASSERT_EQ(madvise(base_ + 2 * kPg, kPg, MADV_DONTNEED), 0);
+    fd_ = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd_, 0);
+  }
+  void TearDown() override {
+    if (fd_ >= 0) close(fd_);
+    munmap(base_, 16 * kPg);
+  }
+  uintptr_t At(size_t page, size_t off = 0) const { return reinterpret_cast<uintptr_t>(base_) + page * kPg + off; }
+  std::vector<Span> Runs(int fd, uintptr_t b, uintptr_t e) const {
+    std::vector<Span> runs;
+    ForEachTouchedRun(fd, b, e, [&](uintptr_t rb, uintptr_t re) { runs.push_back(Span{rb, re}); });
+    return runs;
+  }
+  static constexpr size_t kPg = 4096;
+  char* base_ = nullptr;
+  int fd_ = -1;
+};
+
+
+TEST_F(TouchedPagesTest, RunsAreTheWrittenPages) {
+  std::vector<Span> want = {{At(1), At(2)}, {At(5), At(6)}, {At(15), At(16)}};
+  EXPECT_EQ(Runs(fd_, At(0), At(16)), want);
+}
+
+TEST_F(TouchedPagesTest, RunsAreClippedToTheRange) {
+  std::vector<Span> want = {{At(1, 100), At(2)}, {At(5), At(5, 8)}};
+  EXPECT_EQ(Runs(fd_, At(1, 100), At(5, 8)), want);
+  EXPECT_TRUE(Runs(fd_, At(6), At(15)).empty());
+}
+
+TEST_F(TouchedPagesTest, UnreadablePagemapGivesTheWholeRange) {
+  std::vector<Span> want = {{At(0, 8), At(16)}};
+  EXPECT_EQ(Runs(-1, At(0, 8), At(16)), want);
+}
+
+TEST_F(TouchedPagesTest, RootRangesOfAnAnonymousMappingAreItsTouchedRuns) {
+  // The test mapping as /proc/self/maps would list it, alone (the whole process's maps would include,
+  // under the sanitizers, terabytes of shadow memory), and as a file mapping and a shared one.
+  char range[64];
+  snprintf(range, sizeof range, "%lx-%lx", static_cast<unsigned long>(At(0)), static_cast<unsigned long>(At(16)));
+  MmapScratchMemory scratch;
+  ProcMaps maps(scratch);
+  ASSERT_TRUE(maps.Read(WriteFile(std::string(range) + " rw-p 00000000 00:00 0 \n").c_str()));
+  RootRange roots[8];
+  const RootRange exclude[] = {{At(5), At(5, 64)}};
+  ASSERT_EQ(BuildRootRanges(maps, exclude, 1, roots, 8, fd_), 3u);
+  std::vector<Span> got;
+  for (const RootRange& r : roots) got.push_back(Span{r.begin, r.end});
+  got.resize(3);
+  std::vector<Span> want = {{At(1), At(2)}, {At(5, 64), At(6)}, {At(15), At(16)}};
+  EXPECT_EQ(got, want);
+  // Without pagemap, or for a mapping that is not private and anonymous: every page.
+  ASSERT_EQ(BuildRootRanges(maps, nullptr, 0, roots, 8), 1u);
+  EXPECT_EQ(Span(roots[0].begin, roots[0].end), Span(At(0), At(16)));
+  for (const char* rest : {" rw-p 00000000 fd:01 1234 /tmp/data\n", " rw-s 00000000 00:01 7 /SYSV00000000 (deleted)\n"}) {
+    ProcMaps other(scratch);
+    ASSERT_TRUE(other.Read(WriteFile(std::string(range) + rest).c_str()));
+    ASSERT_EQ(BuildRootRanges(other, nullptr, 0, roots, 8, fd_), 1u) << rest;
+    EXPECT_EQ(Span(roots[0].begin, roots[0].end), Span(At(0), At(16))) << rest;
+  }
 }
 
 }  // namespace
