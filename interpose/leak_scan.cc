@@ -416,12 +416,15 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     return;
   }
   std::sort(program_exclude.data(), program_exclude.data() + program_exclude.size(), by_begin);
+  // Pages of the program's anonymous mappings that were never touched hold no pointer: the roots leave
+  // them out (reserved address space is most of a large program's roots).
+  const int pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
   auto roots_of = [&](Array<RootRange>& exclude, Array<RootRange>& extra, Array<RootRange>* roots) {
     size_t cap = 1024;
     for (;;) {
       RootRange* r = static_cast<RootRange*>(g_scratch.Map(cap * sizeof(RootRange)));
       if (r == nullptr) return false;
-      size_t n = track::BuildRootRanges(maps, exclude.data(), exclude.size(), r, cap);
+      size_t n = track::BuildRootRanges(maps, exclude.data(), exclude.size(), r, cap, pagemap);
       if (n <= cap) {
         bool ok = true;
         for (size_t i = 0; i < n && ok; ++i) ok = roots->Push(r[i]);
@@ -464,8 +467,10 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     if (run != 0 && c.ok) c.ok = own_roots.Push(RootRange{run, own[i].end});
   }
   if (resident != nullptr) g_scratch.Unmap(resident, kPagesPerProbe);
-  if (!c.ok || !roots_of(program_exclude, arena_roots, &program_roots) ||
-      !roots_of(program_exclude, own_roots, &detector_roots)) {
+  const bool roots_ok = c.ok && roots_of(program_exclude, arena_roots, &program_roots) &&
+                        roots_of(program_exclude, own_roots, &detector_roots);
+  if (pagemap >= 0) close(pagemap);
+  if (!roots_ok) {
     out->not_scanned_why = "no memory for the scan";
     return;
   }

@@ -69,5 +69,23 @@ print(f"ok: list: {h['blocks']} lost blocks hidden in pools")
 PY
   fi
 done
+# Reserved address space that was never touched holds no pointer and is not read: a python3 that maps
+# 512 MiB privately and writes one page has roots far below that (the touched pages stay roots: the
+# list and global shapes above keep their pointers in such pages).
+rm -f "$work"/r.*.json
+LD_PRELOAD="$lib" POOLSCOPE_OPTIONS="quiet=1:report=$work/r.%p.json" /usr/bin/python3 -c '
+import mmap, os, sys
+m = mmap.mmap(-1, 512 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+m[4096:4104] = b"poolscop"
+print(m[4096:4104].decode())
+sys.stdout.flush()
+os._exit(0)  # the mapping still there at exit' > "$work/mmap.out"
+/usr/bin/python3 - "$(ls "$work"/r.*.json)" <<'PY' || fail=1
+import json, sys
+rb = json.load(open(sys.argv[1]))["reachability"]["roots_bytes"]
+assert rb < (128 << 20), f"FAIL: roots_bytes {rb}: the untouched 512 MiB mapping was read"
+print(f"ok: python3 with 512 MiB mapped, one page written: roots_bytes {rb}")
+PY
+grep -qx poolscop "$work/mmap.out" || { echo "FAIL: python3's output changed"; fail=1; }
 [ "$fail" -eq 0 ] || exit 1
 echo PASS
