@@ -150,7 +150,9 @@ bool IsRootCandidate(const Mapping& m) {
     return strcmp(p, "[vvar]") != 0 && strcmp(p, "[vvar_vclock]") != 0 &&
            strcmp(p, "[vsyscall]") != 0 && strcmp(p, "[vdso]") != 0 && strcmp(p, "[heap]") != 0;
   }
-  return !StartsWith(p, "/dev/");
+  // Shared anonymous memory is listed as "/dev/zero (deleted)" and POSIX shared memory lives under
+  // /dev/shm/: both are plain memory the program may keep pointers in.
+  return !StartsWith(p, "/dev/") || StartsWith(p, "/dev/zero ") || StartsWith(p, "/dev/shm/");
 }
 
 size_t ReadPagemap(int pagemap_fd, uintptr_t first_page, uint64_t* entries, size_t n) {

@@ -63,7 +63,8 @@ class ProcMaps {
 
 // True for a mapping whose memory may hold the program's pointers: readable and writable, and none of
 // [vvar], [vvar_vclock], [vsyscall], [vdso], [heap] (the real allocator's blocks are scanned as
-// blocks, not as roots), nor a path under /dev/ (reading device memory may have side effects).
+// blocks, not as roots), nor a path under /dev/ (reading device memory may have side effects) other
+// than shared anonymous memory ("/dev/zero (deleted)") and /dev/shm/.
 bool IsRootCandidate(const Mapping& m);
 
 // The root ranges: every root candidate minus `exclude` (ranges sorted by begin; they may overlap one

@@ -51,9 +51,24 @@ TEST(ProcMapsTest, ParsesEveryField) {
   EXPECT_STREQ(maps[4].path, "[vsyscall]");
   EXPECT_FALSE(IsRootCandidate(maps[0]));  // [heap]
   EXPECT_FALSE(IsRootCandidate(maps[1]));  // not writable
-  EXPECT_FALSE(IsRootCandidate(maps[2]));  // /dev/
+  EXPECT_TRUE(IsRootCandidate(maps[2]));  // /dev/shm/: memory
   EXPECT_TRUE(IsRootCandidate(maps[3]));
   EXPECT_FALSE(IsRootCandidate(maps[4]));
+  unlink(path.c_str());
+}
+
+TEST(ProcMapsTest, DeviceMappingsAreNotRootsButSharedMemoryIs) {
+  std::string path = WriteFile(
+      "7f1a2c000000-7f1a2c004000 rw-s 00000000 00:01 1024                       /dev/zero (deleted)\n"
+      "7f1a2d000000-7f1a2d004000 rw-s 00000000 00:05 3                          /dev/dri/card0\n"
+      "7f1a2e000000-7f1a2e004000 rw-s 00000000 00:05 4                          /dev/zeroes\n");
+  MmapScratchMemory scratch;
+  ProcMaps maps(scratch);
+  ASSERT_TRUE(maps.Read(path.c_str()));
+  ASSERT_EQ(maps.size(), 3u);
+  EXPECT_TRUE(IsRootCandidate(maps[0]));   // MAP_SHARED | MAP_ANONYMOUS
+  EXPECT_FALSE(IsRootCandidate(maps[1]));  // a device
+  EXPECT_FALSE(IsRootCandidate(maps[2]));
   unlink(path.c_str());
 }
 

@@ -10,6 +10,8 @@
  *   interior      only a pointer 16 bytes into a 64-byte block, in a global: possibly lost 1 (64 B)
  *   mmap          a pointer to an 80-byte block kept only in an anonymous mapping of the program's
  *                 own: still reachable 1 (80 B)
+ *   shared_mmap   the same, in a shared anonymous mapping (MAP_SHARED | MAP_ANONYMOUS, which the
+ *                 kernel lists as /dev/zero): still reachable 1 (80 B)
  *   thread_ended  a thread that allocates 5 blocks of 40 bytes, drops them, and ends (joined):
  *                 definitely lost 5 (200 B)
  *   thread_blocked  a thread that holds the only pointer to a 120-byte block on its stack and blocks
@@ -83,8 +85,9 @@ __attribute__((noinline)) static void make_interior(void) {
 
 static void* volatile* mapped_holder;
 
-__attribute__((noinline)) static void make_mmap(void) {
-  void** area = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+__attribute__((noinline)) static void make_mmap(int shared) {
+  void** area = mmap(NULL, 4096, PROT_READ | PROT_WRITE, (shared ? MAP_SHARED : MAP_PRIVATE) | MAP_ANONYMOUS,
+                     -1, 0);
   if (area == MAP_FAILED) exit(1);
   void* p = malloc(80);
   memset(p, 0x33, 80);
@@ -148,7 +151,7 @@ __attribute__((noinline)) static void make_interleaved(void) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    fprintf(stderr, "usage: leak_shapes none|list|cycle|global|interior|mmap|thread_ended|"
+    fprintf(stderr, "usage: leak_shapes none|list|cycle|global|interior|mmap|shared_mmap|thread_ended|"
                     "thread_blocked|interleaved\n");
     return 2;
   }
@@ -163,7 +166,9 @@ int main(int argc, char** argv) {
   } else if (strcmp(m, "interior") == 0) {
     make_interior();
   } else if (strcmp(m, "mmap") == 0) {
-    make_mmap();
+    make_mmap(0);
+  } else if (strcmp(m, "shared_mmap") == 0) {
+    make_mmap(1);
   } else if (strcmp(m, "thread_ended") == 0) {
     make_thread_ended();
   } else if (strcmp(m, "thread_blocked") == 0) {
