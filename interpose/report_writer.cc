@@ -28,6 +28,7 @@
 #include "interpose/tracking.h"
 #include "report/json_writer.h"
 #include "report/report_path.h"
+#include "track/loaded_objects.h"
 #include "track/symbolizer.h"
 
 namespace poolscope {
@@ -264,9 +265,43 @@ void WriteTotal(report::JsonWriter& w, const char* key, const track::LeakTotal& 
   w.EndObject();
 }
 
+// The live blocks that exist only because poolscope is loaded: those whose first program frame lies in
+// an object that only libpoolscope.so needs (libstdc++'s emergency exception pool in a C program), and
+// the names of those objects.
+struct LoadedByPoolscope {
+  track::LeakTotal total = {};
+  std::vector<std::string> objects;
+};
+
+LoadedByPoolscope CountLoadedByPoolscope(const std::vector<LeakGroup>& groups, track::Symbolizer* sym) {
+  LoadedByPoolscope out;
+  if (sym == nullptr) return out;
+  std::vector<track::LoadedObject> objs(1024);
+  size_t n = track::ReadLoadedObjects(objs.data(), objs.size());
+  if (n > objs.size()) n = objs.size();
+  const track::LoadedObject* self =
+      track::ObjectContaining(objs.data(), n, reinterpret_cast<uintptr_t>(&CountLoadedByPoolscope));
+  if (self == nullptr) return out;
+  std::vector<uint8_t> scratch(n);
+  track::MarkLoadedOnlyFor(static_cast<size_t>(self - objs.data()), objs.data(), n, scratch.data());
+  for (const LeakGroup& g : groups) {
+    const uintptr_t* pcs = nullptr;
+    if (ProgramFrames(sym, g.stack_id, &pcs) == 0) continue;
+    const track::LoadedObject* o = track::ObjectContaining(objs.data(), n, pcs[0] - 1);
+    if (o == nullptr || !o->only_for_poolscope) continue;
+    out.total.blocks += g.blocks;
+    out.total.bytes += g.bytes;
+    const char* slash = strrchr(o->path, '/');
+    std::string name = o->soname != nullptr ? o->soname : (slash != nullptr ? slash + 1 : o->path);
+    if (std::find(out.objects.begin(), out.objects.end(), name) == out.objects.end()) out.objects.push_back(name);
+  }
+  return out;
+}
+
 // The four classes of a classification, or {"scanned": false} when none ran; `scan` adds what the
-// scan itself cost (the program's view only).
-void WriteReachability(report::JsonWriter& w, const track::ReachabilityResult* r, const ScanOutcome* scan) {
+// scan itself cost and `loaded` the blocks only poolscope's presence made (the program's view only).
+void WriteReachability(report::JsonWriter& w, const track::ReachabilityResult* r, const ScanOutcome* scan,
+                       const LoadedByPoolscope* loaded) {
   w.BeginObject();
   w.FieldBool("scanned", r != nullptr);
   if (r == nullptr) {
@@ -286,6 +321,17 @@ void WriteReachability(report::JsonWriter& w, const track::ReachabilityResult* r
     w.Field("scan_ms", scan->scan_ms);
     w.FieldInt("threads_stopped", scan->threads_stopped);
     w.FieldInt("threads_not_stopped", scan->threads_not_stopped);
+  }
+  if (loaded != nullptr) {
+    w.Key("loaded_by_poolscope");
+    w.BeginObject();
+    w.Field("blocks", loaded->total.blocks);
+    w.Field("bytes", loaded->total.bytes);
+    w.Key("objects");
+    w.BeginArray();
+    for (const std::string& name : loaded->objects) w.String(name.c_str());
+    w.EndArray();
+    w.EndObject();
   }
   w.EndObject();
 }
@@ -536,7 +582,8 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   // Every live block is in `leaks` only when the table recorded every one (TrackingUnrecorded).
   w.FieldBool("tracked", tracked && TrackingUnrecorded() == 0);
   w.Key("reachability");
-  WriteReachability(w, scanned ? &scan->program : nullptr, scan);
+  const LoadedByPoolscope loaded = scanned ? CountLoadedByPoolscope(raw, sym) : LoadedByPoolscope();
+  WriteReachability(w, scanned ? &scan->program : nullptr, scan, tracked ? &loaded : nullptr);
 
   // real live = the program's live real blocks + every pool that exists.
   int64_t real_live = static_cast<int64_t>(real.nallocs - real.nfrees);
@@ -603,7 +650,7 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   // What memcheck or LeakSanitizer below poolscope, with pooling on and no pool descriptions,
   // classifies at exit: the real blocks, poolscope's own memory scanned as any memory.
   w.Key("reachability");
-  WriteReachability(w, scanned ? &scan->detector : nullptr, nullptr);
+  WriteReachability(w, scanned ? &scan->detector : nullptr, nullptr, nullptr);
   if (scanned) {
     WriteTotal(w, "hidden_in_pools", scan->hidden_in_pools);
     const track::ReachabilityResult& p = scan->program;

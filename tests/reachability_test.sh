@@ -69,6 +69,28 @@ print(f"ok: list: {h['blocks']} lost blocks hidden in pools")
 PY
   fi
 done
+# Blocks that exist only because poolscope is loaded are named: in C programs (ls, sqlite3), which do not
+# load libstdc++ themselves, its emergency pool; without them still_reachable is memcheck's. leak_shapes
+# links libstdc++ itself: nothing there is poolscope's.
+printf 'create table t(a, b); insert into t values (1, 2); select * from t;\n' > "$work/in.sql"
+for cmd in "/bin/true" "/usr/bin/sqlite3 :memory:" "$prog none"; do
+  name=${cmd%% *}; name=${name##*/}
+  # shellcheck disable=SC2086
+  /usr/bin/python3 "$summary" -- $cmd < "$work/in.sql" > "$work/$name.memcheck.json" 2> /dev/null
+  rm -f "$work"/r.*.json
+  # shellcheck disable=SC2086
+  LD_PRELOAD="$lib" POOLSCOPE_OPTIONS="quiet=1:report=$work/r.%p.json" $cmd < "$work/in.sql" > /dev/null
+  /usr/bin/python3 - "$work/$name.memcheck.json" "$(ls "$work"/r.*.json)" "$name" <<'PY' || fail=1
+import json, sys
+mc, r, name = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["reachability"], sys.argv[3]
+own = r["loaded_by_poolscope"]
+want_objects = [] if name == "leak_shapes" else ["libstdc++.so.6"]
+program = {k: r["still_reachable"][k] - own[k] for k in ("blocks", "bytes")}
+assert own["objects"] == want_objects, f"FAIL: {name}: loaded_by_poolscope names {own['objects']}, expected {want_objects}"
+assert program == mc["still_reachable"], f"FAIL: {name}: still reachable less poolscope's {program}, memcheck {mc['still_reachable']}"
+print(f"ok: {name}: still reachable {r['still_reachable']['blocks']}, {own['blocks']} of them poolscope's ({own['objects']}), memcheck {mc['still_reachable']['blocks']}")
+PY
+done
 # Reserved address space that was never touched holds no pointer and is not read: a python3 that maps
 # 512 MiB privately and writes one page has roots far below that (the touched pages stay roots: the
 # list and global shapes above keep their pointers in such pages).
