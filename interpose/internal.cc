@@ -67,6 +67,37 @@ void RemoveRange(void* p) {
   }
 }
 
+// Resident bytes of the mappings in the registry: mincore, a batch of pages at a time.
+uint64_t ResidentLocked() {
+  constexpr size_t kBatch = 4096;
+  unsigned char vec[kBatch];
+  uint64_t resident = 0;
+  for (size_t i = 0; i < g_nranges; ++i) {
+    for (uintptr_t at = g_ranges[i].begin; at < g_ranges[i].end;) {
+      const size_t pages = (g_ranges[i].end - at) / 4096 < kBatch ? (g_ranges[i].end - at) / 4096 : kBatch;
+      if (mincore(reinterpret_cast<void*>(at), pages * 4096, vec) == 0) {
+        for (size_t k = 0; k < pages; ++k) resident += (vec[k] & 1) * uint64_t{4096};
+      }
+      at += pages * 4096;
+    }
+  }
+  return resident;
+}
+
+std::atomic<uint64_t> g_peak_resident{0};
+
+uint64_t SampleResident() {
+  uint64_t now;
+  {
+    SpinLockHolder h(&g_ranges_lock);
+    now = ResidentLocked();
+  }
+  uint64_t peak = g_peak_resident.load(std::memory_order_relaxed);
+  while (now > peak && !g_peak_resident.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+  return now;
+}
+
 void* Map(size_t bytes, bool noreserve) {
   int flags = MAP_PRIVATE | MAP_ANONYMOUS | (noreserve ? MAP_NORESERVE : 0);
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
@@ -111,6 +142,7 @@ void InternalFree(void* p, size_t bytes) {
   if (p == nullptr) return;
   if (bytes == 0) bytes = 1;
   if (bytes > (size_t{1} << kMaxClassShift)) {
+    SampleResident();  // the peak includes what is about to go
     RemoveRange(p);
     munmap(p, PageRound(bytes));
     g_munmaps.fetch_add(1, std::memory_order_relaxed);
@@ -159,6 +191,8 @@ void InternalForkChild() {
 }
 
 void InternalSnapshot(InternalCounters* out) {
+  out->resident_bytes = SampleResident();
+  out->peak_resident_bytes = g_peak_resident.load(std::memory_order_relaxed);
   out->nmmaps = g_mmaps.load(std::memory_order_relaxed);
   out->nmunmaps = g_munmaps.load(std::memory_order_relaxed);
   out->mapped_bytes = g_mapped.load(std::memory_order_relaxed);

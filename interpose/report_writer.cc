@@ -489,6 +489,8 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   w.Field("mmaps", s.internal.nmmaps);
   w.Field("munmaps", s.internal.nmunmaps);
   w.Field("mapped_bytes", s.internal.mapped_bytes);
+  w.Field("resident_bytes", s.internal.resident_bytes);
+  w.Field("peak_resident_bytes", s.internal.peak_resident_bytes);
   w.Field("bootstrap_allocs", s.internal.bootstrap_allocs);
   w.Field("bootstrap_bytes", s.internal.bootstrap_bytes);
   w.Field("passthrough_allocs", s.internal.passthrough_allocs);

@@ -311,6 +311,12 @@ class IdentityCheck {
     Record(Total(*lhs) == Total(*rhs), std::move(line));
   }
 
+  // lhs <= rhs.
+  void AtMost(const std::optional<Sum>& lhs, const std::optional<Sum>& rhs) {
+    if (!lhs || !rhs) return;
+    Record(Total(*lhs) <= Total(*rhs), Describe(*lhs) + " > " + Describe(*rhs));
+  }
+
   void EqualFields(std::initializer_list<std::string_view> lhs,
                    std::initializer_list<std::string_view> rhs, std::string_view context = "") {
     Equal(Fields(lhs), Fields(rhs), context);
@@ -335,6 +341,7 @@ class IdentityCheck {
   void PoolCounts();
   void Reconciliation();
   void DetectorView();
+  void Internal();
   void Sizes();
   void Threads();
   void LeakCheck();
@@ -413,6 +420,12 @@ void IdentityCheck::DetectorView() {
   EqualFields({"reconciliation.detector_view.pool_blocks"},
               {"reconciliation.pools_cached", "reconciliation.pools_in_use"});
   EqualFields({"reconciliation.detector_view.unfreed_bytes"}, {"real.live_bytes"});
+}
+
+// poolscope's resident memory: at most what it has mapped, and at most its sampled peak.
+void IdentityCheck::Internal() {
+  AtMost(Fields({"internal.resident_bytes"}), Fields({"internal.mapped_bytes"}));
+  AtMost(Fields({"internal.resident_bytes"}), Fields({"internal.peak_resident_bytes"}));
 }
 
 void IdentityCheck::Sizes() {
@@ -659,6 +672,7 @@ CheckResult IdentityCheck::Run() {
   PoolCounts();
   Reconciliation();
   DetectorView();
+  Internal();
   Sizes();
   Threads();
   LeakCheck();

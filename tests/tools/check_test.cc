@@ -253,6 +253,20 @@ std::vector<Breakage> Breakages() {
                         std::string(" > ") + side + "." + field + " = "}});
     }
   }
+  // poolscope's own resident memory.
+  cases.push_back({"demo_on.json",
+                   [](json& d) {
+                     d["internal"]["mapped_bytes"] = 8192;
+                     d["internal"]["resident_bytes"] = 12288;
+                     d["internal"]["peak_resident_bytes"] = 16384;
+                   },
+                   {"internal.resident_bytes = 12288 > internal.mapped_bytes = 8192"}});
+  cases.push_back({"demo_on.json",
+                   [](json& d) {
+                     d["internal"]["resident_bytes"] = 8192;
+                     d["internal"]["peak_resident_bytes"] = 4096;
+                   },
+                   {"internal.resident_bytes = 8192 > internal.peak_resident_bytes = 4096"}});
   for (const char* field : {"hits", "pools_created", "pools_reused", "pools_released",
                             "resets_in_place", "spills", "absorbs"}) {
     std::string pointer = std::string("/threads/0/pool/") + field;
