@@ -18,7 +18,10 @@ struct Parser {
 
   void Warn(const char* fmt, const char* a, const char* b, const char* c) {
     char line[512];
-    snprintf(line, sizeof line, fmt, a, b, c);
+    // A value longer than the line is cut, and the line says so.
+    if (snprintf(line, sizeof line, fmt, a, b, c) >= static_cast<int>(sizeof line)) {
+      memcpy(line + sizeof line - 4, "...", 4);
+    }
     ++warnings;
     if (warn != nullptr) warn(ctx, line);
   }

@@ -222,7 +222,9 @@ TEST(StackDepotTest, HashSeesEveryFrameAndTheirOrder) {
         EXPECT_NE(StackDepot::Hash(swapped.data(), depth), h) << "depth " << depth << ", frames " << i << "/" << i + 1;
       }
     }
-    if (depth > 1) EXPECT_NE(StackDepot::Hash(base.data(), depth - 1), h) << "a prefix, depth " << depth;
+    if (depth > 1) {
+      EXPECT_NE(StackDepot::Hash(base.data(), depth - 1), h) << "a prefix, depth " << depth;
+    }
   }
   // 200,000 stacks that differ in their inner frames only, as an interpreter's do: a 32-bit hash
   // should give about 5 pairs that collide; allow 50.
