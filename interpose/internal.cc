@@ -69,7 +69,7 @@ void RemoveRange(void* p) {
 
 // Resident bytes of the mappings in the registry: mincore, a batch of pages at a time.
 uint64_t ResidentLocked() {
-  constexpr size_t kBatch = 4096;
+  constexpr size_t kBatch = 512;  // bytes of stack: a report may be written on a small thread stack
   unsigned char vec[kBatch];
   uint64_t resident = 0;
   for (size_t i = 0; i < g_nranges; ++i) {

@@ -79,7 +79,7 @@ size_t BuildRootRanges(const ProcMaps& maps, const RootRange* exclude, size_t ne
 // Calls emit(begin, end) for each run of touched pages of [begin, end) (present in memory or swapped
 // out, by /proc/self/pagemap read from `pagemap_fd`), clipped to [begin, end), in address order. A
 // range whose pagemap entries cannot be read is emitted whole. No allocation: entries are read into a
-// stack buffer, 512 pages at a time.
+// stack buffer, 64 pages at a time.
 template <typename Emit>
 void ForEachTouchedRun(int pagemap_fd, uintptr_t begin, uintptr_t end, Emit&& emit);
 
@@ -107,7 +107,7 @@ template <typename Emit>
 void ForEachTouchedRun(int pagemap_fd, uintptr_t begin, uintptr_t end, Emit&& emit) {
   constexpr uintptr_t kPageBytes = 4096;
   constexpr uint64_t kPresent = uint64_t{1} << 63, kSwapped = uint64_t{1} << 62;
-  constexpr size_t kBatch = 512;
+  constexpr size_t kBatch = 64;  // 512 bytes of stack: the exit scan may run on a small thread stack
   if (begin >= end) return;
   uint64_t entries[kBatch];
   uintptr_t run = 0;  // start of the run being built, 0 when none
