@@ -25,6 +25,7 @@
 #include "tools/child_runner.h"
 #include "tools/format_util.h"
 #include "tools/html_report.h"
+#include "tools/leak_diff.h"
 #include "tools/ledger_table.h"
 #include "tools/locate.h"
 #include "tools/report_model.h"
@@ -106,7 +107,20 @@ bad usage, a missing library, or a run that exited 0 but wrote no readable repor
 constexpr char kDiffUsage[] = R"(usage: poolscope diff [--fail-on-leak] A.json B.json
 
 Prints the table of `poolscope compare` from two saved reports, A (before) and B (after), with the
-verdict of B. Wall time comes from the reports' start and end times.
+verdict of B, then their leaks matched by stack. Wall time comes from the reports' start and end
+times; peak RSS shows n/a, as the reports do not record the process's peak RSS (compare measures
+it around its own runs).
+
+When the reports' executables (process.exe) have different base names, a one-line warning goes
+to stderr first; the same program in two folders is not warned about.
+
+leaks by stack: the leaks[] groups of A and B matched by their symbolized stacks (function and
+object name of each frame, no addresses, so two runs of one program match), groups of one stack
+added up. A count line (new, gone, grown, shrunk, unchanged), then the changed stacks, largest
+change in bytes first, at most 20 rows:
+  change    new (only in B), gone (only in A), grown or shrunk (bytes)
+  bytes     B bytes minus A bytes
+  A bytes, B bytes, A blocks, B blocks, and the stack's first four functions, innermost first
 
 flags:
   --fail-on-leak   exit 1 when the program loses blocks in A or B: as for compare, definitely
@@ -646,8 +660,11 @@ int Diff(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
     label_a = *pool_a ? "A (pooling on)" : "A (pooling off)";
     label_b = *pool_b ? "B (pooling on)" : "B (pooling off)";
   }
+  std::string mismatch = ExecutableMismatch(a.doc, b.doc);
+  if (!mismatch.empty()) err << mismatch << "\n";
   out << fmt::format("poolscope diff: A = {}, B = {}\n\n", OneLine(files[0]), OneLine(files[1]));
   out << LedgerTable(a.doc, {}, b.doc, {}, label_a, label_b);
+  out << "\n" << LeakDiffSection(a.doc, b.doc, 20);
   out.flush();
   return fail_on_leak ? LeakExit(a.doc, b.doc, err) : kExitOk;
 }
