@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <optional>
@@ -87,6 +88,9 @@ own report, and prints one table on stdout: logical and real allocations, real f
 live at exit, what a malloc/free-counting leak detector would see, pool figures, wall time and
 peak RSS, pooling off | on | change, then a verdict. Progress goes to stderr. With no CMD it runs
 the bundled demo workload (threads opening confined arenas, plus a few deliberate leaks).
+
+CMD's stdout is kept in DIR/off.stdout and DIR/on.stdout and shown once, the first run's, before
+the table (with a note when the second run printed something else); its stderr is left alone.
 
 flags:
   --options=K=V:...   more POOLSCOPE_OPTIONS for both runs (not pool= or report=)
@@ -428,7 +432,8 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
                        OneLine(command[0]), obstacle);
   }
   Flush(out, err);
-  ChildResult child = RunChild({command, library, BuildOptions(pool == "on", extra, report), ""});
+  ChildResult child =
+      RunChild({command, library, BuildOptions(pool == "on", extra, report), "", ""});
   if (!child.started) {
     err << fmt::format("poolscope: {}: {}\n", OneLine(command[0]), child.problem);
     return child.exec_errno == ENOENT ? 127 : child.exec_errno != 0 ? 126 : kExitUsage;
@@ -531,6 +536,7 @@ int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   std::string extra = CheckOptions(options, nullptr, {"pool", "report"});
   std::vector<std::string> command(args.begin() + static_cast<long>(flags.Index()), args.end());
   std::string library = FindLibrary(lib, args[0]);
+  const bool bundled_demo = command.empty();
   if (command.empty()) {
     std::vector<std::string> looked;
     std::string demo = Locate({"demo_workload", "tools", "", "", args[0]}, &looked);
@@ -554,26 +560,46 @@ int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   }
   report_dir = AbsolutePath(report_dir);
 
+  // The bundled demo by its name, not by its path in Bazel's output tree.
+  std::vector<std::string> shown = command;
+  if (bundled_demo) shown[0] = "demo_workload";
+
   struct Side {
     bool pool_on;
     const char* label;
     std::string report;
+    std::string output;  // the child's stdout, shown once before the table
     ChildResult child;
     Report loaded;
   };
-  Side sides[2] = {{false, "run 1 of 2, pooling off", report_dir + "/off.json", {}, {}},
-                   {true, "run 2 of 2, pooling on", report_dir + "/on.json", {}, {}}};
-  err << fmt::format("poolscope: comparing {}\n", CommandLine(command));
+  Side sides[2] = {
+      {false, "run 1 of 2, pooling off", report_dir + "/off.json", report_dir + "/off.stdout", {}, {}},
+      {true, "run 2 of 2, pooling on", report_dir + "/on.json", report_dir + "/on.stdout", {}, {}}};
+  err << fmt::format("poolscope: comparing {}\n", CommandLine(shown));
   for (Side& side : sides) {
     unlink(side.report.c_str());
     Flush(out, err);
     side.child = RunChild({command, library, BuildOptions(side.pool_on, extra, side.report),
-                           side.label});
+                           side.label, side.output});
     if (!side.child.started) {
       err << fmt::format("poolscope: {}: {}\n", OneLine(command[0]), side.child.problem);
       return side.child.exec_errno == ENOENT ? 127 : side.child.exec_errno != 0 ? 126 : kExitUsage;
     }
   }
+  // The program's own output once, before anything of poolscope's on stdout: the first run's, and
+  // a note when the second run printed something else.
+  std::string printed[2];
+  for (int i = 0; i < 2; ++i) {
+    std::ifstream file(sides[i].output, std::ios::binary);
+    printed[i].assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+  }
+  out << printed[0];
+  if (!printed[0].empty() && printed[0].back() != '\n') out << "\n";
+  if (printed[1] != printed[0]) {
+    out << fmt::format("note: with pooling on the program printed something else: {}\n",
+                       sides[1].output);
+  }
+  if (!printed[0].empty() || printed[1] != printed[0]) out << "\n";
   int first_failure = 0;
   for (const Side& side : sides) {
     if (first_failure == 0) first_failure = side.child.exit_status;
@@ -589,7 +615,7 @@ int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     }
     side.loaded = *std::move(loaded);
   }
-  out << fmt::format("poolscope compare: {}\n", CommandLine(command));
+  out << fmt::format("poolscope compare: {}\n", CommandLine(shown));
   out << fmt::format("reports: {} (off), {} (on)\n\n", sides[0].report, sides[1].report);
   RunFacts facts[2];
   for (int i = 0; i < 2; ++i) {
