@@ -96,9 +96,18 @@ ChildResult RunChild(const ChildSpec& spec) {
   for (std::string& arg : argv_storage) argv.push_back(arg.data());
   argv.push_back(nullptr);
 
+  int stdout_fd = -1;
+  if (!spec.stdout_path.empty()) {
+    stdout_fd = open(spec.stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (stdout_fd < 0) {
+      result.problem = fmt::format("{}: {}", spec.stdout_path, std::strerror(errno));
+      return result;
+    }
+  }
   int error_pipe[2];
   if (pipe2(error_pipe, O_CLOEXEC) != 0) {
     result.problem = fmt::format("pipe: {}", std::strerror(errno));
+    if (stdout_fd >= 0) close(stdout_fd);
     return result;
   }
   // Like system(3): ^C and ^\ go to the program, and poolscope lives on to report.
@@ -115,6 +124,7 @@ ChildResult RunChild(const ChildSpec& spec) {
     result.problem = fmt::format("fork: {}", std::strerror(errno));
     close(error_pipe[0]);
     close(error_pipe[1]);
+    if (stdout_fd >= 0) close(stdout_fd);
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGQUIT, &old_quit, nullptr);
     return result;
@@ -123,6 +133,12 @@ ChildResult RunChild(const ChildSpec& spec) {
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGQUIT, &old_quit, nullptr);
     close(error_pipe[0]);
+    if (stdout_fd >= 0 && dup2(stdout_fd, STDOUT_FILENO) < 0) {
+      int error = errno;
+      ssize_t ignored = write(error_pipe[1], &error, sizeof(error));
+      (void)ignored;
+      _exit(126);
+    }
     WriteRootPid(root_pid, getpid());
     environ = envp.data();
     execvp(argv[0], argv.data());
@@ -132,6 +148,7 @@ ChildResult RunChild(const ChildSpec& spec) {
     _exit(error == ENOENT ? 127 : 126);
   }
   close(error_pipe[1]);
+  if (stdout_fd >= 0) close(stdout_fd);
   int exec_error = 0;
   ssize_t got;
   do {

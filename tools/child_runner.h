@@ -21,6 +21,8 @@ struct ChildSpec {
   std::string preload;                  // absolute path of libpoolscope.so
   std::string options;                  // the full POOLSCOPE_OPTIONS value
   std::string progress_label;           // non-empty: show "LABEL: 1.2 s" on stderr while it runs
+  std::string stdout_path;              // non-empty: the child's stdout goes to this file (created
+                                        // or emptied, mode 0600) instead of poolscope's
 };
 
 struct ChildResult {

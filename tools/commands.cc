@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <optional>
@@ -25,6 +26,7 @@
 #include "tools/child_runner.h"
 #include "tools/format_util.h"
 #include "tools/html_report.h"
+#include "tools/leak_diff.h"
 #include "tools/ledger_table.h"
 #include "tools/locate.h"
 #include "tools/report_model.h"
@@ -87,6 +89,9 @@ live at exit, what a malloc/free-counting leak detector would see, pool figures,
 peak RSS, pooling off | on | change, then a verdict. Progress goes to stderr. With no CMD it runs
 the bundled demo workload (threads opening confined arenas, plus a few deliberate leaks).
 
+CMD's stdout is kept in DIR/off.stdout and DIR/on.stdout and shown once, the first run's, before
+the table (with a note when the second run printed something else); its stderr is left alone.
+
 flags:
   --options=K=V:...   more POOLSCOPE_OPTIONS for both runs (not pool= or report=)
   --lib=PATH          libpoolscope.so to preload (found as for `run`)
@@ -106,7 +111,20 @@ bad usage, a missing library, or a run that exited 0 but wrote no readable repor
 constexpr char kDiffUsage[] = R"(usage: poolscope diff [--fail-on-leak] A.json B.json
 
 Prints the table of `poolscope compare` from two saved reports, A (before) and B (after), with the
-verdict of B. Wall time comes from the reports' start and end times.
+verdict of B, then their leaks matched by stack. Wall time comes from the reports' start and end
+times; peak RSS shows n/a, as the reports do not record the process's peak RSS (compare measures
+it around its own runs).
+
+When the reports' executables (process.exe) have different base names, a one-line warning goes
+to stderr first; the same program in two folders is not warned about.
+
+leaks by stack: the leaks[] groups of A and B matched by their symbolized stacks (function and
+object name of each frame, no addresses, so two runs of one program match), groups of one stack
+added up. A count line (new, gone, grown, shrunk, unchanged), then the changed stacks, largest
+change in bytes first, at most 20 rows:
+  change    new (only in B), gone (only in A), grown or shrunk (bytes)
+  bytes     B bytes minus A bytes
+  A bytes, B bytes, A blocks, B blocks, and the stack's first four functions, innermost first
 
 flags:
   --fail-on-leak   exit 1 when the program loses blocks in A or B: as for compare, definitely
@@ -414,7 +432,8 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
                        OneLine(command[0]), obstacle);
   }
   Flush(out, err);
-  ChildResult child = RunChild({command, library, BuildOptions(pool == "on", extra, report), ""});
+  ChildResult child =
+      RunChild({command, library, BuildOptions(pool == "on", extra, report), "", ""});
   if (!child.started) {
     err << fmt::format("poolscope: {}: {}\n", OneLine(command[0]), child.problem);
     return child.exec_errno == ENOENT ? 127 : child.exec_errno != 0 ? 126 : kExitUsage;
@@ -517,6 +536,7 @@ int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   std::string extra = CheckOptions(options, nullptr, {"pool", "report"});
   std::vector<std::string> command(args.begin() + static_cast<long>(flags.Index()), args.end());
   std::string library = FindLibrary(lib, args[0]);
+  const bool bundled_demo = command.empty();
   if (command.empty()) {
     std::vector<std::string> looked;
     std::string demo = Locate({"demo_workload", "tools", "", "", args[0]}, &looked);
@@ -540,26 +560,46 @@ int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   }
   report_dir = AbsolutePath(report_dir);
 
+  // The bundled demo by its name, not by its path in Bazel's output tree.
+  std::vector<std::string> shown = command;
+  if (bundled_demo) shown[0] = "demo_workload";
+
   struct Side {
     bool pool_on;
     const char* label;
     std::string report;
+    std::string output;  // the child's stdout, shown once before the table
     ChildResult child;
     Report loaded;
   };
-  Side sides[2] = {{false, "run 1 of 2, pooling off", report_dir + "/off.json", {}, {}},
-                   {true, "run 2 of 2, pooling on", report_dir + "/on.json", {}, {}}};
-  err << fmt::format("poolscope: comparing {}\n", CommandLine(command));
+  Side sides[2] = {
+      {false, "run 1 of 2, pooling off", report_dir + "/off.json", report_dir + "/off.stdout", {}, {}},
+      {true, "run 2 of 2, pooling on", report_dir + "/on.json", report_dir + "/on.stdout", {}, {}}};
+  err << fmt::format("poolscope: comparing {}\n", CommandLine(shown));
   for (Side& side : sides) {
     unlink(side.report.c_str());
     Flush(out, err);
     side.child = RunChild({command, library, BuildOptions(side.pool_on, extra, side.report),
-                           side.label});
+                           side.label, side.output});
     if (!side.child.started) {
       err << fmt::format("poolscope: {}: {}\n", OneLine(command[0]), side.child.problem);
       return side.child.exec_errno == ENOENT ? 127 : side.child.exec_errno != 0 ? 126 : kExitUsage;
     }
   }
+  // The program's own output once, before anything of poolscope's on stdout: the first run's, and
+  // a note when the second run printed something else.
+  std::string printed[2];
+  for (int i = 0; i < 2; ++i) {
+    std::ifstream file(sides[i].output, std::ios::binary);
+    printed[i].assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+  }
+  out << printed[0];
+  if (!printed[0].empty() && printed[0].back() != '\n') out << "\n";
+  if (printed[1] != printed[0]) {
+    out << fmt::format("note: with pooling on the program printed something else: {}\n",
+                       sides[1].output);
+  }
+  if (!printed[0].empty() || printed[1] != printed[0]) out << "\n";
   int first_failure = 0;
   for (const Side& side : sides) {
     if (first_failure == 0) first_failure = side.child.exit_status;
@@ -575,7 +615,7 @@ int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     }
     side.loaded = *std::move(loaded);
   }
-  out << fmt::format("poolscope compare: {}\n", CommandLine(command));
+  out << fmt::format("poolscope compare: {}\n", CommandLine(shown));
   out << fmt::format("reports: {} (off), {} (on)\n\n", sides[0].report, sides[1].report);
   RunFacts facts[2];
   for (int i = 0; i < 2; ++i) {
@@ -646,8 +686,11 @@ int Diff(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
     label_a = *pool_a ? "A (pooling on)" : "A (pooling off)";
     label_b = *pool_b ? "B (pooling on)" : "B (pooling off)";
   }
+  std::string mismatch = ExecutableMismatch(a.doc, b.doc);
+  if (!mismatch.empty()) err << mismatch << "\n";
   out << fmt::format("poolscope diff: A = {}, B = {}\n\n", OneLine(files[0]), OneLine(files[1]));
   out << LedgerTable(a.doc, {}, b.doc, {}, label_a, label_b);
+  out << "\n" << LeakDiffSection(a.doc, b.doc, 20);
   out.flush();
   return fail_on_leak ? LeakExit(a.doc, b.doc, err) : kExitOk;
 }

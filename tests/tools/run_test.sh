@@ -65,12 +65,16 @@ grep -q 'killed by signal 15' "$T/err3" || fail "signal not named: $(cat "$T/err
 check_rc $? 127 "run missing command"
 [ "$(cat "$T/err4")" = "poolscope: /nonexistent/command: No such file or directory" ] || fail "missing command: $(cat "$T/err4")"
 
-# 5. compare with a command: two reports, a table on stdout after the child's output.
+# 5. compare with a command: two reports, the child's output once (the first run's, the second
+#    run's kept in DIR/on.stdout), then the table.
 mkdir "$T/cmp"
 "$POOLSCOPE" compare --report-dir="$T/cmp" -- "$DEMO" --threads=2 --rounds=300 >"$T/out5" 2>"$T/err5"
 check_rc $? 0 "compare demo"
-[ "$(grep -c '^checksum ' "$T/out5")" = 2 ] || fail "the demo did not run twice: $(cat "$T/out5")"
-[ "$(grep '^checksum ' "$T/out5" | sort -u | wc -l)" = 1 ] || fail "checksums differ between runs"
+[ "$(grep -c '^checksum ' "$T/out5")" = 1 ] || fail "the demo's line is not shown once: $(cat "$T/out5")"
+head -1 "$T/out5" | grep -q '^checksum .* threads 2 rounds 300$' || fail "the demo's line is not first: $(cat "$T/out5")"
+grep -q '^checksum ' "$T/cmp/off.stdout" && cmp -s "$T/cmp/off.stdout" "$T/cmp/on.stdout" \
+  || fail "the runs' outputs: $(cat "$T/cmp/off.stdout" "$T/cmp/on.stdout")"
+grep -q 'printed something else' "$T/out5" && fail "a note on outputs that are the same"
 for row in 'logical allocations' 'real allocations' 'real frees' 'real blocks live at exit' \
     'detector view: unfreed blocks' '  of which program leaks' '  of which pool blocks' \
     'pool hits' 'pools created' 'pools reused' 'pools cached at exit' 'wall time' 'peak RSS'; do
@@ -84,8 +88,20 @@ grep -q 'run 1 of 2, pooling off' "$T/err5" && grep -q 'run 2 of 2, pooling on' 
 # 6. compare with no command runs the bundled demo; its leaks make --fail-on-leak exit 1.
 "$POOLSCOPE" compare --fail-on-leak >"$T/out6" 2>"$T/err6"
 check_rc $? 1 "compare --fail-on-leak on the demo"
-grep -q "^checksum .* threads 4 rounds 20000$" "$T/out6" || fail "default demo did not run: $(cat "$T/out6")"
+head -1 "$T/out6" | grep -q "^checksum .* threads 4 rounds 20000$" || fail "default demo did not run: $(cat "$T/out6")"
+[ "$(grep -c '^checksum ' "$T/out6")" = 1 ] || fail "the demo's line is not shown once: $(cat "$T/out6")"
+grep -q '^poolscope compare: demo_workload$' "$T/out6" || fail "the demo is not named demo_workload: $(cat "$T/out6")"
+grep -q '^poolscope: comparing demo_workload$' "$T/err6" || fail "the demo is not named demo_workload: $(cat "$T/err6")"
+grep -q 'bazel-out\|\.runfiles' "$T/out6" "$T/err6" && fail "the demo is named by its build path"
 grep -q '^poolscope: --fail-on-leak: the program leaks' "$T/err6" || fail "fail-on-leak line: $(cat "$T/err6")"
+
+# 6b. A program that prints something else in its second run gets a note after its first output.
+"$POOLSCOPE" compare --report-dir="$T/cmp" -- /bin/bash -c 'echo "pid $$"' >"$T/out6b" 2>"$T/err6b"
+check_rc $? 0 "compare bash"
+head -1 "$T/out6b" | grep -q '^pid [0-9]*$' || fail "the first run's output is not first: $(cat "$T/out6b")"
+[ "$(grep -c '^pid ' "$T/out6b")" = 1 ] || fail "the output is not shown once: $(cat "$T/out6b")"
+sed -n 2p "$T/out6b" | grep -q "^note: with pooling on the program printed something else: $T/cmp/on.stdout$" \
+  || fail "no note on differing output: $(cat "$T/out6b")"
 
 # 7. compare passes a child's failure through.
 "$POOLSCOPE" compare -- /bin/sh -c 'exit 4' >/dev/null 2>&1
