@@ -168,6 +168,15 @@ std::string LedgerTable(const json& before, const RunFacts& before_facts, const 
   std::optional<int64_t> rss_a = RssOf(before, before_facts);
   std::optional<int64_t> rss_b = RssOf(after, after_facts);
   rows.push_back({"peak RSS", Rss(rss_a), Rss(rss_b), RssChange(rss_a, rss_b)});
+  // What of it is poolscope's own bookkeeping (its mappings' resident pages, peak sampled), so that a
+  // reader can subtract it from pooling's effect.
+  auto kib = [](const json& report) -> std::optional<int64_t> {
+    std::optional<int64_t> bytes = Count(report, "internal.peak_resident_bytes");
+    if (!bytes) return std::nullopt;
+    return *bytes / 1024;
+  };
+  rows.push_back({"  of which poolscope's own memory (peak)", Rss(kib(before)), Rss(kib(after)),
+                  RssChange(kib(before), kib(after))});
 
   size_t w0 = 0, w1 = before_label.size(), w2 = after_label.size(), w3 = 6;
   for (const Row& row : rows) {

@@ -202,6 +202,17 @@ TEST(LedgerTableTest, RunFactsWinOverReportTimes) {
       << table;
 }
 
+TEST(LedgerTableTest, PoolscopesOwnMemoryUnderPeakRss) {
+  nlohmann::json off = LoadData("report_off.json"), on = LoadData("report_on.json");
+  off["internal"]["peak_resident_bytes"] = 3 * 1024 * 1024;
+  on["internal"]["peak_resident_bytes"] = 4 * 1024 * 1024;
+  std::string table = LedgerTable(off, {}, on, {}, "pooling off", "pooling on");
+  EXPECT_EQ(RowCells(table, "  of which poolscope's own memory (peak)"),
+            (std::vector<std::string>{"of which poolscope's own memory (peak)", "3.0 MiB", "4.0 MiB",
+                                      "+1.0 MiB (+33.3%)"}))
+      << table;
+}
+
 // leak_shapes list (tests/programs/leak_shapes.c) loses a 10-node list, 1 definitely and 9
 // indirectly lost, whatever pooling does; with pooling on its 32-byte nodes sit in pools, so a
 // detector below poolscope sees none of them lost.

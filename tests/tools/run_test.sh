@@ -80,6 +80,8 @@ for row in 'logical allocations' 'real allocations' 'real frees' 'real blocks li
     'pool hits' 'pools created' 'pools reused' 'pools cached at exit' 'wall time' 'peak RSS'; do
   grep -q "^$row  " "$T/out5" || fail "compare table lacks row '$row'"
 done
+grep -q "^  of which poolscope's own memory (peak)  *[0-9.]* [KM]iB  *[0-9.]* [KM]iB" "$T/out5" \
+  || fail "compare lacks poolscope's own memory: $(cat "$T/out5")"
 grep -q 'pooling off  pooling on  change' "$T/out5" || fail "compare header: $(cat "$T/out5")"
 [ -s "$T/cmp/off.json" ] && [ -s "$T/cmp/on.json" ] || fail "compare reports missing"
 grep -q 'run 1 of 2, pooling off' "$T/err5" && grep -q 'run 2 of 2, pooling on' "$T/err5" || fail "progress lines: $(cat "$T/err5")"
