@@ -390,8 +390,9 @@ std::string LeakTable(const json& report) {
                "</code>";
     }
     out += fmt::format("<p class=\"reachable\">Still reachable: {} blocks ({}) in {} stacks; "
-                       "largest: {}.</p>\n",
-                       E(Thousands(blocks)), E(Bytes(bytes)), reachable.size(), names);
+                       "largest: {}{}.</p>\n",
+                       E(Thousands(blocks)), E(Bytes(bytes)), reachable.size(), names,
+                       E(LoadedByPoolscopeClause(report)));
   }
   return out;
 }

@@ -295,6 +295,27 @@ std::string LeakLine(const json& leak, size_t number) {
                      Thousands(blocks), blocks == 1 ? "" : "s", in_pools);
 }
 
+}  // namespace
+
+std::string LoadedByPoolscopeClause(const json& report) {
+  const json* loaded = Find(report, "reachability.loaded_by_poolscope");
+  if (loaded == nullptr || !loaded->is_object()) return "";
+  const int64_t blocks = Count(*loaded, "blocks").value_or(0);
+  if (blocks <= 0) return "";
+  std::string names;
+  const json* objects = Find(*loaded, "objects");
+  if (objects != nullptr && objects->is_array()) {
+    for (const json& o : *objects) {
+      if (o.is_string()) names += (names.empty() ? "" : ", ") + o.get<std::string>();
+    }
+  }
+  return fmt::format("; {} block{} ({}) of them only because poolscope loaded {}", Thousands(blocks),
+                     blocks == 1 ? "" : "s", Bytes(Count(*loaded, "bytes").value_or(0)),
+                     names.empty() ? "objects the program does not use" : names);
+}
+
+namespace {
+
 // Still reachable in one line: the class's totals and the innermost functions of its largest
 // stacks.
 std::string StillReachableLine(const json& report, const std::vector<const json*>& groups) {
@@ -327,7 +348,7 @@ std::string StillReachableLine(const json& report, const std::vector<const json*
     out += fmt::format(" in {} stack{}; largest: {}", Thousands(static_cast<int64_t>(groups.size())),
                        groups.size() == 1 ? "" : "s", names);
   }
-  return out + "\n";
+  return out + LoadedByPoolscopeClause(report) + "\n";
 }
 
 // Before a reachability scan existed: the largest groups by bytes.

@@ -50,6 +50,11 @@ bool IsProgramFrame(const nlohmann::json& frame);
 // The index of the first (innermost) program frame of a stack, or 0 when it has none.
 size_t FirstProgramFrame(const nlohmann::json& stack);
 
+// What of the still-reachable blocks exists only because poolscope is loaded
+// (`reachability.loaded_by_poolscope`), as a clause to end a sentence with: "; 1 block (71.0 KiB) of
+// them only because poolscope loaded libstdc++.so.6"; "" when the report names none.
+std::string LoadedByPoolscopeClause(const nlohmann::json& report);
+
 // The frame's function, else "[object]" (basename), else "??".
 std::string FrameFunction(const nlohmann::json& frame);
 

@@ -127,6 +127,13 @@ TEST(TextReportTest, KindOrderBeatsSize) {
     }
   }
   EXPECT_EQ(text.find("#5"), std::string::npos) << text;
+  // What exists only because poolscope is loaded is named at the end of the line, in the HTML too.
+  doc["reachability"]["loaded_by_poolscope"] = {{"blocks", 1}, {"bytes", 9000}, {"objects", {"libstdc++.so.6"}}};
+  const std::string clause = "; 1 block (8.8 KiB) of them only because poolscope loaded libstdc++.so.6";
+  text = TextReport(doc, "x.json");
+  EXPECT_NE(text.find("largest: big_reachable, small_reachable" + clause + "\n"), std::string::npos) << text;
+  std::string html = HtmlReport(doc, "x.json");
+  EXPECT_NE(html.find(clause + ".</p>"), std::string::npos) << html;
 }
 
 TEST(TextReportTest, NotScannedSaysWhy) {
