@@ -158,6 +158,16 @@ class Classifier {
             uint64_t* unreadable) {
     uintptr_t a = (begin + 7) & ~uintptr_t{7};
     const uintptr_t e = end & ~uintptr_t{7};
+    if (a >= e) return;
+    if (const uint64_t* in_place = reader.InPlace(a, e - a)) {
+      const size_t words = (e - a) / 8;
+      for (size_t k = 0; k < words; ++k) {
+        const uint64_t v = in_place[k];
+        if (v - lo_ < span_) Queue(v, definite);
+      }
+      *scanned += words * 8;
+      return;
+    }
     while (a < e) {
       size_t want = e - a < kReadBuffer ? e - a : kReadBuffer;
       size_t got = reader.Read(a, buffer_, want);
@@ -302,8 +312,8 @@ bool ClassifyReachability(ScanBlock* blocks, size_t n, const RootRange* roots, s
   *result = ReachabilityResult{};
   if (n >= kNone) return false;
   const uint32_t count = static_cast<uint32_t>(n);
-  std::sort(blocks, blocks + n,
-            [](const ScanBlock& a, const ScanBlock& b) { return a.start < b.start; });
+  auto by_start = [](const ScanBlock& a, const ScanBlock& b) { return a.start < b.start; };
+  if (!std::is_sorted(blocks, blocks + n, by_start)) std::sort(blocks, blocks + n, by_start);
   uintptr_t lo = n > 0 ? blocks[0].start : 0, hi = lo;
   for (uint32_t i = 0; i < count; ++i) {
     ScanBlock& b = blocks[i];

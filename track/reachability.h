@@ -23,7 +23,7 @@
 // anonymous pages); memory is read only through MemoryReader, whose short reads the scan treats as an
 // unreadable page and steps over.
 //
-// Cost: the block array is sorted in place; then one lookup per word that falls in [lowest start,
+// Cost: the block array is sorted in place (an array sorted already costs one pass); then one lookup per word that falls in [lowest start,
 // highest end) of all blocks, through a page index built in scratch memory, pipelined so that the
 // cache misses of many lookups overlap (reachability.cc). Scratch memory: 8 bytes of mark stack and up to 4 of
 // page index per block, plus 100 KiB.
@@ -65,6 +65,13 @@ class MemoryReader {
  public:
   virtual ~MemoryReader() = default;
   virtual size_t Read(uintptr_t addr, void* buf, size_t n) = 0;
+  // Where the n bytes at addr (8-byte aligned) can be read in place, for a reader that would only copy
+  // them; nullptr (the default) when they must go through Read.
+  virtual const uint64_t* InPlace(uintptr_t addr, size_t n) {
+    (void)addr;
+    (void)n;
+    return nullptr;
+  }
 };
 
 // Reads with memcpy: for memory known to be mapped and readable (live heap blocks while every other
@@ -72,6 +79,7 @@ class MemoryReader {
 class DirectMemoryReader : public MemoryReader {
  public:
   size_t Read(uintptr_t addr, void* buf, size_t n) override;
+  const uint64_t* InPlace(uintptr_t addr, size_t) override { return reinterpret_cast<const uint64_t*>(addr); }
 };
 
 enum class LeakKind : uint8_t {
@@ -118,7 +126,7 @@ struct ReachabilityResult {
   uint64_t heap_bytes_unreadable;  // same, of blocks
 };
 
-// Classifies blocks[0..n): sorts them by start, marks from the roots, forms cliques, and fills each
+// Classifies blocks[0..n): sorts them by start (unless they are sorted already), marks from the roots, forms cliques, and fills each
 // block's kind (and a leader's indirect totals) and *result. Roots are read through root_reader, blocks
 // through heap_reader. Returns false, with *result zeroed and the blocks' kinds unset, when scratch
 // memory runs out, or n does not fit in 32 bits.
