@@ -164,7 +164,8 @@ struct InternalCounters {
   uint64_t passthrough_allocs;  // calls made by poolscope's own libc calls, passed straight through
   uint64_t passthrough_frees;
   // Pages of the mappings above resident in memory now (not address space reserved), and the largest
-  // such figure sampled: at each snapshot and report, and before a large mapping is given back.
+  // such figure sampled: at each snapshot and report, and before a mapping of 1 MiB or more is given
+  // back.
   uint64_t resident_bytes;
   uint64_t peak_resident_bytes;
 };

@@ -142,7 +142,9 @@ void InternalFree(void* p, size_t bytes) {
   if (p == nullptr) return;
   if (bytes == 0) bytes = 1;
   if (bytes > (size_t{1} << kMaxClassShift)) {
-    SampleResident();  // the peak includes what is about to go
+    // The peak includes what is about to go, when it could move the peak by a MiB or more (a sample
+    // walks every mapping with mincore: not for each small one).
+    if (bytes >= (size_t{1} << 20)) SampleResident();
     RemoveRange(p);
     munmap(p, PageRound(bytes));
     g_munmaps.fetch_add(1, std::memory_order_relaxed);
