@@ -297,6 +297,12 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     return;
   }
 
+  // Nothing live, no pool: every class is empty in both views, with no memory to read.
+  if (blocks.size() == 0 && pools.size() == 0) {
+    out->scanned = true;
+    out->scan_ms = NowMs() - t0;
+    return;
+  }
   track::ProcMaps maps(g_scratch);
   if (!maps.Read()) {
     out->not_scanned_why = "/proc/self/maps could not be read";
