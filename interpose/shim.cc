@@ -98,6 +98,13 @@ void ValgrindDescribeFree(const pool::PoolHeader* h, void* p) {
   if (usable != 0) VALGRIND_MAKE_MEM_DEFINED(p, usable);
 }
 
+// The live pooled blocks, for tracking (TrackingInit).
+void ForEachPooledBlock(void (*fn)(uintptr_t ptr, uint32_t size, uint32_t stack_id, void* arg), void* arg) {
+  if (g_domain == nullptr) return;
+  g_domain->ForEachLiveBlock(
+      [&](void* p, pool::BlockInfo info) { fn(reinterpret_cast<uintptr_t>(p), info.size, info.stack_id, arg); });
+}
+
 class ShimBackend : public pool::Backend {
  public:
   // Every pool's real allocation is made here and nowhere else: `poolscope suppressions`
@@ -420,7 +427,7 @@ void InitGlobal(ThreadState& ts) {
   // libunwind's memory probes (a write() of stack memory below the stack pointer) would be reported as
   // the program's errors: the table still counts live blocks, without stacks.
   if (g_options.track) {
-    g_tracking = TrackingInit(RUNNING_ON_VALGRIND ? 0 : g_options.stack_depth);
+    g_tracking = TrackingInit(RUNNING_ON_VALGRIND ? 0 : g_options.stack_depth, ForEachPooledBlock);
     if (!g_tracking) {
       WarnLine(nullptr, "no memory for leak tracking (an address-space limit?): track=1 is off, and the "
                         "report lists no leaks (tracked: false)");
@@ -1487,11 +1494,5 @@ void TakeSnapshot(Snapshot* s) {
 }
 
 ThreadState& CurrentThread() { return t_state; }
-
-void ForEachPooledBlock(void (*fn)(uintptr_t ptr, uint32_t size, uint32_t stack_id, void* arg), void* arg) {
-  if (g_domain == nullptr) return;
-  g_domain->ForEachLiveBlock(
-      [&](void* p, pool::BlockInfo info) { fn(reinterpret_cast<uintptr_t>(p), info.size, info.stack_id, arg); });
-}
 
 }  // namespace poolscope
