@@ -25,6 +25,7 @@
 #include "interpose/shim.h"
 #include "interpose/signals.h"
 #include "interpose/snapshot.h"
+#include "interpose/thread_state.h"
 #include "interpose/tracking.h"
 #include "report/json_writer.h"
 #include "report/report_path.h"
@@ -710,7 +711,7 @@ bool WriteReport(const char* reason, const Snapshot& snap, const LeakCheck* chec
 
 void* SnapshotLoop(void* arg) {
   // This thread is poolscope's own: everything it allocates passes straight through.
-  ++CurrentThread().guard;
+  BecomeOwnThread(CurrentThread());
   int interval = *static_cast<int*>(arg);
   for (;;) {
     struct timespec ts = {interval, 0};

@@ -33,8 +33,6 @@
 
 namespace poolscope {
 
-__thread ThreadState t_state __attribute__((tls_model("initial-exec"))) = {};
-
 namespace {
 
 std::atomic<pool::PoolMap::Leaf*> g_map_root[pool::PoolMap::kRootSize];
@@ -47,29 +45,6 @@ std::atomic<pool::PoolMap::Leaf*> g_map_root[pool::PoolMap::kRootSize];
 bool g_valgrind = false;
 char g_valgrind_anchor;
 
-// Marks poolscope's own work on this thread: calls it makes into libc pass straight through.
-class Guard {
- public:
-  // The two fields that the inline shortcuts test (pool_limit's users test the guard itself; the
-  // arena paths' arena_limit is left alone: poolscope's own code never calls the arena API).
-  explicit Guard(ThreadState& ts) : ts_(ts), limit_(ts.fast_limit), reason_(ts.regular_miss) {
-    ++ts_.guard;
-    ts_.fast_limit = 0;
-    ts_.regular_miss = 0;
-  }
-  ~Guard() {
-    --ts_.guard;
-    ts_.fast_limit = limit_;
-    ts_.regular_miss = reason_;
-  }
-  Guard(const Guard&) = delete;
-  Guard& operator=(const Guard&) = delete;
-
- private:
-  ThreadState& ts_;
-  size_t limit_;
-  int reason_;
-};
 
 // The client request that describes a block keeps the block's address in its argument array on the
 // stack; once popped, such a stale copy can sit in a frame of the exit path at the final leak check
@@ -1492,7 +1467,5 @@ void TakeSnapshot(Snapshot* s) {
   s->internal.passthrough_allocs = g_passthrough_allocs.load(std::memory_order_relaxed);
   s->internal.passthrough_frees = g_passthrough_frees.load(std::memory_order_relaxed);
 }
-
-ThreadState& CurrentThread() { return t_state; }
 
 }  // namespace poolscope
