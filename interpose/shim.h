@@ -31,8 +31,6 @@
 
 namespace poolscope {
 
-extern pool::PoolMap g_pool_map;
-
 // Slow paths.
 void* AllocSlow(Api api, size_t n, void* ra);
 void* MallocRegular(size_t n, void* ra);
