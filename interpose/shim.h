@@ -81,7 +81,7 @@ __attribute__((always_inline)) inline void Free(Api api, void* p) {
   FreeNotLast(api, p);
 }
 
-// The other entry points; see shim.cc.
+// The other entry points; see shim.cc (the C API's slow paths: c_api.cc).
 void* Calloc(size_t n, size_t m, void* ra);
 void* Realloc(Api api, void* p, size_t n, size_t m, void* ra);
 int PosixMemalign(void** out, size_t align, size_t n, void* ra);
@@ -91,7 +91,7 @@ void* NewForm(Api api, size_t n, size_t align, bool nothrow, void* ra);
 void DeleteForm(Api api, void* p, size_t size, size_t align, bool nothrow);
 
 // The C API. The exported poolscope_impl_arena_* functions are these inline paths; each leaves through
-// its slow path (in shim.cc) unless arena_limit says the thread may take it. They assume what
+// its slow path (in c_api.cc) unless arena_limit says the thread may take it. They assume what
 // arena_limit != 0 says (an active thread, pooling on, no tracking) and that the arena is this thread's.
 // Open pops a kept struct (11 instructions); a block that fits is a carve and one count in the carve
 // table (24; the arena's first block also takes its pool from the cache); close, for an arena whose

@@ -39,7 +39,7 @@ bool TrackingOn();
 uint64_t TrackingUnrecorded();
 // A logical allocation of `size` bytes at `p`, a real block. `skip`: frames of poolscope's own to
 // leave out. `from`, when known: the program's frame that called the entry point (ProgramFrame in
-// shim.cc); the stack is captured from there, and `skip` does not apply.
+// shim_internal.h); the stack is captured from there, and `skip` does not apply.
 void OnAlloc(void* p, size_t size, int skip, const track::StartFrame* from = nullptr);
 // A logical allocation of `size` bytes served from a pool: captures its stack and counts it for its
 // site, and returns the stack id, which the caller keeps with the block beside its pool mark
