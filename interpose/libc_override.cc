@@ -1,7 +1,7 @@
 // File: interpose/libc_override.cc
 //
 // The exported entry points: the malloc family, every form of operator new and delete, the functions
-// that set signal dispositions (signals.h), and the poolscope_* C API. Forwarding only; the logic is in shim.cc. Only the symbols named in exports.lds leave
+// that set signal dispositions (signals.h), and the poolscope_* C API. Forwarding only; the logic is in shim.cc and the files beside it (docs/design.md, "Files"). Only the symbols named in exports.lds leave
 // the library.
 #include <signal.h>
 

@@ -26,49 +26,10 @@
 
 #include "interpose/counters.h"
 #include "interpose/options.h"
+#include "interpose/thread_state.h"
 #include "pool/pool.h"
 
 namespace poolscope {
-
-enum ThreadPhase : int { kFresh = 0, kActive = 1, kDead = 2 };
-
-struct ThreadState {
-  // Requests of 1..fast_limit bytes try the inline pooled path (TryPooled); 0 turns it off. At most
-  // pool_limit and kFastSizes, and 0 with malloc_align=8; 0 inside poolscope (Guard).
-  size_t fast_limit;
-  // Requests of 1..pool_limit bytes are pooled without asking Decide, when guard is 0 (Guard leaves
-  // this alone: its users test guard as well); 0: ask Decide.
-  size_t pool_limit;
-  // 1 + a miss reason: a request of n >= 1 bytes that fails the pool_limit test takes the regular path
-  // without further checks and counts as a miss with that reason (pooling off, or tag=small and too
-  // large); 0 (as every thread starts): such requests go through the slow path (uninitialised, inside
-  // poolscope, dead, tag=explicit or caller).
-  int regular_miss;
-  // Explicit arena requests of 1..arena_limit bytes try the inline carve (ArenaAlloc), and nonzero lets
-  // ArenaOpen and ArenaClose take their inline paths: at most pool_size and kFastSizes. 0 (as every
-  // thread starts) sends all three to their slow paths: uninitialised or dead thread, pooling off,
-  // tracking on (a tracked arena records every block's stack). The Guard leaves it alone (poolscope
-  // never calls the arena API itself), which keeps the Guard as cheap as it was.
-  size_t arena_limit;
-  // The inline paths' counts (counters.h), settled with c (Settle): 4 KiB, so in InternalAlloc memory
-  // made when the thread starts counting (InitThread) rather than in this struct, which is static TLS
-  // and so comes out of the thread's stack. Non-null while fast_limit or arena_limit is, or pool_limit
-  // (MallocPooled counts there too); nullptr before, after the thread's end, and if it could not be had.
-  FastCarves* carves;
-  int guard;          // > 0 while poolscope itself runs on this thread
-  int phase;          // ThreadPhase
-  int tag_depth;      // poolscope_tag_push nesting
-  int tid;
-  ThreadCounters c;
-  pool::ThreadCache tc;
-  ThreadState* next;  // the registry of live threads
-  ThreadState* prev;
-};
-
-// __thread, not thread_local: the state is constant-initialised (all zero), and __thread tells every
-// translation unit so, which keeps the access a single %fs-relative load with no TLS-init wrapper call.
-extern __thread ThreadState t_state __attribute__((tls_model("initial-exec")));
-extern pool::PoolMap g_pool_map;
 
 // Slow paths.
 void* AllocSlow(Api api, size_t n, void* ra);
@@ -120,7 +81,7 @@ __attribute__((always_inline)) inline void Free(Api api, void* p) {
   FreeNotLast(api, p);
 }
 
-// The other entry points; see shim.cc.
+// The other entry points; see shim.cc (the C API's slow paths: c_api.cc).
 void* Calloc(size_t n, size_t m, void* ra);
 void* Realloc(Api api, void* p, size_t n, size_t m, void* ra);
 int PosixMemalign(void** out, size_t align, size_t n, void* ra);
@@ -130,7 +91,7 @@ void* NewForm(Api api, size_t n, size_t align, bool nothrow, void* ra);
 void DeleteForm(Api api, void* p, size_t size, size_t align, bool nothrow);
 
 // The C API. The exported poolscope_impl_arena_* functions are these inline paths; each leaves through
-// its slow path (in shim.cc) unless arena_limit says the thread may take it. They assume what
+// its slow path (in c_api.cc) unless arena_limit says the thread may take it. They assume what
 // arena_limit != 0 says (an active thread, pooling on, no tracking) and that the arena is this thread's.
 // Open pops a kept struct (11 instructions); a block that fits is a carve and one count in the carve
 // table (24; the arena's first block also takes its pool from the cache); close, for an arena whose
@@ -182,8 +143,6 @@ POOLSCOPE_ALWAYS_INLINE void ArenaClose(void* arena) {
 void TagPush();
 void TagPop();
 int Active();
-
-ThreadState& CurrentThread();
 
 // Process start and end (library constructor and destructor), and _exit()/_Exit(), which skip the
 // destructor (dash, and many fork() children, end that way).

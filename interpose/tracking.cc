@@ -172,9 +172,16 @@ bool IsOwn(uintptr_t pc) {
   return false;
 }
 
+PooledBlockWalk g_pooled_blocks = nullptr;
+
+void ForEachPooledBlock(void (*fn)(uintptr_t ptr, uint32_t size, uint32_t stack_id, void* arg), void* arg) {
+  if (g_pooled_blocks != nullptr) g_pooled_blocks(fn, arg);
+}
+
 }  // namespace
 
-bool TrackingInit(int stack_depth) {
+bool TrackingInit(int stack_depth, PooledBlockWalk pooled_blocks) {
+  g_pooled_blocks = pooled_blocks;
   g_memory = new (g_memory_storage) MappedDepotMemory();
   g_depot = new (g_depot_storage) track::StackDepot(g_memory, kCapacity);
   g_table = new (g_table_storage) track::LiveTable(g_memory);

@@ -26,24 +26,26 @@ enum BlockFlags : uint8_t {
   kBlockPooled = 1,  // carved from a pool
 };
 
+// Calls fn(ptr, size, stack_id, arg) for every live pooled block, with the size and stack id kept for
+// it (see OnPooledAlloc). The pools belong to the layer above, which hands this walk in at init.
+using PooledBlockWalk = void (*)(void (*fn)(uintptr_t ptr, uint32_t size, uint32_t stack_id, void* arg), void* arg);
+
 // Called once at start-up when track=1; false when the memory could not be had (tracking stays off).
-bool TrackingInit(int stack_depth);
+// `pooled_blocks`: how the live pooled blocks are found (nullptr: there are none).
+bool TrackingInit(int stack_depth, PooledBlockWalk pooled_blocks);
 bool TrackingOn();
 // Live blocks the table could not record (no memory for it: an address-space limit); while it is
 // nonzero the report's leaks are incomplete and it says `tracked: false`.
 uint64_t TrackingUnrecorded();
 // A logical allocation of `size` bytes at `p`, a real block. `skip`: frames of poolscope's own to
 // leave out. `from`, when known: the program's frame that called the entry point (ProgramFrame in
-// shim.cc); the stack is captured from there, and `skip` does not apply.
+// shim_internal.h); the stack is captured from there, and `skip` does not apply.
 void OnAlloc(void* p, size_t size, int skip, const track::StartFrame* from = nullptr);
 // A logical allocation of `size` bytes served from a pool: captures its stack and counts it for its
 // site, and returns the stack id, which the caller keeps with the block beside its pool mark
 // (pool::BlockInfo). Pooled blocks are not in the table: their pools' marks say which are live, so
-// their frees record nothing here, and the report finds them with ForEachPooledBlock.
+// their frees record nothing here, and the report finds them with the walk given to TrackingInit.
 uint32_t OnPooledAlloc(size_t size, int skip, const track::StartFrame* from = nullptr);
-// The live pooled blocks, with the size and stack id kept for each (defined by the shim, which owns
-// the pools).
-void ForEachPooledBlock(void (*fn)(uintptr_t ptr, uint32_t size, uint32_t stack_id, void* arg), void* arg);
 // A logical free of a real block. Returns false when `p` was not in the table.
 bool OnFree(void* p);
 // A hint, as early as possible before OnFree(p): starts loading the table lines it may touch.

@@ -101,7 +101,7 @@ struct BranchyArgs {
   MemoCaptures* out;
 };
 
-// The caller's frame as the preload library's slow paths find it (ProgramFrame in shim.cc), captured
+// The caller's frame as the preload library's slow paths find it (ProgramFrame in interpose/shim_internal.h), captured
 // from there with the memo, and plainly by CaptureStack, whose frame 0 is the call site in here.
 __attribute__((noinline)) void CaptureFromAndPlain(const BranchyArgs& a) {
   StartFrame f;

@@ -1,0 +1,125 @@
+// File: interpose/c_api.cc
+//
+// The slow paths of the poolscope.h C API: explicit arenas (their inline paths are in shim.h), tags,
+// and poolscope_active.
+#include "interpose/shim.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "interpose/internal.h"
+#include "interpose/real.h"
+#include "interpose/shim_internal.h"
+#include "interpose/tracking.h"
+
+namespace poolscope {
+
+__attribute__((noinline)) void* ArenaOpenSlow() {
+  ThreadState& ts = t_state;
+  if (Enter(ts) != Mode::kCounted) return nullptr;
+  pool::Arena* a = ts.tc.NewArena();
+  if (a == nullptr) {
+    errno = ENOMEM;
+  } else if (POOLSCOPE_UNLIKELY(g_tracking)) {
+    a->track = OnArenaOpen();
+  }
+  return a;
+}
+
+__attribute__((noinline)) void* ArenaAllocSlow(void* arena, size_t size, size_t align) {
+  ThreadState& ts = t_state;
+  auto* a = static_cast<pool::Arena*>(arena);
+  if (a == nullptr || Enter(ts) != Mode::kCounted) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (align == 0) align = 16;
+  if ((align & (align - 1)) != 0) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  Scope scope(ts);
+  ++ts.c.logical.ncalls[kArenaAlloc];
+  ++ts.c.sizes[SizeBucket(size)];
+  int reason = pool::kMissDisabled;
+  void* p = g_pooling ? ts.tc.ArenaCarve(a, size, align, &reason) : nullptr;
+  if (p != nullptr) {
+    ++ts.c.logical.nallocs;
+    ts.c.logical.nbytes += size;
+    if (a->track != nullptr) OnArenaAlloc(static_cast<ArenaTrack*>(a->track), size, kBlockPooled, 0);
+    return p;
+  }
+  ++ts.tc.stats().misses[reason];
+  // The regular path: a real, zeroed block, freed when the arena closes.
+  auto* node = static_cast<pool::RegularBlock*>(InternalAlloc(sizeof(pool::RegularBlock)));
+  if (node == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (align <= 16) {
+    p = g_real.calloc(1, size == 0 ? 1 : size);
+    CountAlloc(ts.c.real, kCalloc, size, p != nullptr);
+  } else {
+    int rc = g_real.posix_memalign(&p, align, size == 0 ? 1 : size);
+    if (rc != 0) p = nullptr;
+    if (p != nullptr) memset(p, 0, size);
+    CountAlloc(ts.c.real, kPosixMemalign, size, p != nullptr);
+  }
+  if (p == nullptr) {
+    InternalFree(node, sizeof *node);
+    errno = ENOMEM;
+    return nullptr;
+  }
+  node->p = p;
+  node->next = a->regular;
+  a->regular = node;
+  ++a->regular_blocks;
+  ++ts.c.logical.nallocs;
+  ts.c.logical.nbytes += size;
+  if (a->track != nullptr) OnArenaAlloc(static_cast<ArenaTrack*>(a->track), size, kBlockReal, 0);
+  return p;
+}
+
+__attribute__((noinline)) void ArenaCloseSlow(void* arena) {
+  ThreadState& ts = t_state;
+  auto* a = static_cast<pool::Arena*>(arena);
+  if (Enter(ts) != Mode::kCounted) return;
+  Scope scope(ts);
+  ++ts.c.logical.ncalls[kArenaClose];
+  if (a == nullptr) return;
+  ts.c.logical.nfrees += a->pooled_blocks + a->regular_blocks;
+  for (pool::RegularBlock* b = a->regular; b != nullptr;) {
+    pool::RegularBlock* next = b->next;
+    CountFree(ts.c.real, kFree, true);
+    g_real.free(b->p);
+    InternalFree(b, sizeof *b);
+    b = next;
+  }
+  if (a->track != nullptr) OnArenaClose(static_cast<ArenaTrack*>(a->track));
+  a->track = nullptr;
+  ts.tc.ArenaClosePool(a);
+  ts.tc.DeleteArena(a);
+}
+
+void TagPush() {
+  ThreadState& ts = t_state;
+  if (Enter(ts) != Mode::kCounted) return;
+  ++ts.tag_depth;
+  SetLimits(ts);
+}
+
+void TagPop() {
+  ThreadState& ts = t_state;
+  if (Enter(ts) != Mode::kCounted) return;
+  if (ts.tag_depth > 0) --ts.tag_depth;
+  SetLimits(ts);
+}
+
+int Active() {
+  ThreadState& ts = t_state;
+  Enter(ts);
+  return g_pooling ? 1 : 0;
+}
+
+
+}  // namespace poolscope

@@ -1,0 +1,287 @@
+// File: interpose/lifecycle.cc
+//
+// The process's life cycle: load (OnLoad), the warning when another allocator shadows poolscope,
+// exit and unload with the exit report (on a stack of its own when needed), and snapshots of every
+// counter for the report.
+#include "interpose/shim.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+#include <valgrind/valgrind.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+
+#include "interpose/internal.h"
+#include "interpose/leak_exit.h"
+#include "interpose/leak_scan.h"
+#include "interpose/real.h"
+#include "interpose/shim_internal.h"
+#include "interpose/signals.h"
+#include "interpose/snapshot.h"
+#include "interpose/tracking.h"
+
+namespace poolscope {
+
+// ---- process life cycle and snapshots -----------------------------------------------------------------
+
+namespace {
+void OnQuickExit() { OnExitCall(); }
+
+// The object `fn` lies in, and whether it defines `fn` there (a symbol of a section, not an undefined one).
+bool DefinedIn(void* fn, Dl_info* info, struct link_map** map) {
+  void* sym_entry = nullptr;  // a const ElfW(Sym)*
+  if (fn == nullptr || dladdr1(fn, info, &sym_entry, RTLD_DL_SYMENT) == 0) return false;
+  if (dladdr1(fn, info, reinterpret_cast<void**>(map), RTLD_DL_LINKMAP) == 0 || *map == nullptr) return false;
+  const auto* sym = static_cast<const ElfW(Sym)*>(sym_entry);
+  return sym != nullptr && sym->st_shndx != SHN_UNDEF;
+}
+
+// The object the program's calls to `name` bind to: the first object in the global search order that
+// defines it. That is dlsym(RTLD_DEFAULT)'s answer, except for a non-PIE executable that takes the
+// function's address (python3 does): it exports a "canonical PLT" entry, an undefined symbol with the
+// address of its PLT slot. dlsym returns that; calls skip it and bind to the next definition, which is
+// looked up here object by object, in load order.
+bool CallsBindTo(const char* name, Dl_info* info) {
+  struct link_map* map = nullptr;
+  void* fn = dlsym(RTLD_DEFAULT, name);
+  if (DefinedIn(fn, info, &map)) return true;
+  if (map == nullptr) return false;
+  for (struct link_map* lm = map->l_next; lm != nullptr; lm = lm->l_next) {
+    if (lm->l_name == nullptr || lm->l_name[0] == '\0') continue;
+    void* handle = dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD);
+    if (handle == nullptr) continue;
+    struct link_map* owner = nullptr;
+    bool here = DefinedIn(dlsym(handle, name), info, &owner) && owner == lm;
+    dlclose(handle);
+    if (here) return true;
+  }
+  return false;
+}
+
+// Whether the process's malloc and free are this library's. A program that defines its own (or an
+// allocator preloaded ahead of this library) comes first in symbol lookup: poolscope then sees none
+// of the program's allocations, and its report would say nothing without saying why. One warning line
+// names the object whose function wins.
+void WarnIfShadowed() {
+  Dl_info ours, theirs;
+  if (dladdr(reinterpret_cast<void*>(&OnLoad), &ours) == 0) return;
+  for (const char* name : {"malloc", "free"}) {
+    if (!CallsBindTo(name, &theirs) || theirs.dli_fbase == ours.dli_fbase) continue;
+    char line[600];
+    snprintf(line, sizeof line,
+             "%s() comes from %s, not from poolscope: the program's allocations are not seen, and the report "
+             "counts none of them",
+             name, theirs.dli_fname != nullptr && theirs.dli_fname[0] != '\0' ? theirs.dli_fname : "the program");
+    WarnLine(nullptr, line);
+    return;
+  }
+}
+}  // namespace
+
+void OnLoad() {
+  ThreadState& ts = t_state;
+  Enter(ts);
+  if (ts.phase == kActive) {
+    SetLimits(ts);
+    // leak_exitcode: the blocks library initialisers made before this constructor ran (poolscope's
+    // own dependencies among them) are not the program's leaks.
+    if (g_options.leak_exitcode > 0) {
+      Guard guard(ts);
+      SnapshotNow snap;
+      if (snap.get() != nullptr) TakeLeakBaseline(LogicalLive(*snap.get()));
+    }
+    StartSnapshots(g_options);
+    // quick_exit() runs the at_quick_exit handlers, then glibc's internal _exit (which the interposed
+    // _exit never sees): the report is written by a handler of our own. Registered before the
+    // program's, it runs after them.
+    Guard guard(ts);
+    at_quick_exit(OnQuickExit);
+    // SIGTERM, SIGINT and SIGHUP with their default action write the exit report first (signals.h).
+    if (strcmp(g_options.report, "none") != 0) InstallSignalReport(OnExitCall);
+    WarnIfShadowed();
+  }
+}
+
+// The exit-time report is written on a stack of its own when the process ends from a thread other
+// than the main one: writing it (the snapshot, symbolizing, the JSON) on the stack of a thread that
+// called exit() needs a 24 KiB thread (16 and 20 KiB are too small), and programs make threads as
+// small as PTHREAD_STACK_MIN (16 KiB, their TLS included). The stack is mapped for the call (only the
+// pages used are touched), with its lowest page left inaccessible, and unmapped afterwards. The main
+// thread's stack is the process's (RLIMIT_STACK) and is used as it is (exit() from a coroutine of
+// 8 KiB on it works).
+namespace {
+constexpr size_t kExitStackBytes = size_t{1} << 20;
+
+// The exiting thread's stack pointer where poolscope's exit work began: the reachability scan reads
+// that thread's stack from there up.
+uintptr_t g_exit_sp = 0;
+
+void ForEachPoolForScan(void (*fn)(uintptr_t real, size_t real_bytes, uintptr_t base, size_t pool_bytes,
+                                   bool explicit_arena, void* arg),
+                        void* arg) {
+  if (g_domain == nullptr) return;
+  const size_t bytes = g_domain->pool_bytes();
+  g_domain->ForEachPool([&](char* base, bool explicit_arena) {
+    uintptr_t real = reinterpret_cast<uintptr_t>(base);
+    if (g_pool_by_malloc) memcpy(&real, base + bytes, sizeof real);
+    fn(real, g_pool_by_malloc ? bytes + kPoolSlack : bytes, reinterpret_cast<uintptr_t>(base), bytes,
+       explicit_arena, arg);
+  });
+}
+
+// reachability=1: classifies the live blocks before the exit report is written (once).
+void ScanBeforeExitReport() {
+  const Options& o = g_options;
+  if (!g_tracking || !o.reachability || (o.leak_exitcode <= 0 && strcmp(o.report, "none") == 0)) return;
+  ScanThread* threads = nullptr;
+  int n = 0;
+  {
+    SpinLockHolder lock(&g_registry_lock);
+    for (ThreadState* ts = g_threads; ts != nullptr; ts = ts->next) ++n;
+    threads = static_cast<ScanThread*>(InternalAlloc(sizeof(ScanThread) * (n + 1)));
+    if (threads == nullptr) return;
+    int i = 0;
+    for (ThreadState* ts = g_threads; ts != nullptr && i < n; ts = ts->next) {
+      threads[i++] = ScanThread{ts->tid, reinterpret_cast<uintptr_t>(ts)};
+    }
+  }
+  ScanInputs in = {};
+  in.threads = threads;
+  in.nthreads = n;
+  in.exit_sp = g_exit_sp;
+  in.self_state = reinterpret_cast<uintptr_t>(&t_state);
+  in.for_each_pool = ForEachPoolForScan;
+  ScanAtExit(in);
+  InternalFree(threads, sizeof(ScanThread) * (n + 1));
+}
+
+struct ExitReport {
+  bool may_change_status;
+  int status;
+  ucontext_t caller;
+};
+
+// makecontext passes int arguments: the ExitReport's address comes in two halves.
+void WriteExitReportOnOwnStack(unsigned hi, unsigned lo) {
+  auto* r = reinterpret_cast<ExitReport*>((uintptr_t{hi} << 32) | lo);
+  ScanBeforeExitReport();
+  r->status = WriteReportAtExit(g_options, r->may_change_status);
+  ReleaseScan();
+}  // back to r->caller (uc_link)
+
+int WriteExitReport(bool may_change_status) {
+  char* stack = nullptr;
+  if (GetTid() != getpid()) stack = static_cast<char*>(InternalAlloc(kExitStackBytes));
+  ucontext_t context;
+  if (stack == nullptr || mprotect(stack, 4096, PROT_NONE) != 0 || getcontext(&context) != 0) {
+    InternalFree(stack, kExitStackBytes);
+    ScanBeforeExitReport();
+    const int status = WriteReportAtExit(g_options, may_change_status);
+    ReleaseScan();
+    return status;
+  }
+  ExitReport r;
+  r.may_change_status = may_change_status;
+  r.status = 0;
+  context.uc_stack.ss_sp = stack;
+  context.uc_stack.ss_size = kExitStackBytes;
+  context.uc_link = &r.caller;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(&r);
+  makecontext(&context, reinterpret_cast<void (*)()>(WriteExitReportOnOwnStack), 2,
+              static_cast<unsigned>(a >> 32), static_cast<unsigned>(a));
+  const unsigned id = VALGRIND_STACK_REGISTER(stack, stack + kExitStackBytes);
+  if (swapcontext(&r.caller, &context) != 0) {
+    ScanBeforeExitReport();
+    r.status = WriteReportAtExit(g_options, may_change_status);
+    ReleaseScan();
+  }
+  VALGRIND_STACK_DEREGISTER(id);
+  InternalFree(stack, kExitStackBytes);
+  return r.status;
+}
+}  // namespace
+
+// _exit() and _Exit(): the report is written, and the status is the program's own whatever it leaks
+// (docs/report-schema.md, `leak_check`): these calls skip the exit-time cleanup on purpose (fork()
+// children after their work, dash, 127 after a failed exec), so what is live then was let go, not
+// forgotten; LeakSanitizer does not check leaks there either.
+void OnExitCall() {
+  ThreadState& ts = t_state;
+  if (g_init.load(std::memory_order_acquire) != 2) return;
+  // A vfork() child shares its parent's memory and ran no fork handler: it must not touch our state.
+  if (getpid() != g_process.pid) return;
+  Guard guard(ts);
+  if (g_exit_sp == 0) g_exit_sp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  WriteExitReport(false);
+}
+
+void OnUnload() {
+  ThreadState& ts = t_state;
+  if (g_init.load(std::memory_order_acquire) != 2) return;
+  Guard guard(ts);
+  if (g_exit_sp == 0) {
+    track::StartFrame from;
+    g_exit_sp = ProgramFrame(&from, __builtin_return_address(0), __builtin_dwarf_cfa(), __builtin_frame_address(0))
+                    ? ExitPathSp(from)
+                    : reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  }
+  if (g_options.drain_at_exit && ts.phase == kActive) {
+    uint64_t before = ts.tc.stats().pools_released;
+    ts.tc.Drain();
+    g_drained_at_exit = ts.tc.stats().pools_released - before;
+  }
+  // exit() in a vfork() child (which it must not call) would be judging its parent's blocks.
+  int status = WriteExitReport(getpid() == g_process.pid);
+  if (status != 0) ExitForLeaks(status);
+}
+
+const Options& CurrentOptions() { return g_options; }
+const ProcessInfo& CurrentProcess() { return g_process; }
+
+void TakeSnapshot(Snapshot* s) {
+  ThreadState& self = t_state;
+  SpinLockHolder lock(&g_registry_lock);
+  s->totals = g_ended;
+  s->pool = g_ended_pool;
+  s->records = g_records;
+  s->records_omitted = g_records_omitted;
+  s->live_threads = 0;
+  s->pools_cached = 0;
+  for (ThreadState* ts = g_threads; ts != nullptr; ts = ts->next) {
+    // Other threads keep counting: settle a copy.
+    ThreadCounters c = ts->c;
+    pool::PoolStats stats = ts->tc.stats();
+    Settle(&c, CarvesOf(*ts), &stats.hits, &stats.pooled_frees, &stats.resets_in_place);
+    AddCounters(&s->totals, c);
+    pool::AddStats(&s->pool, stats);
+    s->pools_cached += static_cast<uint64_t>(ts->tc.cached());
+    if (s->live_threads < Snapshot::kMaxLive) {
+      LiveThread& lt = s->live[s->live_threads++];
+      lt.tid = ts->tid;
+      lt.self = ts == &self;
+      lt.c = c;
+      lt.pool = stats;
+      lt.cached = ts->tc.cached();
+    }
+  }
+  s->pooling = g_pooling;
+  s->pool_size = g_pool_size;
+  s->pools_per_thread = g_domain != nullptr ? g_domain->config().max_cached : g_options.pools;
+  s->fork_carryover = g_fork_carryover;
+  s->threads_lost_at_fork = g_threads_lost_at_fork;
+  s->drained_at_exit = g_drained_at_exit;
+  InternalSnapshot(&s->internal);
+  s->internal.bootstrap_allocs = g_bootstrap_allocs;
+  s->internal.bootstrap_bytes = g_bootstrap_bytes;
+  s->internal.passthrough_allocs = g_passthrough_allocs.load(std::memory_order_relaxed);
+  s->internal.passthrough_frees = g_passthrough_frees.load(std::memory_order_relaxed);
+}
+
+
+}  // namespace poolscope

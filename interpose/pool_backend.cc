@@ -1,0 +1,128 @@
+// File: interpose/pool_backend.cc
+//
+// The pools' memory: ShimBackend (every pool's real allocation and free), pools carved out of a plain
+// malloc (PoolFromMalloc), the pool map, and the descriptions of pools and pooled blocks to memcheck.
+#include "interpose/shim.h"
+
+#include <valgrind/memcheck.h>
+#include <valgrind/valgrind.h>
+
+#include <cstring>
+
+#include "interpose/internal.h"
+#include "interpose/real.h"
+#include "interpose/shim_internal.h"
+
+namespace poolscope {
+
+std::atomic<pool::PoolMap::Leaf*> g_map_root[pool::PoolMap::kRootSize];
+
+// Under valgrind (valgrind=1), pools and pooled blocks are described to memcheck: one meta mempool
+// whose first-level chunks are the pools and whose second-level (malloc-like) blocks are the blocks
+// carved from them, so memcheck sees the program's logical allocations again and reports its own
+// leaks block for block. The inline fast paths are off then: every pooled call takes the slow path,
+// which makes the client requests.
+bool g_valgrind = false;
+char g_valgrind_anchor;
+
+
+// The client request that describes a block keeps the block's address in its argument array on the
+// stack; once popped, such a stale copy can sit in a frame of the exit path at the final leak check
+// and make a leaked block look reachable. So the request runs in its own frame, which is then wiped.
+__attribute__((noinline)) void ValgrindDescribeAlloc(void* p, size_t n) {
+  VALGRIND_MALLOCLIKE_BLOCK(p, n, 0, 1);
+}
+
+// A pooled block's free, told to memcheck before the pool sees it: the free may release the pool, and
+// memcheck must already count the block as freed then. A block that is not live is still described:
+// memcheck then reports the program's invalid or double free as it would without poolscope. A live
+// block's memory stays addressable and defined, since it is back in the pool, which zeroes and reuses it.
+void ValgrindDescribeFree(const pool::PoolHeader* h, void* p);
+
+__attribute__((noinline)) void WipeStackBelow() {
+  volatile char pad[4096];
+  for (size_t i = 0; i < sizeof pad; ++i) pad[i] = 0;
+}
+
+alignas(pool::Domain) char g_domain_storage[sizeof(pool::Domain)];
+pool::Domain* g_domain = nullptr;
+
+void ValgrindDescribeFree(const pool::PoolHeader* h, void* p) {
+  size_t usable = g_domain->UsableSize(h, p);
+  VALGRIND_FREELIKE_BLOCK(p, 0);
+  if (usable != 0) VALGRIND_MAKE_MEM_DEFINED(p, usable);
+}
+
+// The live pooled blocks, for tracking (TrackingInit).
+void ForEachPooledBlock(void (*fn)(uintptr_t ptr, uint32_t size, uint32_t stack_id, void* arg), void* arg) {
+  if (g_domain == nullptr) return;
+  g_domain->ForEachLiveBlock(
+      [&](void* p, pool::BlockInfo info) { fn(reinterpret_cast<uintptr_t>(p), info.size, info.stack_id, arg); });
+}
+
+namespace {
+
+class ShimBackend : public pool::Backend {
+ public:
+  // Every pool's real allocation is made here and nowhere else: `poolscope suppressions`
+  // (tools/suppressions.h) matches this function by name, mangled
+  // (_ZN9poolscope*ShimBackend9AllocPool*) for memcheck and demangled for LSan and heaptrack.
+  void* AllocPool(size_t bytes) override {
+    ThreadState& ts = t_state;
+    void* p;
+    {
+      Guard guard(ts);  // what the next allocator allocates for itself meanwhile is not ours
+      p = poolscope_pool_alloc(bytes);
+    }
+    ++ts.c.real.ncalls[g_pool_by_malloc ? kMalloc : kPosixMemalign];
+    if (p == nullptr) return nullptr;
+    // Described to memcheck as a chunk of the pool's first kValgrindPoolHead bytes only, where no
+    // block is ever carved: memcheck then drops the real block from its leak search (it holds a pool
+    // chunk), and no chunk it keeps overlaps a pooled block, so each pointer it finds names one block.
+    if (g_valgrind) VALGRIND_MEMPOOL_ALLOC(&g_valgrind_anchor, p, kValgrindPoolHead);
+    ++ts.c.real.nallocs;
+    ts.c.real.nbytes += g_pool_by_malloc ? bytes + kPoolSlack : bytes;
+    return p;
+  }
+  void FreePool(void* p) override {
+    ThreadState& ts = t_state;
+    ++ts.c.real.ncalls[kFree];
+    ++ts.c.real.nfrees;
+    if (g_valgrind) VALGRIND_MEMPOOL_FREE(&g_valgrind_anchor, p);
+    if (g_pool_by_malloc) {
+      void* raw;
+      memcpy(&raw, static_cast<char*>(p) + g_domain->pool_bytes(), sizeof raw);
+      p = raw;
+    }
+    Guard guard(ts);
+    g_real.free(p);
+  }
+  void* AllocMeta(size_t bytes) override { return InternalAlloc(bytes); }
+  void FreeMeta(void* p, size_t bytes) override { InternalFree(p, bytes); }
+  void* ReserveLeaf(size_t bytes) override { return InternalReserve(bytes); }
+};
+
+ShimBackend g_backend;
+
+}  // namespace
+
+pool::Backend* ShimPoolBackend() { return &g_backend; }
+
+bool g_pool_by_malloc = false;
+
+void* PoolFromMalloc(size_t pool_bytes) {
+  char* raw = static_cast<char*>(g_real.malloc(pool_bytes + kPoolSlack));
+  if (raw == nullptr) return nullptr;
+  uintptr_t base = (reinterpret_cast<uintptr_t>(raw) + pool::kLine - 1) & ~uintptr_t{pool::kLine - 1};
+  if (base + pool_bytes + sizeof raw > reinterpret_cast<uintptr_t>(raw) + pool_bytes + kPoolSlack) {
+    // The next allocator gave less than 16-byte alignment: no room for the address past the pool.
+    g_real.free(raw);
+    return nullptr;
+  }
+  memcpy(reinterpret_cast<char*>(base) + pool_bytes, &raw, sizeof raw);
+  return reinterpret_cast<void*>(base);
+}
+
+pool::PoolMap g_pool_map(g_map_root, &g_backend);
+
+}  // namespace poolscope

@@ -1,0 +1,619 @@
+// File: interpose/report_render.cc
+//
+// Renders the report's JSON (see report_render.h). Runs under the caller's reentrancy guard: libc
+// calls made here pass straight through.
+#include "interpose/report_render.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "interpose/internal.h"
+#include "interpose/leak_scan.h"
+#include "interpose/signals.h"
+#include "interpose/thread_state.h"
+#include "interpose/tracking.h"
+#include "track/loaded_objects.h"
+#include "track/symbolizer.h"
+
+namespace poolscope {
+
+extern const char* const kVersion;
+
+namespace {
+
+struct BadFree {
+  uintptr_t address;
+  bool is_double;
+  int tid;
+  uint32_t stack_id;
+};
+constexpr int kMaxBadFrees = 64;
+BadFree g_bad_frees[kMaxBadFrees];
+std::atomic<int> g_nbad{0};
+
+void WriteLedger(report::JsonWriter& w, const char* key, const Ledger& l, bool with_live,
+                 int64_t live_bytes = -1) {
+  w.Key(key);
+  w.BeginObject();
+  w.Field("allocs", l.nallocs);
+  w.Field("frees", l.nfrees);
+  w.Field("reallocs", l.nreallocs);
+  w.Field("bytes_requested", l.nbytes);
+  if (with_live) {
+    w.FieldInt("live_blocks", static_cast<int64_t>(l.nallocs - l.nfrees));
+    w.Key("live_bytes");
+    if (live_bytes >= 0) {
+      w.Int(live_bytes);
+    } else {
+      w.Null();  // needs the live-block table (track=1), see docs/report-schema.md
+    }
+  }
+  w.Key("by_api");
+  w.BeginObject();
+  for (int api = 0; api < kNumApis; ++api) w.Field(ApiName(api), l.ncalls[api]);
+  w.EndObject();
+  w.EndObject();
+}
+
+void WritePoolCounters(report::JsonWriter& w, const pool::PoolStats& s) {
+  w.Field("hits", s.hits);
+  w.Key("misses");
+  w.BeginObject();
+  for (int r = 0; r < pool::kNumMissReasons; ++r) w.Field(pool::MissReasonName(r), s.misses[r]);
+  w.EndObject();
+  w.Field("pools_created", s.pools_created);
+  w.Field("pools_reused", s.pools_reused);
+  w.Field("pools_released", s.pools_released);
+  w.Field("resets_in_place", s.resets_in_place);
+  w.Field("spills", s.spills);
+  w.Field("absorbs", s.absorbs);
+}
+
+void WriteThread(report::JsonWriter& w, int tid, bool ended, const ThreadCounters& c,
+                 const pool::PoolStats& ps, int cached) {
+  w.BeginObject();
+  w.FieldInt("tid", tid);
+  w.FieldBool("ended", ended);
+  WriteLedger(w, "logical", Logical(c), true);
+  WriteLedger(w, "real", Real(c), true);
+  w.Key("pool");
+  w.BeginObject();
+  WritePoolCounters(w, ps);
+  w.FieldInt("pools_cached", cached);
+  w.EndObject();
+  w.EndObject();
+}
+
+// The frames of a captured stack from the program's first one. The client library
+// (//interpose:client) is linked into the program, so its entry points are not among the frames left
+// out at capture (those are libpoolscope.so's): a stack that starts in one (poolscope_arena_alloc,
+// when the compiler did not make its forwarding a tail call) starts at its caller.
+int ProgramFrames(track::Symbolizer* sym, uint32_t stack_id, const uintptr_t** pcs) {
+  int n = StackFrames(stack_id, pcs);
+  int first = 0;
+  while (first < n && sym->SymbolizeReturnAddress((*pcs)[first]).function.rfind("poolscope_", 0) == 0) ++first;
+  *pcs += first;
+  return n - first;
+}
+
+// Frames of a captured stack, innermost first, symbolized now.
+void WriteStack(report::JsonWriter& w, track::Symbolizer* sym, uint32_t stack_id) {
+  w.Key("stack");
+  w.BeginArray();
+  const uintptr_t* pcs = nullptr;
+  int n = sym != nullptr ? ProgramFrames(sym, stack_id, &pcs) : 0;
+  for (int i = 0; i < n; ++i) {
+    track::SymbolizedFrame f = sym->SymbolizeReturnAddress(pcs[i]);
+    w.BeginObject();
+    char pc[32];
+    snprintf(pc, sizeof pc, "0x%llx", static_cast<unsigned long long>(pcs[i]));
+    w.FieldStr("pc", pc);
+    w.FieldStr("function", f.function.c_str());
+    w.FieldStr("object", f.object.c_str());
+    if (!f.file.empty()) {
+      w.FieldStr("file", f.file.c_str());
+      w.FieldInt("line", f.line);
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+void WriteLeakCheck(report::JsonWriter& w, const LeakCheck& c) {
+  w.Key("leak_check");
+  w.BeginObject();
+  w.FieldInt("leak_exitcode", c.leak_exitcode);
+  w.FieldInt("live_blocks", c.leaks.live_blocks);
+  w.FieldInt("live_at_start", c.leaks.live_at_start);
+  w.FieldInt("stdio_buffers", c.leaks.stdio_buffers);
+  w.FieldInt("program_leak_blocks", c.leaks.blocks);
+  w.FieldBool("exact", c.leaks.exact);
+  w.FieldStr("judged_by", c.lost_blocks >= 0 ? "reachability" : "live_blocks");
+  w.Key("lost_blocks");
+  if (c.lost_blocks >= 0) {
+    w.Int(c.lost_blocks);
+  } else {
+    w.Null();
+  }
+  w.Key("exit_status");
+  if (c.exit_status != 0) {
+    w.Int(c.exit_status);
+  } else {
+    w.Null();
+  }
+  w.EndObject();
+}
+
+const char* KindName(uint8_t kind) {
+  switch (static_cast<track::LeakKind>(kind)) {
+    case track::LeakKind::kDefinitelyLost:
+      return "definitely_lost";
+    case track::LeakKind::kIndirectlyLost:
+      return "indirectly_lost";
+    case track::LeakKind::kPossiblyLost:
+      return "possibly_lost";
+    case track::LeakKind::kStillReachable:
+      break;
+  }
+  return "still_reachable";
+}
+
+void WriteTotal(report::JsonWriter& w, const char* key, const track::LeakTotal& t) {
+  w.Key(key);
+  w.BeginObject();
+  w.Field("blocks", t.blocks);
+  w.Field("bytes", t.bytes);
+  w.EndObject();
+}
+
+// The live blocks that exist only because poolscope is loaded: those whose first program frame lies in
+// an object that only libpoolscope.so needs (libstdc++'s emergency exception pool in a C program), and
+// the names of those objects.
+struct LoadedByPoolscope {
+  track::LeakTotal total = {};
+  std::vector<std::string> objects;
+};
+
+LoadedByPoolscope CountLoadedByPoolscope(const std::vector<LeakGroup>& groups, track::Symbolizer* sym) {
+  LoadedByPoolscope out;
+  if (sym == nullptr) return out;
+  std::vector<track::LoadedObject> objs(1024);
+  size_t n = track::ReadLoadedObjects(objs.data(), objs.size());
+  if (n > objs.size()) n = objs.size();
+  const track::LoadedObject* self =
+      track::ObjectContaining(objs.data(), n, reinterpret_cast<uintptr_t>(&CountLoadedByPoolscope));
+  if (self == nullptr) return out;
+  std::vector<uint8_t> scratch(n);
+  track::MarkLoadedOnlyFor(static_cast<size_t>(self - objs.data()), objs.data(), n, scratch.data());
+  for (const LeakGroup& g : groups) {
+    const uintptr_t* pcs = nullptr;
+    if (ProgramFrames(sym, g.stack_id, &pcs) == 0) continue;
+    const track::LoadedObject* o = track::ObjectContaining(objs.data(), n, pcs[0] - 1);
+    if (o == nullptr || !o->only_for_poolscope) continue;
+    out.total.blocks += g.blocks;
+    out.total.bytes += g.bytes;
+    const char* slash = strrchr(o->path, '/');
+    std::string name = o->soname != nullptr ? o->soname : (slash != nullptr ? slash + 1 : o->path);
+    if (std::find(out.objects.begin(), out.objects.end(), name) == out.objects.end()) out.objects.push_back(name);
+  }
+  return out;
+}
+
+// The four classes of a classification, or {"scanned": false} when none ran; `scan` adds what the
+// scan itself cost and `loaded` the blocks only poolscope's presence made (the program's view only).
+void WriteReachability(report::JsonWriter& w, const track::ReachabilityResult* r, const ScanOutcome* scan,
+                       const LoadedByPoolscope* loaded) {
+  w.BeginObject();
+  w.FieldBool("scanned", r != nullptr);
+  if (r == nullptr) {
+    if (scan != nullptr && !scan->scanned && scan->not_scanned_why != nullptr) {
+      w.FieldStr("not_scanned_why", scan->not_scanned_why);
+    }
+    w.EndObject();
+    return;
+  }
+  WriteTotal(w, "definitely_lost", r->definitely_lost);
+  WriteTotal(w, "indirectly_lost", r->indirectly_lost);
+  WriteTotal(w, "possibly_lost", r->possibly_lost);
+  WriteTotal(w, "still_reachable", r->still_reachable);
+  if (scan != nullptr) {
+    w.Field("roots_bytes", scan->roots_bytes);
+    w.Field("heap_bytes_scanned", r->heap_bytes_scanned);
+    w.Field("scan_ms", scan->scan_ms);
+    w.FieldInt("threads_stopped", scan->threads_stopped);
+    w.FieldInt("threads_not_stopped", scan->threads_not_stopped);
+  }
+  if (loaded != nullptr) {
+    w.Key("loaded_by_poolscope");
+    w.BeginObject();
+    w.Field("blocks", loaded->total.blocks);
+    w.Field("bytes", loaded->total.bytes);
+    w.Key("objects");
+    w.BeginArray();
+    for (const std::string& name : loaded->objects) w.String(name.c_str());
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndObject();
+}
+
+}  // namespace
+
+uint64_t MonotonicNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void Render(report::JsonWriter& w, const char* reason, const Options& o, const ProcessInfo& p,
+            const Snapshot& s, const LeakCheck* check, const char* path, uint64_t started_ns) {
+  const ThreadCounters& t = s.totals;
+  // Report time: allocation through the normal malloc is fine here (the caller holds the guard, so it
+  // passes straight through, counted as poolscope's own).
+  constexpr size_t kMaxStacks = 4096;
+  constexpr size_t kMaxLeakGroups = 64;
+  constexpr size_t kMaxSites = 32;
+  const bool tracked = TrackingOn();
+  std::vector<LeakGroup> raw(kMaxStacks);
+  LiveTotals live = {};
+  const ScanOutcome* scan = LastScan();
+  const bool scanned = scan != nullptr && scan->scanned;
+  size_t nstacks_all =
+      tracked ? AggregateLeaks(raw.data(), raw.size(), &live,
+                               scanned ? +[](uintptr_t p) { return static_cast<uint8_t>(ScannedKind(p)); } : nullptr)
+              : 0;
+  raw.resize(nstacks_all < kMaxStacks ? nstacks_all : kMaxStacks);
+  std::vector<SiteCounters> site_list(kMaxSites);
+  site_list.resize(tracked ? TopSites(site_list.data(), kMaxSites) : 0);
+  track::Symbolizer* sym = tracked ? new track::Symbolizer() : nullptr;
+  // Stacks that differ only in return addresses the source cannot tell apart (an unrolled loop calls
+  // the same line from two places) are one group: merged by their symbolized frames.
+  std::map<std::string, LeakGroup> merged;
+  for (const LeakGroup& g : raw) {
+    std::string key;
+    const uintptr_t* pcs = nullptr;
+    int n = ProgramFrames(sym, g.stack_id, &pcs);
+    for (int i = 0; i < n; ++i) {
+      track::SymbolizedFrame f = sym->SymbolizeReturnAddress(pcs[i]);
+      key += f.function + "@" + f.file + ":" + std::to_string(f.line) + ";";
+    }
+    if (n == 0) key = "#" + std::to_string(g.stack_id);
+    key += "/" + std::to_string(g.kind);
+    auto it = merged.find(key);
+    if (it == merged.end()) {
+      merged.emplace(key, g);
+    } else {
+      it->second.blocks += g.blocks;
+      it->second.bytes += g.bytes;
+      it->second.pooled_blocks += g.pooled_blocks;
+    }
+  }
+  std::vector<LeakGroup> groups;
+  for (auto& kv : merged) groups.push_back(kv.second);
+  // Definitely lost first, then indirectly and possibly lost, then still reachable; largest first.
+  std::sort(groups.begin(), groups.end(), [](const LeakGroup& a, const LeakGroup& b) {
+    if (a.kind != b.kind) return a.kind > b.kind;
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.blocks > b.blocks;
+  });
+  size_t ngroups_all = groups.size() + (nstacks_all - raw.size());
+  size_t ngroups = groups.size() < kMaxLeakGroups ? groups.size() : kMaxLeakGroups;
+  // Every other stack the report shows is symbolized now, so that report_ms counts all of it (the
+  // answers are cached: WriteStack finds them below).
+  const int nbad = g_nbad.load(std::memory_order_acquire);
+  if (sym != nullptr) {
+    std::vector<uint32_t> shown;
+    for (const SiteCounters& site : site_list) shown.push_back(site.stack_id);
+    for (int i = 0; i < nbad && i < kMaxBadFrees; ++i) shown.push_back(g_bad_frees[i].stack_id);
+    for (uint32_t id : shown) {
+      const uintptr_t* pcs = nullptr;
+      const int n = ProgramFrames(sym, id, &pcs);
+      for (int k = 0; k < n; ++k) sym->SymbolizeReturnAddress(pcs[k]);
+    }
+  }
+  const uint64_t report_ms = (MonotonicNs() - started_ns) / 1000000;
+  w.BeginObject();
+  w.FieldStr("schema", "poolscope.report/1");
+  w.FieldStr("poolscope_version", kVersion);
+
+  w.Key("process");
+  w.BeginObject();
+  w.FieldInt("pid", p.pid);
+  w.FieldInt("ppid", p.ppid);
+  w.FieldStr("exe", p.exe);
+  w.Key("argv");
+  w.BeginArray();
+  for (size_t off = 0; p.argv != nullptr && off < p.argv_bytes;) {
+    size_t len = strnlen(p.argv + off, p.argv_bytes - off);
+    w.String(p.argv + off, len);
+    off += len + 1;
+  }
+  w.EndArray();
+  w.Field("start_ns", p.start_ns);
+  w.Field("end_ns", NowNs());
+  w.FieldStr("reason", reason);
+  if (strcmp(reason, "signal") == 0) w.FieldStr("signal", SignalName(ReportSignal()));
+  // False when other threads were running while the counters were read (a snapshot, or an exit with
+  // threads still running): the ledgers may then be off by the calls in flight.
+  // The reader is exact only when no thread but itself can be counting: the snapshot thread is not
+  // a registered thread, so while the program's main thread lives its reads are never exact.
+  bool others = false;
+  for (int i = 0; i < s.live_threads; ++i) others = others || !s.live[i].self;
+  // A signal that stopped this thread inside poolscope may have stopped it between two counter updates.
+  others = others || (strcmp(reason, "signal") == 0 && SignalInterruptedPoolscope());
+  w.FieldBool("counters_exact", !others);
+  w.Key("forked_from");
+  if (p.forked_from != 0) {
+    w.Int(p.forked_from);
+  } else {
+    w.Null();
+  }
+  w.FieldStr("report_path", path);
+  w.Field("report_ms", report_ms);
+  w.EndObject();
+
+  w.Key("options");
+  w.BeginObject();
+  w.FieldInt("pool", o.pool);
+  w.FieldInt("pool_size", o.pool_size);
+  w.FieldInt("pools", o.pools);
+  char tag[600];
+  snprintf(tag, sizeof tag, "%s%s",
+           o.tag == TagMode::kSmall ? "small" : o.tag == TagMode::kExplicit ? "explicit" : "caller:",
+           o.tag == TagMode::kCaller ? o.tag_globs : "");
+  w.FieldStr("tag", tag);
+  w.FieldInt("malloc_align", o.malloc_align);
+  w.FieldInt("track", o.track);
+  w.FieldInt("stack_depth", o.stack_depth);
+  w.FieldStr("report", o.report);
+  w.FieldInt("drain_at_exit", o.drain_at_exit);
+  w.FieldInt("reachability", o.reachability);
+  char kinds[64];
+  w.FieldStr("leak_kinds", LeakKindsText(o.leak_kinds, kinds, sizeof kinds));
+  w.FieldInt("snapshot_interval", o.snapshot_interval);
+  w.FieldInt("quiet", o.quiet);
+  w.FieldInt("leak_exitcode", o.leak_exitcode);
+  w.FieldInt("valgrind", o.valgrind);
+  w.FieldInt("help", o.help);
+  w.EndObject();
+
+  const Ledger logical = Logical(t);
+  const Ledger real = Real(t);
+  uint64_t pools_existing = s.pool.pools_created - s.pool.pools_released;
+  uint64_t pool_bytes = (s.pool_size + 63) & ~uint64_t{63};
+  int64_t real_live_bytes =
+      tracked ? static_cast<int64_t>(live.real_bytes + pools_existing * pool_bytes) : -1;
+  WriteLedger(w, "logical", logical, true, tracked ? static_cast<int64_t>(live.bytes) : -1);
+  WriteLedger(w, "real", real, true, real_live_bytes);
+
+  w.Key("internal");
+  w.BeginObject();
+  w.Field("mmaps", s.internal.nmmaps);
+  w.Field("munmaps", s.internal.nmunmaps);
+  w.Field("mapped_bytes", s.internal.mapped_bytes);
+  w.Field("resident_bytes", s.internal.resident_bytes);
+  w.Field("peak_resident_bytes", s.internal.peak_resident_bytes);
+  w.Field("bootstrap_allocs", s.internal.bootstrap_allocs);
+  w.Field("bootstrap_bytes", s.internal.bootstrap_bytes);
+  w.Field("passthrough_allocs", s.internal.passthrough_allocs);
+  w.Field("passthrough_frees", s.internal.passthrough_frees);
+  w.Field("real_blocks_held", 0);
+  w.EndObject();
+
+  uint64_t pools_live = s.pool.pools_created - s.pool.pools_released;
+  uint64_t in_use = pools_live - s.pools_cached;
+  w.Key("pool");
+  w.BeginObject();
+  w.FieldBool("enabled", s.pooling);
+  w.Field("pool_size", s.pool_size);
+  w.FieldInt("pools_per_thread", s.pools_per_thread);
+  WritePoolCounters(w, s.pool);
+  w.Field("pools_cached_at_exit", s.pools_cached);
+  w.Field("pools_in_use_at_exit", in_use);
+  w.Field("pooled_live_blocks", s.pool.hits - s.pool.pooled_frees);
+  w.EndObject();
+
+  w.Key("threads");
+  w.BeginArray();
+  for (int i = 0; i < s.live_threads; ++i) {
+    const LiveThread& lt = s.live[i];
+    WriteThread(w, lt.tid, false, lt.c, lt.pool, lt.cached);
+  }
+  for (const ThreadRecord* r = s.records; r != nullptr; r = r->next) {
+    WriteThread(w, r->tid, true, r->c, r->pool, 0);
+  }
+  w.EndArray();
+  w.Field("threads_omitted", s.records_omitted);
+  w.Field("threads_lost_at_fork", s.threads_lost_at_fork);
+
+  w.Key("sizes");
+  w.BeginObject();
+  uint64_t total = 0, small = 0;
+  w.Key("buckets");
+  w.BeginArray();
+  for (int b = 0; b < kSizeBuckets; ++b) {
+    uint64_t count = t.sizes[b];
+    total += count;
+    uint64_t le = uint64_t{1} << b;
+    if (le <= s.pool_size) small += count;
+    if (count == 0) continue;
+    w.BeginObject();
+    w.Field("le", le);
+    w.Field("count", count);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Field("pool_size", s.pool_size);
+  w.Field("at_or_below_pool_size", small);
+  w.Field("total", total);
+  w.Key("share_at_or_below_pool_size");
+  w.Double(total != 0 ? static_cast<double>(small) / static_cast<double>(total) : 0.0);
+  w.EndObject();
+
+  // The dual ledger per allocation site: what the program asked for there, what the pools served,
+  // and what reached the real allocator.
+  w.Key("sites");
+  w.BeginArray();
+  for (const SiteCounters& site : site_list) {
+    w.BeginObject();
+    w.Field("logical_allocs", site.allocs);
+    w.Field("pool_hits", site.hits);
+    w.Field("real_allocs", site.real_allocs);
+    w.Field("bytes", site.bytes);
+    WriteStack(w, sym, site.stack_id);
+    w.EndObject();
+  }
+  w.EndArray();
+  // Live logical blocks, grouped by allocation stack, largest first.
+  w.Key("leaks");
+  w.BeginArray();
+  for (size_t i = 0; i < ngroups; ++i) {
+    w.BeginObject();
+    w.Field("blocks", groups[i].blocks);
+    w.Field("bytes", groups[i].bytes);
+    w.Field("pooled_blocks", groups[i].pooled_blocks);
+    w.Key("kind");
+    if (scanned) {
+      w.String(KindName(groups[i].kind));
+    } else {
+      w.Null();
+    }
+    WriteStack(w, sym, groups[i].stack_id);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Field("leak_groups_omitted", ngroups_all - ngroups);
+  // Every live block is in `leaks` only when the table recorded every one (TrackingUnrecorded).
+  w.FieldBool("tracked", tracked && TrackingUnrecorded() == 0);
+  w.Key("reachability");
+  const LoadedByPoolscope loaded = scanned ? CountLoadedByPoolscope(raw, sym) : LoadedByPoolscope();
+  WriteReachability(w, scanned ? &scan->program : nullptr, scan, tracked ? &loaded : nullptr);
+
+  // real live = the program's live real blocks + every pool that exists.
+  int64_t real_live = static_cast<int64_t>(real.nallocs - real.nfrees);
+  int64_t logical_live = static_cast<int64_t>(logical.nallocs - logical.nfrees);
+  int64_t pooled_live = static_cast<int64_t>(s.pool.hits - s.pool.pooled_frees);
+  int64_t unpooled_live = logical_live - pooled_live;
+  int64_t cached = static_cast<int64_t>(s.pools_cached);
+  int64_t used = static_cast<int64_t>(in_use);
+  bool balanced = ReconciliationGap(s) == 0;
+  w.Key("reconciliation");
+  w.BeginObject();
+  w.FieldInt("real_live_blocks", real_live);
+  w.FieldInt("unpooled_live_blocks", unpooled_live);
+  w.FieldInt("pooled_live_blocks", pooled_live);
+  w.FieldInt("pools_cached", cached);
+  w.FieldInt("pools_in_use", used);
+  w.FieldInt("interrupted_by_fork", s.fork_carryover);
+  w.Field("pools_drained_at_exit", s.drained_at_exit);
+  w.FieldBool("balanced", balanced);
+  w.Key("detector_view");
+  w.BeginObject();
+  w.FieldInt("unfreed_blocks", real_live);
+  w.Key("unfreed_bytes");
+  if (real_live_bytes >= 0) {
+    w.Int(real_live_bytes);
+  } else {
+    w.Null();
+  }
+  w.FieldInt("program_leak_blocks", unpooled_live);
+  w.FieldInt("pool_blocks", cached + used);
+  w.FieldInt("internal_blocks", 0);
+  char verdict[600];
+  const long long unfreed = real_live, own = unpooled_live, pools = cached + used;
+  auto s_if = [](long long n) { return n == 1 ? "" : "s"; };
+  auto be = [](long long n) { return n == 1 ? "is" : "are"; };
+  if (pools == 0) {
+    snprintf(verdict, sizeof verdict,
+             "A malloc/free-counting leak detector would see %lld unfreed block%s, %sthe program's own: "
+             "poolscope holds no pool at %s.",
+             unfreed, s_if(unfreed), unfreed == 1 ? "" : "all of them ", reason);
+  } else {
+    const int n = snprintf(verdict, sizeof verdict,
+                           "A malloc/free-counting leak detector would see %lld unfreed block%s: %lld %s the "
+                           "program's own and %lld %s poolscope's pool%s (%lld cached, %lld in use), which ",
+                           unfreed, s_if(unfreed), own, be(own), pools, be(pools), s_if(pools),
+                           static_cast<long long>(cached), static_cast<long long>(used));
+    char* tail = verdict + (n > 0 && static_cast<size_t>(n) < sizeof verdict ? n : 0);
+    const size_t room = sizeof verdict - static_cast<size_t>(tail - verdict);
+    const char* drain = o.drain_at_exit || cached == 0 ? "" : " (drain_at_exit=1 releases the cached pools)";
+    if (pooled_live <= 0) {
+      snprintf(tail, room, "%s%s.", pools == 1 ? "is not a leak" : "are not leaks", drain);
+    } else {
+      // The program's blocks inside pools are its own unfreed blocks too, though no detector below
+      // poolscope can count them: say so, or a reader takes the unpooled count for all it leaks.
+      snprintf(tail, room,
+               "%s %lld more of the program's blocks, so the program leaves %lld block%s unfreed, as it "
+               "would without pooling%s.",
+               pools == 1 ? "is not a leak itself but holds" : "are not leaks themselves but hold",
+               static_cast<long long>(pooled_live), static_cast<long long>(logical_live), s_if(logical_live),
+               drain);
+    }
+  }
+  w.FieldStr("verdict", verdict);
+  // What memcheck or LeakSanitizer below poolscope, with pooling on and no pool descriptions,
+  // classifies at exit: the real blocks, poolscope's own memory scanned as any memory.
+  w.Key("reachability");
+  WriteReachability(w, scanned ? &scan->detector : nullptr, nullptr, nullptr);
+  if (scanned) {
+    WriteTotal(w, "hidden_in_pools", scan->hidden_in_pools);
+    const track::ReachabilityResult& p = scan->program;
+    const track::ReachabilityResult& d = scan->detector;
+    const unsigned long long lost = p.definitely_lost.blocks + p.indirectly_lost.blocks;
+    const unsigned long long hidden = scan->hidden_in_pools.blocks;
+    char line[600];
+    snprintf(line, sizeof line,
+             "The program loses %llu block%s (%llu definitely, %llu indirectly); a reachability detector "
+             "below poolscope would report %llu definitely, %llu indirectly and %llu possibly lost: %llu of "
+             "the program's lost blocks sit in pools, where it cannot see them.",
+             lost, lost == 1 ? "" : "s", static_cast<unsigned long long>(p.definitely_lost.blocks),
+             static_cast<unsigned long long>(p.indirectly_lost.blocks),
+             static_cast<unsigned long long>(d.definitely_lost.blocks),
+             static_cast<unsigned long long>(d.indirectly_lost.blocks),
+             static_cast<unsigned long long>(d.possibly_lost.blocks), hidden);
+    w.FieldStr("reachability_verdict", line);
+  }
+  w.EndObject();
+  w.EndObject();
+  if (check != nullptr) WriteLeakCheck(w, *check);
+
+  w.Key("errors");
+  w.BeginObject();
+  w.Field("invalid_frees", s.pool.invalid_frees);
+  w.Field("double_frees", s.pool.double_frees);
+  w.Key("cases");
+  w.BeginArray();
+  for (int i = 0; i < nbad && i < kMaxBadFrees; ++i) {
+    w.BeginObject();
+    w.FieldStr("kind", g_bad_frees[i].is_double ? "double_free" : "invalid_free");
+    char addr[32];
+    snprintf(addr, sizeof addr, "0x%llx", static_cast<unsigned long long>(g_bad_frees[i].address));
+    w.FieldStr("address", addr);
+    w.FieldInt("tid", g_bad_frees[i].tid);
+    WriteStack(w, sym, g_bad_frees[i].stack_id);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+
+  w.EndObject();
+  delete sym;
+}
+
+void RecordBadFree(const void* p, bool is_double) {
+  int i = g_nbad.load(std::memory_order_relaxed);
+  if (i >= kMaxBadFrees) return;
+  i = g_nbad.fetch_add(1, std::memory_order_acq_rel);
+  if (i >= kMaxBadFrees) return;
+  g_bad_frees[i] = BadFree{reinterpret_cast<uintptr_t>(p), is_double, CurrentThread().tid,
+                           TrackingOn() ? CaptureStackId(0) : 0};
+}
+
+}  // namespace poolscope
