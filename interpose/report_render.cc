@@ -4,6 +4,7 @@
 // calls made here pass straight through.
 #include "interpose/report_render.h"
 
+#include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
@@ -338,6 +339,11 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   w.EndArray();
   w.Field("start_ns", p.start_ns);
   w.Field("end_ns", NowNs());
+  {
+    // The process's peak RSS so far, as getrusage counts it (what `diff` compares).
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) w.FieldInt("max_rss_kib", ru.ru_maxrss);
+  }
   w.FieldStr("reason", reason);
   if (strcmp(reason, "signal") == 0) w.FieldStr("signal", SignalName(ReportSignal()));
   // False when other threads were running while the counters were read (a snapshot, or an exit with

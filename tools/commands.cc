@@ -112,8 +112,7 @@ constexpr char kDiffUsage[] = R"(usage: poolscope diff [--fail-on-leak] A.json B
 
 Prints the table of `poolscope compare` from two saved reports, A (before) and B (after), with the
 verdict of B, then their leaks matched by stack. Wall time comes from the reports' start and end
-times; peak RSS shows n/a, as the reports do not record the process's peak RSS (compare measures
-it around its own runs).
+times, peak RSS from their process.max_rss_kib (n/a for a report that lacks it).
 
 When the reports' executables (process.exe) have different base names, a one-line warning goes
 to stderr first; the same program in two folders is not warned about.

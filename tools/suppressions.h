@@ -5,7 +5,7 @@
 // poolscope still passes with pooling on. Every allocation the program makes passes through
 // libpoolscope.so's malloc, so matching that object would hide the program's own leaks too; the
 // entries match instead the one function that makes each pool's real allocation,
-// poolscope::(anonymous namespace)::ShimBackend::AllocPool (interpose/shim.cc), which is on every
+// poolscope::(anonymous namespace)::ShimBackend::AllocPool (interpose/pool_backend.cc), which is on every
 // pool's allocation stack: as the top frame under memcheck with valgrind=1 (it describes the pool
 // there), as the caller of poolscope_pool_alloc under memcheck with valgrind=0 and under heaptrack.
 //

@@ -3,8 +3,8 @@
 #
 # `poolscope diff` on reports of real runs (the real preload library in leak_by_args, /bin/true):
 # leaks matched by stack across two runs (new, gone, grown, shrunk, with their bytes and blocks,
-# the largest change first), the warning on stderr for reports of different executables and none
-# for two runs of one program.
+# the largest change first), peak RSS from the reports, the warning on stderr for reports of
+# different executables and none for two runs of one program.
 set -u
 POOLSCOPE="$PWD/tools/poolscope"
 LEAKER="$PWD/tests/tools/leak_by_args"
@@ -34,6 +34,12 @@ $(rows "$T/ab")
 expected:
 $expected"
 [ ! -s "$T/ab.err" ] || fail "diff of two runs of one program wrote to stderr: $(cat "$T/ab.err")"
+# Peak RSS from the reports themselves (process.max_rss_kib), as the reports give it.
+for side in a b; do
+  kib=$(grep -o '"max_rss_kib": *[0-9]*' "$T/$side.json" | grep -o '[0-9]*$')
+  [ -n "$kib" ] && [ "$kib" -gt 0 ] || fail "report $side has no process.max_rss_kib"
+done
+grep -qE '^peak RSS +[0-9.]+ [KM]iB +[0-9.]+ [KM]iB ' "$T/ab" || fail "diff's peak RSS: $(grep '^peak RSS' "$T/ab")"
 
 "$POOLSCOPE" diff "$T/b.json" "$T/a.json" >"$T/ba" 2>"$T/ba.err" || fail "diff B A: status $?"
 grep -q '^  1 new, 1 gone, 1 grown, 0 shrunk, ' "$T/ba" || fail "B->A counts: $(grep -A1 '^leaks by' "$T/ba")"
