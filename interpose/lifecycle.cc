@@ -176,8 +176,8 @@ void WriteExitReportOnOwnStack(unsigned hi, unsigned lo) {
 }  // back to r->caller (uc_link)
 
 int WriteExitReport(bool may_change_status) {
-  char* stack = nullptr;
-  if (GetTid() != getpid()) stack = static_cast<char*>(InternalAlloc(kExitStackBytes));
+  // Set once, before getcontext: nothing after the context switch may see it change.
+  char* const stack = GetTid() != getpid() ? static_cast<char*>(InternalAlloc(kExitStackBytes)) : nullptr;
   ucontext_t context;
   if (stack == nullptr || mprotect(stack, 4096, PROT_NONE) != 0 || getcontext(&context) != 0) {
     InternalFree(stack, kExitStackBytes);
