@@ -454,33 +454,16 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // The detector reads poolscope's memory wherever it lies, even in a mapping the kernel merged with
   // the allocator's heap; not the scan's own arrays, which do not exist when the detector looks.
   // Much of it is address space reserved and never touched (the tables' room to grow): only its
-  // resident pages are read (poolscope's memory is anonymous, and a page never touched reads as zeros).
+  // touched pages are read (poolscope's memory is anonymous, and a page never touched reads as zeros),
+  // found as the program's roots are (pagemap).
   Array<RootRange> own_roots(g_scratch);
-  constexpr size_t kPagesPerProbe = 65536;
-  auto* resident = static_cast<unsigned char*>(g_scratch.Map(kPagesPerProbe));
-  for (size_t i = 0; i < own.size() && c.ok && resident != nullptr; ++i) {
+  for (size_t i = 0; i < own.size() && c.ok; ++i) {
     bool scratch = false;
     g_scratch.ForEachLive([&](const RootRange& r) { scratch = scratch || (own[i].begin < r.end && r.begin < own[i].end); });
     if (scratch) continue;
-    const uintptr_t begin = own[i].begin & ~uintptr_t{4095};
-    uintptr_t run = 0;  // start of the current resident run, 0 when none
-    for (uintptr_t chunk = begin; chunk < own[i].end && c.ok; chunk += kPagesPerProbe * 4096) {
-      const uintptr_t end = std::min<uintptr_t>(own[i].end, chunk + kPagesPerProbe * 4096);
-      const size_t pages = (end - chunk + 4095) / 4096;
-      if (mincore(reinterpret_cast<void*>(chunk), end - chunk, resident) != 0) memset(resident, 1, pages);
-      for (size_t k = 0; k < pages && c.ok; ++k) {
-        const uintptr_t page = chunk + k * 4096;
-        if ((resident[k] & 1) != 0) {
-          if (run == 0) run = std::max(page, own[i].begin);
-        } else if (run != 0) {
-          c.ok = own_roots.Push(RootRange{run, page});
-          run = 0;
-        }
-      }
-    }
-    if (run != 0 && c.ok) c.ok = own_roots.Push(RootRange{run, own[i].end});
+    track::ForEachTouchedRun(pagemap, own[i].begin, own[i].end,
+                             [&](uintptr_t b, uintptr_t e) { c.ok = c.ok && own_roots.Push(RootRange{b, e}); });
   }
-  if (resident != nullptr) g_scratch.Unmap(resident, kPagesPerProbe);
   const bool roots_ok = c.ok && roots_of(program_exclude, arena_roots, &program_roots) &&
                         roots_of(program_exclude, own_roots, &detector_roots);
   if (pagemap >= 0) close(pagemap);
