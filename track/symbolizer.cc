@@ -115,6 +115,20 @@ int FindBuildId(struct dl_phdr_info* info, size_t, void* arg) {
   return 1;
 }
 
+// A name for the object file at `path` when it has no build id (Rust's toolchain ships libLLVM and
+// rust-lld without one): its device, inode, size and modification and change times, so that a file
+// rebuilt or replaced in place gets a table of its own. Empty when the file cannot be stat'ed.
+std::string FileIdentity(const std::string& path) {
+  struct stat st;
+  if (path.empty() || stat(path.c_str(), &st) != 0) return std::string();
+  char buf[160];
+  snprintf(buf, sizeof buf, "f%llx-%llx-%llx-%llx.%09ld-%llx.%09ld", static_cast<unsigned long long>(st.st_dev),
+           static_cast<unsigned long long>(st.st_ino), static_cast<unsigned long long>(st.st_size),
+           static_cast<unsigned long long>(st.st_mtim.tv_sec), static_cast<long>(st.st_mtim.tv_nsec),
+           static_cast<unsigned long long>(st.st_ctim.tv_sec), static_cast<long>(st.st_ctim.tv_nsec));
+  return buf;
+}
+
 bool HasCompressedSections(Elf* e) {
   for (Elf_Scn* scn = elf_nextscn(e, nullptr); scn != nullptr; scn = elf_nextscn(e, scn)) {
     GElf_Shdr shdr;
@@ -683,8 +697,8 @@ struct Symbolizer::Impl {
     return std::string();
   }
 
-  // The on-disk table for the object at `base` (holding pc), loaded on first use; nullptr when the
-  // object has no build id or there is no cache directory.
+  // The on-disk table for the object at `base` (holding pc), loaded on first use; nullptr when there
+  // is no cache directory, or the object has no build id and its file cannot be identified.
   SymbolTable* TableFor(uintptr_t base, uintptr_t pc) {
     auto it = table_of_base.find(base);
     if (it != table_of_base.end()) return it->second;
@@ -695,14 +709,20 @@ struct Symbolizer::Impl {
       symbols_dir_tried = true;
       symbols_dir = CacheDir("symbols");
     }
-    if (q.hex.size() >= 4 && !symbols_dir.empty()) {
+    std::string name;
+    if (q.hex.size() >= 4) {
       // Whether a separate debug file exists (and which) changes the answers: it is part of the name.
       std::string stamp = "n";
       struct stat st;
       if (stat(BuildIdDebugPath(q.hex).c_str(), &st) == 0) {
         stamp = "d" + std::to_string(static_cast<long long>(st.st_mtime)) + "-" + std::to_string(static_cast<long long>(st.st_size));
       }
-      const std::string file = symbols_dir + "/" + q.hex + "-" + stamp + ".sym";
+      name = q.hex + "-" + stamp;
+    } else {
+      name = FileIdentity(MappedPath(pc));
+    }
+    if (!name.empty() && !symbols_dir.empty()) {
+      const std::string file = symbols_dir + "/" + name + ".sym";
       auto ins = tables.emplace(file, SymbolTable());
       t = &ins.first->second;
       if (ins.second) {

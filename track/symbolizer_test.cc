@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
 #include <sys/mman.h>
@@ -207,6 +208,60 @@ TEST(SymbolizerTest, AnswersAreKeptOnDiskByBuildIdAndGiveTheSameFrames) {
     EXPECT_EQ(sym.SymbolizeAddress(pcs[0]).function, "edited_in_the_table");
     ExpectSameFrame(sym.SymbolizeAddress(pcs[1]), cold[1], "after the edit");
   }
+  unsetenv("XDG_CACHE_HOME");
+}
+
+// An object without a build id: its answers are kept by the file's identity (device, inode, size,
+// times), so a file changed in place is symbolized afresh.
+TEST(SymbolizerTest, AnswersForAnObjectWithoutBuildIdAreKeptByTheFilesIdentity) {
+  const std::string cache = UseFreshCacheHome("xdg-nobuildid");
+  const std::string dir = cache + "/poolscope/symbols";
+  // A copy of its own, whose times the test may change.
+  const std::string copy = cache + "-libcallee.so";
+  {
+    const std::string bytes = ReadFile("track/libsymbolizer_test_nobuildid.so");
+    ASSERT_FALSE(bytes.empty());
+    FILE* f = fopen(copy.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fwrite(bytes.data(), 1, bytes.size(), f);
+    fclose(f);
+  }
+  void* handle = dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(handle, nullptr) << dlerror();
+  const uintptr_t pc = reinterpret_cast<uintptr_t>(dlsym(handle, "poolscope_callee_known"));
+  ASSERT_NE(pc, 0u);
+  SymbolizedFrame cold;
+  {
+    Symbolizer sym;
+    cold = sym.SymbolizeAddress(pc);
+  }
+  EXPECT_EQ(cold.function, "poolscope_callee_known");
+  std::string table;
+  for (const std::string& name : FilesIn(dir)) {
+    if (ReadFile(dir + "/" + name).find("\tpoolscope_callee_known\t") != std::string::npos) table = name;
+  }
+  ASSERT_FALSE(table.empty()) << "no table holds the object's answer";
+  EXPECT_EQ(table[0], 'f') << table;
+  // The table answers a later symbolizer: edit the entry and read it back.
+  std::string text = ReadFile(dir + "/" + table);
+  const size_t at = text.find("\tpoolscope_callee_known\t");
+  text.replace(at, strlen("\tpoolscope_callee_known\t"), "\tedited_in_the_table\t");
+  FILE* f = fopen((dir + "/" + table).c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs(text.c_str(), f);
+  fclose(f);
+  {
+    Symbolizer sym;
+    EXPECT_EQ(sym.SymbolizeAddress(pc).function, "edited_in_the_table");
+  }
+  // The file changes (its modification time here): its old table no longer answers.
+  struct timespec times[2] = {{0, UTIME_OMIT}, {12345, 0}};
+  ASSERT_EQ(utimensat(AT_FDCWD, copy.c_str(), times, 0), 0);
+  {
+    Symbolizer sym;
+    ExpectSameFrame(sym.SymbolizeAddress(pc), cold, "after the file changed");
+  }
+  dlclose(handle);
   unsetenv("XDG_CACHE_HOME");
 }
 
