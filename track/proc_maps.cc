@@ -212,9 +212,11 @@ void MarkMappingContaining(const ProcMaps& maps, uintptr_t addr, uint8_t* hit) {
   if (lo < maps.size() && maps[lo].start <= addr) hit[lo] = 1;
 }
 
+ProcessVmReader::ProcessVmReader() : pid_(getpid()) {}
+
 size_t ProcessVmReader::Read(uintptr_t addr, void* buf, size_t n) {
   constexpr int kIov = 16;
-  const pid_t pid = getpid();
+  const pid_t pid = pid_;
   size_t done = 0;
   while (done < n) {
     struct iovec local;
@@ -238,6 +240,49 @@ size_t ProcessVmReader::Read(uintptr_t addr, void* buf, size_t n) {
     if (got <= 0) break;
     done += static_cast<size_t>(got);
     if (static_cast<size_t>(got) < want) break;
+  }
+  return done;
+}
+
+size_t ProcessVmReader::ReadMany(const Range* ranges, size_t k, void* buf) {
+  constexpr int kMaxIov = 256;  // well under IOV_MAX (1024); 4 KiB of stack
+  struct iovec remote[kMaxIov];
+  size_t done = 0;
+  size_t i = 0;
+  while (i < k) {
+    // As many whole ranges as fit, each split at page boundaries: the kernel never splits an iovec, so
+    // a short count ends at the first piece it could not read.
+    int n = 0;
+    size_t want = 0;
+    size_t j = i;
+    for (; j < k; ++j) {
+      int pieces = 0;
+      for (uintptr_t a = ranges[j].addr, end = ranges[j].addr + ranges[j].n; a < end; a = (a | (kPage - 1)) + 1) {
+        ++pieces;
+      }
+      if (n + pieces > kMaxIov) break;
+      for (uintptr_t a = ranges[j].addr, end = ranges[j].addr + ranges[j].n; a < end;) {
+        const uintptr_t next = (a | (kPage - 1)) + 1;
+        const uintptr_t stop = next < end ? next : end;
+        remote[n].iov_base = reinterpret_cast<void*>(a);
+        remote[n].iov_len = stop - a;
+        ++n;
+        a = stop;
+      }
+      want += ranges[j].n;
+    }
+    if (j == i) return done + Read(ranges[i].addr, static_cast<char*>(buf) + done, ranges[i].n);
+    struct iovec local;
+    local.iov_base = static_cast<char*>(buf) + done;
+    local.iov_len = want;
+    ssize_t got;
+    do {
+      got = n == 0 ? 0 : process_vm_readv(pid_, &local, 1, remote, static_cast<unsigned long>(n), 0);
+    } while (got < 0 && errno == EINTR);
+    if (got < 0) return done;
+    done += static_cast<size_t>(got);
+    if (static_cast<size_t>(got) < want) return done;
+    i = j;
   }
   return done;
 }

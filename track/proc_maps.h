@@ -13,9 +13,11 @@
 // may hold pointers, not resident).
 //
 // Thread-safety: a ProcMaps is not shared while Read runs; afterwards its const methods may be called
-// from any thread. ProcessVmReader is stateless.
+// from any thread. A ProcessVmReader holds only its pid.
 #ifndef POOLSCOPE_TRACK_PROC_MAPS_H_
 #define POOLSCOPE_TRACK_PROC_MAPS_H_
+
+#include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -90,13 +92,19 @@ void MarkMappingContaining(const ProcMaps& maps, uintptr_t addr, uint8_t* hit);
 
 // Reads the process's own memory with process_vm_readv on its own pid, one remote iovec per page, so a
 // read that meets an unmapped or unreadable page returns the bytes before that page instead of
-// faulting. Costs a system call per 64 KiB or less (and a getpid, so that a fork child reads its own
-// memory).
+// faulting. Costs a system call per 64 KiB or less. A reader reads the memory of the process that
+// made it: make one per scan (a fork child's own reader reads the child).
 class ProcessVmReader : public MemoryReader {
  public:
+  ProcessVmReader();
   size_t Read(uintptr_t addr, void* buf, size_t n) override;
+  // One system call for all the ranges while they fit in kMaxIov pages' pieces.
+  size_t ReadMany(const Range* ranges, size_t k, void* buf) override;
   // Whether process_vm_readv works here (a seccomp filter or an old kernel may refuse it).
   static bool Available();
+
+ private:
+  pid_t pid_;
 };
 
 // Reads the pagemap entries of `n` pages from `first_page` (a page number) into `entries`; how many
@@ -107,7 +115,7 @@ template <typename Emit>
 void ForEachTouchedRun(int pagemap_fd, uintptr_t begin, uintptr_t end, Emit&& emit) {
   constexpr uintptr_t kPageBytes = 4096;
   constexpr uint64_t kPresent = uint64_t{1} << 63, kSwapped = uint64_t{1} << 62;
-  constexpr size_t kBatch = 64;  // 512 bytes of stack: the exit scan may run on a small thread stack
+  constexpr size_t kBatch = 512;  // 4 KiB of stack: the exit scan runs on a stack of 1 MiB or more
   if (begin >= end) return;
   uint64_t entries[kBatch];
   uintptr_t run = 0;  // start of the run being built, 0 when none

@@ -141,15 +141,56 @@ class Classifier {
         __builtin_prefetch(reinterpret_cast<const void*>(blocks_[i].start));
         batch[k++] = i;
       }
-      for (uint32_t j = 0; j < k; ++j) {
-        const ScanBlock& e = blocks_[batch[j]];
-        // While cliques form, every pointer counts alike; while marking, a Possible block is not a
-        // definite source.
-        Scan(heap_reader, e.start, e.start + e.size, cliques_ || e.state != kPossible,
-             &result_->heap_bytes_scanned, &result_->heap_bytes_unreadable);
-      }
+      ScanBatch(heap_reader, batch, k);
       Flush();
     }
+  }
+
+  // Scans the blocks batch[0..k). Small blocks that a reader would copy are read together (one system
+  // call for the lot with ProcessVmReader); the rest, and any that could not be read whole, one by one.
+  void ScanBatch(MemoryReader& reader, const uint32_t* batch, uint32_t k) {
+    MemoryReader::Range ranges[kBatch];
+    uint32_t grouped[kBatch];
+    uint32_t ngrouped = 0;
+    size_t bytes = 0;
+    for (uint32_t j = 0; j < k; ++j) {
+      const ScanBlock& e = blocks_[batch[j]];
+      const uintptr_t a = (e.start + 7) & ~uintptr_t{7};
+      const uintptr_t end = (e.start + e.size) & ~uintptr_t{7};
+      if (a < end && end - a <= kReadBuffer - bytes && reader.InPlace(a, end - a) == nullptr) {
+        ranges[ngrouped] = MemoryReader::Range{a, end - a};
+        grouped[ngrouped++] = batch[j];
+        bytes += end - a;
+        continue;
+      }
+      ScanOne(reader, e);
+    }
+    if (ngrouped == 0) return;
+    size_t got = ngrouped == 1 ? 0 : reader.ReadMany(ranges, ngrouped, buffer_);
+    if (got > bytes) got = bytes;
+    // The words of every range read whole; then each range from the one the read stopped in.
+    // Queue may flush and mark, but only blocks' states change: the buffer is read here alone.
+    size_t at = 0;
+    uint32_t j = 0;
+    for (; j < ngrouped && at + ranges[j].n <= got; ++j) {
+      const ScanBlock& e = blocks_[grouped[j]];
+      const bool definite = cliques_ || e.state != kPossible;
+      const uint64_t* words = buffer_ + at / 8;
+      for (size_t w = 0, nw = ranges[j].n / 8; w < nw; ++w) {
+        const uint64_t v = words[w];
+        if (v - lo_ < span_) Queue(v, definite);
+      }
+      result_->heap_bytes_scanned += ranges[j].n;
+      at += ranges[j].n;
+    }
+    for (; j < ngrouped; ++j) ScanOne(reader, blocks_[grouped[j]]);
+  }
+
+  void ScanOne(MemoryReader& reader, const ScanBlock& e) {
+    // While cliques form, every pointer counts alike; while marking, a Possible block is not a
+    // definite source.
+    Scan(reader, e.start, e.start + e.size, cliques_ || e.state != kPossible, &result_->heap_bytes_scanned,
+         &result_->heap_bytes_unreadable);
   }
 
   // Queues every aligned word of [begin, end) that the reader can read and that falls within

@@ -72,6 +72,23 @@ class MemoryReader {
     (void)n;
     return nullptr;
   }
+  // Copies ranges[0], ranges[1], ... (address, length) one after another into buf and returns the
+  // bytes copied in all; a total short of the ranges' sum means the range it ends in could not be read
+  // whole (the caller reads it and the ones after it again through Read). The default reads range by
+  // range; a reader whose reads are system calls answers several ranges with one.
+  struct Range {
+    uintptr_t addr;
+    size_t n;
+  };
+  virtual size_t ReadMany(const Range* ranges, size_t k, void* buf) {
+    size_t done = 0;
+    for (size_t i = 0; i < k; ++i) {
+      const size_t got = Read(ranges[i].addr, static_cast<char*>(buf) + done, ranges[i].n);
+      done += got < ranges[i].n ? got : ranges[i].n;
+      if (got < ranges[i].n) break;
+    }
+    return done;
+  }
 };
 
 // Reads with memcpy: for memory known to be mapped and readable (live heap blocks while every other
