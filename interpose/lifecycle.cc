@@ -96,6 +96,7 @@ void OnLoad() {
       SnapshotNow snap;
       if (snap.get() != nullptr) TakeLeakBaseline(LogicalLive(*snap.get()));
     }
+    TimelineStart(strcmp(g_options.report, "none") != 0);
     StartSnapshots(g_options);
     // quick_exit() runs the at_quick_exit handlers, then glibc's internal _exit (which the interposed
     // _exit never sees): the report is written by a handler of our own. Registered before the

@@ -82,12 +82,14 @@ class ShimBackend : public pool::Backend {
     if (g_valgrind) VALGRIND_MEMPOOL_ALLOC(&g_valgrind_anchor, p, kValgrindPoolHead);
     ++ts.c.real.nallocs;
     ts.c.real.nbytes += g_pool_by_malloc ? bytes + kPoolSlack : bytes;
+    TimelineCount(ts.c.real.nallocs);
     return p;
   }
   void FreePool(void* p) override {
     ThreadState& ts = t_state;
     ++ts.c.real.ncalls[kFree];
     ++ts.c.real.nfrees;
+    TimelineCount(ts.c.real.nfrees);
     if (g_valgrind) VALGRIND_MEMPOOL_FREE(&g_valgrind_anchor, p);
     if (g_pool_by_malloc) {
       void* raw;

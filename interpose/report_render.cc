@@ -20,6 +20,7 @@
 #include "interpose/leak_scan.h"
 #include "interpose/signals.h"
 #include "interpose/thread_state.h"
+#include "interpose/timeline.h"
 #include "interpose/tracking.h"
 #include "track/loaded_objects.h"
 #include "track/symbolizer.h"
@@ -29,6 +30,37 @@ namespace poolscope {
 extern const char* const kVersion;
 
 namespace {
+
+// Memory over time (timeline.h): the samples taken while the program ran, then this report's own
+// counts as the last point.
+void WriteTimeline(report::JsonWriter& w, const Snapshot& s) {
+  static TimelinePoint points[kTimelinePoints + 1];  // the report is written by one thread at a time
+  uint64_t interval_ns = 0;
+  size_t n = TimelineRead(points, &interval_ns);
+  points[n++] = TimelinePointOf(s, TimelineNowNs());
+  w.Key("timeline");
+  w.BeginObject();
+  w.Field("interval_ms", interval_ns / 1000000);
+  w.Key("points");
+  w.BeginArray();
+  for (size_t i = 0; i < n; ++i) {
+    const TimelinePoint& p = points[i];
+    w.BeginObject();
+    w.Field("t_ms", p.t_ns / 1000000);
+    w.FieldInt("logical_live_blocks", p.logical_live);
+    w.FieldInt("real_live_blocks", p.real_live);
+    w.FieldInt("pools", p.pools);
+    w.Key("rss_kib");
+    if (p.rss_kib >= 0) {
+      w.Int(p.rss_kib);
+    } else {
+      w.Null();
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+}
 
 struct BadFree {
   uintptr_t address;
@@ -438,6 +470,7 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   w.EndArray();
   w.Field("threads_omitted", s.records_omitted);
   w.Field("threads_lost_at_fork", s.threads_lost_at_fork);
+  WriteTimeline(w, s);
 
   w.Key("sizes");
   w.BeginObject();

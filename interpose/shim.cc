@@ -109,6 +109,7 @@ inline void* TryPool(ThreadState& ts, Api api, size_t n, size_t align, const voi
 inline void CountRegular(ThreadState& ts, Api api, size_t n, bool ok) {
   CountAlloc(ts.c.regular, api, n, ok);
   ++ts.c.sizes[SizeBucket(n)];
+  TimelineCount(ts.c.regular.ncalls[api]);
 }
 
 // The same, and recorded in the live-block table (track=1).
@@ -293,6 +294,7 @@ void FreeSlow(Api api, void* p, pool::PoolHeader* h) {
   Scope scope(ts);
   if (h != nullptr) return FreePooled(ts, api, p, h);
   CountFree(ts.c.regular, api, p != nullptr);
+  TimelineCount(ts.c.regular.ncalls[api]);
   TrackFree(p);
   Guard guard(ts);
   if (api == kFree) return g_real.free(p);
@@ -616,6 +618,7 @@ void DeleteForm(Api api, void* p, size_t size, size_t align, bool nothrow) {
   Scope scope(ts);
   if (h != nullptr) return FreePooled(ts, api, p, h);
   CountFree(ts.c.regular, api, p != nullptr);
+  TimelineCount(ts.c.regular.ncalls[api]);
   TrackFree(p);
   Guard guard(ts);
   RealDelete(api, p, size, align, nothrow);

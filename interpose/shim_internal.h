@@ -18,6 +18,7 @@
 #include "interpose/shim.h"
 #include "interpose/snapshot.h"
 #include "interpose/thread_state.h"
+#include "interpose/timeline.h"
 #include "pool/pool.h"
 #include "track/stack_capture.h"
 

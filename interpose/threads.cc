@@ -212,6 +212,7 @@ void ForkChild() {
   if (g_domain != nullptr) g_domain->ForkChild();
   InternalForkChild();
   TrackingForkChild();
+  TimelineForkChild();
   g_registry_lock.Reset();
   ThreadState& self = t_state;
   g_process.forked_from = g_process.pid;

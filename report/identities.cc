@@ -72,6 +72,8 @@ constexpr std::string_view kThreadPoolFields[] = {
 // The report lists at most this many live threads (and counts those beyond in no field), so the
 // per-thread sums are only checked with fewer.
 constexpr int kMaxListedLiveThreads = 64;
+// The library keeps at most 200 samples, and the report adds its own counts as the last point.
+constexpr size_t kMaxTimelinePoints = 201;
 // sizes.share_at_or_below_pool_size is written with 6 significant digits.
 constexpr double kShareTolerance = 1e-5;
 
@@ -342,6 +344,7 @@ class IdentityCheck {
   void Reconciliation();
   void DetectorView();
   void Internal();
+  void Timeline();
   void Sizes();
   void Threads();
   void LeakCheck();
@@ -426,6 +429,40 @@ void IdentityCheck::DetectorView() {
 void IdentityCheck::Internal() {
   AtMost(Fields({"internal.resident_bytes"}), Fields({"internal.mapped_bytes"}));
   AtMost(Fields({"internal.resident_bytes"}), Fields({"internal.peak_resident_bytes"}));
+}
+
+// The timeline's samples are in time order and at most kMaxTimelinePoints; its last point is the
+// report's own counts.
+void IdentityCheck::Timeline() {
+  const json* points = Find(doc_, "timeline.points");
+  if (points == nullptr) return;  // reports written before there was a timeline
+  if (!points->is_array() || points->empty()) {
+    Record(false, "timeline.points is not a non-empty array");
+    return;
+  }
+  Record(points->size() <= kMaxTimelinePoints,
+         fmt::format("timeline.points has {} points, more than {}", points->size(), kMaxTimelinePoints));
+  int64_t previous = 0;
+  for (size_t i = 0; i < points->size(); ++i) {
+    const json* t = Find((*points)[i], "t_ms");
+    if (!IsInt(t)) {
+      Record(false, fmt::format("timeline.points[{}].t_ms is not an integer", i));
+      return;
+    }
+    Record(IntOf(*t) >= previous,
+           fmt::format("timeline.points[{}].t_ms = {} < {} (the point before it)", i, IntOf(*t), previous));
+    previous = IntOf(*t);
+  }
+  const json& last = points->back();
+  const std::string at = fmt::format("timeline.points[{}].", points->size() - 1);
+  auto last_field = [&](const char* field) -> std::optional<Sum> {
+    const json* n = Find(last, field);
+    if (!IsInt(n)) return std::nullopt;
+    return Sum{{at + field, IntOf(*n)}};
+  };
+  Equal(last_field("logical_live_blocks"), Fields({"logical.live_blocks"}));
+  Equal(last_field("real_live_blocks"), Fields({"real.live_blocks"}));
+  Equal(last_field("pools"), Fields({"pool.pools_cached_at_exit", "pool.pools_in_use_at_exit"}));
 }
 
 void IdentityCheck::Sizes() {
@@ -673,6 +710,7 @@ CheckResult IdentityCheck::Run() {
   Reconciliation();
   DetectorView();
   Internal();
+  Timeline();
   Sizes();
   Threads();
   LeakCheck();

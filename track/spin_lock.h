@@ -31,6 +31,10 @@ class SpinLock {
       }
     }
   }
+  // Takes the lock only if it is free now.
+  bool TryLock() {
+    return !locked_.load(std::memory_order_relaxed) && !locked_.exchange(true, std::memory_order_acquire);
+  }
   void Unlock() { locked_.store(false, std::memory_order_release); }
   // fork() child: the lock may have been held by a thread that no longer exists.
   void Reset() { locked_.store(false, std::memory_order_relaxed); }

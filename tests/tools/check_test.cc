@@ -267,6 +267,39 @@ std::vector<Breakage> Breakages() {
                      d["internal"]["peak_resident_bytes"] = 4096;
                    },
                    {"internal.resident_bytes = 8192 > internal.peak_resident_bytes = 4096"}});
+  // The timeline: points in time order, at most 201, the last one the report's own counts.
+  auto timeline = [](json& d, size_t n) {
+    json points = json::array();
+    for (size_t i = 0; i < n; ++i) {
+      points.push_back({{"t_ms", i},
+                        {"logical_live_blocks", d["logical"]["live_blocks"]},
+                        {"real_live_blocks", d["real"]["live_blocks"]},
+                        {"pools", d["pool"]["pools_cached_at_exit"].get<int64_t>() +
+                                      d["pool"]["pools_in_use_at_exit"].get<int64_t>()},
+                        {"rss_kib", nullptr}});
+    }
+    d["timeline"] = {{"interval_ms", 5}, {"points", points}};
+  };
+  cases.push_back({"demo_on.json",
+                   [timeline](json& d) {
+                     timeline(d, 3);
+                     d["timeline"]["points"][1]["t_ms"] = 7;
+                   },
+                   {"timeline.points[2].t_ms = 2 < 7 (the point before it)"}});
+  cases.push_back({"demo_on.json",
+                   [timeline](json& d) {
+                     timeline(d, 2);
+                     Add(d, "/timeline/points/1/logical_live_blocks", 1);
+                   },
+                   {"timeline.points[1].logical_live_blocks = ", " != logical.live_blocks = "}});
+  cases.push_back({"demo_on.json",
+                   [timeline](json& d) {
+                     timeline(d, 2);
+                     Add(d, "/timeline/points/1/pools", 1);
+                   },
+                   {"timeline.points[1].pools = "}});
+  cases.push_back({"demo_on.json", [timeline](json& d) { timeline(d, 202); },
+                   {"timeline.points has 202 points, more than 201"}});
   for (const char* field : {"hits", "pools_created", "pools_reused", "pools_released",
                             "resets_in_place", "spills", "absorbs"}) {
     std::string pointer = std::string("/threads/0/pool/") + field;

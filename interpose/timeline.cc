@@ -1,0 +1,125 @@
+// File: interpose/timeline.cc
+//
+// See timeline.h. The samples live in this file's static arrays (poolscope's own writable segment):
+// no allocation, so a sample may be taken inside any malloc.
+#include "interpose/timeline.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sched.h>
+
+#include <atomic>
+#include <cstdlib>
+
+#include "interpose/shim_internal.h"
+
+namespace poolscope {
+namespace {
+
+std::atomic<bool> g_on{false};
+uint64_t g_start_ns = 0;
+// When the next sample is due, for the ticks' quick test (the series decides under g_busy).
+std::atomic<uint64_t> g_next_ns{0};
+std::atomic<bool> g_busy{false};  // one sampler (or reader) at a time; other samplers skip
+TimelineSeries g_series;
+
+uint64_t Now() {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
+}
+
+// Resident pages from /proc/self/statm's second field, in KiB; -1 when it cannot be read.
+int64_t ResidentKib() {
+  const int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[128];
+  const ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  char* p = buf;
+  strtoull(p, &p, 10);  // size
+  const unsigned long long pages = strtoull(p, nullptr, 10);
+  return static_cast<int64_t>(pages * static_cast<unsigned long long>(sysconf(_SC_PAGESIZE)) / 1024);
+}
+
+TimelinePoint PointOf(const ThreadCounters& totals, const pool::PoolStats& pool, uint64_t t_ns) {
+  const Ledger logical = Logical(totals), real = Real(totals);
+  TimelinePoint p;
+  p.t_ns = t_ns;
+  p.logical_live = static_cast<int64_t>(logical.nallocs - logical.nfrees);
+  p.real_live = static_cast<int64_t>(real.nallocs - real.nfrees);
+  p.pools = static_cast<int64_t>(pool.pools_created - pool.pools_released);
+  p.rss_kib = ResidentKib();
+  return p;
+}
+
+void Sample(uint64_t now) {
+  if (!g_registry_lock.TryLock()) return;
+  ThreadCounters totals = g_ended;
+  pool::PoolStats pool = g_ended_pool;
+  for (ThreadState* t = g_threads; t != nullptr; t = t->next) {
+    ThreadCounters c = t->c;
+    pool::PoolStats stats = t->tc.stats();
+    Settle(&c, CarvesOf(*t), &stats.hits, &stats.pooled_frees, &stats.resets_in_place);
+    AddCounters(&totals, c);
+    pool::AddStats(&pool, stats);
+  }
+  g_registry_lock.Unlock();
+  g_series.Add(PointOf(totals, pool, now - g_start_ns));
+  g_next_ns.store(now + g_series.interval_ns(), std::memory_order_relaxed);
+}
+
+}  // namespace
+
+uint64_t TimelineNowNs() { return Now() - g_start_ns; }
+
+void TimelineStart(bool on) {
+  g_start_ns = Now();
+  g_next_ns.store(g_start_ns, std::memory_order_relaxed);
+  g_on.store(on, std::memory_order_release);
+}
+
+void TimelineTick() {
+  if (!g_on.load(std::memory_order_acquire)) return;
+  const uint64_t now = Now();
+  if (now < g_next_ns.load(std::memory_order_relaxed)) return;
+  // Signals wait while the sample holds the registry's lock: the report a SIGTERM writes takes that
+  // lock, and a handler that interrupted its holder would wait for it forever.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  if (!g_busy.exchange(true, std::memory_order_acquire)) {
+    if (g_series.Due(now - g_start_ns)) Sample(now);
+    g_busy.store(false, std::memory_order_release);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+void TimelineForkChild() { g_busy.store(false, std::memory_order_relaxed); }
+
+size_t TimelineRead(TimelinePoint* out, uint64_t* interval_ns) {
+  // A sampler that is compacting the array meanwhile: wait for it, a while (it finishes in
+  // microseconds, with signals blocked; a bounded wait all the same: no samples rather than a hang).
+  for (int tries = 0; g_busy.exchange(true, std::memory_order_acquire); ++tries) {
+    if (tries == 1000) {
+      *interval_ns = kTimelineFirstIntervalNs;
+      return 0;
+    }
+    sched_yield();
+  }
+  const size_t n = g_series.size();
+  for (size_t i = 0; i < n; ++i) out[i] = g_series[i];
+  *interval_ns = g_series.interval_ns();
+  g_busy.store(false, std::memory_order_release);
+  return n;
+}
+
+TimelinePoint TimelinePointOf(const Snapshot& s, uint64_t t_ns) { return PointOf(s.totals, s.pool, t_ns); }
+
+}  // namespace poolscope

@@ -1,0 +1,51 @@
+// File: interpose/timeline.h
+//
+// Memory over time: the report's `timeline`, at most kTimelinePoints samples of the live-block counts
+// of both ledgers, the pools that exist and the process's resident set, taken while the program
+// runs. No thread of its own and nothing on the pooled fast paths: where regular allocations, frees
+// off the inline path and the making and releasing of pools are counted, every kTimelineEvery-th
+// call of one entry point of a thread's ledger (the count just incremented, tested with a mask: no
+// counter of its own) reads the clock (CLOCK_MONOTONIC, in user space through the vDSO); the first
+// thread to find the next sample due takes it (the registry's lock only when it is free: a thread
+// that holds it, or a signal handler that interrupts one, skips the sample). Samples are `interval`
+// apart; when the array is full, every other sample goes and the interval doubles, so that the
+// samples always span the whole run.
+#ifndef POOLSCOPE_INTERPOSE_TIMELINE_H_
+#define POOLSCOPE_INTERPOSE_TIMELINE_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "interpose/timeline_series.h"
+
+namespace poolscope {
+
+constexpr uint64_t kTimelineEvery = 256;  // a power of two: calls between looks at the clock
+
+// At the library's start: sampling begins if `on` (a report will be written).
+void TimelineStart(bool on);
+
+// A sample if one is due (and sampling has begun).
+void TimelineTick() __attribute__((noinline, cold));
+
+// `calls`: a per-thread call count just incremented.
+inline void TimelineCount(uint64_t calls) {
+  if (__builtin_expect((calls & (kTimelineEvery - 1)) == 0, 0)) TimelineTick();
+}
+
+// fork() child: a sample the forking thread did not take may have been in progress in a thread the
+// child does not have. The samples so far stay: they are the history of the counters it inherits.
+void TimelineForkChild();
+
+// Copies the samples taken so far (at most kTimelinePoints) into `out`; returns how many, and sets
+// *interval_ns to the spacing they were last taken at.
+size_t TimelineRead(TimelinePoint* out, uint64_t* interval_ns);
+
+// The live counts of `s` as a point at time `t_ns` (the report's last point, at its snapshot).
+struct Snapshot;
+TimelinePoint TimelinePointOf(const Snapshot& s, uint64_t t_ns);
+uint64_t TimelineNowNs();
+
+}  // namespace poolscope
+
+#endif  // POOLSCOPE_INTERPOSE_TIMELINE_H_

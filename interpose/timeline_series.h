@@ -1,0 +1,53 @@
+// File: interpose/timeline_series.h
+//
+// The timeline's samples (timeline.h): at most kTimelinePoints, taken `interval` apart. When the
+// array is full, every other sample goes and the interval doubles, so that the samples always span
+// the whole run with at most kTimelinePoints of them. A plain value: no lock, no allocation (the
+// caller serialises its use).
+#ifndef POOLSCOPE_INTERPOSE_TIMELINE_SERIES_H_
+#define POOLSCOPE_INTERPOSE_TIMELINE_SERIES_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace poolscope {
+
+constexpr size_t kTimelinePoints = 200;
+constexpr uint64_t kTimelineFirstIntervalNs = 5000000;  // 5 ms, doubled each time the array fills
+
+struct TimelinePoint {
+  uint64_t t_ns;         // since the library started (CLOCK_MONOTONIC)
+  int64_t logical_live;  // logical.allocs - logical.frees
+  int64_t real_live;     // real.allocs - real.frees
+  int64_t pools;         // pools created and not yet released
+  int64_t rss_kib;       // resident set (/proc/self/statm), -1 when it could not be read
+};
+
+class TimelineSeries {
+ public:
+  // Whether a sample is due at `t_ns`: the first one always, then one interval after the last.
+  bool Due(uint64_t t_ns) const { return n_ == 0 || t_ns >= points_[n_ - 1].t_ns + interval_ns_; }
+
+  // Keeps `p` (taken when Due said so, at a time no earlier than the last point's).
+  void Add(const TimelinePoint& p) {
+    if (n_ == kTimelinePoints) {
+      for (size_t i = 0; i < kTimelinePoints / 2; ++i) points_[i] = points_[2 * i];
+      n_ = kTimelinePoints / 2;
+      interval_ns_ *= 2;
+    }
+    points_[n_++] = p;
+  }
+
+  size_t size() const { return n_; }
+  const TimelinePoint& operator[](size_t i) const { return points_[i]; }
+  uint64_t interval_ns() const { return interval_ns_; }
+
+ private:
+  TimelinePoint points_[kTimelinePoints];
+  size_t n_ = 0;
+  uint64_t interval_ns_ = kTimelineFirstIntervalNs;
+};
+
+}  // namespace poolscope
+
+#endif  // POOLSCOPE_INTERPOSE_TIMELINE_SERIES_H_

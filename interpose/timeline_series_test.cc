@@ -1,0 +1,68 @@
+#include "interpose/timeline_series.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace poolscope {
+namespace {
+
+TimelinePoint At(uint64_t t_ns, int64_t live) { return TimelinePoint{t_ns, live, live, 0, -1}; }
+
+// A sampler that asks every millisecond for `ms` milliseconds and adds a point whenever one is due;
+// returns the times it added.
+std::vector<uint64_t> SampleEveryMs(TimelineSeries* s, uint64_t ms) {
+  std::vector<uint64_t> added;
+  for (uint64_t t = 0; t <= ms * 1000000; t += 1000000) {
+    if (!s->Due(t)) continue;
+    s->Add(At(t, static_cast<int64_t>(t / 1000000)));
+    added.push_back(t);
+  }
+  return added;
+}
+
+TEST(TimelineSeriesTest, SamplesAnIntervalApartFromTheFirst) {
+  TimelineSeries s;
+  EXPECT_TRUE(s.Due(123));  // the first sample is always due
+  std::vector<uint64_t> added = SampleEveryMs(&s, 100);
+  ASSERT_EQ(added.size(), 21u);  // 0, 5, ..., 100 ms
+  for (size_t i = 0; i < added.size(); ++i) EXPECT_EQ(added[i], i * kTimelineFirstIntervalNs);
+  EXPECT_EQ(s.size(), 21u);
+  EXPECT_EQ(s.interval_ns(), kTimelineFirstIntervalNs);
+  EXPECT_FALSE(s.Due(100 * 1000000 + kTimelineFirstIntervalNs - 1));
+  EXPECT_TRUE(s.Due(100 * 1000000 + kTimelineFirstIntervalNs));
+}
+
+// A long run: never more than kTimelinePoints; every other sample goes each time the array fills,
+// the interval doubles, and what stays spans the run evenly from its first sample.
+TEST(TimelineSeriesTest, ALongRunThinsOutAndStillSpansIt) {
+  TimelineSeries s;
+  const uint64_t ms = 10000;  // 10 s: 2,000 intervals of 5 ms
+  SampleEveryMs(&s, ms);
+  ASSERT_LE(s.size(), kTimelinePoints);
+  EXPECT_GE(s.size(), kTimelinePoints / 2);
+  // 5 ms doubled until 200 samples cover 10 s: 5 -> 10 -> 20 -> 40 -> 80 ms (at 40 ms, 200 samples
+  // reach 8 s; the array filled again).
+  EXPECT_EQ(s.interval_ns(), 16 * kTimelineFirstIntervalNs);
+  EXPECT_EQ(s[0].t_ns, 0u);
+  for (size_t i = 1; i < s.size(); ++i) {
+    EXPECT_EQ(s[i].t_ns - s[i - 1].t_ns, s.interval_ns()) << i;
+    EXPECT_EQ(s[i].logical_live, static_cast<int64_t>(s[i].t_ns / 1000000)) << i;  // points kept whole
+  }
+  EXPECT_GT(s[s.size() - 1].t_ns + s.interval_ns(), ms * 1000000);  // the last sample is the run's end
+}
+
+TEST(TimelineSeriesTest, FullArrayKeepsEveryOtherPoint) {
+  TimelineSeries s;
+  for (size_t i = 0; i < kTimelinePoints; ++i) s.Add(At(i * 10, static_cast<int64_t>(i)));
+  ASSERT_EQ(s.size(), kTimelinePoints);
+  s.Add(At(kTimelinePoints * 10, -1));
+  ASSERT_EQ(s.size(), kTimelinePoints / 2 + 1);
+  for (size_t i = 0; i < kTimelinePoints / 2; ++i) EXPECT_EQ(s[i].logical_live, static_cast<int64_t>(2 * i));
+  EXPECT_EQ(s[kTimelinePoints / 2].logical_live, -1);
+  EXPECT_EQ(s.interval_ns(), 2 * kTimelineFirstIntervalNs);
+}
+
+}  // namespace
+}  // namespace poolscope

@@ -1,0 +1,78 @@
+#!/bin/bash
+# The report's timeline (docs/report-schema.md `timeline`), on tests/programs/phases.c, which holds
+# N blocks between two phases of regular-path churn and allocates nothing else:
+#   - with pool=0 and pool=1, track=0 and track=1: the report holds its identities (the last point
+#     is the report's own counts; points in time order, at most 201);
+#   - the samples show the three phases: the live-block peak is the blocks live at exit + N + 1 (the
+#     program's array of N pointers, freed last), + 1 more when the sample was taken at a malloc of
+#     the churn rather than at its free; points before and after the peak are at the blocks live at
+#     exit + 1 or + 2 likewise;
+#   - the resident set at the peak is above the first point's by at least N's bytes over two;
+#   - a longer run's points span it, from its start to its end (how they thin out past 200 samples:
+#     //interpose:timeline_series_test);
+#   - the program's stdout and status are the bare run's.
+# Args: LIB CHECKER PHASES
+source "$(dirname "$0")/integration_lib.sh"
+integration_init "$1" "$2"
+prog=$(abspath "$3")
+N=60000
+
+run_with_options phases bare - /dev/null -- "$prog" "$N" 60 150 60
+for track in 0 1; do
+  for pool in 0 1; do
+    mode="pool$pool.track$track"
+    run_with_options phases "$mode" "pool=$pool:track=$track:quiet=1:report=@REPORT@" /dev/null -- \
+      "$prog" "$N" 60 150 60
+    same_as_bare phases "$mode"
+    reports_ok phases "$mode" "$pool"
+    "$PY" - "$N" "$mode" "$WORK/phases/$mode/reports"/r.*.json <<'PY' || fail "$mode: timeline"
+import json, sys
+n, mode, path = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+d = json.load(open(path))
+pts = d["timeline"]["points"]
+live = [p["logical_live_blocks"] for p in pts]
+base = d["logical"]["live_blocks"]
+peak = max(live)
+at = live.index(peak)
+problems = []
+if peak - base - n not in (1, 2):
+    problems.append("peak %d is not live at exit %d + N %d + 1 or 2" % (peak, base, n))
+if not any(v - base in (1, 2) for v in live[:at]):
+    problems.append("no point before the peak at live at exit (%d) + 1 or 2: %s" % (base, live[:at]))
+if not any(v - base in (1, 2) for v in live[at:]):
+    problems.append("no point after the peak at live at exit (%d) + 1 or 2: %s" % (base, live[at:]))
+rss0, rss_peak = pts[0]["rss_kib"], pts[at]["rss_kib"]
+if rss0 is None or rss_peak is None or rss_peak - rss0 < n * 112 // 2 // 1024:
+    problems.append("resident set at the peak %s KiB, first point %s KiB" % (rss_peak, rss0))
+for p in problems:
+    print("%s: %s" % (mode, p))
+print("%s: %d points, peak %d at %d ms, interval %d ms" % (mode, len(pts), peak, pts[at]["t_ms"],
+                                                           d["timeline"]["interval_ms"]))
+sys.exit(1 if problems else 0)
+PY
+  done
+done
+
+note "a longer run: the samples span it"
+run_with_options long pool1 "pool=1:quiet=1:report=@REPORT@" /dev/null -- "$prog" 1000 100 800 100
+reports_ok long pool1 1
+"$PY" - "$WORK/long/pool1/reports"/r.*.json <<'PY' || fail "long run: timeline"
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = d["timeline"]
+pts = t["points"]
+end_ms = (d["process"]["end_ns"] - d["process"]["start_ns"]) // 1000000
+problems = []
+if len(pts) > 201 or len(pts) < 20:
+    problems.append("%d points" % len(pts))
+if pts[0]["t_ms"] > 100:
+    problems.append("first point at %d ms" % pts[0]["t_ms"])
+if pts[-2]["t_ms"] < 900:
+    problems.append("last sample at %d ms, the run took %d" % (pts[-2]["t_ms"], end_ms))
+print("long run: %d points, interval %d ms, %d..%d ms"
+      % (len(pts), t["interval_ms"], pts[0]["t_ms"], pts[-1]["t_ms"]))
+for p in problems:
+    print("long run: " + p)
+sys.exit(1 if problems else 0)
+PY
+echo "PASS"
