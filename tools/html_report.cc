@@ -568,6 +568,96 @@ std::string ReachabilityHtml(const json& report) {
 
 }  // namespace
 
+// Memory over time (the report's `timeline`): live blocks of both ledgers against time, and the
+// resident set on its own scale (right axis). Empty when the report has fewer than two points.
+std::string TimelineChart(const json& report) {
+  const json* points = Find(report, "timeline.points");
+  if (points == nullptr || !points->is_array() || points->size() < 2) return std::string();
+  struct Series {
+    const char* key;
+    const char* label;
+    const char* color;
+    bool right;  // on the resident-set axis
+    std::vector<std::pair<int64_t, int64_t>> xy;
+  };
+  std::vector<Series> series = {
+      {"logical_live_blocks", "logical live blocks", kLogicalColor, false, {}},
+      {"real_live_blocks", "real live blocks", kRealColor, false, {}},
+      {"rss_kib", "resident set (right axis)", "#6b7280", true, {}},
+  };
+  int64_t max_t = 1, max_blocks = 1, max_rss = 1;
+  for (const json& p : *points) {
+    std::optional<int64_t> t = Count(p, "t_ms");
+    if (!t) continue;
+    max_t = std::max(max_t, *t);
+    for (Series& s : series) {
+      if (std::optional<int64_t> v = Count(p, s.key)) {
+        s.xy.emplace_back(*t, *v);
+        (s.right ? max_rss : max_blocks) = std::max(s.right ? max_rss : max_blocks, *v);
+      }
+    }
+  }
+  const int width = 1050, height = 280, left = 90, right = 90, top = 34, bottom = 220;
+  const int plot_width = width - left - right;
+  auto x_of = [&](int64_t t) {
+    return left + plot_width * static_cast<double>(t) / static_cast<double>(max_t);
+  };
+  auto y_of = [&](int64_t v, int64_t max) {
+    return bottom -
+           (bottom - top) * static_cast<double>(std::max<int64_t>(0, v)) / static_cast<double>(max);
+  };
+  std::string svg = fmt::format(
+      "<svg width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+      "role=\"img\" aria-label=\"memory over time\">\n",
+      width, height);
+  int lx = left;
+  for (const Series& s : series) {
+    svg += fmt::format("<rect x=\"{}\" y=\"6\" width=\"12\" height=\"12\" fill=\"{}\"/>"
+                       "<text x=\"{}\" y=\"16\">{}</text>\n",
+                       lx, s.color, lx + 16, E(s.label));
+    lx += 230;
+  }
+  for (const Series& s : series) {
+    if (s.xy.size() < 2) continue;
+    std::string line;
+    for (const auto& [t, v] : s.xy) {
+      line += fmt::format("{}{:.1f},{:.1f}", line.empty() ? "" : " ", x_of(t),
+                          y_of(v, s.right ? max_rss : max_blocks));
+    }
+    svg += fmt::format("<polyline class=\"series\" fill=\"none\" stroke=\"{}\" "
+                       "stroke-width=\"2\"{} points=\"{}\"><title>{}</title></polyline>\n",
+                       s.color, s.right ? " stroke-dasharray=\"5 3\"" : "", line, E(s.label));
+  }
+  // Axes: time below, blocks left, resident set right.
+  svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#8a93a3\"/>\n", left,
+                     bottom, left + plot_width);
+  svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#8a93a3\"/>\n", left,
+                     top, bottom);
+  svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#8a93a3\"/>\n",
+                     left + plot_width, top, bottom);
+  svg += fmt::format("<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", left - 6,
+                     top + 4, E(Thousands(max_blocks)));
+  svg += fmt::format("<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\">0</text>\n", left - 6,
+                     bottom);
+  svg += fmt::format("<text class=\"tick\" x=\"{}\" y=\"{}\">{}</text>\n", left + plot_width + 6, top + 4,
+                     E(Bytes(max_rss * 1024)));
+  svg += fmt::format("<text class=\"tick\" x=\"{}\" y=\"{}\">0</text>\n", left + plot_width + 6, bottom);
+  svg += fmt::format("<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">0</text>\n", left,
+                     bottom + 16);
+  svg += fmt::format("<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
+                     left + plot_width, bottom + 16, E(Seconds(static_cast<double>(max_t) / 1000)));
+  svg += fmt::format("<text class=\"axis-title\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">"
+                     "time since the library started</text>\n",
+                     left + plot_width / 2, bottom + 40);
+  svg += fmt::format("<text class=\"axis-title\" x=\"{0}\" y=\"{1}\" text-anchor=\"middle\" "
+                     "transform=\"rotate(-90 {0} {1})\">live blocks</text>\n",
+                     left - 60, (top + bottom) / 2);
+  svg += fmt::format("<text class=\"axis-title\" x=\"{0}\" y=\"{1}\" text-anchor=\"middle\" "
+                     "transform=\"rotate(90 {0} {1})\">resident set</text>\n",
+                     left + plot_width + 64, (top + bottom) / 2);
+  return svg + "</svg>\n";
+}
+
 std::string HtmlReport(const json& report, const std::string& path) {
   std::string exe = String(report, "process.exe").value_or("(exe unknown)");
   std::string argv;
@@ -616,6 +706,9 @@ std::string HtmlReport(const json& report, const std::string& path) {
   page += "<div class=\"charts\">\n<div id=\"ledgers\">\n<h2>The two ledgers</h2>\n" +
           LedgerChart(report) + "</div>\n<div id=\"sizes\">\n<h2>Request sizes</h2>\n" +
           SizeChart(report) + "</div>\n</div>\n";
+  if (std::string timeline = TimelineChart(report); !timeline.empty()) {
+    page += "<section id=\"timeline\">\n<h2>Memory over time</h2>\n" + timeline + "</section>\n";
+  }
   page += "<h2>Real blocks live at exit, by kind</h2>\n" + LiveChart(report);
   page += fmt::format(
       "<p>{} real live = {} unpooled live + {} pools cached + {} pools in use: {}</p>\n",

@@ -4,7 +4,8 @@
 # Renders `poolscope report --format=html` of the recorded pooled demo run in headless Chromium.
 # Checks the DOM Chromium built from the page: every section is there (the two charts with their
 # axis titles, the flame graph's SVG with its frames, the leak table's folded <details> stacks, the
-# call-site table with its rows) and nothing scripted. Then checks the screenshot: the PNG exists,
+# call-site table with its rows, the timeline's lines, given to a copy of the report) and nothing
+# scripted. Then checks the screenshot: the PNG exists,
 # is 1200x1600 (read from its IHDR), and is not blank (its decoded pixels hold many distinct
 # colours). With SCREENSHOT_OUT=PATH set, the screenshot is also copied there (README's image is
 # made so). Fails, not skips, when chromium is missing: install it with `apt-get install -y chromium`.
@@ -17,6 +18,19 @@ if [ -z "$CHROMIUM" ]; then
   echo "FAIL: chromium is not installed (apt-get install -y chromium)" >&2
   exit 1
 fi
+# The recorded report predates the timeline: give a copy one (a rise and a fall of live blocks).
+python3 - "$REPORT" "$T/report.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+live, real = d["logical"]["live_blocks"], d["real"]["live_blocks"]
+pools = d["pool"]["pools_cached_at_exit"] + d["pool"]["pools_in_use_at_exit"]
+points = [{"t_ms": 20 * i, "logical_live_blocks": live + 4000 * min(i, 20 - i),
+           "real_live_blocks": real + 1500 * min(i, 20 - i), "pools": pools + 500 * min(i, 20 - i),
+           "rss_kib": 4096 + 600 * min(i, 20 - i)} for i in range(21)]
+d["timeline"] = {"interval_ms": 20, "points": points}
+json.dump(d, open(sys.argv[2], "w"))
+PY
+REPORT="$T/report.json"
 "$POOLSCOPE" report --format=html "$REPORT" >"$T/report.html" || { echo "FAIL: poolscope report" >&2; exit 1; }
 CHROMIUM_FLAGS=(--headless --no-sandbox --disable-gpu --disable-quic --no-first-run
   --disable-background-networking --disable-component-update --disable-sync)
@@ -40,6 +54,8 @@ checks = [
     ('id="flame"', '<g class="frame"><title>', "the flame graph's frames with tooltips"),
     ('id="leaks"', '<details class="stack"><summary>', "the leak table's folded stacks"),
     ('id="sites"', '<table class="sites">', "the call-site table"),
+    ('id="timeline"', '<polyline class="series"', "the timeline's lines"),
+    ('id="timeline"', 'class="axis-title"', "the timeline's axis titles"),
 ]
 for marker, inner, what in checks:
     if inner not in section(marker):

@@ -297,6 +297,43 @@ TEST(HtmlReportTest, SelfContainedEscapedAndComplete) {
   EXPECT_EQ(html.find("Registry<"), std::string::npos);
 }
 
+// Memory over time: a section with the two ledgers' live blocks and the resident set, each a line
+// through its points; none for a report without a timeline (or with one point).
+TEST(HtmlReportTest, TimelineDrawnWhenTheReportHasOne) {
+  using nlohmann::json;
+  json doc = LoadData("report_on.json");
+  EXPECT_EQ(HtmlReport(doc, "r.json").find("id=\"timeline\""), std::string::npos);
+  json points = json::array();
+  for (int i = 0; i <= 4; ++i) {
+    points.push_back({{"t_ms", 250 * i},
+                      {"logical_live_blocks", 1000 * i},
+                      {"real_live_blocks", 500 * i},
+                      {"pools", 10 * i},
+                      {"rss_kib", 2048 + 1024 * i}});
+  }
+  doc["timeline"] = {{"interval_ms", 5}, {"points", json::array({points[0]})}};
+  EXPECT_EQ(HtmlReport(doc, "r.json").find("id=\"timeline\""), std::string::npos);
+  doc["timeline"]["points"] = points;
+  std::string html = HtmlReport(doc, "r.json");
+  size_t at = html.find("<section id=\"timeline\">");
+  ASSERT_NE(at, std::string::npos);
+  std::string section = html.substr(at, html.find("</section>", at) - at);
+  EXPECT_NE(section.find("aria-label=\"memory over time\""), std::string::npos);
+  size_t lines = 0;
+  for (size_t p = section.find("<polyline"); p != std::string::npos; p = section.find("<polyline", p + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 3u) << section;
+  // The plot is 870 wide from x=90, 186 high down to y=220: the last point of the logical line
+  // (4000 blocks, the most) is at the top right; its first at the bottom left.
+  EXPECT_NE(section.find("points=\"90.0,220.0 "), std::string::npos) << section;
+  EXPECT_NE(section.find(" 960.0,34.0\"><title>logical live blocks</title>"), std::string::npos)
+      << section;
+  EXPECT_NE(section.find(">4,000</text>"), std::string::npos);  // the blocks axis
+  EXPECT_NE(section.find(">6.0 MiB</text>"), std::string::npos) << section;  // the resident-set axis
+  EXPECT_NE(section.find(">time since the library started</text>"), std::string::npos);
+}
+
 TEST(HtmlReportTest, ProgramLostBlocksHeadlineAndDetectorViewLabelled) {
   std::string html = HtmlReport(LoadData("reach_list_on.json"), "reach_list_on.json");
   size_t headline = html.find(
