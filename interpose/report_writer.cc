@@ -267,17 +267,21 @@ int WriteReportAtExit(const Options& o, bool may_change_status) {
              static_cast<unsigned long long>(unrecorded), unrecorded == 1 ? "" : "s");
     RawLine(line);
   }
-  if (!o.quiet && (written || check.exit_status != 0)) {
+  // Under `poolscope run`/`compare` only the process poolscope started says where its report went;
+  // its descendants write theirs silently into the same folder, which the command names once.
+  const ProcessInfo& self = CurrentProcess();
+  const bool descendant = self.root_pid != 0 && self.root_pid != self.pid;
+  if (!o.quiet && ((written && !descendant) || check.exit_status != 0)) {
     // One line, whatever happened.
     char status[160] = "";
     const long long judged_blocks = check.lost_blocks >= 0 ? check.lost_blocks : check.leaks.blocks;
     if (check.exit_status != 0) {
       snprintf(status, sizeof status, "%sthe program leaks %lld block%s: exit status %d (leak_exitcode)",
-               written ? "; " : "", static_cast<long long>(judged_blocks), judged_blocks == 1 ? "" : "s",
+               written && !descendant ? "; " : "", static_cast<long long>(judged_blocks), judged_blocks == 1 ? "" : "s",
                check.exit_status);
     }
     char line[1400];
-    if (written) {
+    if (written && !descendant) {
       snprintf(line, sizeof line, "poolscope: report written to %s%s", path, status);
     } else {
       snprintf(line, sizeof line, "poolscope: %s", status);

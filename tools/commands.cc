@@ -6,6 +6,7 @@
 // and returns 2.
 #include "tools/commands.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -16,6 +17,8 @@
 #include <iostream>
 #include <optional>
 
+#include <dirent.h>
+#include <fnmatch.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,6 +31,7 @@
 #include "tools/html_report.h"
 #include "tools/leak_diff.h"
 #include "tools/ledger_table.h"
+#include "tools/process_tree.h"
 #include "tools/locate.h"
 #include "tools/report_model.h"
 #include "tools/suppressions.h"
@@ -368,6 +372,129 @@ void Flush(std::ostream& out, std::ostream& err) {
   std::cerr.flush();
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// process trees
+
+// How many processes the per-process tables show before one line for the rest.
+constexpr size_t kProcessesShown = 10;
+
+// The processes still running whose environment names `root_pid` as POOLSCOPE_ROOT_PID: the root's
+// descendants that outlived it (their reports, if any, come after poolscope has read the folder).
+std::vector<KnownProcess> StillRunning(int64_t root_pid) {
+  std::vector<KnownProcess> out;
+  const std::string needle = fmt::format("POOLSCOPE_ROOT_PID={}", root_pid);
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return out;
+  while (struct dirent* entry = readdir(proc)) {
+    std::string name = entry->d_name;
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream environ_file("/proc/" + name + "/environ", std::ios::binary);
+    std::string env((std::istreambuf_iterator<char>(environ_file)), std::istreambuf_iterator<char>());
+    bool found = false;
+    for (size_t at = 0; at < env.size();) {
+      size_t end = env.find('\0', at);
+      if (end == std::string::npos) end = env.size();
+      if (env.compare(at, end - at, needle) == 0) found = true;
+      at = end + 1;
+    }
+    if (!found) continue;
+    KnownProcess p;
+    p.pid = std::stoll(name);
+    std::ifstream stat_file("/proc/" + name + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
+    size_t close = stat.rfind(')');
+    if (close != std::string::npos) {
+      // "pid (comm) state ppid ..."
+      char state = 0;
+      long long ppid = 0;
+      if (std::sscanf(stat.c_str() + close + 1, " %c %lld", &state, &ppid) == 2) {
+        if (state == 'Z') continue;  // ended, not yet reaped: its report is written or never will be
+        p.parent = ppid;
+      }
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink(("/proc/" + name + "/exe").c_str(), exe, sizeof exe - 1);
+    p.exe = n > 0 ? std::string(exe, static_cast<size_t>(n)) : "";
+    p.why = "still running when the root ended";
+    out.push_back(std::move(p));
+  }
+  closedir(proc);
+  return out;
+}
+
+// The files a report= template can have produced, the root's and its descendants' (`.PID`
+// appended when the template has no %p): the entries of its folder that match it, with %p, %e and
+// %t as wildcards.
+std::vector<std::string> TemplateFiles(const std::string& report_template) {
+  size_t slash = report_template.rfind('/');
+  std::string folder = slash == std::string::npos ? "." : report_template.substr(0, slash);
+  if (folder.empty()) folder = "/";
+  std::string name = report_template.substr(slash == std::string::npos ? 0 : slash + 1);
+  std::string pattern;
+  for (size_t i = 0; i < name.size(); ++i) {
+    char c = name[i];
+    if (c == '%' && i + 1 < name.size() && (name[i + 1] == 'p' || name[i + 1] == 'e' || name[i + 1] == 't')) {
+      pattern += '*';
+      ++i;
+    } else if (c == '%' && i + 1 < name.size() && name[i + 1] == '%') {
+      pattern += '%';
+      ++i;
+    } else if (c == '*' || c == '?' || c == '[' || c == '\\') {
+      pattern += '\\';
+      pattern += c;
+    } else {
+      pattern += c;
+    }
+  }
+  std::vector<std::string> files;
+  DIR* dir = opendir(folder.c_str());
+  if (dir == nullptr) return files;
+  while (struct dirent* entry = readdir(dir)) {
+    std::string file = entry->d_name;
+    if (file.find(".tmp.") != std::string::npos) continue;
+    bool match = fnmatch(pattern.c_str(), file.c_str(), 0) == 0;
+    size_t dot = file.rfind('.');
+    if (!match && dot != std::string::npos && dot + 1 < file.size() &&
+        file.find_first_not_of("0123456789", dot + 1) == std::string::npos) {
+      match = fnmatch(pattern.c_str(), file.substr(0, dot).c_str(), 0) == 0;
+    }
+    if (match) files.push_back(folder + "/" + file);
+  }
+  closedir(dir);
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// Removes what an earlier run left at `report` and `report`.PID.
+void RemoveTreeReports(const std::string& report) {
+  for (const std::string& file : TemplateFiles(report)) unlink(file.c_str());
+}
+
+void PrintWarnings(const ProcessTree& tree, std::ostream& err) {
+  for (const std::string& warning : tree.warnings) err << "poolscope: warning: " << warning << "\n";
+}
+
+std::string HowItEnded(const ChildResult& child) {
+  return child.signal != 0 ? fmt::format("no report: killed by signal {} ({})", child.signal,
+                                         OneLine(strsignal(child.signal)))
+                           : "no report";
+}
+
+// A tree is shown as one when it holds anything but its root's report.
+bool IsTree(const ProcessTree& tree) { return tree.processes.size() > 1; }
+
+std::vector<size_t> Selection(const ProcessTree& tree, const std::vector<std::string>& globs,
+                              bool root_only) {
+  std::vector<size_t> selected = SelectProcesses(tree, globs, root_only);
+  if (selected.empty()) {
+    std::string what;
+    for (const std::string& glob : globs) what += (what.empty() ? "" : ", ") + glob;
+    throw CliError{"--process", fmt::format("no process of the tree matches {}", OneLine(what))};
+  }
+  return selected;
+}
+
 // ---------------------------------------------------------------------------------------------
 // run
 
@@ -392,7 +519,9 @@ std::string RunSummary(const nlohmann::json& doc) {
 
 int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   FlagParser flags(args, 2, "poolscope run");
-  std::string pool = "on", options, output, lib;
+  std::string pool = "on", options, output, lib, glob;
+  std::vector<std::string> globs;
+  bool no_children = false;
   while (!flags.Done()) {
     if (flags.AtDoubleDash()) {
       flags.Next();
@@ -405,6 +534,14 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     }
     if (flags.Value({"--pool"}, &pool) || flags.Value({"--options"}, &options) ||
         flags.Value({"-o", "--output"}, &output) || flags.Value({"--lib"}, &lib)) {
+      continue;
+    }
+    if (flags.Value({"--process"}, &glob)) {
+      globs.push_back(glob);
+      continue;
+    }
+    if (flags.Switch({"--no-children"})) {
+      no_children = true;
       continue;
     }
     flags.Unknown();
@@ -421,7 +558,7 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   bool temporary = report.empty();
   if (temporary) report = MakeTempDirectory() + "/report.json";
   if (report != "none") report = AbsolutePath(report);
-  if (report.find('%') == std::string::npos && report != "none") unlink(report.c_str());
+  if (report != "none") RemoveTreeReports(report);
 
   // A program the preload cannot reach still runs (its status is run's), but leaves no report.
   const std::string obstacle = PreloadObstacle(command[0]);
@@ -433,6 +570,8 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   Flush(out, err);
   ChildResult child =
       RunChild({command, library, BuildOptions(pool == "on", extra, report), "", ""});
+  const std::vector<KnownProcess> running =
+      child.started && report != "none" ? StillRunning(child.pid) : std::vector<KnownProcess>();
   if (!child.started) {
     err << fmt::format("poolscope: {}: {}\n", OneLine(command[0]), child.problem);
     return child.exec_errno == ENOENT ? 127 : child.exec_errno != 0 ? 126 : kExitUsage;
@@ -447,6 +586,26 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
                            : fmt::format("exit {}", child.exit_status);
   if (report == "none") {
     err << fmt::format("poolscope: {}; no report (report=none)\n", status);
+    return child.exit_status;
+  }
+  ProcessTree tree = BuildTree(TemplateFiles(report), child.pid, HowItEnded(child), running);
+  if (IsTree(tree) || !globs.empty() || no_children) {
+    std::string folder = report.substr(0, report.rfind('/'));
+    size_t reports = 0;
+    for (const TreeProcess& p : tree.processes) reports += p.doc.is_null() ? 0 : 1;
+    err << fmt::format("poolscope: {}; {} report{} of the process tree in {}{}\n", status, reports,
+                       reports == 1 ? "" : "s", OneLine(folder), temporary ? " (temporary)" : "");
+    PrintWarnings(tree, err);
+    std::vector<size_t> selected = Selection(tree, globs, no_children);
+    nlohmann::json totals = TreeTotals(tree, selected);
+    if (totals.contains("logical")) err << RunSummary(totals);
+    std::string table = ProcessTable(tree, selected, kProcessesShown);
+    for (size_t at = 0; at < table.size();) {
+      size_t end = table.find('\n', at);
+      err << "poolscope: " << table.substr(at, end - at) << "\n";
+      at = end == std::string::npos ? table.size() : end + 1;
+    }
+    err << fmt::format("poolscope: details: poolscope report {}\n", ShellQuote(folder));
     return child.exit_status;
   }
   std::string written = report::FindReport(report, child.pid);
@@ -508,10 +667,60 @@ int LeakExit(const nlohmann::json& before, const nlohmann::json& after, std::ost
   return kExitOk;
 }
 
+// The comparison of two process trees: totals over the selected processes of each, then the
+// per-process table, the processes matched by place.
+int CompareTrees(const std::vector<std::string>& shown, const std::string& report_dir,
+                 ProcessTree (&trees)[2], const ChildResult& off, const ChildResult& on,
+                 const std::vector<std::string>& globs, bool no_children, bool fail_on_leak,
+                 int first_failure, std::ostream& out, std::ostream& err) {
+  for (const ProcessTree& tree : trees) PrintWarnings(tree, err);
+  std::vector<size_t> selected[2];
+  nlohmann::json totals[2];
+  for (int i = 0; i < 2; ++i) {
+    selected[i] = Selection(trees[i], globs, no_children);
+    totals[i] = TreeTotals(trees[i], selected[i]);
+    if (!totals[i].contains("logical")) {
+      err << fmt::format("poolscope: {}/{}: no readable report of the selected processes ({}, exit "
+                         "status {})\n",
+                         report_dir, i == 0 ? "off.json" : "on.json",
+                         i == 0 ? "pooling off" : "pooling on",
+                         (i == 0 ? off : on).exit_status);
+      return first_failure != 0 ? first_failure : kExitUsage;
+    }
+  }
+  size_t reports[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    for (size_t k : selected[i]) reports[i] += trees[i].processes[k].doc.is_null() ? 0 : 1;
+  }
+  std::string which;
+  for (const std::string& glob : globs) which += (which.empty() ? "" : ", ") + glob;
+  out << fmt::format("poolscope compare: {}\n", CommandLine(shown));
+  out << fmt::format("reports: {}/off.json* ({} processes, pooling off), {}/on.json* ({} processes, "
+                     "pooling on)\n",
+                     report_dir, reports[0], report_dir, reports[1]);
+  out << fmt::format("totals over {}\n\n",
+                     no_children ? std::string("the root process only")
+                     : which.empty() ? std::string("the whole process tree")
+                                     : "the processes matching " + OneLine(which));
+  RunFacts facts[2];
+  facts[0].wall_seconds = off.wall_seconds;
+  facts[1].wall_seconds = on.wall_seconds;
+  out << LedgerTable(totals[0], facts[0], totals[1], facts[1], "pooling off", "pooling on");
+  out << "\n"
+      << ProcessTableOfTwo(trees[0], selected[0], trees[1], selected[1], "off", "on",
+                           kProcessesShown);
+  if (off.exit_status != 0) out << fmt::format("note: run 1 of 2, pooling off ended with status {}\n", off.exit_status);
+  if (on.exit_status != 0) out << fmt::format("note: run 2 of 2, pooling on ended with status {}\n", on.exit_status);
+  out.flush();
+  if (first_failure != 0) return first_failure;
+  return fail_on_leak ? LeakExit(totals[0], totals[1], err) : kExitOk;
+}
+
 int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   FlagParser flags(args, 2, "poolscope compare");
-  std::string options, lib, report_dir;
-  bool fail_on_leak = false;
+  std::string options, lib, report_dir, glob;
+  std::vector<std::string> globs;
+  bool fail_on_leak = false, no_children = false;
   while (!flags.Done()) {
     if (flags.AtDoubleDash()) {
       flags.Next();
@@ -528,6 +737,14 @@ int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     }
     if (flags.Switch({"--fail-on-leak"})) {
       fail_on_leak = true;
+      continue;
+    }
+    if (flags.Value({"--process"}, &glob)) {
+      globs.push_back(glob);
+      continue;
+    }
+    if (flags.Switch({"--no-children"})) {
+      no_children = true;
       continue;
     }
     flags.Unknown();
@@ -570,16 +787,18 @@ int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     std::string output;  // the child's stdout, shown once before the table
     ChildResult child;
     Report loaded;
+    std::vector<KnownProcess> running;
   };
   Side sides[2] = {
       {false, "run 1 of 2, pooling off", report_dir + "/off.json", report_dir + "/off.stdout", {}, {}},
       {true, "run 2 of 2, pooling on", report_dir + "/on.json", report_dir + "/on.stdout", {}, {}}};
   err << fmt::format("poolscope: comparing {}\n", CommandLine(shown));
   for (Side& side : sides) {
-    unlink(side.report.c_str());
+    RemoveTreeReports(side.report);
     Flush(out, err);
     side.child = RunChild({command, library, BuildOptions(side.pool_on, extra, side.report),
                            side.label, side.output});
+    if (side.child.started) side.running = StillRunning(side.child.pid);
     if (!side.child.started) {
       err << fmt::format("poolscope: {}: {}\n", OneLine(command[0]), side.child.problem);
       return side.child.exec_errno == ENOENT ? 127 : side.child.exec_errno != 0 ? 126 : kExitUsage;
@@ -602,6 +821,15 @@ int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   int first_failure = 0;
   for (const Side& side : sides) {
     if (first_failure == 0) first_failure = side.child.exit_status;
+  }
+  ProcessTree trees[2];
+  for (int i = 0; i < 2; ++i) {
+    trees[i] = BuildTree(TemplateFiles(sides[i].report), sides[i].child.pid,
+                         HowItEnded(sides[i].child), sides[i].running);
+  }
+  if (IsTree(trees[0]) || IsTree(trees[1]) || !globs.empty() || no_children) {
+    return CompareTrees(shown, report_dir, trees, sides[0].child, sides[1].child, globs,
+                        no_children, fail_on_leak, first_failure, out, err);
   }
   for (Side& side : sides) {
     absl::StatusOr<Report> loaded = LoadReport(side.report);
