@@ -517,6 +517,101 @@ std::string RunSummary(const nlohmann::json& doc) {
   return out;
 }
 
+
+bool IsDirectory(const std::string& path) {
+  struct stat info;
+  return stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+// The tree of the reports that `operands` (folders of reports and report files) name. Nothing
+// readable: a CliError naming the first file and its problem. Some readable: the others are named
+// in warnings on `err`.
+ProcessTree LoadTreeOperands(const std::vector<std::string>& operands, std::ostream& err) {
+  std::vector<std::string> files;
+  for (const std::string& operand : operands) {
+    if (!IsDirectory(operand)) {
+      files.push_back(operand);
+      continue;
+    }
+    std::vector<std::string> in = ReportFilesIn(operand);
+    if (in.empty()) {
+      if (operands.size() == 1) throw CliError{operand, "no reports in this folder (files named *.json or *.json.PID)"};
+      err << fmt::format("poolscope: warning: {}: no reports in this folder\n", OneLine(operand));
+    }
+    files.insert(files.end(), in.begin(), in.end());
+  }
+  ProcessTree tree = BuildTree(files, 0, "", {});
+  if (tree.processes.empty()) {
+    std::string first = tree.warnings.empty() ? "no reports" : tree.warnings[0];
+    if (tree.warnings.size() > 1) first += fmt::format(" (and {} more unreadable)", tree.warnings.size() - 1);
+    err.flush();
+    throw CliError{first.substr(0, first.find(": ")), first.substr(first.find(": ") + 2)};
+  }
+  PrintWarnings(tree, err);
+  return tree;
+}
+
+// `report` of a tree: the totals and the per-process table, then each of the first processes by
+// logical allocations rendered as one report is.
+std::string TreeReport(const ProcessTree& tree, const std::vector<size_t>& selected,
+                       const std::string& where, const std::string& format) {
+  std::vector<size_t> order = ByLogicalAllocations(tree, selected);
+  if (order.size() > kProcessesShown) order.resize(kProcessesShown);
+  if (format == "json") {
+    nlohmann::json all = nlohmann::json::array();
+    for (size_t i : ByLogicalAllocations(tree, selected)) all.push_back(tree.processes[i].doc);
+    return PrettyJson(all);
+  }
+  if (format == "folded") {
+    // Each stack under its process's executable, so that one flame graph shows the whole tree.
+    std::string out;
+    for (size_t i : ByLogicalAllocations(tree, selected)) {
+      const TreeProcess& p = tree.processes[i];
+      std::string name = p.exe.substr(p.exe.rfind('/') == std::string::npos ? 0 : p.exe.rfind('/') + 1);
+      for (char& c : name) {
+        if (c == ';' || c == ' ') c = '_';
+      }
+      std::string folded = FoldedStacks(p.doc);
+      for (size_t at = 0; at < folded.size();) {
+        size_t end = folded.find('\n', at);
+        if (end == std::string::npos) end = folded.size();
+        if (end > at) out += fmt::format("{} [{}];{}\n", name, p.pid, folded.substr(at, end - at));
+        at = end + 1;
+      }
+    }
+    return out;
+  }
+  size_t reports = ByLogicalAllocations(tree, selected).size();
+  std::string summary = fmt::format("process tree{}: {} process{}, {} with a report\n",
+                                    where.empty() ? "" : " of " + OneLine(where), selected.size(),
+                                    selected.size() == 1 ? "" : "es", reports);
+  nlohmann::json totals = TreeTotals(tree, selected);
+  if (totals.contains("logical")) {
+    std::string run = RunSummary(totals);
+    for (size_t at = 0; at < run.size();) {
+      size_t end = run.find('\n', at);
+      std::string line = run.substr(at, end - at);
+      if (line.rfind("poolscope: ", 0) == 0) line = line.substr(11);
+      summary += "totals: " + line + "\n";
+      at = end == std::string::npos ? run.size() : end + 1;
+    }
+  }
+  summary += "\n" + ProcessTable(tree, selected, kProcessesShown);
+  if (format == "html") {
+    std::vector<std::pair<const nlohmann::json*, std::string>> shown;
+    for (size_t i : order) shown.push_back({&tree.processes[i].doc, tree.processes[i].path});
+    return HtmlTreeReport(where.empty() ? "process tree" : "process tree of " + where, summary, shown);
+  }
+  std::string out = "poolscope report: " + summary;
+  for (size_t i : order) {
+    const TreeProcess& p = tree.processes[i];
+    out += fmt::format("\n{}\npid {}: {}\n{}\n", std::string(100, '='), p.pid, OneLine(p.exe),
+                       std::string(100, '='));
+    out += TextReport(p.doc, p.path);
+  }
+  return out;
+}
+
 int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   FlagParser flags(args, 2, "poolscope run");
   std::string pool = "on", options, output, lib, glob;
@@ -893,7 +988,18 @@ int Diff(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   FlagParser flags(args, 2, "poolscope diff");
   bool fail_on_leak = false;
   bool help = false;
+  std::vector<std::string> globs;
+  bool no_children = false;
+  std::string glob;
   std::vector<std::string> files = ReportOperands(flags, kDiffUsage, &help, out, [&] {
+    if (flags.Value({"--process"}, &glob)) {
+      globs.push_back(glob);
+      return true;
+    }
+    if (flags.Switch({"--no-children"})) {
+      no_children = true;
+      return true;
+    }
     if (!flags.Switch({"--fail-on-leak"})) return false;
     fail_on_leak = true;
     return true;
@@ -904,6 +1010,34 @@ int Diff(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
                                          : "missing operand B.json"};
   }
   if (files.size() > 2) throw CliError{files[2], "unexpected operand (diff takes two reports)"};
+  if (IsDirectory(files[0]) || IsDirectory(files[1]) || !globs.empty() || no_children) {
+    ProcessTree trees[2] = {LoadTreeOperands({files[0]}, err), LoadTreeOperands({files[1]}, err)};
+    std::vector<size_t> selected[2];
+    nlohmann::json totals[2];
+    for (int i = 0; i < 2; ++i) {
+      selected[i] = Selection(trees[i], globs, no_children);
+      totals[i] = TreeTotals(trees[i], selected[i]);
+      if (!totals[i].contains("logical")) {
+        throw CliError{files[i], "no report of the selected processes"};
+      }
+    }
+    std::optional<bool> pool_a = Bool(totals[0], "pool.enabled");
+    std::optional<bool> pool_b = Bool(totals[1], "pool.enabled");
+    std::string label_a = "A", label_b = "B";
+    if (pool_a && pool_b && *pool_a != *pool_b) {
+      label_a = *pool_a ? "A (pooling on)" : "A (pooling off)";
+      label_b = *pool_b ? "B (pooling on)" : "B (pooling off)";
+    }
+    out << fmt::format("poolscope diff: A = {}, B = {}\n", OneLine(files[0]), OneLine(files[1]));
+    out << fmt::format("totals over {} processes of A, {} of B\n\n",
+                       ByLogicalAllocations(trees[0], selected[0]).size(),
+                       ByLogicalAllocations(trees[1], selected[1]).size());
+    out << LedgerTable(totals[0], {}, totals[1], {}, label_a, label_b);
+    out << "\n" << ProcessTableOfTwo(trees[0], selected[0], trees[1], selected[1], "A", "B", kProcessesShown);
+    out << "\n" << LeakDiffSection(totals[0], totals[1], 20);
+    out.flush();
+    return fail_on_leak ? LeakExit(totals[0], totals[1], err) : kExitOk;
+  }
   Report a = Load(files[0]);
   Report b = Load(files[1]);
   std::optional<bool> pool_a = Bool(a.doc, "pool.enabled");
@@ -936,16 +1070,35 @@ std::string OneReportOperand(FlagParser& flags, const char* usage, const char* c
   return files[0];
 }
 
-int ReportCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream&) {
+int ReportCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   FlagParser flags(args, 2, "poolscope report");
-  std::string format = "text";
-  bool help = false;
-  std::string file = OneReportOperand(flags, kReportUsage, "report", &format, &help, out);
+  std::string format = "text", glob;
+  std::vector<std::string> globs;
+  bool help = false, no_children = false;
+  std::vector<std::string> files = ReportOperands(flags, kReportUsage, &help, out, [&] {
+    if (flags.Value({"--process"}, &glob)) {
+      globs.push_back(glob);
+      return true;
+    }
+    if (flags.Switch({"--no-children"})) {
+      no_children = true;
+      return true;
+    }
+    return flags.Value({"--format", "-f"}, &format);
+  });
   if (help) return kExitOk;
+  if (files.empty()) throw CliError{"report", "missing operand R.json"};
   if (format != "text" && format != "html" && format != "folded" && format != "json") {
     throw CliError{"--format", fmt::format("expected text, html, folded or json, got '{}'",
                                            OneLine(format))};
   }
+  if (files.size() > 1 || IsDirectory(files[0]) || !globs.empty() || no_children) {
+    ProcessTree tree = LoadTreeOperands(files, err);
+    std::vector<size_t> selected = Selection(tree, globs, no_children);
+    out << TreeReport(tree, selected, files.size() == 1 ? files[0] : std::string(), format);
+    return kExitOk;
+  }
+  const std::string& file = files[0];
   Report report = Load(file);
   if (format == "text") {
     out << TextReport(report.doc, file);

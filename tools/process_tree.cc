@@ -324,6 +324,20 @@ nlohmann::json TreeTotals(const ProcessTree& tree, const std::vector<size_t>& se
     }
     if (!sum.is_discarded()) total[section] = std::move(sum);
   }
+  // Every process's leak groups, for a diff by stack (groups of one stack add up there).
+  json leaks = json::array();
+  bool tracked = true;
+  int64_t omitted = 0;
+  for (const TreeProcess* p : reports) {
+    if (const json* groups = Find(p->doc, "leaks"); groups != nullptr && groups->is_array()) {
+      for (const json& group : *groups) leaks.push_back(group);
+    }
+    tracked = tracked && Bool(p->doc, "tracked").value_or(true);
+    omitted += Count(p->doc, "leak_groups_omitted").value_or(0);
+  }
+  total["leaks"] = std::move(leaks);
+  total["tracked"] = tracked;
+  total["leak_groups_omitted"] = omitted;
   return total;
 }
 
