@@ -64,10 +64,12 @@ exit status: 0 success; 1 a difference the caller asked to fail on (--fail-on-le
 report `check` finds broken; 2 bad usage or unreadable input; `run` exits with the program's status.
 )";
 
-constexpr char kRunUsage[] = R"(usage: poolscope run [--pool=on|off] [--options=K=V:...] [-o REPORT] [--lib=PATH] -- CMD [ARGS...]
+constexpr char kRunUsage[] = R"(usage: poolscope run [--pool=on|off] [--options=K=V:...] [-o REPORT] [--lib=PATH] [--process=GLOB] [--no-children] -- CMD [ARGS...]
 
 Runs CMD (through execvp, never a shell) with libpoolscope.so preloaded, then prints a short
-summary of its report on stderr; CMD's own stdout and stderr are untouched.
+summary of its report on stderr; CMD's own stdout and stderr are untouched. Every preloaded
+descendant of CMD (through fork and exec) writes its own report next to it (REPORT.PID); when
+there are any, the summary gives totals over the tree and a table of its processes.
 
 flags:
   --pool=on|off       pooling on (default) or off (pool=1 / pool=0)
@@ -76,6 +78,9 @@ flags:
                       a report= key in --options does the same
   --lib=PATH          libpoolscope.so to preload (default: $POOLSCOPE_LIB, then next to poolscope,
                       then ../interpose/ beside it, then the Bazel runfiles tree)
+  --process=GLOB      only the processes whose executable (path or base name) matches GLOB, in
+                      the totals and the table (repeatable)
+  --no-children       only the process poolscope started
   -h, --help          this text
 
 environment given to CMD: LD_PRELOAD=<lib> before any existing entries, POOLSCOPE_OPTIONS
@@ -85,7 +90,7 @@ exit status: CMD's exit status, 128+N when a signal N ended it; 127 when CMD was
 when it could not be executed; 2 for bad usage.
 )";
 
-constexpr char kCompareUsage[] = R"(usage: poolscope compare [--options=K=V:...] [--lib=PATH] [--report-dir=DIR] [--fail-on-leak] [-- CMD [ARGS...]]
+constexpr char kCompareUsage[] = R"(usage: poolscope compare [--options=K=V:...] [--lib=PATH] [--report-dir=DIR] [--fail-on-leak] [--process=GLOB] [--no-children] [-- CMD [ARGS...]]
 
 Runs CMD twice with libpoolscope.so preloaded, pooling off (pool=0) then on (pool=1), each with its
 own report, and prints one table on stdout: logical and real allocations, real frees, real blocks
@@ -96,6 +101,11 @@ the bundled demo workload (threads opening confined arenas, plus a few deliberat
 CMD's stdout is kept in DIR/off.stdout and DIR/on.stdout and shown once, the first run's, before
 the table (with a note when the second run printed something else); its stderr is left alone.
 
+When CMD starts other programs (a shell, make, a launcher script), each preloaded process writes
+its report (DIR/off.json.PID, DIR/on.json.PID); the table then gives totals over the process tree,
+followed by a table of its processes (the top 10 by logical allocations, the two runs' processes
+matched by their place in the tree and their executable), and any without a report.
+
 flags:
   --options=K=V:...   more POOLSCOPE_OPTIONS for both runs (not pool= or report=)
   --lib=PATH          libpoolscope.so to preload (found as for `run`)
@@ -105,6 +115,9 @@ flags:
                       indirectly lost blocks (the reachability scan, track=1); without a scan,
                       leak_check.program_leak_blocks with --options=leak_exitcode=N, else
                       logical.live_blocks; pooled blocks count as the program's, pools never do
+  --process=GLOB      only the processes whose executable (path or base name) matches GLOB, in
+                      the totals and the table (repeatable)
+  --no-children       only the process poolscope started
   -h, --help          this text
 
 exit status: the first nonzero exit status of CMD (run 1, then run 2), as `run` passes it
@@ -112,7 +125,10 @@ exit status: the first nonzero exit status of CMD (run 1, then run 2), as `run` 
 bad usage, a missing library, or a run that exited 0 but wrote no readable report.
 )";
 
-constexpr char kDiffUsage[] = R"(usage: poolscope diff [--fail-on-leak] A.json B.json
+constexpr char kDiffUsage[] = R"(usage: poolscope diff [--fail-on-leak] [--process=GLOB] [--no-children] A.json|A_FOLDER B.json|B_FOLDER
+
+With two folders of reports (the reports of two runs' process trees), the table gives totals over
+each tree and a table of their processes matched by place in the tree.
 
 Prints the table of `poolscope compare` from two saved reports, A (before) and B (after), with the
 verdict of B, then their leaks matched by stack. Wall time comes from the reports' start and end
@@ -133,14 +149,19 @@ flags:
   --fail-on-leak   exit 1 when the program loses blocks in A or B: as for compare, definitely
                    or indirectly lost blocks when both reports were scanned, else
                    leak_check.program_leak_blocks when both have it, else logical.live_blocks
+  --process=GLOB   only the processes whose executable matches GLOB (repeatable; folders)
+  --no-children    only the root of each tree
   -h, --help       this text
 
 exit status: 0; 1 when --fail-on-leak finds a leak; 2 for bad usage or an unreadable report.
 )";
 
-constexpr char kReportUsage[] = R"(usage: poolscope report [--format=text|html|folded|json] R.json
+constexpr char kReportUsage[] = R"(usage: poolscope report [--format=text|html|folded|json] [--process=GLOB] [--no-children] R.json|FOLDER...
 
-Renders a saved report on stdout.
+Renders a saved report on stdout. A folder of reports (files *.json and *.json.PID), or several
+files, is one process tree: totals, a table of its processes by logical allocations, then each of
+the top 10 rendered as one report (html: a section per process; folded: stacks under EXE [PID];
+json: an array). Unreadable files among readable ones are named in warnings on stderr.
 
 formats:
   text     (default) a page to read top to bottom: process, totals, both ledgers with calls by
@@ -154,6 +175,8 @@ formats:
 
 flags:
   --format=FORMAT   as above
+  --process=GLOB    only the processes whose executable matches GLOB (repeatable)
+  --no-children     only the root process
   -h, --help        this text
 
 exit status: 0; 2 for bad usage or an unreadable report (missing, truncated, not JSON, another
