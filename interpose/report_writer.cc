@@ -223,6 +223,27 @@ void InitProcessInfo(ProcessInfo* p, const Options& o) {
   }
 }
 
+void NoteStarted() {
+  const Options& o = CurrentOptions();
+  const ProcessInfo& p = CurrentProcess();
+  if (p.root_pid == 0 || p.root_pid == p.pid || strcmp(o.report, "none") == 0) return;
+  char path[1200];
+  if (!ExpandPath(o, p, path, sizeof path)) return;
+  char* slash = strrchr(path, '/');
+  if (slash == nullptr) return;
+  const size_t room = sizeof path - static_cast<size_t>(slash + 1 - path);
+  int n = snprintf(slash + 1, room, ".poolscope-started.%d.%d", static_cast<int>(p.root_pid),
+                   static_cast<int>(p.pid));
+  if (n < 0 || static_cast<size_t>(n) >= room) return;
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  char line[1100];
+  const pid_t parent = p.forked_from != 0 ? p.forked_from : p.ppid;
+  n = snprintf(line, sizeof line, "%d %s\n", static_cast<int>(parent), p.exe);
+  if (n > 0) WriteAll(fd, line, static_cast<size_t>(n) < sizeof line ? static_cast<size_t>(n) : sizeof line - 1);
+  close(fd);
+}
+
 void StartSnapshots(const Options& o) {
   if (o.snapshot_interval <= 0 || strcmp(o.report, "none") == 0) return;
   static int interval = o.snapshot_interval;

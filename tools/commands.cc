@@ -489,6 +489,39 @@ std::vector<std::string> TemplateFiles(const std::string& report_template) {
   return files;
 }
 
+// The processes of the tree of `root_pid` that left a start marker in `folder` (the library's
+// ".poolscope-started.ROOT.PID", holding "PARENT EXE"); every such marker is removed. A process among
+// them that wrote no report ended without one.
+std::vector<KnownProcess> StartMarkers(const std::string& report_template, int64_t root_pid) {
+  size_t slash = report_template.rfind('/');
+  std::string folder = slash == std::string::npos ? "." : report_template.substr(0, slash);
+  if (folder.empty()) folder = "/";
+  const std::string prefix = fmt::format(".poolscope-started.{}.", root_pid);
+  std::vector<KnownProcess> out;
+  DIR* dir = opendir(folder.c_str());
+  if (dir == nullptr) return out;
+  while (struct dirent* entry = readdir(dir)) {
+    std::string name = entry->d_name;
+    if (name.rfind(prefix, 0) != 0) continue;
+    std::string pid = name.substr(prefix.size());
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string path = folder + "/" + name;
+    std::ifstream file(path);
+    KnownProcess p;
+    p.pid = std::stoll(pid);
+    long long parent = 0;
+    if (file >> parent) p.parent = parent;
+    std::getline(file >> std::ws, p.exe);
+    p.why = "no report: it ended without writing one (killed by a signal other than SIGTERM, SIGINT "
+            "or SIGHUP, or it exec'd a program the preload cannot reach)";
+    out.push_back(std::move(p));
+    unlink(path.c_str());
+  }
+  closedir(dir);
+  std::sort(out.begin(), out.end(), [](const KnownProcess& a, const KnownProcess& b) { return a.pid < b.pid; });
+  return out;
+}
+
 // Removes what an earlier run left at `report` and `report`.PID.
 void RemoveTreeReports(const std::string& report) {
   for (const std::string& file : TemplateFiles(report)) unlink(file.c_str());
@@ -688,8 +721,11 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   Flush(out, err);
   ChildResult child =
       RunChild({command, library, BuildOptions(pool == "on", extra, report), "", ""});
-  const std::vector<KnownProcess> running =
-      child.started && report != "none" ? StillRunning(child.pid) : std::vector<KnownProcess>();
+  std::vector<KnownProcess> running;
+  if (child.started && report != "none") {
+    running = StillRunning(child.pid);
+    for (KnownProcess& p : StartMarkers(report, child.pid)) running.push_back(std::move(p));
+  }
   if (!child.started) {
     err << fmt::format("poolscope: {}: {}\n", OneLine(command[0]), child.problem);
     return child.exec_errno == ENOENT ? 127 : child.exec_errno != 0 ? 126 : kExitUsage;
@@ -916,7 +952,10 @@ int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     Flush(out, err);
     side.child = RunChild({command, library, BuildOptions(side.pool_on, extra, side.report),
                            side.label, side.output});
-    if (side.child.started) side.running = StillRunning(side.child.pid);
+    if (side.child.started) {
+      side.running = StillRunning(side.child.pid);
+      for (KnownProcess& p : StartMarkers(side.report, side.child.pid)) side.running.push_back(std::move(p));
+    }
     if (!side.child.started) {
       err << fmt::format("poolscope: {}: {}\n", OneLine(command[0]), side.child.problem);
       return side.child.exec_errno == ENOENT ? 127 : side.child.exec_errno != 0 ? 126 : kExitUsage;
