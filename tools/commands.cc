@@ -527,8 +527,20 @@ void RemoveTreeReports(const std::string& report) {
   for (const std::string& file : TemplateFiles(report)) unlink(file.c_str());
 }
 
+// The files that could not be read, then each report whose identities do not hold (checked per
+// report, as `poolscope check` does), its first broken identity named.
 void PrintWarnings(const ProcessTree& tree, std::ostream& err) {
   for (const std::string& warning : tree.warnings) err << "poolscope: warning: " << warning << "\n";
+  for (const TreeProcess& p : tree.processes) {
+    if (p.doc.is_null()) continue;
+    report::CheckResult result = report::CheckReport(p.doc);
+    if (result.ok()) continue;
+    err << fmt::format("poolscope: warning: {}: {}{}\n", OneLine(p.path),
+                       result.broken.empty() ? std::string("identities broken") : OneLine(result.broken[0]),
+                       result.broken.size() > 1 ? fmt::format(" (and {} more; poolscope check {})",
+                                                              result.broken.size() - 1, ShellQuote(p.path))
+                                                : std::string());
+  }
 }
 
 std::string HowItEnded(const ChildResult& child) {
@@ -603,7 +615,6 @@ ProcessTree LoadTreeOperands(const std::vector<std::string>& operands, std::ostr
     err.flush();
     throw CliError{first.substr(0, first.find(": ")), first.substr(first.find(": ") + 2)};
   }
-  PrintWarnings(tree, err);
   return tree;
 }
 
@@ -749,8 +760,8 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     for (const TreeProcess& p : tree.processes) reports += p.doc.is_null() ? 0 : 1;
     err << fmt::format("poolscope: {}; {} report{} of the process tree in {}{}\n", status, reports,
                        reports == 1 ? "" : "s", OneLine(folder), temporary ? " (temporary)" : "");
-    PrintWarnings(tree, err);
     std::vector<size_t> selected = Selection(tree, globs, no_children);
+    PrintWarnings(tree, err);
     nlohmann::json totals = TreeTotals(tree, selected);
     if (totals.contains("logical")) err << RunSummary(totals);
     std::string table = ProcessTable(tree, selected, kProcessesShown);
@@ -827,11 +838,11 @@ int CompareTrees(const std::vector<std::string>& shown, const std::string& repor
                  ProcessTree (&trees)[2], const ChildResult& off, const ChildResult& on,
                  const std::vector<std::string>& globs, bool no_children, bool fail_on_leak,
                  int first_failure, std::ostream& out, std::ostream& err) {
-  for (const ProcessTree& tree : trees) PrintWarnings(tree, err);
   std::vector<size_t> selected[2];
   nlohmann::json totals[2];
+  for (int i = 0; i < 2; ++i) selected[i] = Selection(trees[i], globs, no_children);
+  for (const ProcessTree& tree : trees) PrintWarnings(tree, err);
   for (int i = 0; i < 2; ++i) {
-    selected[i] = Selection(trees[i], globs, no_children);
     totals[i] = TreeTotals(trees[i], selected[i]);
     if (!totals[i].contains("logical")) {
       err << fmt::format("poolscope: {}/{}: no readable report of the selected processes ({}, exit "
@@ -1083,6 +1094,7 @@ int Diff(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
         throw CliError{files[i], "no report of the selected processes"};
       }
     }
+    for (const ProcessTree& tree : trees) PrintWarnings(tree, err);
     std::optional<bool> pool_a = Bool(totals[0], "pool.enabled");
     std::optional<bool> pool_b = Bool(totals[1], "pool.enabled");
     std::string label_a = "A", label_b = "B";
@@ -1157,6 +1169,7 @@ int ReportCommand(const std::vector<std::string>& args, std::ostream& out, std::
   if (files.size() > 1 || IsDirectory(files[0]) || !globs.empty() || no_children) {
     ProcessTree tree = LoadTreeOperands(files, err);
     std::vector<size_t> selected = Selection(tree, globs, no_children);
+    PrintWarnings(tree, err);
     out << TreeReport(tree, selected, files.size() == 1 ? files[0] : std::string(), format);
     return kExitOk;
   }

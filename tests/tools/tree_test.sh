@@ -164,6 +164,18 @@ head -c 700 "$T/off/off.json" >"$T/mixed/cut.json"
 check_rc $? 0 "report of a folder with one bad report among good ones"
 grep -q "^poolscope: warning: $T/mixed/cut.json: truncated" "$T/m.err" || fail "no warning naming the bad file: $(cat "$T/m.err")"
 grep -q '4 processes, 4 with a report' "$T/m.out" || fail "the good reports were not rendered"
+# 7. The identities are checked per report: one whose ledger does not balance is named.
+mkdir "$T/broken"
+cp "$T/off"/* "$T/broken/"
+victim=$(ls "$T/broken"/off.json.* | head -1)
+"$PY" -c 'import json,sys
+d=json.load(open(sys.argv[1])); d["logical"]["allocs"] += 1
+json.dump(d, open(sys.argv[1], "w"))' "$victim"
+"$POOLSCOPE" report "$T/broken" >/dev/null 2>"$T/broken.err"
+check_rc $? 0 "report of a folder with a report that breaks an identity"
+grep -q "^poolscope: warning: $victim: logical.allocs - logical.frees = " "$T/broken.err" ||
+  fail "the broken report is not named: $(cat "$T/broken.err")"
+[ "$(wc -l <"$T/broken.err")" = 1 ] || fail "warnings for sound reports: $(cat "$T/broken.err")"
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures failed" >&2
