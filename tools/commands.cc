@@ -522,8 +522,10 @@ std::vector<KnownProcess> StartMarkers(const std::string& report_template, int64
   return out;
 }
 
-// Removes what an earlier run left at `report` and `report`.PID.
+// Removes what an earlier run left at `report` and `report`.PID, for a path without `%`: a template
+// with `%p`, `%e` or `%t` names each run's files apart (and a run reads only its own tree's).
 void RemoveTreeReports(const std::string& report) {
+  if (report.find('%') != std::string::npos) return;
   for (const std::string& file : TemplateFiles(report)) unlink(file.c_str());
 }
 
