@@ -116,9 +116,18 @@ std::string Render(const std::vector<std::vector<std::string>>& rows, size_t lef
   return out;
 }
 
+// The executable, "(root)" after the root's, and how a report not written at exit came about: a
+// signal's name ("[killed by SIGTERM]"), or "[snapshot]" for a process that wrote only snapshots.
 std::string Executable(const TreeProcess& p) {
   std::string name = p.exe.empty() ? std::string("?") : OneLine(p.exe);
-  return p.is_root ? name + " (root)" : name;
+  if (p.is_root) name += " (root)";
+  std::string reason = p.doc.is_null() ? "" : String(p.doc, "process.reason").value_or("");
+  if (reason == "signal") {
+    name += " [killed by " + OneLine(String(p.doc, "process.signal").value_or("a signal")) + "]";
+  } else if (reason == "snapshot") {
+    name += " [snapshot]";
+  }
+  return name;
 }
 
 std::string MissingLines(const ProcessTree& tree, const std::vector<size_t>& selected) {

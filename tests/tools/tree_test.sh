@@ -112,7 +112,7 @@ logical=$(sed -n 's/^poolscope: \([0-9,]*\) logical allocations.*/\1/p' "$T/runr
 # 3b. Processes without a report are listed with the reason: one killed by SIGKILL, one still
 #     running when the root ended; the root marks nothing of its own.
 mkdir -p "$T/gone"
-"$POOLSCOPE" run --pool=off -o "$T/gone/r.json" -- /bin/sh -c "$A </dev/null; /bin/sh -c 'kill -9 \$\$'; (exec sleep 3 >/dev/null 2>&1 </dev/null &); true" \
+"$POOLSCOPE" run --pool=off -o "$T/gone/r.json" -- /bin/sh -c "$A </dev/null; /bin/sh -c 'kill -9 \$\$'; /bin/sh -c 'kill -TERM \$\$'; (exec sleep 3 >/dev/null 2>&1 </dev/null &); true" \
   >/dev/null 2>"$T/gone.err"
 check_rc $? 0 "run of a tree with a killed and a lingering process"
 grep -q '^poolscope: without a report:$' "$T/gone.err" || fail "no list of processes without a report: $(cat "$T/gone.err")"
@@ -120,6 +120,7 @@ grep -q '^poolscope:   pid [0-9]* (parent [0-9]*): .*sh: no report: it ended wit
   fail "the killed shell is not listed: $(cat "$T/gone.err")"
 grep -q '^poolscope:   pid [0-9]* (parent [0-9]*): .*/sleep: still running when the root ended$' "$T/gone.err" ||
   fail "the running sleep is not listed: $(cat "$T/gone.err")"
+grep -q '^poolscope: .* /.*sh \[killed by SIGTERM\] ' "$T/gone.err" || fail "the shell ended by SIGTERM is not marked: $(cat "$T/gone.err")"
 ls -a "$T/gone" | grep -q '^\.poolscope-started' && fail "start markers left behind: $(ls -a "$T/gone")"
 
 # 4. Preloaded by hand: every process says where its report went, and names no root.
