@@ -393,6 +393,23 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   } else {
     w.Null();
   }
+  // Under `poolscope run`/`compare` (POOLSCOPE_ROOT_PID set): the process poolscope started, and for
+  // any other process the one that forked it (a fork() child) or that it was started by (getppid()
+  // at start-up). Whether that parent was itself preloaded is for the reader to see in the tree.
+  w.Key("root_pid");
+  if (p.root_pid != 0) {
+    w.Int(p.root_pid);
+  } else {
+    w.Null();
+  }
+  w.Key("parent_pid");
+  if (p.forked_from != 0) {
+    w.Int(p.forked_from);
+  } else if (p.root_pid != 0 && p.root_pid != p.pid) {
+    w.Int(p.ppid);
+  } else {
+    w.Null();
+  }
   w.FieldStr("report_path", path);
   w.Field("report_ms", report_ms);
   w.EndObject();

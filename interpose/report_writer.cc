@@ -223,6 +223,27 @@ void InitProcessInfo(ProcessInfo* p, const Options& o) {
   }
 }
 
+void NoteStarted() {
+  const Options& o = CurrentOptions();
+  const ProcessInfo& p = CurrentProcess();
+  if (p.root_pid == 0 || p.root_pid == p.pid || strcmp(o.report, "none") == 0) return;
+  char path[1200];
+  if (!ExpandPath(o, p, path, sizeof path)) return;
+  char* slash = strrchr(path, '/');
+  if (slash == nullptr) return;
+  const size_t room = sizeof path - static_cast<size_t>(slash + 1 - path);
+  int n = snprintf(slash + 1, room, ".poolscope-started.%d.%d", static_cast<int>(p.root_pid),
+                   static_cast<int>(p.pid));
+  if (n < 0 || static_cast<size_t>(n) >= room) return;
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  char line[1100];
+  const pid_t parent = p.forked_from != 0 ? p.forked_from : p.ppid;
+  n = snprintf(line, sizeof line, "%d %s\n", static_cast<int>(parent), p.exe);
+  if (n > 0) WriteAll(fd, line, static_cast<size_t>(n) < sizeof line ? static_cast<size_t>(n) : sizeof line - 1);
+  close(fd);
+}
+
 void StartSnapshots(const Options& o) {
   if (o.snapshot_interval <= 0 || strcmp(o.report, "none") == 0) return;
   static int interval = o.snapshot_interval;
@@ -267,17 +288,21 @@ int WriteReportAtExit(const Options& o, bool may_change_status) {
              static_cast<unsigned long long>(unrecorded), unrecorded == 1 ? "" : "s");
     RawLine(line);
   }
-  if (!o.quiet && (written || check.exit_status != 0)) {
+  // Under `poolscope run`/`compare` only the process poolscope started says where its report went;
+  // its descendants write theirs silently into the same folder, which the command names once.
+  const ProcessInfo& self = CurrentProcess();
+  const bool descendant = self.root_pid != 0 && self.root_pid != self.pid;
+  if (!o.quiet && ((written && !descendant) || check.exit_status != 0)) {
     // One line, whatever happened.
     char status[160] = "";
     const long long judged_blocks = check.lost_blocks >= 0 ? check.lost_blocks : check.leaks.blocks;
     if (check.exit_status != 0) {
       snprintf(status, sizeof status, "%sthe program leaks %lld block%s: exit status %d (leak_exitcode)",
-               written ? "; " : "", static_cast<long long>(judged_blocks), judged_blocks == 1 ? "" : "s",
+               written && !descendant ? "; " : "", static_cast<long long>(judged_blocks), judged_blocks == 1 ? "" : "s",
                check.exit_status);
     }
     char line[1400];
-    if (written) {
+    if (written && !descendant) {
       snprintf(line, sizeof line, "poolscope: report written to %s%s", path, status);
     } else {
       snprintf(line, sizeof line, "poolscope: %s", status);

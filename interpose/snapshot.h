@@ -83,6 +83,10 @@ const ProcessInfo& CurrentProcess();
 // Remembers a bad free of a pooled block for the report's `errors` (the count is in the pool stats).
 void RecordBadFree(const void* p, bool is_double);
 void StartSnapshots(const Options& o);
+// Under `poolscope run`/`compare`, in every process but the root (at load, and in a fork() child):
+// leaves ".poolscope-started.<root_pid>.<pid>" in the report's folder, holding "<parent pid> <exe>",
+// so that the command learns of a descendant that ended without writing a report. Allocates nothing.
+void NoteStarted();
 // Writes the exit report, once per process (later calls do nothing and return 0), and the one line
 // on stderr about it. Returns the status leak_exitcode asks the process to end with (0: keep its own),
 // which is never other than 0 unless `may_change_status`.

@@ -249,6 +249,7 @@ void ForkChild() {
     // leak_exitcode: this process's own code begins here; what it inherited is not its leak.
     if (g_options.leak_exitcode > 0) TakeLeakBaseline(LogicalLive(*snap.get()));
   }
+  NoteStarted();
 }
 
 void InitGlobal(ThreadState& ts) {
@@ -281,6 +282,7 @@ void InitGlobal(ThreadState& ts) {
   pthread_key_create(&g_key, OnThreadExit);
   pthread_atfork(ForkPrepare, ForkParent, ForkChild);
   InitProcessInfo(&g_process, g_options);
+  NoteStarted();
   // Under valgrind, with valgrind=0 as with valgrind=1, memcheck records the stacks itself, and
   // libunwind's memory probes (a write() of stack memory below the stack pointer) would be reported as
   // the program's errors: the table still counts live blocks, without stacks.

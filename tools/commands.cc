@@ -6,6 +6,7 @@
 // and returns 2.
 #include "tools/commands.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -16,6 +17,8 @@
 #include <iostream>
 #include <optional>
 
+#include <dirent.h>
+#include <fnmatch.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,6 +31,7 @@
 #include "tools/html_report.h"
 #include "tools/leak_diff.h"
 #include "tools/ledger_table.h"
+#include "tools/process_tree.h"
 #include "tools/locate.h"
 #include "tools/report_model.h"
 #include "tools/suppressions.h"
@@ -60,10 +64,12 @@ exit status: 0 success; 1 a difference the caller asked to fail on (--fail-on-le
 report `check` finds broken; 2 bad usage or unreadable input; `run` exits with the program's status.
 )";
 
-constexpr char kRunUsage[] = R"(usage: poolscope run [--pool=on|off] [--options=K=V:...] [-o REPORT] [--lib=PATH] -- CMD [ARGS...]
+constexpr char kRunUsage[] = R"(usage: poolscope run [--pool=on|off] [--options=K=V:...] [-o REPORT] [--lib=PATH] [--process=GLOB] [--no-children] -- CMD [ARGS...]
 
 Runs CMD (through execvp, never a shell) with libpoolscope.so preloaded, then prints a short
-summary of its report on stderr; CMD's own stdout and stderr are untouched.
+summary of its report on stderr; CMD's own stdout and stderr are untouched. Every preloaded
+descendant of CMD (through fork and exec) writes its own report next to it (REPORT.PID); when
+there are any, the summary gives totals over the tree and a table of its processes.
 
 flags:
   --pool=on|off       pooling on (default) or off (pool=1 / pool=0)
@@ -72,6 +78,9 @@ flags:
                       a report= key in --options does the same
   --lib=PATH          libpoolscope.so to preload (default: $POOLSCOPE_LIB, then next to poolscope,
                       then ../interpose/ beside it, then the Bazel runfiles tree)
+  --process=GLOB      only the processes whose executable (path or base name) matches GLOB, in
+                      the totals and the table (repeatable)
+  --no-children       only the process poolscope started
   -h, --help          this text
 
 environment given to CMD: LD_PRELOAD=<lib> before any existing entries, POOLSCOPE_OPTIONS
@@ -81,7 +90,7 @@ exit status: CMD's exit status, 128+N when a signal N ended it; 127 when CMD was
 when it could not be executed; 2 for bad usage.
 )";
 
-constexpr char kCompareUsage[] = R"(usage: poolscope compare [--options=K=V:...] [--lib=PATH] [--report-dir=DIR] [--fail-on-leak] [-- CMD [ARGS...]]
+constexpr char kCompareUsage[] = R"(usage: poolscope compare [--options=K=V:...] [--lib=PATH] [--report-dir=DIR] [--fail-on-leak] [--process=GLOB] [--no-children] [-- CMD [ARGS...]]
 
 Runs CMD twice with libpoolscope.so preloaded, pooling off (pool=0) then on (pool=1), each with its
 own report, and prints one table on stdout: logical and real allocations, real frees, real blocks
@@ -92,6 +101,11 @@ the bundled demo workload (threads opening confined arenas, plus a few deliberat
 CMD's stdout is kept in DIR/off.stdout and DIR/on.stdout and shown once, the first run's, before
 the table (with a note when the second run printed something else); its stderr is left alone.
 
+When CMD starts other programs (a shell, make, a launcher script), each preloaded process writes
+its report (DIR/off.json.PID, DIR/on.json.PID); the table then gives totals over the process tree,
+followed by a table of its processes (the top 10 by logical allocations, the two runs' processes
+matched by their place in the tree and their executable), and any without a report.
+
 flags:
   --options=K=V:...   more POOLSCOPE_OPTIONS for both runs (not pool= or report=)
   --lib=PATH          libpoolscope.so to preload (found as for `run`)
@@ -101,6 +115,9 @@ flags:
                       indirectly lost blocks (the reachability scan, track=1); without a scan,
                       leak_check.program_leak_blocks with --options=leak_exitcode=N, else
                       logical.live_blocks; pooled blocks count as the program's, pools never do
+  --process=GLOB      only the processes whose executable (path or base name) matches GLOB, in
+                      the totals and the table (repeatable)
+  --no-children       only the process poolscope started
   -h, --help          this text
 
 exit status: the first nonzero exit status of CMD (run 1, then run 2), as `run` passes it
@@ -108,7 +125,10 @@ exit status: the first nonzero exit status of CMD (run 1, then run 2), as `run` 
 bad usage, a missing library, or a run that exited 0 but wrote no readable report.
 )";
 
-constexpr char kDiffUsage[] = R"(usage: poolscope diff [--fail-on-leak] A.json B.json
+constexpr char kDiffUsage[] = R"(usage: poolscope diff [--fail-on-leak] [--process=GLOB] [--no-children] A.json|A_FOLDER B.json|B_FOLDER
+
+With two folders of reports (the reports of two runs' process trees), the table gives totals over
+each tree and a table of their processes matched by place in the tree.
 
 Prints the table of `poolscope compare` from two saved reports, A (before) and B (after), with the
 verdict of B, then their leaks matched by stack. Wall time comes from the reports' start and end
@@ -129,14 +149,19 @@ flags:
   --fail-on-leak   exit 1 when the program loses blocks in A or B: as for compare, definitely
                    or indirectly lost blocks when both reports were scanned, else
                    leak_check.program_leak_blocks when both have it, else logical.live_blocks
+  --process=GLOB   only the processes whose executable matches GLOB (repeatable; folders)
+  --no-children    only the root of each tree
   -h, --help       this text
 
 exit status: 0; 1 when --fail-on-leak finds a leak; 2 for bad usage or an unreadable report.
 )";
 
-constexpr char kReportUsage[] = R"(usage: poolscope report [--format=text|html|folded|json] R.json
+constexpr char kReportUsage[] = R"(usage: poolscope report [--format=text|html|folded|json] [--process=GLOB] [--no-children] R.json|FOLDER...
 
-Renders a saved report on stdout.
+Renders a saved report on stdout. A folder of reports (files *.json and *.json.PID), or several
+files, is one process tree: totals, a table of its processes by logical allocations, then each of
+the top 10 rendered as one report (html: a section per process; folded: stacks under EXE [PID];
+json: an array). Unreadable files among readable ones are named in warnings on stderr.
 
 formats:
   text     (default) a page to read top to bottom: process, totals, both ledgers with calls by
@@ -150,6 +175,8 @@ formats:
 
 flags:
   --format=FORMAT   as above
+  --process=GLOB    only the processes whose executable matches GLOB (repeatable)
+  --no-children     only the root process
   -h, --help        this text
 
 exit status: 0; 2 for bad usage or an unreadable report (missing, truncated, not JSON, another
@@ -368,6 +395,176 @@ void Flush(std::ostream& out, std::ostream& err) {
   std::cerr.flush();
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// process trees
+
+// How many processes the per-process tables show before one line for the rest.
+constexpr size_t kProcessesShown = 10;
+
+// The processes still running whose environment names `root_pid` as POOLSCOPE_ROOT_PID: the root's
+// descendants that outlived it (their reports, if any, come after poolscope has read the folder).
+std::vector<KnownProcess> StillRunning(int64_t root_pid) {
+  std::vector<KnownProcess> out;
+  const std::string needle = fmt::format("POOLSCOPE_ROOT_PID={}", root_pid);
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return out;
+  while (struct dirent* entry = readdir(proc)) {
+    std::string name = entry->d_name;
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream environ_file("/proc/" + name + "/environ", std::ios::binary);
+    std::string env((std::istreambuf_iterator<char>(environ_file)), std::istreambuf_iterator<char>());
+    bool found = false;
+    for (size_t at = 0; at < env.size();) {
+      size_t end = env.find('\0', at);
+      if (end == std::string::npos) end = env.size();
+      if (env.compare(at, end - at, needle) == 0) found = true;
+      at = end + 1;
+    }
+    if (!found) continue;
+    KnownProcess p;
+    p.pid = std::stoll(name);
+    std::ifstream stat_file("/proc/" + name + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
+    size_t close = stat.rfind(')');
+    if (close != std::string::npos) {
+      // "pid (comm) state ppid ..."
+      char state = 0;
+      long long ppid = 0;
+      if (std::sscanf(stat.c_str() + close + 1, " %c %lld", &state, &ppid) == 2) {
+        if (state == 'Z') continue;  // ended, not yet reaped: its report is written or never will be
+        p.parent = ppid;
+      }
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink(("/proc/" + name + "/exe").c_str(), exe, sizeof exe - 1);
+    p.exe = n > 0 ? std::string(exe, static_cast<size_t>(n)) : "";
+    p.why = "still running when the root ended";
+    out.push_back(std::move(p));
+  }
+  closedir(proc);
+  return out;
+}
+
+// The files a report= template can have produced, the root's and its descendants' (`.PID`
+// appended when the template has no %p): the entries of its folder that match it, with %p, %e and
+// %t as wildcards.
+std::vector<std::string> TemplateFiles(const std::string& report_template) {
+  size_t slash = report_template.rfind('/');
+  std::string folder = slash == std::string::npos ? "." : report_template.substr(0, slash);
+  if (folder.empty()) folder = "/";
+  std::string name = report_template.substr(slash == std::string::npos ? 0 : slash + 1);
+  std::string pattern;
+  for (size_t i = 0; i < name.size(); ++i) {
+    char c = name[i];
+    if (c == '%' && i + 1 < name.size() && (name[i + 1] == 'p' || name[i + 1] == 'e' || name[i + 1] == 't')) {
+      pattern += '*';
+      ++i;
+    } else if (c == '%' && i + 1 < name.size() && name[i + 1] == '%') {
+      pattern += '%';
+      ++i;
+    } else if (c == '*' || c == '?' || c == '[' || c == '\\') {
+      pattern += '\\';
+      pattern += c;
+    } else {
+      pattern += c;
+    }
+  }
+  std::vector<std::string> files;
+  DIR* dir = opendir(folder.c_str());
+  if (dir == nullptr) return files;
+  while (struct dirent* entry = readdir(dir)) {
+    std::string file = entry->d_name;
+    if (file.find(".tmp.") != std::string::npos) continue;
+    bool match = fnmatch(pattern.c_str(), file.c_str(), 0) == 0;
+    size_t dot = file.rfind('.');
+    if (!match && dot != std::string::npos && dot + 1 < file.size() &&
+        file.find_first_not_of("0123456789", dot + 1) == std::string::npos) {
+      match = fnmatch(pattern.c_str(), file.substr(0, dot).c_str(), 0) == 0;
+    }
+    if (match) files.push_back(folder + "/" + file);
+  }
+  closedir(dir);
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// The processes of the tree of `root_pid` that left a start marker in `folder` (the library's
+// ".poolscope-started.ROOT.PID", holding "PARENT EXE"); every such marker is removed. A process among
+// them that wrote no report ended without one.
+std::vector<KnownProcess> StartMarkers(const std::string& report_template, int64_t root_pid) {
+  size_t slash = report_template.rfind('/');
+  std::string folder = slash == std::string::npos ? "." : report_template.substr(0, slash);
+  if (folder.empty()) folder = "/";
+  const std::string prefix = fmt::format(".poolscope-started.{}.", root_pid);
+  std::vector<KnownProcess> out;
+  DIR* dir = opendir(folder.c_str());
+  if (dir == nullptr) return out;
+  while (struct dirent* entry = readdir(dir)) {
+    std::string name = entry->d_name;
+    if (name.rfind(prefix, 0) != 0) continue;
+    std::string pid = name.substr(prefix.size());
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string path = folder + "/" + name;
+    std::ifstream file(path);
+    KnownProcess p;
+    p.pid = std::stoll(pid);
+    long long parent = 0;
+    if (file >> parent) p.parent = parent;
+    std::getline(file >> std::ws, p.exe);
+    p.why = "no report: it ended without writing one (killed by a signal other than SIGTERM, SIGINT "
+            "or SIGHUP, or it exec'd a program the preload cannot reach)";
+    out.push_back(std::move(p));
+    unlink(path.c_str());
+  }
+  closedir(dir);
+  std::sort(out.begin(), out.end(), [](const KnownProcess& a, const KnownProcess& b) { return a.pid < b.pid; });
+  return out;
+}
+
+// Removes what an earlier run left at `report` and `report`.PID, for a path without `%`: a template
+// with `%p`, `%e` or `%t` names each run's files apart (and a run reads only its own tree's).
+void RemoveTreeReports(const std::string& report) {
+  if (report.find('%') != std::string::npos) return;
+  for (const std::string& file : TemplateFiles(report)) unlink(file.c_str());
+}
+
+// The files that could not be read, then each report whose identities do not hold (checked per
+// report, as `poolscope check` does), its first broken identity named.
+void PrintWarnings(const ProcessTree& tree, std::ostream& err) {
+  for (const std::string& warning : tree.warnings) err << "poolscope: warning: " << warning << "\n";
+  for (const TreeProcess& p : tree.processes) {
+    if (p.doc.is_null()) continue;
+    report::CheckResult result = report::CheckReport(p.doc);
+    if (result.ok()) continue;
+    err << fmt::format("poolscope: warning: {}: {}{}\n", OneLine(p.path),
+                       result.broken.empty() ? std::string("identities broken") : OneLine(result.broken[0]),
+                       result.broken.size() > 1 ? fmt::format(" (and {} more; poolscope check {})",
+                                                              result.broken.size() - 1, ShellQuote(p.path))
+                                                : std::string());
+  }
+}
+
+std::string HowItEnded(const ChildResult& child) {
+  return child.signal != 0 ? fmt::format("no report: killed by signal {} ({})", child.signal,
+                                         OneLine(strsignal(child.signal)))
+                           : "no report";
+}
+
+// A tree is shown as one when it holds anything but its root's report.
+bool IsTree(const ProcessTree& tree) { return tree.processes.size() > 1; }
+
+std::vector<size_t> Selection(const ProcessTree& tree, const std::vector<std::string>& globs,
+                              bool root_only) {
+  std::vector<size_t> selected = SelectProcesses(tree, globs, root_only);
+  if (selected.empty()) {
+    std::string what;
+    for (const std::string& glob : globs) what += (what.empty() ? "" : ", ") + glob;
+    throw CliError{"--process", fmt::format("no process of the tree matches {}", OneLine(what))};
+  }
+  return selected;
+}
+
 // ---------------------------------------------------------------------------------------------
 // run
 
@@ -390,9 +587,105 @@ std::string RunSummary(const nlohmann::json& doc) {
   return out;
 }
 
+
+bool IsDirectory(const std::string& path) {
+  struct stat info;
+  return stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+// The tree of the reports that `operands` (folders of reports and report files) name. Nothing
+// readable: a CliError naming the first file and its problem. Some readable: the others are named
+// in warnings on `err`.
+ProcessTree LoadTreeOperands(const std::vector<std::string>& operands, std::ostream& err) {
+  std::vector<std::string> files;
+  for (const std::string& operand : operands) {
+    if (!IsDirectory(operand)) {
+      files.push_back(operand);
+      continue;
+    }
+    std::vector<std::string> in = ReportFilesIn(operand);
+    if (in.empty()) {
+      if (operands.size() == 1) throw CliError{operand, "no reports in this folder (files named *.json or *.json.PID)"};
+      err << fmt::format("poolscope: warning: {}: no reports in this folder\n", OneLine(operand));
+    }
+    files.insert(files.end(), in.begin(), in.end());
+  }
+  ProcessTree tree = BuildTree(files, 0, "", {});
+  if (tree.processes.empty()) {
+    std::string first = tree.warnings.empty() ? "no reports" : tree.warnings[0];
+    if (tree.warnings.size() > 1) first += fmt::format(" (and {} more unreadable)", tree.warnings.size() - 1);
+    err.flush();
+    throw CliError{first.substr(0, first.find(": ")), first.substr(first.find(": ") + 2)};
+  }
+  return tree;
+}
+
+// `report` of a tree: the totals and the per-process table, then each of the first processes by
+// logical allocations rendered as one report is.
+std::string TreeReport(const ProcessTree& tree, const std::vector<size_t>& selected,
+                       const std::string& where, const std::string& format) {
+  std::vector<size_t> order = ByLogicalAllocations(tree, selected);
+  if (order.size() > kProcessesShown) order.resize(kProcessesShown);
+  if (format == "json") {
+    nlohmann::json all = nlohmann::json::array();
+    for (size_t i : ByLogicalAllocations(tree, selected)) all.push_back(tree.processes[i].doc);
+    return PrettyJson(all);
+  }
+  if (format == "folded") {
+    // Each stack under its process's executable, so that one flame graph shows the whole tree.
+    std::string out;
+    for (size_t i : ByLogicalAllocations(tree, selected)) {
+      const TreeProcess& p = tree.processes[i];
+      std::string name = p.exe.substr(p.exe.rfind('/') == std::string::npos ? 0 : p.exe.rfind('/') + 1);
+      for (char& c : name) {
+        if (c == ';' || c == ' ') c = '_';
+      }
+      std::string folded = FoldedStacks(p.doc);
+      for (size_t at = 0; at < folded.size();) {
+        size_t end = folded.find('\n', at);
+        if (end == std::string::npos) end = folded.size();
+        if (end > at) out += fmt::format("{} [{}];{}\n", name, p.pid, folded.substr(at, end - at));
+        at = end + 1;
+      }
+    }
+    return out;
+  }
+  size_t reports = ByLogicalAllocations(tree, selected).size();
+  std::string summary = fmt::format("process tree{}: {} process{}, {} with a report\n",
+                                    where.empty() ? "" : " of " + OneLine(where), selected.size(),
+                                    selected.size() == 1 ? "" : "es", reports);
+  nlohmann::json totals = TreeTotals(tree, selected);
+  if (totals.contains("logical")) {
+    std::string run = RunSummary(totals);
+    for (size_t at = 0; at < run.size();) {
+      size_t end = run.find('\n', at);
+      std::string line = run.substr(at, end - at);
+      if (line.rfind("poolscope: ", 0) == 0) line = line.substr(11);
+      summary += "totals: " + line + "\n";
+      at = end == std::string::npos ? run.size() : end + 1;
+    }
+  }
+  summary += "\n" + ProcessTable(tree, selected, kProcessesShown);
+  if (format == "html") {
+    std::vector<std::pair<const nlohmann::json*, std::string>> shown;
+    for (size_t i : order) shown.push_back({&tree.processes[i].doc, tree.processes[i].path});
+    return HtmlTreeReport(where.empty() ? "process tree" : "process tree of " + where, summary, shown);
+  }
+  std::string out = "poolscope report: " + summary;
+  for (size_t i : order) {
+    const TreeProcess& p = tree.processes[i];
+    out += fmt::format("\n{}\npid {}: {}\n{}\n", std::string(100, '='), p.pid, OneLine(p.exe),
+                       std::string(100, '='));
+    out += TextReport(p.doc, p.path);
+  }
+  return out;
+}
+
 int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   FlagParser flags(args, 2, "poolscope run");
-  std::string pool = "on", options, output, lib;
+  std::string pool = "on", options, output, lib, glob;
+  std::vector<std::string> globs;
+  bool no_children = false;
   while (!flags.Done()) {
     if (flags.AtDoubleDash()) {
       flags.Next();
@@ -405,6 +698,14 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     }
     if (flags.Value({"--pool"}, &pool) || flags.Value({"--options"}, &options) ||
         flags.Value({"-o", "--output"}, &output) || flags.Value({"--lib"}, &lib)) {
+      continue;
+    }
+    if (flags.Value({"--process"}, &glob)) {
+      globs.push_back(glob);
+      continue;
+    }
+    if (flags.Switch({"--no-children"})) {
+      no_children = true;
       continue;
     }
     flags.Unknown();
@@ -421,7 +722,7 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   bool temporary = report.empty();
   if (temporary) report = MakeTempDirectory() + "/report.json";
   if (report != "none") report = AbsolutePath(report);
-  if (report.find('%') == std::string::npos && report != "none") unlink(report.c_str());
+  if (report != "none") RemoveTreeReports(report);
 
   // A program the preload cannot reach still runs (its status is run's), but leaves no report.
   const std::string obstacle = PreloadObstacle(command[0]);
@@ -433,6 +734,11 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   Flush(out, err);
   ChildResult child =
       RunChild({command, library, BuildOptions(pool == "on", extra, report), "", ""});
+  std::vector<KnownProcess> running;
+  if (child.started && report != "none") {
+    running = StillRunning(child.pid);
+    for (KnownProcess& p : StartMarkers(report, child.pid)) running.push_back(std::move(p));
+  }
   if (!child.started) {
     err << fmt::format("poolscope: {}: {}\n", OneLine(command[0]), child.problem);
     return child.exec_errno == ENOENT ? 127 : child.exec_errno != 0 ? 126 : kExitUsage;
@@ -447,6 +753,26 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
                            : fmt::format("exit {}", child.exit_status);
   if (report == "none") {
     err << fmt::format("poolscope: {}; no report (report=none)\n", status);
+    return child.exit_status;
+  }
+  ProcessTree tree = BuildTree(TemplateFiles(report), child.pid, HowItEnded(child), running);
+  if (IsTree(tree) || !globs.empty() || no_children) {
+    std::string folder = report.substr(0, report.rfind('/'));
+    size_t reports = 0;
+    for (const TreeProcess& p : tree.processes) reports += p.doc.is_null() ? 0 : 1;
+    err << fmt::format("poolscope: {}; {} report{} of the process tree in {}{}\n", status, reports,
+                       reports == 1 ? "" : "s", OneLine(folder), temporary ? " (temporary)" : "");
+    std::vector<size_t> selected = Selection(tree, globs, no_children);
+    PrintWarnings(tree, err);
+    nlohmann::json totals = TreeTotals(tree, selected);
+    if (totals.contains("logical")) err << RunSummary(totals);
+    std::string table = ProcessTable(tree, selected, kProcessesShown);
+    for (size_t at = 0; at < table.size();) {
+      size_t end = table.find('\n', at);
+      err << "poolscope: " << table.substr(at, end - at) << "\n";
+      at = end == std::string::npos ? table.size() : end + 1;
+    }
+    err << fmt::format("poolscope: details: poolscope report {}\n", ShellQuote(folder));
     return child.exit_status;
   }
   std::string written = report::FindReport(report, child.pid);
@@ -508,10 +834,60 @@ int LeakExit(const nlohmann::json& before, const nlohmann::json& after, std::ost
   return kExitOk;
 }
 
+// The comparison of two process trees: totals over the selected processes of each, then the
+// per-process table, the processes matched by place.
+int CompareTrees(const std::vector<std::string>& shown, const std::string& report_dir,
+                 ProcessTree (&trees)[2], const ChildResult& off, const ChildResult& on,
+                 const std::vector<std::string>& globs, bool no_children, bool fail_on_leak,
+                 int first_failure, std::ostream& out, std::ostream& err) {
+  std::vector<size_t> selected[2];
+  nlohmann::json totals[2];
+  for (int i = 0; i < 2; ++i) selected[i] = Selection(trees[i], globs, no_children);
+  for (const ProcessTree& tree : trees) PrintWarnings(tree, err);
+  for (int i = 0; i < 2; ++i) {
+    totals[i] = TreeTotals(trees[i], selected[i]);
+    if (!totals[i].contains("logical")) {
+      err << fmt::format("poolscope: {}/{}: no readable report of the selected processes ({}, exit "
+                         "status {})\n",
+                         report_dir, i == 0 ? "off.json" : "on.json",
+                         i == 0 ? "pooling off" : "pooling on",
+                         (i == 0 ? off : on).exit_status);
+      return first_failure != 0 ? first_failure : kExitUsage;
+    }
+  }
+  size_t reports[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    for (size_t k : selected[i]) reports[i] += trees[i].processes[k].doc.is_null() ? 0 : 1;
+  }
+  std::string which;
+  for (const std::string& glob : globs) which += (which.empty() ? "" : ", ") + glob;
+  out << fmt::format("poolscope compare: {}\n", CommandLine(shown));
+  out << fmt::format("reports: {}/off.json* ({} processes, pooling off), {}/on.json* ({} processes, "
+                     "pooling on)\n",
+                     report_dir, reports[0], report_dir, reports[1]);
+  out << fmt::format("totals over {}\n\n",
+                     no_children ? std::string("the root process only")
+                     : which.empty() ? std::string("the whole process tree")
+                                     : "the processes matching " + OneLine(which));
+  RunFacts facts[2];
+  facts[0].wall_seconds = off.wall_seconds;
+  facts[1].wall_seconds = on.wall_seconds;
+  out << LedgerTable(totals[0], facts[0], totals[1], facts[1], "pooling off", "pooling on");
+  out << "\n"
+      << ProcessTableOfTwo(trees[0], selected[0], trees[1], selected[1], "off", "on",
+                           kProcessesShown);
+  if (off.exit_status != 0) out << fmt::format("note: run 1 of 2, pooling off ended with status {}\n", off.exit_status);
+  if (on.exit_status != 0) out << fmt::format("note: run 2 of 2, pooling on ended with status {}\n", on.exit_status);
+  out.flush();
+  if (first_failure != 0) return first_failure;
+  return fail_on_leak ? LeakExit(totals[0], totals[1], err) : kExitOk;
+}
+
 int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   FlagParser flags(args, 2, "poolscope compare");
-  std::string options, lib, report_dir;
-  bool fail_on_leak = false;
+  std::string options, lib, report_dir, glob;
+  std::vector<std::string> globs;
+  bool fail_on_leak = false, no_children = false;
   while (!flags.Done()) {
     if (flags.AtDoubleDash()) {
       flags.Next();
@@ -528,6 +904,14 @@ int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     }
     if (flags.Switch({"--fail-on-leak"})) {
       fail_on_leak = true;
+      continue;
+    }
+    if (flags.Value({"--process"}, &glob)) {
+      globs.push_back(glob);
+      continue;
+    }
+    if (flags.Switch({"--no-children"})) {
+      no_children = true;
       continue;
     }
     flags.Unknown();
@@ -570,16 +954,21 @@ int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     std::string output;  // the child's stdout, shown once before the table
     ChildResult child;
     Report loaded;
+    std::vector<KnownProcess> running;
   };
   Side sides[2] = {
       {false, "run 1 of 2, pooling off", report_dir + "/off.json", report_dir + "/off.stdout", {}, {}},
       {true, "run 2 of 2, pooling on", report_dir + "/on.json", report_dir + "/on.stdout", {}, {}}};
   err << fmt::format("poolscope: comparing {}\n", CommandLine(shown));
   for (Side& side : sides) {
-    unlink(side.report.c_str());
+    RemoveTreeReports(side.report);
     Flush(out, err);
     side.child = RunChild({command, library, BuildOptions(side.pool_on, extra, side.report),
                            side.label, side.output});
+    if (side.child.started) {
+      side.running = StillRunning(side.child.pid);
+      for (KnownProcess& p : StartMarkers(side.report, side.child.pid)) side.running.push_back(std::move(p));
+    }
     if (!side.child.started) {
       err << fmt::format("poolscope: {}: {}\n", OneLine(command[0]), side.child.problem);
       return side.child.exec_errno == ENOENT ? 127 : side.child.exec_errno != 0 ? 126 : kExitUsage;
@@ -602,6 +991,15 @@ int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   int first_failure = 0;
   for (const Side& side : sides) {
     if (first_failure == 0) first_failure = side.child.exit_status;
+  }
+  ProcessTree trees[2];
+  for (int i = 0; i < 2; ++i) {
+    trees[i] = BuildTree(TemplateFiles(sides[i].report), sides[i].child.pid,
+                         HowItEnded(sides[i].child), sides[i].running);
+  }
+  if (IsTree(trees[0]) || IsTree(trees[1]) || !globs.empty() || no_children) {
+    return CompareTrees(shown, report_dir, trees, sides[0].child, sides[1].child, globs,
+                        no_children, fail_on_leak, first_failure, out, err);
   }
   for (Side& side : sides) {
     absl::StatusOr<Report> loaded = LoadReport(side.report);
@@ -665,7 +1063,18 @@ int Diff(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   FlagParser flags(args, 2, "poolscope diff");
   bool fail_on_leak = false;
   bool help = false;
+  std::vector<std::string> globs;
+  bool no_children = false;
+  std::string glob;
   std::vector<std::string> files = ReportOperands(flags, kDiffUsage, &help, out, [&] {
+    if (flags.Value({"--process"}, &glob)) {
+      globs.push_back(glob);
+      return true;
+    }
+    if (flags.Switch({"--no-children"})) {
+      no_children = true;
+      return true;
+    }
     if (!flags.Switch({"--fail-on-leak"})) return false;
     fail_on_leak = true;
     return true;
@@ -676,6 +1085,35 @@ int Diff(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
                                          : "missing operand B.json"};
   }
   if (files.size() > 2) throw CliError{files[2], "unexpected operand (diff takes two reports)"};
+  if (IsDirectory(files[0]) || IsDirectory(files[1]) || !globs.empty() || no_children) {
+    ProcessTree trees[2] = {LoadTreeOperands({files[0]}, err), LoadTreeOperands({files[1]}, err)};
+    std::vector<size_t> selected[2];
+    nlohmann::json totals[2];
+    for (int i = 0; i < 2; ++i) {
+      selected[i] = Selection(trees[i], globs, no_children);
+      totals[i] = TreeTotals(trees[i], selected[i]);
+      if (!totals[i].contains("logical")) {
+        throw CliError{files[i], "no report of the selected processes"};
+      }
+    }
+    for (const ProcessTree& tree : trees) PrintWarnings(tree, err);
+    std::optional<bool> pool_a = Bool(totals[0], "pool.enabled");
+    std::optional<bool> pool_b = Bool(totals[1], "pool.enabled");
+    std::string label_a = "A", label_b = "B";
+    if (pool_a && pool_b && *pool_a != *pool_b) {
+      label_a = *pool_a ? "A (pooling on)" : "A (pooling off)";
+      label_b = *pool_b ? "B (pooling on)" : "B (pooling off)";
+    }
+    out << fmt::format("poolscope diff: A = {}, B = {}\n", OneLine(files[0]), OneLine(files[1]));
+    out << fmt::format("totals over {} processes of A, {} of B\n\n",
+                       ByLogicalAllocations(trees[0], selected[0]).size(),
+                       ByLogicalAllocations(trees[1], selected[1]).size());
+    out << LedgerTable(totals[0], {}, totals[1], {}, label_a, label_b);
+    out << "\n" << ProcessTableOfTwo(trees[0], selected[0], trees[1], selected[1], "A", "B", kProcessesShown);
+    out << "\n" << LeakDiffSection(totals[0], totals[1], 20);
+    out.flush();
+    return fail_on_leak ? LeakExit(totals[0], totals[1], err) : kExitOk;
+  }
   Report a = Load(files[0]);
   Report b = Load(files[1]);
   std::optional<bool> pool_a = Bool(a.doc, "pool.enabled");
@@ -708,16 +1146,36 @@ std::string OneReportOperand(FlagParser& flags, const char* usage, const char* c
   return files[0];
 }
 
-int ReportCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream&) {
+int ReportCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   FlagParser flags(args, 2, "poolscope report");
-  std::string format = "text";
-  bool help = false;
-  std::string file = OneReportOperand(flags, kReportUsage, "report", &format, &help, out);
+  std::string format = "text", glob;
+  std::vector<std::string> globs;
+  bool help = false, no_children = false;
+  std::vector<std::string> files = ReportOperands(flags, kReportUsage, &help, out, [&] {
+    if (flags.Value({"--process"}, &glob)) {
+      globs.push_back(glob);
+      return true;
+    }
+    if (flags.Switch({"--no-children"})) {
+      no_children = true;
+      return true;
+    }
+    return flags.Value({"--format", "-f"}, &format);
+  });
   if (help) return kExitOk;
+  if (files.empty()) throw CliError{"report", "missing operand R.json"};
   if (format != "text" && format != "html" && format != "folded" && format != "json") {
     throw CliError{"--format", fmt::format("expected text, html, folded or json, got '{}'",
                                            OneLine(format))};
   }
+  if (files.size() > 1 || IsDirectory(files[0]) || !globs.empty() || no_children) {
+    ProcessTree tree = LoadTreeOperands(files, err);
+    std::vector<size_t> selected = Selection(tree, globs, no_children);
+    PrintWarnings(tree, err);
+    out << TreeReport(tree, selected, files.size() == 1 ? files[0] : std::string(), format);
+    return kExitOk;
+  }
+  const std::string& file = files[0];
   Report report = Load(file);
   if (format == "text") {
     out << TextReport(report.doc, file);

@@ -746,3 +746,50 @@ std::string HtmlReport(const json& report, const std::string& path) {
 }
 
 }  // namespace poolscope::tools
+
+namespace poolscope::tools {
+
+std::string HtmlTreeReport(const std::string& title, const std::string& summary,
+                           const std::vector<std::pair<const nlohmann::json*, std::string>>& processes) {
+  std::string page;
+  page += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+  page += fmt::format("<title>poolscope report: {}</title>\n", E(title));
+  page += "<style>" + std::string(kStyle) + "</style>\n</head>\n<body>\n<main>\n";
+  page += fmt::format("<h1>poolscope report: {}</h1>\n", E(title));
+  page += fmt::format("<pre>{}</pre>\n", E(summary));
+  for (const auto& [report, path] : processes) {
+    // Each process's own page, its element ids prefixed with its pid so that they stay unique.
+    std::string one = HtmlReport(*report, path);
+    size_t begin = one.find("<main>\n"), end = one.rfind("</main>");
+    if (begin == std::string::npos || end == std::string::npos) continue;
+    std::string body = one.substr(begin + 7, end - begin - 7);
+    std::string pid = Thousands(Count(*report, "process.pid"));
+    pid.erase(std::remove(pid.begin(), pid.end(), ','), pid.end());
+    std::string prefixed;
+    for (size_t at = 0;;) {
+      size_t next = body.find("id=\"", at);
+      if (next == std::string::npos) {
+        prefixed += body.substr(at);
+        break;
+      }
+      prefixed += body.substr(at, next + 4 - at) + "p" + pid + "-";
+      at = next + 4;
+    }
+    // Its headings one level down.
+    for (const char* tag : {"h2", "h1"}) {
+      std::string from = std::string("<") + tag, to = std::string("<h") + char(tag[1] + 1);
+      std::string from_end = std::string("</") + tag, to_end = std::string("</h") + char(tag[1] + 1);
+      for (size_t at = 0; (at = prefixed.find(from, at)) != std::string::npos; at += to.size()) {
+        prefixed.replace(at, from.size(), to);
+      }
+      for (size_t at = 0; (at = prefixed.find(from_end, at)) != std::string::npos; at += to_end.size()) {
+        prefixed.replace(at, from_end.size(), to_end);
+      }
+    }
+    page += fmt::format("<section id=\"process-{}\" class=\"process\">\n{}</section>\n", pid, prefixed);
+  }
+  page += "</main>\n</body>\n</html>\n";
+  return page;
+}
+
+}  // namespace poolscope::tools

@@ -12,6 +12,8 @@
 #define POOLSCOPE_TOOLS_HTML_REPORT_H_
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 
@@ -25,6 +27,12 @@ std::string HtmlReport(const nlohmann::json& report, const std::string& path);
 // paragraph saying there are none. Frames are merged by function name along each path; siblings
 // are ordered by bytes, largest first, and a frame is as wide as its bytes in 1000 px.
 std::string FlameGraph(const nlohmann::json& report);
+
+// The page of a process tree: `summary` (preformatted text: totals and the per-process table), then
+// one <section id="process-PID"> per report of `processes` (report, file), each the page above
+// with its ids prefixed "pPID-" and its headings one level down.
+std::string HtmlTreeReport(const std::string& title, const std::string& summary,
+                           const std::vector<std::pair<const nlohmann::json*, std::string>>& processes);
 
 }  // namespace poolscope::tools
 

@@ -101,8 +101,12 @@ TEST(ReportCommandTest, Errors) {
   ExpectUsageError({"report", "--format"}, "poolscope: --format: needs a value");
   ExpectUsageError({"report", "--colour", kOn},
                    "poolscope: --colour: unknown flag (see poolscope report --help)");
-  ExpectUsageError({"report", kOn, kOff},
-                   "poolscope: " + kOff + ": unexpected operand (one report at a time)");
+  // Several files are one process tree; when none can be read, the first is named.
+  ExpectUsageError({"report", "tests/testdata/truncated.json", "tests/testdata/nope.json"},
+                   "poolscope: tests/testdata/truncated.json: truncated JSON (the document ends "
+                   "early, at byte 1500) (and 1 more unreadable)");
+  ExpectUsageError({"report", "--process=nothing*", kOn, kOff},
+                   "poolscope: --process: no process of the tree matches nothing*");
   ExpectUsageError({"report", "tests/testdata/nope.json"},
                    "poolscope: tests/testdata/nope.json: no such file");
   ExpectUsageError({"report", "tests/testdata/truncated.json"},

@@ -1,0 +1,185 @@
+#!/bin/bash
+# File: tests/tools/tree_test.sh
+#
+# Process trees with the real preload library. `compare -- sh -c 'A && B | C'`, where A, B and C make
+# exactly 1000, 2000 and 3000 allocations (tests/tools/allocs_known.c; tree_prog_0 makes none and
+# gives what the C runtime adds): the tree's logical allocations equal the sum of every report in
+# the folder, the table names A, B and C, `--process='*B'` gives B's figures exactly, and only the
+# root prints "report written". Each report names root_pid and parent_pid. `run` summarises the
+# tree and `--no-children` keeps the root; a process preloaded by hand prints its own line as
+# before; `report` and `diff` read folders; bad folders give one line and exit 2, or a warning
+# when some reports are fine.
+set -u
+POOLSCOPE="$PWD/tools/poolscope"
+DIR="$PWD/tests/tools"
+LIB="$PWD/interpose/libpoolscope.so"
+PY=/usr/bin/python3
+T="$(mktemp -d "${TEST_TMPDIR:-/tmp}/tree_test.XXXXXX")"
+export TMPDIR="$T"
+unset POOLSCOPE_LIB POOLSCOPE_OPTIONS POOLSCOPE_ROOT_PID
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+check_rc() { [ "$1" = "$2" ] || fail "$3: exit status $1, expected $2"; }
+# field FILE a.b.c: the value at a dotted path of a JSON report ("None" for null).
+field() { "$PY" -c 'import json,sys
+v=json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."): v=v[k]
+print(v)' "$1" "$2"; }
+# sum_logical FILES...: logical.allocs added over the files.
+sum_logical() { "$PY" -c 'import json,sys
+print(sum(json.load(open(f))["logical"]["allocs"] for f in sys.argv[1:]))' "$@"; }
+# row OUTPUT NAME COLUMN: the COLUMN-th (1-based) field of the table row whose executable ends in NAME,
+# thousands separators removed.
+row() { awk -v n="$2" -v c="$3" '$3 ~ n"$" {gsub(",", "", $c); print $c; exit}' "$1"; }
+# total OUTPUT LABEL COLUMN: a figure of the ledger table (2 pooling off, 3 pooling on).
+total() { grep "^$2  " "$1" | sed "s/^$2 *//" | awk -v c="$(($3 - 1))" '{gsub(",", "", $c); print $c}'; }
+
+A="$DIR/tree_prog_A"; B="$DIR/tree_prog_B"; C="$DIR/tree_prog_C"; ZERO="$DIR/tree_prog_0"
+for f in "$POOLSCOPE" "$LIB" "$A" "$B" "$C" "$ZERO"; do [ -e "$f" ] || { echo "FAIL: $f missing" >&2; exit 1; }; done
+
+# What the C runtime allocates in these programs on its own: tree_prog_0's count.
+"$POOLSCOPE" run --pool=off -o "$T/zero.json" -- "$ZERO" </dev/null 2>"$T/zero.err"
+check_rc $? 0 "run tree_prog_0"
+base=$(field "$T/zero.json" logical.allocs)
+[ -n "$base" ] && [ "$base" -ge 0 ] && [ "$base" -lt 100 ] || fail "tree_prog_0 made $base allocations"
+
+# 1. compare over sh -c 'A && B | C'.
+mkdir "$T/cmp"
+"$POOLSCOPE" compare --report-dir="$T/cmp" -- /bin/sh -c "$A </dev/null && $B </dev/null | $C" \
+  >"$T/cmp.out" 2>"$T/cmp.err"
+check_rc $? 0 "compare sh -c 'A && B | C'"
+off_files=("$T/cmp/off.json" "$T/cmp"/off.json.[0-9]*)
+on_files=("$T/cmp/on.json" "$T/cmp"/on.json.[0-9]*)
+[ "${#off_files[@]}" = 4 ] || fail "pooling off: ${#off_files[@]} reports, expected 4 (sh, A, B, C)"
+[ "${#on_files[@]}" = 4 ] || fail "pooling on: ${#on_files[@]} reports, expected 4"
+[ "$(total "$T/cmp.out" 'logical allocations' 2)" = "$(sum_logical "${off_files[@]}")" ] ||
+  fail "tree total (off) $(total "$T/cmp.out" 'logical allocations' 2) != sum of the reports $(sum_logical "${off_files[@]}")"
+[ "$(total "$T/cmp.out" 'logical allocations' 3)" = "$(sum_logical "${on_files[@]}")" ] ||
+  fail "tree total (on) != sum of the reports"
+for p in A:1000 B:2000 C:3000; do
+  name=${p%:*}; n=${p#*:}
+  got=$(row "$T/cmp.out" "tree_prog_$name" 4)
+  [ "$got" = $((base + n)) ] || fail "table row of $name: logical off '$got', expected $((base + n))"
+  got=$(row "$T/cmp.out" "tree_prog_$name" 5)
+  [ "$got" = $((base + n)) ] || fail "table row of $name: logical on '$got', expected $((base + n))"
+done
+grep -q '/bin/dash (root)\|/bin/sh (root)\|/bin/bash (root)' "$T/cmp.out" || fail "the root is not marked: $(cat "$T/cmp.out")"
+[ "$(grep -c 'report written' "$T/cmp.err")" = 2 ] ||
+  fail "expected one 'report written' line per run (the roots'), got: $(grep 'report written' "$T/cmp.err")"
+# Each report names the root and its parent.
+root_off=$(field "$T/cmp/off.json" process.pid)
+[ "$(field "$T/cmp/off.json" process.root_pid)" = "$root_off" ] || fail "the root's root_pid is not its pid"
+[ "$(field "$T/cmp/off.json" process.parent_pid)" = None ] || fail "the root has a parent_pid"
+for f in "$T/cmp"/off.json.[0-9]*; do
+  [ "$(field "$f" process.root_pid)" = "$root_off" ] || fail "$f: root_pid is not $root_off"
+  [ "$(field "$f" process.parent_pid)" = "$root_off" ] || fail "$f: parent_pid is not the shell's pid $root_off"
+  "$POOLSCOPE" check "$f" >/dev/null || fail "$f: check failed: $("$POOLSCOPE" check "$f")"
+done
+
+mkdir "$T/off" "$T/on"
+cp "$T/cmp"/off.json* "$T/off/"
+cp "$T/cmp"/on.json* "$T/on/"
+
+# 2. --process='*B': B's figures exactly.
+"$POOLSCOPE" compare --report-dir="$T/cmp" --process='*B' -- /bin/sh -c "$A </dev/null && $B </dev/null | $C" \
+  >"$T/cmpb.out" 2>"$T/cmpb.err"
+check_rc $? 0 "compare --process='*B'"
+b_off=$(for f in "$T/cmp"/off.json*; do [ "$(basename "$(field "$f" process.exe)")" = tree_prog_B ] && echo "$f"; done)
+[ -n "$b_off" ] || fail "no report of B"
+[ "$(total "$T/cmpb.out" 'logical allocations' 2)" = $((base + 2000)) ] ||
+  fail "--process='*B' logical (off): $(total "$T/cmpb.out" 'logical allocations' 2), expected $((base + 2000))"
+[ "$(total "$T/cmpb.out" 'logical allocations' 3)" = $((base + 2000)) ] || fail "--process='*B' logical (on)"
+[ "$(total "$T/cmpb.out" 'real allocations' 2)" = "$(field "$b_off" real.allocs)" ] || fail "--process='*B' real allocations (off)"
+[ "$(total "$T/cmpb.out" 'pool hits' 3)" -ge 2000 ] || fail "--process='*B' pool hits (on): $(total "$T/cmpb.out" 'pool hits' 3)"
+[ -z "$(row "$T/cmpb.out" tree_prog_A 4)" ] || fail "--process='*B' lists A in its table"
+"$POOLSCOPE" compare --report-dir="$T/cmp" --process='nothing*' -- /bin/sh -c "$A </dev/null" >/dev/null 2>"$T/none.err"
+check_rc $? 2 "compare --process matching nothing"
+
+# 3. run: the tree on stderr; --no-children keeps the root.
+mkdir -p "$T/run"
+"$POOLSCOPE" run --pool=off -o "$T/run/r.json" -- /bin/sh -c "$A </dev/null; $C </dev/null" >"$T/run.out" 2>"$T/run.err"
+check_rc $? 0 "run of a tree"
+[ ! -s "$T/run.out" ] || fail "run wrote on stdout"
+grep -q '3 reports of the process tree' "$T/run.err" || fail "run: $(cat "$T/run.err")"
+grep -q "tree_prog_A" "$T/run.err" && grep -q "tree_prog_C" "$T/run.err" || fail "run's table lacks A or C"
+[ "$(grep -c 'report written' "$T/run.err")" = 1 ] || fail "run: 'report written' lines: $(grep -c 'report written' "$T/run.err")"
+logical=$(sed -n 's/^poolscope: \([0-9,]*\) logical allocations.*/\1/p' "$T/run.err" | tr -d ,)
+[ "$logical" = "$(sum_logical "$T/run"/r.json*)" ] || fail "run's total $logical != sum of its reports"
+"$POOLSCOPE" run --pool=off --no-children -o "$T/run/r.json" -- /bin/sh -c "$A </dev/null; $C </dev/null" >/dev/null 2>"$T/runr.err"
+logical=$(sed -n 's/^poolscope: \([0-9,]*\) logical allocations.*/\1/p' "$T/runr.err" | tr -d ,)
+[ "$logical" = "$(field "$T/run/r.json" logical.allocs)" ] || fail "--no-children: $logical is not the root's figure"
+
+# 3b. Processes without a report are listed with the reason: one killed by SIGKILL, one still
+#     running when the root ended; the root marks nothing of its own.
+mkdir -p "$T/gone"
+"$POOLSCOPE" run --pool=off -o "$T/gone/r.json" -- /bin/sh -c "$A </dev/null; /bin/sh -c 'kill -9 \$\$'; /bin/sh -c 'kill -TERM \$\$'; (exec sleep 3 >/dev/null 2>&1 </dev/null &); true" \
+  >/dev/null 2>"$T/gone.err"
+check_rc $? 0 "run of a tree with a killed and a lingering process"
+grep -q '^poolscope: without a report:$' "$T/gone.err" || fail "no list of processes without a report: $(cat "$T/gone.err")"
+grep -q '^poolscope:   pid [0-9]* (parent [0-9]*): .*sh: no report: it ended without writing one' "$T/gone.err" ||
+  fail "the killed shell is not listed: $(cat "$T/gone.err")"
+grep -q '^poolscope:   pid [0-9]* (parent [0-9]*): .*/sleep: still running when the root ended$' "$T/gone.err" ||
+  fail "the running sleep is not listed: $(cat "$T/gone.err")"
+grep -q '^poolscope: .* /.*sh \[killed by SIGTERM\] ' "$T/gone.err" || fail "the shell ended by SIGTERM is not marked: $(cat "$T/gone.err")"
+ls -a "$T/gone" | grep -q '^\.poolscope-started' && fail "start markers left behind: $(ls -a "$T/gone")"
+
+# 4. Preloaded by hand: every process says where its report went, and names no root.
+mkdir "$T/hand"
+LD_PRELOAD="$LIB" POOLSCOPE_OPTIONS="pool=0:report=$T/hand/h.%p.json" /bin/sh -c "$A </dev/null; $B </dev/null" 2>"$T/hand.err"
+[ "$(grep -c 'report written' "$T/hand.err")" = 3 ] || fail "by hand: $(cat "$T/hand.err")"
+for f in "$T/hand"/h.*.json; do
+  [ "$(field "$f" process.root_pid)" = None ] || fail "$f: root_pid without poolscope"
+done
+
+# 5. report and diff of folders.
+"$POOLSCOPE" report "$T/off" >"$T/rep.out" 2>"$T/rep.err"
+check_rc $? 0 "report FOLDER"
+grep -q 'process tree of .*: 4 processes, 4 with a report' "$T/rep.out" || fail "report FOLDER: $(head -3 "$T/rep.out")"
+[ "$(grep -c '^pid [0-9]*: ' "$T/rep.out")" = 4 ] || fail "report FOLDER: not one page per process"
+"$POOLSCOPE" report --format=html "$T/off" >"$T/rep.html"
+[ "$(grep -c '<section id="process-' "$T/rep.html")" = 4 ] || fail "html of a tree: not one section per process"
+"$POOLSCOPE" report "$T/off/off.json" >"$T/one.out"
+grep -q 'process tree' "$T/one.out" && fail "report of one file shows a tree"
+"$POOLSCOPE" diff "$T/off" "$T/on" >"$T/diff.out" 2>"$T/diff.err"
+check_rc $? 0 "diff FOLDER FOLDER"
+[ "$(total "$T/diff.out" 'logical allocations' 2)" = "$(sum_logical "$T/off"/*)" ] || fail "diff of folders: totals"
+[ "$(row "$T/diff.out" tree_prog_B 4)" = $((base + 2000)) ] || fail "diff of folders: B's row"
+
+# 6. Bad folders.
+mkdir "$T/empty" "$T/bad" "$T/mixed"
+"$POOLSCOPE" report "$T/empty" >"$T/e.out" 2>"$T/e.err"
+check_rc $? 2 "report of an empty folder"
+[ "$(wc -l <"$T/e.err")" = 1 ] && grep -q "^poolscope: $T/empty: no reports" "$T/e.err" || fail "empty folder: $(cat "$T/e.err")"
+echo '{"schema": "someone.else/3", "process": {}}' >"$T/bad/other.json"
+"$POOLSCOPE" report "$T/bad" >"$T/b.out" 2>"$T/b.err"
+check_rc $? 2 "report of a folder with a foreign report"
+[ "$(wc -l <"$T/b.err")" = 1 ] && grep -q "^poolscope: $T/bad/other.json: .*schema" "$T/b.err" || fail "foreign schema: $(cat "$T/b.err")"
+rm "$T/bad/other.json"
+head -c 700 "$T/off/off.json" >"$T/bad/cut.json"
+"$POOLSCOPE" report "$T/bad" >"$T/c.out" 2>"$T/c.err"
+check_rc $? 2 "report of a folder with a truncated report"
+[ "$(wc -l <"$T/c.err")" = 1 ] && grep -q "^poolscope: $T/bad/cut.json: truncated" "$T/c.err" || fail "truncated: $(cat "$T/c.err")"
+cp "$T/off"/* "$T/mixed/"
+head -c 700 "$T/off/off.json" >"$T/mixed/cut.json"
+"$POOLSCOPE" report "$T/mixed" >"$T/m.out" 2>"$T/m.err"
+check_rc $? 0 "report of a folder with one bad report among good ones"
+grep -q "^poolscope: warning: $T/mixed/cut.json: truncated" "$T/m.err" || fail "no warning naming the bad file: $(cat "$T/m.err")"
+grep -q '4 processes, 4 with a report' "$T/m.out" || fail "the good reports were not rendered"
+# 7. The identities are checked per report: one whose ledger does not balance is named.
+mkdir "$T/broken"
+cp "$T/off"/* "$T/broken/"
+victim=$(ls "$T/broken"/off.json.* | head -1)
+"$PY" -c 'import json,sys
+d=json.load(open(sys.argv[1])); d["logical"]["allocs"] += 1
+json.dump(d, open(sys.argv[1], "w"))' "$victim"
+"$POOLSCOPE" report "$T/broken" >/dev/null 2>"$T/broken.err"
+check_rc $? 0 "report of a folder with a report that breaks an identity"
+grep -q "^poolscope: warning: $victim: logical.allocs - logical.frees = " "$T/broken.err" ||
+  fail "the broken report is not named: $(cat "$T/broken.err")"
+[ "$(wc -l <"$T/broken.err")" = 1 ] || fail "warnings for sound reports: $(cat "$T/broken.err")"
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures failed" >&2
+  exit 1
+fi
+echo "tree_test: all passed"
