@@ -957,8 +957,8 @@ int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     std::vector<KnownProcess> running;
   };
   Side sides[2] = {
-      {false, "run 1 of 2, pooling off", report_dir + "/off.json", report_dir + "/off.stdout", {}, {}},
-      {true, "run 2 of 2, pooling on", report_dir + "/on.json", report_dir + "/on.stdout", {}, {}}};
+      {false, "run 1 of 2, pooling off", report_dir + "/off.json", report_dir + "/off.stdout", {}, {}, {}},
+      {true, "run 2 of 2, pooling on", report_dir + "/on.json", report_dir + "/on.stdout", {}, {}, {}}};
   err << fmt::format("poolscope: comparing {}\n", CommandLine(shown));
   for (Side& side : sides) {
     RemoveTreeReports(side.report);
