@@ -93,6 +93,33 @@ std::string ProcessSection(const json& report, const std::string& path) {
   return out;
 }
 
+// The timeline's peaks, two lines: "  over time (N points): logical live peak X blocks at T s, real
+// live peak Y at T s" and "  resident set peak Z at T s". Empty without a timeline of two points
+// or more.
+std::string TimelineLine(const json& report) {
+  const json* points = Find(report, "timeline.points");
+  if (points == nullptr || !points->is_array() || points->size() < 2) return std::string();
+  auto peak_of = [&](const char* key) {
+    std::optional<int64_t> peak, at;
+    for (const json& p : *points) {
+      std::optional<int64_t> v = Count(p, key), t = Count(p, "t_ms");
+      if (v && t && (!peak || *v > *peak)) {
+        peak = v;
+        at = t;
+      }
+    }
+    return std::pair{peak, at ? std::optional<double>(static_cast<double>(*at) / 1000) : std::nullopt};
+  };
+  auto [logical, logical_at] = peak_of("logical_live_blocks");
+  auto [real, real_at] = peak_of("real_live_blocks");
+  auto [rss, rss_at] = peak_of("rss_kib");
+  std::string out =
+      fmt::format("  over time ({} points): logical live peak {} blocks at {}, real live peak {} at {}\n",
+                  points->size(), Thousands(logical), Seconds(logical_at), Thousands(real), Seconds(real_at));
+  if (rss) out += fmt::format("  resident set peak {} at {}\n", Bytes(*rss * 1024), Seconds(rss_at));
+  return out;
+}
+
 std::string TotalsSection(const json& report) {
   std::optional<int64_t> logical = Count(report, "logical.allocs");
   std::optional<int64_t> real = Count(report, "real.allocs");
@@ -116,6 +143,7 @@ std::string TotalsSection(const json& report) {
                        Bytes(Count(report, "sizes.pool_size")), *share * 100,
                        Thousands(Count(report, "sizes.total")));
   }
+  out += TimelineLine(report);
   return out;
 }
 

@@ -297,6 +297,30 @@ TEST(HtmlReportTest, SelfContainedEscapedAndComplete) {
   EXPECT_EQ(html.find("Registry<"), std::string::npos);
 }
 
+// The timeline's peaks in the text report's totals; nothing without a timeline.
+TEST(TextReportTest, TimelinePeaksInTheTotals) {
+  using nlohmann::json;
+  json doc = LoadData("report_on.json");
+  EXPECT_EQ(TextReport(doc, "r.json").find("over time"), std::string::npos);
+  json points = json::array();
+  const int logical[] = {10, 5000, 120000, 7000};
+  const int real[] = {10, 900, 800, 30000};
+  const int rss[] = {1024, 4096, 3072, 2048};
+  for (int i = 0; i < 4; ++i) {
+    points.push_back({{"t_ms", 1500 * i},
+                      {"logical_live_blocks", logical[i]},
+                      {"real_live_blocks", real[i]},
+                      {"pools", 0},
+                      {"rss_kib", rss[i]}});
+  }
+  doc["timeline"] = {{"interval_ms", 5}, {"points", points}};
+  std::string text = TextReport(doc, "r.json");
+  EXPECT_NE(text.find("  over time (4 points): logical live peak 120,000 blocks at 3.000 s, real live peak "
+                      "30,000 at 4.500 s\n  resident set peak 4.0 MiB at 1.500 s\n"),
+            std::string::npos)
+      << text;
+}
+
 // Memory over time: a section with the two ledgers' live blocks and the resident set, each a line
 // through its points; none for a report without a timeline (or with one point).
 TEST(HtmlReportTest, TimelineDrawnWhenTheReportHasOne) {
