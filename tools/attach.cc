@@ -171,8 +171,9 @@ std::string FindGdb() {
                            "(install gdb, or set POOLSCOPE_GDB)"};
 }
 
-// Lines that leave the process's main thread outside the allocator before anything is called in it:
-// a thread stopped inside malloc may hold the arena's lock, which the calls below would wait for.
+// Lines that leave the process's main thread outside the allocator and outside poolscope before
+// anything is called in it: a thread stopped inside malloc may hold the arena's lock, which the calls
+// below would wait for, and one stopped inside poolscope may be between two counts of one call.
 constexpr char kLeaveAllocator[] = R"(python
 import re
 def _poolscope_in_allocator():
@@ -185,7 +186,7 @@ def _poolscope_in_allocator():
             if frame is None:
                 return False
             name = frame.name()
-            if name and pattern.match(name):
+            if name and (pattern.match(name) or "poolscope::" in name):
                 return True
             frame = frame.older()
     except gdb.error:
