@@ -17,6 +17,7 @@
 #include <cstring>
 #include <initializer_list>
 
+#include "interpose/attach.h"
 #include "interpose/internal.h"
 #include "interpose/leak_exit.h"
 #include "interpose/leak_scan.h"
@@ -103,6 +104,9 @@ void OnLoad() {
     // program's, it runs after them.
     Guard guard(ts);
     at_quick_exit(OnQuickExit);
+    // Loaded into a running process (`poolscope attach`): its signal dispositions stay as they are,
+    // and its calls reach poolscope through the GOT entries attach.cc rewrites, not by symbol lookup.
+    if (AttachMode()) return;
     // SIGTERM, SIGINT and SIGHUP with their default action write the exit report first (signals.h).
     if (strcmp(g_options.report, "none") != 0) InstallSignalReport(OnExitCall);
     WarnIfShadowed();
@@ -219,6 +223,16 @@ void OnExitCall() {
   if (getpid() != g_process.pid) return;
   Guard guard(ts);
   if (g_exit_sp == 0) g_exit_sp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  WriteExitReport(false);
+}
+
+// `poolscope attach` interrupted: the report now, from the thread gdb runs the call on; the process
+// goes on, and writes no report at its exit.
+void WriteDetachReport() {
+  ThreadState& ts = t_state;
+  if (g_init.load(std::memory_order_acquire) != 2) return;
+  Guard guard(ts);
+  g_exit_sp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
   WriteExitReport(false);
 }
 

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "interpose/attach.h"
 #include "interpose/internal.h"
 #include "interpose/leak_scan.h"
 #include "interpose/signals.h"
@@ -370,6 +371,9 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   }
   w.EndArray();
   w.Field("start_ns", p.start_ns);
+  AttachInfo attach;
+  const bool attached = AttachReportInfo(&attach);
+  if (attached) w.Field("attached_ns", attach.attached_ns);
   w.Field("end_ns", NowNs());
   {
     // The process's peak RSS so far, as getrusage counts it (what `diff` compares).
@@ -461,6 +465,26 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   w.Field("passthrough_frees", s.internal.passthrough_frees);
   w.Field("real_blocks_held", 0);
   w.EndObject();
+
+  if (attached) {
+    // `poolscope attach`: what the process did with blocks made before the attach (in no ledger).
+    w.Key("attach");
+    w.BeginObject();
+    w.Field("attached_ns", attach.attached_ns);
+    w.Key("detached_ns");
+    if (attach.detached_ns != 0) {
+      w.UInt(attach.detached_ns);
+    } else {
+      w.Null();
+    }
+    w.Field("objects_patched", attach.objects_patched);
+    w.Field("slots_patched", attach.slots_patched);
+    w.Field("preexisting_frees", attach.preexisting_frees);
+    w.Field("preexisting_reallocs", attach.preexisting_reallocs);
+    w.Field("preexisting_usable_size", attach.preexisting_usable_size);
+    w.FieldBool("hooks_kept", attach.hooks_kept);
+    w.EndObject();
+  }
 
   uint64_t pools_live = s.pool.pools_created - s.pool.pools_released;
   uint64_t in_use = pools_live - s.pools_cached;

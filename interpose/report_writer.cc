@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "interpose/attach.h"
 #include "interpose/internal.h"
 #include "interpose/leak_exit.h"
 #include "interpose/leak_scan.h"
@@ -278,7 +279,7 @@ int WriteReportAtExit(const Options& o, bool may_change_status) {
     if (may_change_status && judged > 0) check.exit_status = o.leak_exitcode;
   }
   char path[1200];
-  const char* reason = ReportSignal() != 0 ? "signal" : "exit";
+  const char* reason = ReportSignal() != 0 ? "signal" : AttachDetaching() ? "detach" : "exit";
   bool written = WriteReport(reason, *snap.get(), o.leak_exitcode > 0 ? &check : nullptr, path, sizeof path);
   if (const uint64_t unrecorded = TrackingUnrecorded(); unrecorded != 0 && !o.quiet) {
     char line[300];

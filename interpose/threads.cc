@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "interpose/attach.h"
 #include "interpose/caller_tag.h"
 #include "interpose/internal.h"
 #include "interpose/leak_exit.h"
@@ -254,7 +255,9 @@ void ForkChild() {
 
 void InitGlobal(ThreadState& ts) {
   Guard guard(ts);
-  const char* text = getenv("POOLSCOPE_OPTIONS");
+  // Loaded by `poolscope attach`: the options it gave, not the process's environment.
+  const char* text = AttachOptionsText();
+  if (text == nullptr) text = getenv("POOLSCOPE_OPTIONS");
   Options parsed;
   // quiet applies to the warnings of the same string, wherever it stands in it.
   if (text != nullptr && (strstr(text, "quiet=1") != nullptr)) g_options.quiet = 1;

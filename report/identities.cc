@@ -171,9 +171,29 @@ void SchemaCheck::Process() {
     if (!strings) problems_.push_back("process.argv must be a list of strings, got " + Text(*argv));
   }
   const json* reason = Find(*p, "reason");
-  if (reason != nullptr && *reason != "exit" && *reason != "snapshot" && *reason != "signal") {
-    problems_.push_back(
-        fmt::format("process.reason = {}, expected \"exit\", \"snapshot\" or \"signal\"", Text(*reason)));
+  if (reason != nullptr && *reason != "exit" && *reason != "snapshot" && *reason != "signal" &&
+      *reason != "detach") {
+    problems_.push_back(fmt::format(
+        "process.reason = {}, expected \"exit\", \"snapshot\", \"signal\" or \"detach\"", Text(*reason)));
+  }
+  // A report of `poolscope attach` says when it attached, and a detach's report when it detached.
+  if (reason != nullptr && *reason == "detach") {
+    const json* detached = Find(doc_, "attach.detached_ns");
+    if (detached == nullptr || !detached->is_number_unsigned()) {
+      problems_.push_back("process.reason = \"detach\" without an integer attach.detached_ns");
+    }
+  }
+  if (const json* attach = Find(doc_, "attach"); attach != nullptr) {
+    for (const char* field : {"attached_ns", "objects_patched", "slots_patched", "preexisting_frees",
+                              "preexisting_reallocs", "preexisting_usable_size"}) {
+      const json* v = Find(*attach, field);
+      if (v == nullptr || !v->is_number_integer()) {
+        problems_.push_back(fmt::format("attach.{} must be an integer, got {}", field,
+                                        v == nullptr ? std::string("(missing)") : Text(*v)));
+      }
+    }
+    const json* at = Find(*p, "attached_ns");
+    if (at == nullptr || !at->is_number_integer()) problems_.push_back("process.attached_ns is missing");
   }
   // A report written for a signal names it: one of those poolscope writes a report for.
   if (reason != nullptr && *reason == "signal") {

@@ -26,6 +26,7 @@
 #include "fmt/format.h"
 #include "report/find_report.h"
 #include "report/identities.h"
+#include "tools/attach.h"
 #include "tools/child_runner.h"
 #include "tools/format_util.h"
 #include "tools/html_report.h"
@@ -52,6 +53,7 @@ An LD_PRELOAD allocation interposer and leak-accounting profiler.
 
 commands:
   run           run a program with libpoolscope.so preloaded, print a summary
+  attach        load libpoolscope.so into a running process; its report when it ends or at ^C
   compare       run a program twice (pooling off, then on) and compare the ledgers
   diff          the same comparison from two saved reports
   report        render a saved report (text, html, folded stacks, json)
@@ -1264,6 +1266,7 @@ int Dispatch(const std::vector<std::string>& args, std::ostream& out, std::ostre
     return Dispatch(again, out, err);
   }
   if (command == "run") return Run(args, out, err);
+  if (command == "attach") return AttachCommand(args, out, err);
   if (command == "compare") return Compare(args, out, err);
   if (command == "diff") return Diff(args, out, err);
   if (command == "report") return ReportCommand(args, out, err);
@@ -1272,7 +1275,7 @@ int Dispatch(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (command.size() > 1 && command[0] == '-') {
     throw CliError{command.substr(0, command.find('=')), "unknown flag (see poolscope --help)"};
   }
-  throw CliError{command, "unknown command (run, compare, diff, report, suppressions, check; see "
+  throw CliError{command, "unknown command (run, attach, compare, diff, report, suppressions, check; see "
                           "poolscope --help)"};
 }
 

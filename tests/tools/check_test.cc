@@ -235,7 +235,7 @@ std::vector<Breakage> Breakages() {
       {"demo_on.json", [](json& d) { d.erase("sizes"); }, {"sizes is missing"}},
       {"demo_on.json",
        [](json& d) { d["process"]["reason"] = "crash"; },
-       {"process.reason = \"crash\", expected \"exit\", \"snapshot\" or \"signal\""}},
+       {"process.reason = \"crash\", expected \"exit\", \"snapshot\", \"signal\" or \"detach\""}},
       {"demo_on.json",
        [](json& d) {
          d["process"]["reason"] = "signal";

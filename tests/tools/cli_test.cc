@@ -78,7 +78,7 @@ TEST(TopLevelTest, NoCommandAndUnknownCommand) {
   EXPECT_EQ(none.status, 2);
   EXPECT_EQ(none.err.rfind("usage: poolscope", 0), 0u);
   ExpectUsageError({"frobnicate"},
-                   "poolscope: frobnicate: unknown command (run, compare, diff, report, "
+                   "poolscope: frobnicate: unknown command (run, attach, compare, diff, report, "
                    "suppressions, check; see poolscope --help)");
   ExpectUsageError({"--bogus=1"}, "poolscope: --bogus: unknown flag (see poolscope --help)");
 }

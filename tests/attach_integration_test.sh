@@ -1,0 +1,187 @@
+#!/bin/bash
+# `poolscope attach PID` on real processes: a C program that allocates steadily (one thread, then four)
+# and python3 (PYTHONMALLOC=malloc), attached mid-run with --pool=on and --pool=off: each ends with the
+# bare run's stdout and exit status, and its report is complete, balanced (tests/check_report.py) and
+# counts the allocations made after the attach, blocks from before it only as attach.preexisting_*.
+# ^C detaches (the report then; the process goes on to its normal end). Processes that cannot be
+# attached: one line, exit status 2, the process untouched.
+# Args: LIB CHECKER POOLSCOPE ATTACH_STEADY STATIC_SLEEPER PY_STEADY.py
+source "$(dirname "$0")/integration_lib.sh"
+integration_init "$1" "$2"
+POOLSCOPE=$(abspath "$3")
+STEADY=$(abspath "$4")
+SLEEPER=$(abspath "$5")
+PYWORK=$(abspath "$6")
+export TMPDIR=$WORK
+[ -x /usr/bin/gdb ] || fail "/usr/bin/gdb is required"
+
+# bare NAME CMD...: the run without poolscope, in $WORK/NAME/bare.
+bare() {
+  local name=$1
+  shift
+  local dir=$WORK/$name/bare
+  mkdir -p "$dir"
+  local status=0
+  "$@" >"$dir/stdout" 2>"$dir/stderr" || status=$?
+  echo "$status" >"$dir/status"
+  note "$name/bare: exit status $status: $(cat "$dir/stdout")"
+}
+
+# attached NAME MODE POOL CMD...: starts CMD, attaches after half a second, waits for both.
+attached() {
+  local name=$1 mode=$2 pool=$3
+  shift 3
+  local dir=$WORK/$name/$mode
+  mkdir -p "$dir"
+  "$@" >"$dir/stdout" 2>"$dir/stderr" &
+  local pid=$!
+  sleep 0.5
+  local astatus=0
+  timeout -k 5 "$RUN_TIMEOUT" "$POOLSCOPE" attach --pool="$pool" -o "$dir/report.json" "$pid" \
+      2>"$dir/attach.stderr" || astatus=$?
+  local status=0
+  wait "$pid" || status=$?
+  echo "$status" >"$dir/status"
+  note "$name/$mode: attach exit $astatus, process exit $status"
+  sed 's/^/    /' "$dir/attach.stderr"
+  [ "$astatus" = 0 ] || fail "$name/$mode: poolscope attach exited $astatus"
+  same_as_bare "$name" "$mode"
+  "$PY" "$CHECKER" --expect-option pool="$([ "$pool" = on ] && echo 1 || echo 0)" "$dir/report.json" ||
+    fail "$name/$mode: the report breaks an identity"
+}
+
+same_as_bare() {
+  local name=$1 mode=$2
+  cmp -s "$WORK/$name/bare/stdout" "$WORK/$name/$mode/stdout" ||
+    fail "$name/$mode: stdout differs from the bare run: $(cat "$WORK/$name/$mode/stdout")"
+  [ "$(cat "$WORK/$name/bare/status")" = "$(cat "$WORK/$name/$mode/status")" ] ||
+    fail "$name/$mode: exit status $(cat "$WORK/$name/$mode/status"), bare $(cat "$WORK/$name/bare/status")"
+}
+
+# expect REPORT PYTHON-EXPRESSION MESSAGE: the expression over the report `r` (with get("a.b")) holds.
+expect() {
+  "$PY" - "$1" "$2" "$3" <<'PYEOF' || exit 1
+import json, sys
+r = json.load(open(sys.argv[1]))
+def get(path):
+    node = r
+    for part in path.split("."):
+        node = node[part]
+    return node
+if not eval(sys.argv[2]):
+    print("FAIL: %s: %s (%s)" % (sys.argv[1], sys.argv[3], sys.argv[2]), file=sys.stderr)
+    sys.exit(1)
+PYEOF
+}
+
+# ---- a C program that allocates steadily -------------------------------------------------------------
+OPS=40000000
+bare steady "$STEADY" "$OPS"
+[ "$(cat "$WORK/steady/bare/status")" = 3 ] || fail "the bare run exited $(cat "$WORK/steady/bare/status")"
+for pool in on off; do
+  attached steady "pool_$pool" "$pool" "$STEADY" "$OPS"
+  r=$WORK/steady/pool_$pool/report.json
+  expect "$r" 'get("process.attached_ns") >= get("process.start_ns")' "attached_ns is the attach's time"
+  # The program makes OPS allocating calls in all; half a second and gdb's time are before the attach.
+  expect "$r" '1000000 <= get("logical.allocs") < 40000000' "the allocations after the attach are counted"
+  # Its 1,024 window blocks (and two arrays) are all freed before it ends: those from before the attach
+  # are not in the ledgers, so only the stdout buffer is live at exit.
+  expect "$r" '1 <= get("attach.preexisting_frees") <= 1026' "frees of blocks from before the attach"
+  expect "$r" 'get("attach.preexisting_reallocs") >= 1' "reallocs of blocks from before the attach"
+  expect "$r" 'get("logical.live_blocks") <= 2' "live at exit: the stdout buffer"
+  expect "$r" 'get("attach.slots_patched") >= 5 and get("attach.detached_ns") is None' "GOT entries"
+  if [ "$pool" = on ]; then
+    expect "$r" 'get("pool.hits") > 100000' "pooled"
+  else
+    expect "$r" 'get("pool.hits") == 0 and get("real.allocs") == get("logical.allocs")' "not pooled"
+  fi
+done
+
+# ---- four threads allocating while the attach happens ----------------------------------------------------
+bare threads "$STEADY" 12000000 4
+attached threads pool_on on "$STEADY" 12000000 4
+r=$WORK/threads/pool_on/report.json
+expect "$r" 'len(get("threads")) >= 4' "every allocating thread is in the report"
+expect "$r" 'get("logical.allocs") >= 1000000 and get("logical.live_blocks") <= 2' "counted and balanced"
+expect "$r" '4 <= get("attach.preexisting_frees") <= 4 * 1026' "every thread's blocks from before"
+
+# ---- python3 ----------------------------------------------------------------------------------------------
+bare python env PYTHONMALLOC=malloc PYTHONHASHSEED=0 "$PY" "$PYWORK" 100
+[ "$(cat "$WORK/python/bare/status")" = 3 ] || fail "the bare python3 run exited $(cat "$WORK/python/bare/status")"
+for pool in on off; do
+  attached python "pool_$pool" "$pool" env PYTHONMALLOC=malloc PYTHONHASHSEED=0 "$PY" "$PYWORK" 100
+  r=$WORK/python/pool_$pool/report.json
+  expect "$r" 'get("logical.allocs") >= 100000' "python3's allocations after the attach are counted"
+  expect "$r" 'get("attach.preexisting_frees") >= 1' "python3 frees objects from before the attach"
+done
+
+# ---- ^C detaches: the report then, and the process goes on ----------------------------------------------
+DOPS=60000000
+bare detach "$STEADY" "$DOPS"
+dir=$WORK/detach/pool_on
+mkdir -p "$dir"
+"$STEADY" "$DOPS" >"$dir/stdout" 2>"$dir/stderr" &
+pid=$!
+sleep 0.3
+"$POOLSCOPE" attach -o "$dir/report.json" "$pid" 2>"$dir/attach.stderr" &
+apid=$!
+for _ in $(seq 100); do
+  grep -q "attached to process" "$dir/attach.stderr" && break
+  sleep 0.1
+done
+grep -q "attached to process" "$dir/attach.stderr" || fail "detach: no attach within 10 s: $(cat "$dir/attach.stderr")"
+# A second attach to the same process is refused, with one line.
+status=0
+"$POOLSCOPE" attach "$pid" 2>"$dir/second.stderr" || status=$?
+[ "$status" = 2 ] && [ "$(wc -l <"$dir/second.stderr")" = 1 ] && grep -q "already has poolscope" "$dir/second.stderr" ||
+  fail "a second attach: exit $status: $(cat "$dir/second.stderr")"
+sleep 1
+kill -INT "$apid"
+astatus=0
+wait "$apid" || astatus=$?
+kill -0 "$pid" 2>/dev/null || fail "detach: the process ended before the detach (make DOPS larger)"
+status=0
+wait "$pid" || status=$?
+echo "$status" >"$dir/status"
+sed 's/^/    /' "$dir/attach.stderr"
+[ "$astatus" = 0 ] || fail "detach: poolscope attach exited $astatus"
+same_as_bare detach pool_on
+"$PY" "$CHECKER" "$dir/report.json" || fail "detach: the report breaks an identity"
+expect "$dir/report.json" 'get("process.reason") == "detach" and get("attach.detached_ns") > get("attach.attached_ns")' "a detach report"
+expect "$dir/report.json" 'get("attach.hooks_kept") is True' "pooling on: the hooks stay for the pooled blocks"
+
+# ---- processes that cannot be attached -----------------------------------------------------------------
+# refused EXPECTED-WORDS ARGS...: exit status 2 and one line on stderr that says EXPECTED-WORDS.
+refused() {
+  local words=$1
+  shift
+  local status=0
+  "$@" >"$WORK/refused.stdout" 2>"$WORK/refused.stderr" || status=$?
+  note "refused: $(cat "$WORK/refused.stderr")"
+  [ "$status" = 2 ] || fail "$*: exit $status, expected 2"
+  [ "$(wc -l <"$WORK/refused.stderr")" = 1 ] || fail "$*: not one line: $(cat "$WORK/refused.stderr")"
+  grep -q "$words" "$WORK/refused.stderr" || fail "$*: the line does not say '$words'"
+  [ ! -s "$WORK/refused.stdout" ] || fail "$*: printed on stdout"
+}
+refused "not a process id" "$POOLSCOPE" attach abc
+refused "missing PID" "$POOLSCOPE" attach
+refused "no such process" "$POOLSCOPE" attach "$(sh -c 'echo $$')"
+"$SLEEPER" 3 >"$WORK/sleeper.stdout" &
+spid=$!
+refused "statically linked" "$POOLSCOPE" attach "$spid"
+status=0
+wait "$spid" || status=$?
+[ "$status" = 0 ] && [ "$(cat "$WORK/sleeper.stdout")" = done ] || fail "the static program was changed: exit $status"
+# gdb missing: the process is left as it was.
+bare gdbless "$STEADY" 20000000
+dir=$WORK/gdbless/pool_on
+mkdir -p "$dir"
+"$STEADY" 20000000 >"$dir/stdout" &
+pid=$!
+refused "gdb" env POOLSCOPE_GDB=/nonexistent/gdb "$POOLSCOPE" attach "$pid"
+grep -q libpoolscope "/proc/$pid/maps" && fail "gdb missing: poolscope was loaded all the same"
+status=0
+wait "$pid" || status=$?
+echo "$status" >"$dir/status"
+same_as_bare gdbless pool_on
+echo PASS
