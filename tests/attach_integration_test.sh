@@ -103,7 +103,10 @@ attached threads pool_on on "$STEADY" 12000000 4
 r=$WORK/threads/pool_on/report.json
 expect "$r" 'len(get("threads")) >= 4' "every allocating thread is in the report"
 expect "$r" 'get("logical.allocs") >= 1000000 and get("logical.live_blocks") <= 2' "counted and balanced"
-expect "$r" '4 <= get("attach.preexisting_frees") <= 4 * 1026' "every thread's blocks from before"
+# Each thread frees blocks it made before the attach; how many more depends on how long libc's malloc
+# still served the threads while the GOT entries were being rewritten (frees first), which a busy
+# machine stretches. A block of poolscope's taken for one from before would stay live: the line above.
+expect "$r" '4 <= get("attach.preexisting_frees")' "every thread's blocks from before"
 
 # ---- python3 ----------------------------------------------------------------------------------------------
 bare python env PYTHONMALLOC=malloc PYTHONHASHSEED=0 "$PY" "$PYWORK" 100
