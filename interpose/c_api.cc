@@ -20,9 +20,12 @@ __attribute__((noinline)) void* ArenaOpenSlow() {
   pool::Arena* a = ts.tc.NewArena();
   if (a == nullptr) {
     errno = ENOMEM;
-  } else if (POOLSCOPE_UNLIKELY(g_tracking)) {
-    a->track = OnArenaOpen();
+    return nullptr;
   }
+  // The program's inline carve (poolscope.h) counts where ArenaAlloc does, and only when it may.
+  a->counts = ts.carves != nullptr ? ts.carves->n[kFastArenaAlloc] : nullptr;
+  a->limit = a->counts != nullptr ? ts.arena_limit : 0;
+  if (POOLSCOPE_UNLIKELY(g_tracking)) a->track = OnArenaOpen();
   return a;
 }
 

@@ -96,7 +96,9 @@ void DeleteForm(Api api, void* p, size_t size, size_t align, bool nothrow);
 // Open pops a kept struct (11 instructions); a block that fits is a carve and one count in the carve
 // table (24; the arena's first block also takes its pool from the cache); close, for an arena whose
 // blocks all came from its pool and lie in the pool's first line, zeroes that line and gives back the
-// pool and the struct (about 45). A round of bench/arena_loop (open, an int and 20 bytes, close),
+// pool and the struct (about 45). Open also hands the program the arena's view (poolscope.h): the
+// thread's carve-table row for arena blocks and arena_limit, so that a program built with that header
+// carves and counts exactly as ArenaAlloc does, without the call. A round of bench/arena_loop (open, an int and 20 bytes, close),
 // with the client library's jumps and the loop itself: 156 instructions (bench/callgrind_pair.sh).
 void* ArenaOpenSlow();
 void* ArenaAllocSlow(void* arena, size_t size, size_t align);
@@ -105,7 +107,12 @@ void ArenaCloseSlow(void* arena);
 POOLSCOPE_ALWAYS_INLINE void* ArenaOpen() {
   ThreadState& ts = t_state;
   if (POOLSCOPE_LIKELY(ts.arena_limit != 0)) {
-    if (pool::Arena* a = ts.tc.TryReuseArena()) return a;
+    if (pool::Arena* a = ts.tc.TryReuseArena()) {
+      // What the program's inline carve (poolscope.h) counts in and up to.
+      a->counts = ts.carves->n[kFastArenaAlloc];
+      a->limit = ts.arena_limit;
+      return a;
+    }
   }
   return ArenaOpenSlow();
 }

@@ -314,13 +314,18 @@ struct RegularBlock {
 };
 
 // An explicit arena (poolscope_arena_open). Confined to its thread.
+// Its first five fields are struct poolscope_arena_view of interpose/poolscope.h (layout 1), which
+// programs read and write inline: cur and end, the carve table row and limit the layer above sets at
+// open, and the count of pooled blocks (inline carves included).
 struct Arena {
-  Arena* next_free;  // in its thread's list of closed arenas, for reuse
   char* cur;
   char* end;
+  uint64_t* counts;  // the layer above's per-size counts of inline carves; unused here
+  size_t limit;      // requests of 1..limit bytes the program may carve inline; 0: none
+  uint64_t pooled_blocks;
+  Arena* next_free;  // in its thread's list of closed arenas, for reuse
   PoolHeader* pool;
   RegularBlock* regular;
-  uint64_t pooled_blocks;
   uint64_t regular_blocks;
   void* track;  // the layer above's leak-tracking record for this arena, or nullptr
 };
