@@ -41,6 +41,7 @@ typedef struct wrapped_arena {
 
 typedef poolscope_arena* (*open_fn)(void);
 typedef void* (*alloc_fn)(poolscope_arena*, size_t, size_t);
+typedef void* (*alloc_at_fn)(poolscope_arena*, size_t, size_t, void*);
 typedef void (*close_fn)(poolscope_arena*);
 typedef void (*push_fn)(const char*);
 typedef void (*pop_fn)(void);
@@ -53,6 +54,7 @@ typedef int (*layout_fn)(void);
 static _Atomic int resolved;
 static open_fn p_open;
 static alloc_fn p_alloc;
+static alloc_at_fn p_alloc_at;
 static close_fn p_close;
 static push_fn p_push;
 static pop_fn p_pop;
@@ -70,8 +72,9 @@ static int resolve(void) {
   p_pop = (pop_fn)dlsym(RTLD_DEFAULT, "poolscope_impl_tag_pop");
   p_active = (active_fn)dlsym(RTLD_DEFAULT, "poolscope_impl_active");
   layout_fn layout = (layout_fn)dlsym(RTLD_DEFAULT, "poolscope_impl_arena_layout");
+  p_alloc_at = (alloc_at_fn)dlsym(RTLD_DEFAULT, "poolscope_impl_arena_alloc_at");
   r = (p_open && p_alloc && p_close && p_push && p_pop && p_active) ? 1 : 2;
-  if (r == 1 && (layout == NULL || layout() != POOLSCOPE_ARENA_LAYOUT)) r = 3;
+  if (r == 1 && (layout == NULL || p_alloc_at == NULL || layout() != POOLSCOPE_ARENA_LAYOUT)) r = 3;
   atomic_store_explicit(&resolved, r, memory_order_release);
   return r;
 }
@@ -180,11 +183,23 @@ static void wrapped_close(poolscope_arena* arena) {
   free_wrappers = w;
 }
 
+/* The allocating call's return address goes to the preload library (a tracked arena counts its blocks
+ * by it); the others have no use for it. */
+static void* wrapped_alloc_at(poolscope_arena* arena, size_t size, size_t align, void* ra) {
+  (void)ra;
+  return wrapped_alloc(arena, size, align);
+}
+
+static void* fallback_alloc_at(poolscope_arena* arena, size_t size, size_t align, void* ra) {
+  (void)ra;
+  return fallback_alloc(arena, size, align);
+}
+
 static poolscope_arena* poolscope_client_open_first(void);
-static void* poolscope_client_alloc_first(poolscope_arena* arena, size_t size, size_t align);
+static void* poolscope_client_alloc_first(poolscope_arena* arena, size_t size, size_t align, void* ra);
 static void poolscope_client_close_first(poolscope_arena* arena);
 static _Atomic(open_fn) arena_open = poolscope_client_open_first;
-static _Atomic(alloc_fn) arena_alloc = poolscope_client_alloc_first;
+static _Atomic(alloc_at_fn) arena_alloc = poolscope_client_alloc_first;
 static _Atomic(close_fn) arena_close = poolscope_client_close_first;
 
 static poolscope_arena* poolscope_client_open_first(void) {
@@ -194,11 +209,11 @@ static poolscope_arena* poolscope_client_open_first(void) {
   return f();
 }
 
-static void* poolscope_client_alloc_first(poolscope_arena* arena, size_t size, size_t align) {
+static void* poolscope_client_alloc_first(poolscope_arena* arena, size_t size, size_t align, void* ra) {
   const int r = resolve();
-  alloc_fn f = r == 1 ? p_alloc : r == 3 ? wrapped_alloc : fallback_alloc;
+  alloc_at_fn f = r == 1 ? p_alloc_at : r == 3 ? wrapped_alloc_at : fallback_alloc_at;
   atomic_store_explicit(&arena_alloc, f, memory_order_release);
-  return f(arena, size, align);
+  return f(arena, size, align, ra);
 }
 
 static void poolscope_client_close_first(poolscope_arena* arena) {
@@ -223,12 +238,12 @@ poolscope_arena* poolscope_arena_open(void) {
 }
 
 void* poolscope_arena_alloc(poolscope_arena* arena, size_t size, size_t align) {
-  return atomic_load_explicit(&arena_alloc, memory_order_acquire)(arena, size, align);
+  return atomic_load_explicit(&arena_alloc, memory_order_acquire)(arena, size, align, __builtin_return_address(0));
 }
 
 /* What the inline poolscope_arena_alloc calls for a block it does not carve. */
 void* poolscope_arena_alloc_call(poolscope_arena* arena, size_t size, size_t align) {
-  return atomic_load_explicit(&arena_alloc, memory_order_acquire)(arena, size, align);
+  return atomic_load_explicit(&arena_alloc, memory_order_acquire)(arena, size, align, __builtin_return_address(0));
 }
 
 void poolscope_arena_close(poolscope_arena* arena) {

@@ -119,9 +119,13 @@ NEW_ATTR void operator delete[](void* p, std::align_val_t al, const std::nothrow
 // The C API, under its public names (for programs that look it up themselves) and as poolscope_impl_*
 // (what the client library looks up, so the client's own definitions never shadow these). The arena
 // functions' two names are one function (aliases), so the client's call lands on the inline path itself.
-EXPORT poolscope_arena* poolscope_arena_open(void) { return static_cast<poolscope_arena*>(ps::ArenaOpen()); }
+EXPORT poolscope_arena* poolscope_arena_open(void) { return static_cast<poolscope_arena*>(ps::ArenaOpen(RA)); }
 EXPORT void* poolscope_arena_alloc(poolscope_arena* a, size_t size, size_t align) {
-  return ps::ArenaAlloc(a, size, align);
+  return ps::ArenaAlloc(a, size, align, RA);
+}
+// For the client library, whose calls are not always jumps: the program's return address, given.
+EXPORT void* poolscope_impl_arena_alloc_at(poolscope_arena* a, size_t size, size_t align, void* ra) {
+  return ps::ArenaAlloc(a, size, align, ra);
 }
 EXPORT void poolscope_arena_close(poolscope_arena* a) { ps::ArenaClose(a); }
 EXPORT void* poolscope_arena_alloc_call(poolscope_arena* a, size_t size, size_t align)

@@ -90,7 +90,8 @@ size_t UsableSize(void* p);
 void* NewForm(Api api, size_t n, size_t align, bool nothrow, void* ra);
 void DeleteForm(Api api, void* p, size_t size, size_t align, bool nothrow);
 
-// The C API. The exported poolscope_impl_arena_* functions are these inline paths; each leaves through
+// The C API. `ra`: the return address of the program's call (a tracked arena counts its blocks by it,
+// and its open captures the stack from that frame). The exported poolscope_impl_arena_* functions are these inline paths; each leaves through
 // its slow path (in c_api.cc) unless arena_limit says the thread may take it. They assume what
 // arena_limit != 0 says (an active thread, pooling on, no tracking) and that the arena is this thread's.
 // Open pops a kept struct (11 instructions); a block that fits is a carve and one count in the carve
@@ -100,11 +101,11 @@ void DeleteForm(Api api, void* p, size_t size, size_t align, bool nothrow);
 // thread's carve-table row for arena blocks and arena_limit, so that a program built with that header
 // carves and counts exactly as ArenaAlloc does, without the call. A round of bench/arena_loop (open, an int and 20 bytes, close),
 // with the client library's jumps and the loop itself: 156 instructions (bench/callgrind_pair.sh).
-void* ArenaOpenSlow();
-void* ArenaAllocSlow(void* arena, size_t size, size_t align);
+void* ArenaOpenSlow(void* ra);
+void* ArenaAllocSlow(void* arena, size_t size, size_t align, void* ra);
 void ArenaCloseSlow(void* arena);
 
-POOLSCOPE_ALWAYS_INLINE void* ArenaOpen() {
+POOLSCOPE_ALWAYS_INLINE void* ArenaOpen(void* ra) {
   ThreadState& ts = t_state;
   if (POOLSCOPE_LIKELY(ts.arena_limit != 0)) {
     if (pool::Arena* a = ts.tc.TryReuseArena()) {
@@ -114,10 +115,10 @@ POOLSCOPE_ALWAYS_INLINE void* ArenaOpen() {
       return a;
     }
   }
-  return ArenaOpenSlow();
+  return ArenaOpenSlow(ra);
 }
 
-POOLSCOPE_ALWAYS_INLINE void* ArenaAlloc(void* arena, size_t size, size_t align) {
+POOLSCOPE_ALWAYS_INLINE void* ArenaAlloc(void* arena, size_t size, size_t align, void* ra) {
   ThreadState& ts = t_state;
   auto* a = static_cast<pool::Arena*>(arena);
   if (POOLSCOPE_LIKELY(size - 1 < ts.arena_limit && a != nullptr)) {
@@ -128,7 +129,7 @@ POOLSCOPE_ALWAYS_INLINE void* ArenaAlloc(void* arena, size_t size, size_t align)
       return p;
     }
   }
-  return ArenaAllocSlow(arena, size, align);
+  return ArenaAllocSlow(arena, size, align, ra);
 }
 
 POOLSCOPE_ALWAYS_INLINE void ArenaClose(void* arena) {
