@@ -29,7 +29,7 @@ __attribute__((noinline)) void* ArenaOpenSlow(void* ra) {
     // The open's stack, from the program's frame when the exported function jumped here.
     track::StartFrame frame;
     const track::StartFrame* from = POOLSCOPE_PROGRAM_FRAME(frame, ra);
-    a->track = OnArenaOpen(0, from);
+    a->track = OnArenaOpen(0, from, reinterpret_cast<uintptr_t>(ra));
   }
   return a;
 }

@@ -40,6 +40,7 @@ typedef struct wrapped_arena {
 } wrapped_arena;
 
 typedef poolscope_arena* (*open_fn)(void);
+typedef poolscope_arena* (*open_at_fn)(void*);
 typedef void* (*alloc_fn)(poolscope_arena*, size_t, size_t);
 typedef void* (*alloc_at_fn)(poolscope_arena*, size_t, size_t, void*);
 typedef void (*close_fn)(poolscope_arena*);
@@ -55,6 +56,7 @@ static _Atomic int resolved;
 static open_fn p_open;
 static alloc_fn p_alloc;
 static alloc_at_fn p_alloc_at;
+static open_at_fn p_open_at;
 static close_fn p_close;
 static push_fn p_push;
 static pop_fn p_pop;
@@ -73,8 +75,9 @@ static int resolve(void) {
   p_active = (active_fn)dlsym(RTLD_DEFAULT, "poolscope_impl_active");
   layout_fn layout = (layout_fn)dlsym(RTLD_DEFAULT, "poolscope_impl_arena_layout");
   p_alloc_at = (alloc_at_fn)dlsym(RTLD_DEFAULT, "poolscope_impl_arena_alloc_at");
+  p_open_at = (open_at_fn)dlsym(RTLD_DEFAULT, "poolscope_impl_arena_open_at");
   r = (p_open && p_alloc && p_close && p_push && p_pop && p_active) ? 1 : 2;
-  if (r == 1 && (layout == NULL || p_alloc_at == NULL || layout() != POOLSCOPE_ARENA_LAYOUT)) r = 3;
+  if (r == 1 && (layout == NULL || p_alloc_at == NULL || p_open_at == NULL || layout() != POOLSCOPE_ARENA_LAYOUT)) r = 3;
   atomic_store_explicit(&resolved, r, memory_order_release);
   return r;
 }
@@ -183,8 +186,18 @@ static void wrapped_close(poolscope_arena* arena) {
   free_wrappers = w;
 }
 
-/* The allocating call's return address goes to the preload library (a tracked arena counts its blocks
- * by it); the others have no use for it. */
+/* The program's return address goes to the preload library (a tracked arena captures its stack from
+ * the program's frame and counts its blocks by their calls' addresses); the others have no use for it. */
+static poolscope_arena* wrapped_open_at(void* ra) {
+  (void)ra;
+  return wrapped_open();
+}
+
+static poolscope_arena* fallback_open_at(void* ra) {
+  (void)ra;
+  return fallback_open();
+}
+
 static void* wrapped_alloc_at(poolscope_arena* arena, size_t size, size_t align, void* ra) {
   (void)ra;
   return wrapped_alloc(arena, size, align);
@@ -195,18 +208,18 @@ static void* fallback_alloc_at(poolscope_arena* arena, size_t size, size_t align
   return fallback_alloc(arena, size, align);
 }
 
-static poolscope_arena* poolscope_client_open_first(void);
+static poolscope_arena* poolscope_client_open_first(void* ra);
 static void* poolscope_client_alloc_first(poolscope_arena* arena, size_t size, size_t align, void* ra);
 static void poolscope_client_close_first(poolscope_arena* arena);
-static _Atomic(open_fn) arena_open = poolscope_client_open_first;
+static _Atomic(open_at_fn) arena_open = poolscope_client_open_first;
 static _Atomic(alloc_at_fn) arena_alloc = poolscope_client_alloc_first;
 static _Atomic(close_fn) arena_close = poolscope_client_close_first;
 
-static poolscope_arena* poolscope_client_open_first(void) {
+static poolscope_arena* poolscope_client_open_first(void* ra) {
   const int r = resolve();
-  open_fn f = r == 1 ? p_open : r == 3 ? wrapped_open : fallback_open;
+  open_at_fn f = r == 1 ? p_open_at : r == 3 ? wrapped_open_at : fallback_open_at;
   atomic_store_explicit(&arena_open, f, memory_order_release);
-  return f();
+  return f(ra);
 }
 
 static void* poolscope_client_alloc_first(poolscope_arena* arena, size_t size, size_t align, void* ra) {
@@ -234,7 +247,7 @@ void poolscope_tag_pop(void) {
 int poolscope_active(void) { return resolve() != 2 ? p_active() : 0; }
 
 poolscope_arena* poolscope_arena_open(void) {
-  return atomic_load_explicit(&arena_open, memory_order_acquire)();
+  return atomic_load_explicit(&arena_open, memory_order_acquire)(__builtin_return_address(0));
 }
 
 void* poolscope_arena_alloc(poolscope_arena* arena, size_t size, size_t align) {

@@ -124,6 +124,7 @@ EXPORT void* poolscope_arena_alloc(poolscope_arena* a, size_t size, size_t align
   return ps::ArenaAlloc(a, size, align, RA);
 }
 // For the client library, whose calls are not always jumps: the program's return address, given.
+EXPORT poolscope_arena* poolscope_impl_arena_open_at(void* ra) { return static_cast<poolscope_arena*>(ps::ArenaOpen(ra)); }
 EXPORT void* poolscope_impl_arena_alloc_at(poolscope_arena* a, size_t size, size_t align, void* ra) {
   return ps::ArenaAlloc(a, size, align, ra);
 }

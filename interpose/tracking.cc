@@ -170,6 +170,9 @@ struct TrackThread {
   TrackBlock* block;
   bool block_failed;
   ArenaTrack* kept_arenas;  // closed tracked arenas' records, for the next open
+  // StackFromReturnAddress's last answer.
+  uint32_t last_open_raw, last_open_id;
+  uintptr_t last_open_ra;
 };
 __thread TrackThread t_track __attribute__((tls_model("initial-exec")));
 
@@ -587,11 +590,34 @@ ArenaTrack* TakeArenaRecord(TrackThread& tt) {
 }
 }  // namespace
 
-ArenaTrack* OnArenaOpen(int skip, const track::StartFrame* from) {
+namespace {
+// The stack `id` from the frame that returns to `ra` when that is one of its first few (the client
+// library's frames above it are left out), else `id`. The last answer is kept per thread.
+uint32_t StackFromReturnAddress(TrackThread& tt, uint32_t id, uintptr_t ra) {
+  if (ra == 0 || g_depth <= 0) return id;
+  if (id == tt.last_open_raw && ra == tt.last_open_ra) return tt.last_open_id;
+  const uintptr_t* pcs = nullptr;
+  const int n = g_depot->Get(id, &pcs);
+  uint32_t trimmed = id;
+  for (int k = 1; k < n && k < 4; ++k) {
+    if (pcs[0] == ra) break;
+    if (pcs[k] == ra) {
+      trimmed = g_depot->Insert(pcs + k, n - k);
+      break;
+    }
+  }
+  tt.last_open_raw = id;
+  tt.last_open_ra = ra;
+  tt.last_open_id = trimmed;
+  return trimmed;
+}
+}  // namespace
+
+ArenaTrack* OnArenaOpen(int skip, const track::StartFrame* from, uintptr_t ra) {
   TrackThread& tt = t_track;
   ArenaTrack* t = TakeArenaRecord(tt);
   if (t == nullptr) return nullptr;
-  const uint32_t id = AllocStackId(tt, skip, from);
+  const uint32_t id = StackFromReturnAddress(tt, AllocStackId(tt, skip, from), ra);
   BeginWrite(t);
   if (id != t->open_stack) {
     ChargeArenaSites(tt, t);

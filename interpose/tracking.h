@@ -64,9 +64,11 @@ void ChargeRealAlloc(uint32_t stack_id);
 // report's leaks under the stacks that allocated its blocks. The per-site counters take a closed arena's
 // blocks at close, batched per thread; the report adds the open arenas' blocks to them.
 struct ArenaTrack;
-// Registers an arena opened while tracking is on, its stack captured as OnAlloc's (`skip`, `from`);
-// nullptr when no memory could be had (untracked). Records are kept and reused: no allocation per open.
-ArenaTrack* OnArenaOpen(int skip, const track::StartFrame* from = nullptr);
+// Registers an arena opened while tracking is on, its stack captured as OnAlloc's (`skip`, `from`) and
+// starting at `ra`, the program's return address, when that is among its first frames (the frames
+// before it are the client library's); nullptr when no memory could be had (untracked). Records are
+// kept and reused: no allocation per open.
+ArenaTrack* OnArenaOpen(int skip, const track::StartFrame* from, uintptr_t ra);
 // A block of `size` bytes allocated in the arena (pooled, or on the regular path) by the call that
 // returns to `ra`.
 void OnArenaAlloc(ArenaTrack* arena, size_t size, uint8_t flags, uintptr_t ra);

@@ -52,6 +52,11 @@ void poolscope_impl_tag_pop(void) {}
 int poolscope_impl_active(void) { return 1; }
 
 #ifdef WITH_LAYOUT
+void* poolscope_impl_arena_open_at(void* ra) {
+  (void)ra;
+  return poolscope_impl_arena_open();
+}
+
 void* poolscope_impl_arena_alloc_at(void* arena, size_t size, size_t align, void* ra) {
   (void)ra;
   return poolscope_impl_arena_alloc(arena, size, align);
