@@ -108,12 +108,9 @@ void ArenaCloseSlow(void* arena);
 POOLSCOPE_ALWAYS_INLINE void* ArenaOpen(void* ra) {
   ThreadState& ts = t_state;
   if (POOLSCOPE_LIKELY(ts.arena_limit != 0)) {
-    if (pool::Arena* a = ts.tc.TryReuseArena()) {
-      // What the program's inline carve (poolscope.h) counts in and up to.
-      a->counts = ts.carves->n[kFastArenaAlloc];
-      a->limit = ts.arena_limit;
-      return a;
-    }
+    // A kept struct was this thread's, and ArenaOpenSlow gave it the program's view (the carve table
+    // row and arena_limit, which do not change while the thread is active).
+    if (pool::Arena* a = ts.tc.TryReuseArena()) return a;
   }
   return ArenaOpenSlow(ra);
 }

@@ -603,7 +603,11 @@ class ThreadCache {
   // Takes back a closed arena (its pool closed and its regular blocks freed by the caller).
   void DeleteArena(Arena* a) {
     if (POOLSCOPE_LIKELY(nfree_arenas_ < max_free_arenas_)) {
+      uint64_t* const counts = a->counts;  // (the layer above's, set once per struct: kept)
+      const size_t limit = a->limit;
       *a = Arena{};
+      a->counts = counts;
+      a->limit = limit;
       KeepArena(a);
     } else {
       domain_->backend()->FreeMeta(a, sizeof(Arena));
