@@ -14,21 +14,39 @@
 
 namespace poolscope {
 
-__attribute__((noinline)) void* ArenaOpenSlow() {
+__attribute__((noinline)) void* ArenaOpenSlow(void* ra) {
   ThreadState& ts = t_state;
   if (Enter(ts) != Mode::kCounted) return nullptr;
   pool::Arena* a = ts.tc.NewArena();
   if (a == nullptr) {
     errno = ENOMEM;
-  } else if (POOLSCOPE_UNLIKELY(g_tracking)) {
-    a->track = OnArenaOpen();
+    return nullptr;
+  }
+  // The program's inline carve (poolscope.h) counts where ArenaAlloc does, and only when it may.
+  a->counts = ts.carves != nullptr ? ts.carves->n[kFastArenaAlloc] : nullptr;
+  a->limit = a->counts != nullptr ? ts.arena_limit : 0;
+  if (POOLSCOPE_UNLIKELY(g_tracking)) {
+    // The open's stack, from the program's frame when the exported function jumped here.
+    track::StartFrame frame;
+    const track::StartFrame* from = POOLSCOPE_PROGRAM_FRAME(frame, ra);
+    a->track = OnArenaOpen(0, from, reinterpret_cast<uintptr_t>(ra));
   }
   return a;
 }
 
-__attribute__((noinline)) void* ArenaAllocSlow(void* arena, size_t size, size_t align) {
+__attribute__((noinline)) void* ArenaAllocSlow(void* arena, size_t size, size_t align, void* ra) {
   ThreadState& ts = t_state;
   auto* a = static_cast<pool::Arena*>(arena);
+  // A tracked arena's block that fits its pool: the carve and the count of ArenaAlloc's inline path
+  // (arena_limit is 0 while tracking), and the block's return address to the arena's record.
+  if (a != nullptr && a->track != nullptr && size - 1 < kFastSizes && ts.phase == kActive && ts.guard == 0 &&
+      ts.carves != nullptr) {
+    if (void* p = ts.tc.ArenaTryCarveUncounted(a, size, align)) {
+      ++ts.carves->n[kFastArenaAlloc][size];
+      OnArenaAlloc(static_cast<ArenaTrack*>(a->track), size, kBlockPooled, reinterpret_cast<uintptr_t>(ra));
+      return p;
+    }
+  }
   if (a == nullptr || Enter(ts) != Mode::kCounted) {
     errno = EINVAL;
     return nullptr;
@@ -46,7 +64,7 @@ __attribute__((noinline)) void* ArenaAllocSlow(void* arena, size_t size, size_t 
   if (p != nullptr) {
     ++ts.c.logical.nallocs;
     ts.c.logical.nbytes += size;
-    if (a->track != nullptr) OnArenaAlloc(static_cast<ArenaTrack*>(a->track), size, kBlockPooled, 0);
+    if (a->track != nullptr) OnArenaAlloc(static_cast<ArenaTrack*>(a->track), size, kBlockPooled, reinterpret_cast<uintptr_t>(ra));
     return p;
   }
   ++ts.tc.stats().misses[reason];
@@ -76,7 +94,7 @@ __attribute__((noinline)) void* ArenaAllocSlow(void* arena, size_t size, size_t 
   ++a->regular_blocks;
   ++ts.c.logical.nallocs;
   ts.c.logical.nbytes += size;
-  if (a->track != nullptr) OnArenaAlloc(static_cast<ArenaTrack*>(a->track), size, kBlockReal, 0);
+  if (a->track != nullptr) OnArenaAlloc(static_cast<ArenaTrack*>(a->track), size, kBlockReal, reinterpret_cast<uintptr_t>(ra));
   return p;
 }
 
@@ -87,6 +105,15 @@ __attribute__((noinline)) void ArenaCloseSlow(void* arena) {
   Scope scope(ts);
   ++ts.c.logical.ncalls[kArenaClose];
   if (a == nullptr) return;
+  if (a->track != nullptr) OnArenaClose(static_cast<ArenaTrack*>(a->track));
+  a->track = nullptr;
+  if (a->regular == nullptr && ts.phase == kActive) {  // ArenaClose's inline path, for a tracked arena
+    const uint64_t blocks = a->pooled_blocks;
+    if (ts.tc.TryCloseArena(a)) {
+      ts.c.logical.nfrees += blocks;
+      return;
+    }
+  }
   ts.c.logical.nfrees += a->pooled_blocks + a->regular_blocks;
   for (pool::RegularBlock* b = a->regular; b != nullptr;) {
     pool::RegularBlock* next = b->next;
@@ -95,8 +122,6 @@ __attribute__((noinline)) void ArenaCloseSlow(void* arena) {
     InternalFree(b, sizeof *b);
     b = next;
   }
-  if (a->track != nullptr) OnArenaClose(static_cast<ArenaTrack*>(a->track));
-  a->track = nullptr;
   ts.tc.ArenaClosePool(a);
   ts.tc.DeleteArena(a);
 }

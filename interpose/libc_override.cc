@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <new>
 
+#define POOLSCOPE_ARENA_NO_INLINE  // (this file defines the exported poolscope_arena_alloc)
 #include "interpose/poolscope.h"
 #include "interpose/real.h"
 #include "interpose/shim.h"
@@ -118,11 +119,26 @@ NEW_ATTR void operator delete[](void* p, std::align_val_t al, const std::nothrow
 // The C API, under its public names (for programs that look it up themselves) and as poolscope_impl_*
 // (what the client library looks up, so the client's own definitions never shadow these). The arena
 // functions' two names are one function (aliases), so the client's call lands on the inline path itself.
-EXPORT poolscope_arena* poolscope_arena_open(void) { return static_cast<poolscope_arena*>(ps::ArenaOpen()); }
+EXPORT poolscope_arena* poolscope_arena_open(void) { return static_cast<poolscope_arena*>(ps::ArenaOpen(RA)); }
 EXPORT void* poolscope_arena_alloc(poolscope_arena* a, size_t size, size_t align) {
-  return ps::ArenaAlloc(a, size, align);
+  return ps::ArenaAlloc(a, size, align, RA);
+}
+// For the client library, whose calls are not always jumps: the program's return address, given.
+EXPORT poolscope_arena* poolscope_impl_arena_open_at(void* ra) { return static_cast<poolscope_arena*>(ps::ArenaOpen(ra)); }
+EXPORT void* poolscope_impl_arena_alloc_at(poolscope_arena* a, size_t size, size_t align, void* ra) {
+  return ps::ArenaAlloc(a, size, align, ra);
 }
 EXPORT void poolscope_arena_close(poolscope_arena* a) { ps::ArenaClose(a); }
+EXPORT void* poolscope_arena_alloc_call(poolscope_arena* a, size_t size, size_t align)
+    __attribute__((alias("poolscope_arena_alloc")));
+// The arena layout programs built with poolscope.h may read and write inline (the client library asks).
+EXPORT int poolscope_impl_arena_layout(void) { return POOLSCOPE_ARENA_LAYOUT; }
+static_assert(offsetof(ps::pool::Arena, cur) == offsetof(poolscope_arena_view, cur), "layout 1");
+static_assert(offsetof(ps::pool::Arena, end) == offsetof(poolscope_arena_view, end), "layout 1");
+static_assert(offsetof(ps::pool::Arena, counts) == offsetof(poolscope_arena_view, counts), "layout 1");
+static_assert(offsetof(ps::pool::Arena, limit) == offsetof(poolscope_arena_view, limit), "layout 1");
+static_assert(offsetof(ps::pool::Arena, pooled_blocks) == offsetof(poolscope_arena_view, blocks), "layout 1");
+static_assert(ps::pool::kGranule == 8 && ps::pool::kLine == 64, "layout 1's carve rules");
 EXPORT poolscope_arena* poolscope_impl_arena_open(void) __attribute__((alias("poolscope_arena_open")));
 EXPORT void* poolscope_impl_arena_alloc(poolscope_arena* a, size_t size, size_t align)
     __attribute__((alias("poolscope_arena_alloc")));

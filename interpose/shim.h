@@ -90,27 +90,33 @@ size_t UsableSize(void* p);
 void* NewForm(Api api, size_t n, size_t align, bool nothrow, void* ra);
 void DeleteForm(Api api, void* p, size_t size, size_t align, bool nothrow);
 
-// The C API. The exported poolscope_impl_arena_* functions are these inline paths; each leaves through
+// The C API. `ra`: the return address of the program's call (a tracked arena counts its blocks by it,
+// and its open captures the stack from that frame). The exported poolscope_impl_arena_* functions are these inline paths; each leaves through
 // its slow path (in c_api.cc) unless arena_limit says the thread may take it. They assume what
 // arena_limit != 0 says (an active thread, pooling on, no tracking) and that the arena is this thread's.
-// Open pops a kept struct (11 instructions); a block that fits is a carve and one count in the carve
-// table (24; the arena's first block also takes its pool from the cache); close, for an arena whose
-// blocks all came from its pool and lie in the pool's first line, zeroes that line and gives back the
-// pool and the struct (about 45). A round of bench/arena_loop (open, an int and 20 bytes, close),
-// with the client library's jumps and the loop itself: 156 instructions (bench/callgrind_pair.sh).
-void* ArenaOpenSlow();
-void* ArenaAllocSlow(void* arena, size_t size, size_t align);
+// Open pops a kept struct; a block that fits is a carve and one count in the carve table (an arena
+// without a pool takes one from the cache); close, for an arena whose blocks all came from its pool
+// and lie in the pool's first line, zeroes that line and keeps the struct with its pool. Open also hands the program the arena's view (poolscope.h): the
+// thread's carve-table row for arena blocks and arena_limit, so that a program built with that header
+// carves and counts exactly as ArenaAlloc does, without the call; a closed struct keeps its empty pool
+// (TryCloseArena), so the next open's blocks are all carved in the program. A round of
+// bench/arena_loop (open, an int and 20 bytes, close), with the client library's jumps and the loop
+// itself: 97 instructions (bench/callgrind_pair.sh).
+void* ArenaOpenSlow(void* ra);
+void* ArenaAllocSlow(void* arena, size_t size, size_t align, void* ra);
 void ArenaCloseSlow(void* arena);
 
-POOLSCOPE_ALWAYS_INLINE void* ArenaOpen() {
+POOLSCOPE_ALWAYS_INLINE void* ArenaOpen(void* ra) {
   ThreadState& ts = t_state;
   if (POOLSCOPE_LIKELY(ts.arena_limit != 0)) {
+    // A kept struct was this thread's, and ArenaOpenSlow gave it the program's view (the carve table
+    // row and arena_limit, which do not change while the thread is active).
     if (pool::Arena* a = ts.tc.TryReuseArena()) return a;
   }
-  return ArenaOpenSlow();
+  return ArenaOpenSlow(ra);
 }
 
-POOLSCOPE_ALWAYS_INLINE void* ArenaAlloc(void* arena, size_t size, size_t align) {
+POOLSCOPE_ALWAYS_INLINE void* ArenaAlloc(void* arena, size_t size, size_t align, void* ra) {
   ThreadState& ts = t_state;
   auto* a = static_cast<pool::Arena*>(arena);
   if (POOLSCOPE_LIKELY(size - 1 < ts.arena_limit && a != nullptr)) {
@@ -121,7 +127,7 @@ POOLSCOPE_ALWAYS_INLINE void* ArenaAlloc(void* arena, size_t size, size_t align)
       return p;
     }
   }
-  return ArenaAllocSlow(arena, size, align);
+  return ArenaAllocSlow(arena, size, align, ra);
 }
 
 POOLSCOPE_ALWAYS_INLINE void ArenaClose(void* arena) {

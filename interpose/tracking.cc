@@ -125,9 +125,16 @@ int FindOwnSegments(struct dl_phdr_info* info, size_t, void* arg) {
 // 64 KiB, so InternalAlloc maps it without taking its lock inside malloc) and unmapped when the
 // thread ends; the cache's pages are touched only as it fills. Not in TLS: glibc carves a thread's
 // static TLS out of its stack, and a thread made with PTHREAD_STACK_MIN has 16 KiB in all.
+constexpr int kArenaStackCacheBits = 6;
 struct TrackBlock {
   track::CaptureMemo memo;
   track::StackIdCache cache;
+  // Explicit arenas: the stack ids of (open stack, allocating call) pairs seen lately.
+  struct ArenaStack {
+    uintptr_t ra;
+    uint32_t open_stack;
+    uint32_t id;
+  } arena_stacks[1 << kArenaStackCacheBits];
 };
 static_assert(sizeof(TrackBlock) > (size_t{64} << 10), "mapped, not carved under a lock");
 
@@ -162,6 +169,10 @@ struct TrackThread {
   // after the thread's end, or when no memory could be had (block_failed: not tried again).
   TrackBlock* block;
   bool block_failed;
+  ArenaTrack* kept_arenas;  // closed tracked arenas' records, for the next open
+  // StackFromReturnAddress's last answer.
+  uint32_t last_open_raw, last_open_id;
+  uintptr_t last_open_ra;
 };
 __thread TrackThread t_track __attribute__((tls_model("initial-exec")));
 
@@ -354,10 +365,15 @@ __attribute__((always_inline)) inline void ChargeSite(uint32_t id, size_t size, 
 }
 }  // namespace
 
+namespace {
+void ReleaseKeptArenas(TrackThread& tt);
+}  // namespace
+
 void TrackingThreadExit() {
   if (!g_on) return;
   TrackThread& tt = t_track;
   FlushSite(tt);
+  ReleaseKeptArenas(tt);
   tt.ended = true;
   if (tt.block != nullptr && tt.busy == 0) {
     TrackBlock* block = tt.block;
@@ -412,77 +428,266 @@ void OnAlloc(void* p, size_t size, int skip, const track::StartFrame* from) {
 }
 
 // ---- explicit arenas ----------------------------------------------------------------------------------
-// Open tracked arenas form a circular list under g_arenas_lock. An arena's groups are written by its
-// own thread and read by the report, each under the arena's lock; a group array that grows is copied
-// under that lock, so a reader never sees it freed.
+// Records are never freed: every one made is on g_arena_records (g_arenas_lock guards that list and
+// g_free_records only); a closed one waits on its thread's list (TrackThread::kept_arenas) for the
+// thread's next open, or, once the thread has ended, on g_free_records. Only the record's thread writes
+// it, inside a sequence lock (seq odd while it writes; no atomic read-modify-write); readers copy it and
+// retry (ReadArena).
+//
+// A group counts the blocks of one allocating call: those of the open arena (blocks, bytes), and those
+// of the record's earlier arenas opened from the same stack (site_*), which its site has not been
+// charged for yet. A record reopened from the same stack (a loop's arena) keeps its groups and charges
+// nothing; reopened from another stack, at its thread's exit or when it must give a group up, it adds
+// them to the shared site counters. The report reads every record's site_* counts besides.
+
+constexpr uint32_t kArenaGroups = 6;  // return addresses an arena counts apart; more share the open's stack
 
 struct ArenaGroup {
-  uint32_t stack_id;
+  uintptr_t ra;  // 0: blocks of calls that found no group free (their stack is the open's)
   uint8_t flags;
-  uint64_t blocks;
-  uint64_t bytes;
+  uint64_t blocks, bytes;
+  uint64_t site_blocks, site_bytes;
 };
 
 struct ArenaTrack {
-  ArenaTrack* prev;
-  ArenaTrack* next;
-  SpinLock lock;
-  ArenaGroup* groups;
+  ArenaTrack* next_all;   // g_arena_records
+  ArenaTrack* next_free;  // its thread's kept records, or g_free_records
+  std::atomic<uint32_t> seq;
+  bool open;
+  uint32_t open_stack;
   uint32_t ngroups;
-  uint32_t capacity;
-  uint64_t baseline_blocks;  // blocks held at MarkArenaBaseline (an arena never frees one by one)
+  // groups[kArenaGroups] and [kArenaGroups + 1]: pooled and real blocks past the others (ra 0).
+  ArenaGroup groups[kArenaGroups + 2];
+  std::atomic<uint64_t> baseline_blocks;  // blocks held at MarkArenaBaseline (written by the reader)
 };
 
 namespace {
 SpinLock g_arenas_lock;
-ArenaTrack g_arenas = {&g_arenas, &g_arenas, {}, nullptr, 0, 0, 0};
-}  // namespace
+ArenaTrack* g_arena_records = nullptr;
+ArenaTrack* g_free_records = nullptr;
 
-ArenaTrack* OnArenaOpen() {
+inline void BeginWrite(ArenaTrack* t) {
+  t->seq.store(t->seq.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+}
+inline void EndWrite(ArenaTrack* t) {
+  t->seq.store(t->seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
+inline bool GroupInUse(const ArenaTrack& t, uint32_t i) { return i < t.ngroups || i >= kArenaGroups; }
+
+struct ArenaCopy {
+  bool open;
+  uint32_t open_stack;
+  ArenaGroup groups[kArenaGroups + 2];  // the unused ones zero
+  uint64_t blocks;                      // of the open arena
+};
+
+// A consistent copy of `t`; false when none could be had (its thread stays inside a write: a signal
+// handler that interrupted it is the reader).
+bool ReadArena(const ArenaTrack& t, ArenaCopy* c) {
+  for (int tries = 0; tries < (1 << 16); ++tries) {
+    const uint32_t s1 = t.seq.load(std::memory_order_acquire);
+    if (s1 & 1) {
+      __builtin_ia32_pause();
+      continue;
+    }
+    c->open = t.open;
+    c->open_stack = t.open_stack;
+    const uint32_t n = t.ngroups < kArenaGroups ? t.ngroups : kArenaGroups;
+    for (uint32_t i = 0; i < kArenaGroups + 2; ++i) {
+      c->groups[i] = i < n || i >= kArenaGroups ? t.groups[i] : ArenaGroup{};
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (t.seq.load(std::memory_order_relaxed) != s1) continue;
+    c->blocks = 0;
+    if (c->open) {
+      for (const ArenaGroup& g : c->groups) c->blocks += g.blocks;
+    }
+    return true;
+  }
+  return false;
+}
+
+// The stack of a block allocated by the call returning to `ra` in an arena opened with `open_stack`.
+uint32_t ArenaBlockStack(uint32_t open_stack, uintptr_t ra) {
+  if (ra == 0 || g_depth <= 0) return open_stack;
+  const uintptr_t* opcs = nullptr;
+  const int n = g_depot->Get(open_stack, &opcs);
+  uintptr_t pcs[track::kMaxStackDepth];
+  int depth = 0;
+  pcs[depth++] = ra;
+  int from = 0;
+  if (n > 0) {
+    const void* f = track::FunctionOf(ra - 1);
+    if (f != nullptr && f == track::FunctionOf(opcs[0] - 1)) from = 1;  // the open's frame is this one
+  }
+  for (int i = from; i < n && depth < g_depth; ++i) pcs[depth++] = opcs[i];
+  return g_depot->Insert(pcs, depth);
+}
+
+// ArenaBlockStack through the thread's cache of the answers (TrackBlock), when it has one.
+uint32_t CachedArenaStack(TrackThread& tt, uint32_t open_stack, uintptr_t ra) {
+  if (ra == 0 || tt.block == nullptr) return ArenaBlockStack(open_stack, ra);
+  const size_t i = ((ra ^ (uintptr_t{open_stack} * 0x9E3779B97F4A7C15ull)) * 0x9E3779B97F4A7C15ull) >>
+                   (64 - kArenaStackCacheBits);
+  TrackBlock::ArenaStack& e = tt.block->arena_stacks[i];
+  if (e.ra != ra || e.open_stack != open_stack) {
+    e.id = ArenaBlockStack(open_stack, ra);
+    e.ra = ra;
+    e.open_stack = open_stack;
+  }
+  return e.id;
+}
+
+// Adds the record's site_* counts to the shared site counters. Its thread, inside a write.
+void ChargeArenaSites(TrackThread& tt, ArenaTrack* t) {
+  for (uint32_t i = 0; i < kArenaGroups + 2; ++i) {
+    ArenaGroup& g = t->groups[i];
+    if (!GroupInUse(*t, i) || g.site_blocks == 0) continue;
+    const uint64_t hits = (g.flags & kBlockPooled) ? g.site_blocks : 0;
+    AddToSite(CachedArenaStack(tt, t->open_stack, g.ra), g.site_blocks, hits, g.site_blocks - hits, g.site_bytes);
+    g.site_blocks = g.site_bytes = 0;
+  }
+}
+
+// A thread that ends charges its kept records' sites and gives the records to the others.
+void ReleaseKeptArenas(TrackThread& tt) {
+  for (ArenaTrack* t = tt.kept_arenas; t != nullptr; t = t->next_free) {
+    BeginWrite(t);
+    ChargeArenaSites(tt, t);
+    EndWrite(t);
+  }
+  SpinLockHolder h(&g_arenas_lock);
+  while (ArenaTrack* t = tt.kept_arenas) {
+    tt.kept_arenas = t->next_free;
+    t->next_free = g_free_records;
+    g_free_records = t;
+  }
+}
+
+ArenaTrack* TakeArenaRecord(TrackThread& tt) {
+  if (ArenaTrack* t = tt.kept_arenas) {
+    tt.kept_arenas = t->next_free;
+    return t;
+  }
+  {
+    SpinLockHolder h(&g_arenas_lock);
+    if (ArenaTrack* t = g_free_records) {
+      g_free_records = t->next_free;
+      return t;
+    }
+  }
   auto* t = static_cast<ArenaTrack*>(InternalAlloc(sizeof(ArenaTrack)));
   if (t == nullptr) return nullptr;
-  new (t) ArenaTrack{nullptr, nullptr, {}, nullptr, 0, 0, 0};
+  new (t) ArenaTrack{};
+  t->groups[kArenaGroups].flags = kBlockPooled;
+  t->groups[kArenaGroups + 1].flags = kBlockReal;
   SpinLockHolder h(&g_arenas_lock);
-  t->next = g_arenas.next;
-  t->prev = &g_arenas;
-  g_arenas.next->prev = t;
-  g_arenas.next = t;
+  t->next_all = g_arena_records;
+  g_arena_records = t;
+  return t;
+}
+}  // namespace
+
+namespace {
+// The stack `id` from the frame that returns to `ra` when that is one of its first few (the client
+// library's frames above it are left out), else `id`. The last answer is kept per thread.
+uint32_t StackFromReturnAddress(TrackThread& tt, uint32_t id, uintptr_t ra) {
+  if (ra == 0 || g_depth <= 0) return id;
+  if (id == tt.last_open_raw && ra == tt.last_open_ra) return tt.last_open_id;
+  const uintptr_t* pcs = nullptr;
+  const int n = g_depot->Get(id, &pcs);
+  uint32_t trimmed = id;
+  for (int k = 1; k < n && k < 4; ++k) {
+    if (pcs[0] == ra) break;
+    if (pcs[k] == ra) {
+      trimmed = g_depot->Insert(pcs + k, n - k);
+      break;
+    }
+  }
+  tt.last_open_raw = id;
+  tt.last_open_ra = ra;
+  tt.last_open_id = trimmed;
+  return trimmed;
+}
+}  // namespace
+
+ArenaTrack* OnArenaOpen(int skip, const track::StartFrame* from, uintptr_t ra) {
+  TrackThread& tt = t_track;
+  ArenaTrack* t = TakeArenaRecord(tt);
+  if (t == nullptr) return nullptr;
+  const uint32_t id = StackFromReturnAddress(tt, AllocStackId(tt, skip, from), ra);
+  BeginWrite(t);
+  if (id != t->open_stack) {
+    ChargeArenaSites(tt, t);
+    t->open_stack = id;
+    t->ngroups = 0;
+  }
+  t->open = true;
+  t->baseline_blocks.store(0, std::memory_order_relaxed);
+  EndWrite(t);
   return t;
 }
 
-void OnArenaAlloc(ArenaTrack* t, size_t size, uint8_t flags, int skip) {
-  const uint32_t id = CaptureStackId(skip + 1);
-  ChargeSite(id, size, flags);
-  SpinLockHolder h(&t->lock);
+void OnArenaAlloc(ArenaTrack* t, size_t size, uint8_t flags, uintptr_t ra) {
+  BeginWrite(t);
+  ArenaGroup* g = nullptr;
   for (uint32_t i = 0; i < t->ngroups; ++i) {
-    ArenaGroup& g = t->groups[i];
-    if (g.stack_id == id && g.flags == flags) {
-      ++g.blocks;
-      g.bytes += size;
-      return;
+    if (t->groups[i].ra == ra && t->groups[i].flags == flags) {
+      g = &t->groups[i];
+      break;
     }
   }
-  if (t->ngroups == t->capacity) {
-    const uint32_t capacity = t->capacity == 0 ? 4 : t->capacity * 2;
-    auto* grown = static_cast<ArenaGroup*>(InternalAlloc(sizeof(ArenaGroup) * capacity));
-    if (grown == nullptr) return;  // out of memory: this block goes unreported
-    for (uint32_t i = 0; i < t->ngroups; ++i) grown[i] = t->groups[i];
-    if (t->groups != nullptr) InternalFree(t->groups, sizeof(ArenaGroup) * t->capacity);
-    t->groups = grown;
-    t->capacity = capacity;
+  if (g == nullptr) {
+    // A group free, or one of the record's that holds only site counts of earlier arenas (charged
+    // now), else the open's stack.
+    uint32_t i = t->ngroups;
+    if (i == kArenaGroups) {
+      for (i = 0; i < kArenaGroups && t->groups[i].blocks != 0; ++i) {
+      }
+    }
+    if (i < kArenaGroups && ra != 0) {
+      g = &t->groups[i];
+      if (i == t->ngroups) {
+        ++t->ngroups;
+      } else if (g->site_blocks != 0) {
+        const uint64_t hits = (g->flags & kBlockPooled) ? g->site_blocks : 0;
+        AddToSite(CachedArenaStack(t_track, t->open_stack, g->ra), g->site_blocks, hits, g->site_blocks - hits,
+                  g->site_bytes);
+      }
+      *g = ArenaGroup{ra, flags, 0, 0, 0, 0};
+    } else {
+      g = &t->groups[kArenaGroups + ((flags & kBlockPooled) ? 0 : 1)];
+    }
   }
-  t->groups[t->ngroups++] = ArenaGroup{id, flags, 1, size};
+  ++g->blocks;
+  g->bytes += size;
+  EndWrite(t);
 }
 
 void OnArenaClose(ArenaTrack* t) {
-  {
-    SpinLockHolder h(&g_arenas_lock);
-    t->prev->next = t->next;
-    t->next->prev = t->prev;
+  TrackThread& tt = t_track;
+  BeginWrite(t);
+  for (uint32_t i = 0; i < kArenaGroups + 2; ++i) {
+    ArenaGroup& g = t->groups[i];
+    g.site_blocks += g.blocks;
+    g.site_bytes += g.bytes;
+    g.blocks = g.bytes = 0;
   }
-  if (t->groups != nullptr) InternalFree(t->groups, sizeof(ArenaGroup) * t->capacity);
-  t->~ArenaTrack();
-  InternalFree(t, sizeof(ArenaTrack));
+  t->open = false;
+  EndWrite(t);
+  if (!tt.ended) {
+    t->next_free = tt.kept_arenas;
+    tt.kept_arenas = t;
+  } else {
+    BeginWrite(t);
+    ChargeArenaSites(tt, t);
+    EndWrite(t);
+    SpinLockHolder h(&g_arenas_lock);
+    t->next_free = g_free_records;
+    g_free_records = t;
+  }
 }
 
 void PrefetchFree(void* p) {
@@ -535,13 +740,34 @@ void TrackingForkChild() {
   g_memory->ForkChild();
   g_table->ForkChild();
   g_depot->ForkChild();
-  // A thread that is gone may have held its arena's lock at fork(); its arenas stay open (and leak) in
-  // the child, and their locks must not stay held.
-  for (ArenaTrack* t = g_arenas.next; t != &g_arenas; t = t->next) t->lock.Reset();
+  // A thread that is gone may have been writing its arena's record at fork(); its arenas stay open (and
+  // leak) in the child, and their records must be readable.
+  for (ArenaTrack* t = g_arena_records; t != nullptr; t = t->next_all) {
+    const uint32_t seq = t->seq.load(std::memory_order_relaxed);
+    if (seq & 1) t->seq.store(seq + 1, std::memory_order_relaxed);
+  }
   g_arenas_lock.Reset();
   // The other threads' young blocks are the child's live blocks too; their nodes go to the table.
   g_recent->ForkChild(t_track.young);
 }
+
+namespace {
+// Calls fn(copy) for every arena record (open or not).
+template <typename Fn>
+void ForEachArenaRecord(Fn fn) {
+  ArenaTrack* first;
+  {
+    SpinLockHolder h(&g_arenas_lock);
+    first = g_arena_records;
+  }
+  // Records are never freed and the list only grows at its head: the walk from the head read under
+  // the lock is safe without it.
+  ArenaCopy c;
+  for (ArenaTrack* t = first; t != nullptr; t = t->next_all) {
+    if (ReadArena(*t, &c)) fn(c);
+  }
+}
+}  // namespace
 
 size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals, uint8_t (*kind_of)(uintptr_t ptr)) {
   *totals = LiveTotals{};
@@ -572,16 +798,11 @@ size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals, uint8_t
         (*static_cast<decltype(add)*>(arg))(stack_id, kBlockPooled, 1, size, ptr);
       },
       &add);
-  {
-    SpinLockHolder h(&g_arenas_lock);
-    for (ArenaTrack* t = g_arenas.next; t != &g_arenas; t = t->next) {
-      SpinLockHolder a(&t->lock);
-      for (uint32_t i = 0; i < t->ngroups; ++i) {
-        const ArenaGroup& g = t->groups[i];
-        add(g.stack_id, g.flags, g.blocks, g.bytes, 0);
-      }
+  ForEachArenaRecord([&](const ArenaCopy& c) {
+    for (const ArenaGroup& g : c.groups) {
+      if (c.open && g.blocks != 0) add(ArenaBlockStack(c.open_stack, g.ra), g.flags, g.blocks, g.bytes, 0);
     }
-  }
+  });
   std::vector<LeakGroup> all;
   all.reserve(by_stack.size());
   for (auto& kv : by_stack) all.push_back(kv.second);
@@ -598,15 +819,37 @@ size_t TopSites(SiteCounters* sites, size_t max) {
   // next report.
   if (!g_on) return 0;
   if (t_track.busy == 0) FlushSite(t_track);
+  // The arenas' blocks not yet charged to their sites (the open arenas', and those their records hold
+  // back), first: interning their stacks may grow the depot.
+  std::unordered_map<uint32_t, SiteCounters> open;
+  ForEachArenaRecord([&](const ArenaCopy& c) {
+    for (const ArenaGroup& g : c.groups) {
+      const uint64_t blocks = (c.open ? g.blocks : 0) + g.site_blocks;
+      if (blocks == 0) continue;
+      const uint32_t id = ArenaBlockStack(c.open_stack, g.ra);
+      SiteCounters& s = open[id];
+      s.stack_id = id;
+      s.allocs += blocks;
+      s.bytes += (c.open ? g.bytes : 0) + g.site_bytes;
+      ((g.flags & kBlockPooled) ? s.hits : s.real_allocs) += blocks;
+    }
+  });
   std::vector<SiteCounters> all;
   uint32_t n = std::min<uint32_t>(g_depot->size() + track::kFirstStackId, kCapacity);
   for (uint32_t id = 0; id < n; ++id) {
     const Site& s = g_sites[id];
     uint64_t allocs = s.allocs.load(std::memory_order_relaxed);
-    if (allocs == 0) continue;
-    all.push_back(SiteCounters{id, allocs, s.hits.load(std::memory_order_relaxed),
-                               s.real_allocs.load(std::memory_order_relaxed),
-                               s.bytes.load(std::memory_order_relaxed)});
+    SiteCounters c{id, allocs, s.hits.load(std::memory_order_relaxed), s.real_allocs.load(std::memory_order_relaxed),
+                   s.bytes.load(std::memory_order_relaxed)};
+    auto it = open.find(id);
+    if (it != open.end()) {
+      c.allocs += it->second.allocs;
+      c.hits += it->second.hits;
+      c.real_allocs += it->second.real_allocs;
+      c.bytes += it->second.bytes;
+    }
+    if (c.allocs == 0) continue;
+    all.push_back(c);
   }
   std::sort(all.begin(), all.end(),
             [](const SiteCounters& a, const SiteCounters& b) { return a.allocs > b.allocs; });
@@ -648,32 +891,33 @@ void ForEachLiveBlockInfo(void (*fn)(uintptr_t ptr, uint64_t size, bool pooled, 
       &call);
 }
 
-namespace {
-uint64_t ArenaBlocks(const ArenaTrack& t) {
-  uint64_t n = 0;
-  for (uint32_t i = 0; i < t.ngroups; ++i) n += t.groups[i].blocks;
-  return n;
-}
-}  // namespace
-
 void MarkArenaBaseline() {
   if (!g_on) return;
-  SpinLockHolder h(&g_arenas_lock);
-  for (ArenaTrack* t = g_arenas.next; t != &g_arenas; t = t->next) {
-    SpinLockHolder a(&t->lock);
-    t->baseline_blocks = ArenaBlocks(*t);
+  ArenaTrack* first;
+  {
+    SpinLockHolder h(&g_arenas_lock);
+    first = g_arena_records;
+  }
+  ArenaCopy c;
+  for (ArenaTrack* t = first; t != nullptr; t = t->next_all) {
+    if (ReadArena(*t, &c) && c.open) t->baseline_blocks.store(c.blocks, std::memory_order_relaxed);
   }
 }
 
 void CountArenaBlocks(uint64_t* blocks, uint64_t* since_baseline) {
   *blocks = *since_baseline = 0;
   if (!g_on) return;
-  SpinLockHolder h(&g_arenas_lock);
-  for (ArenaTrack* t = g_arenas.next; t != &g_arenas; t = t->next) {
-    SpinLockHolder a(&t->lock);
-    const uint64_t n = ArenaBlocks(*t);
-    *blocks += n;
-    *since_baseline += n > t->baseline_blocks ? n - t->baseline_blocks : 0;
+  ArenaTrack* first;
+  {
+    SpinLockHolder h(&g_arenas_lock);
+    first = g_arena_records;
+  }
+  ArenaCopy c;
+  for (ArenaTrack* t = first; t != nullptr; t = t->next_all) {
+    if (!ReadArena(*t, &c) || !c.open) continue;
+    const uint64_t base = t->baseline_blocks.load(std::memory_order_relaxed);
+    *blocks += c.blocks;
+    *since_baseline += c.blocks > base ? c.blocks - base : 0;
   }
 }
 

@@ -57,13 +57,21 @@ uint32_t CaptureStackId(int skip, const track::StartFrame* from = nullptr);
 void ChargeRealAlloc(uint32_t stack_id);
 
 // Explicit arenas. An open arena's blocks are live logical blocks until it closes, and are never freed
-// one by one, so they are not put in the live table: each tracked arena keeps its blocks grouped by
-// allocation stack, and an arena never closed shows in the report's leaks like any other block.
+// one by one, so they are not put in the live table. A tracked arena captures one stack, at open; each
+// block adds only the return address of the call that allocated it, and the arena counts its blocks by
+// that address. A block's stack is that address followed by the open's stack (without the open's own
+// frame when both lie in one function: frame_rules.h FunctionOf), so an arena never closed shows in the
+// report's leaks under the stacks that allocated its blocks. The per-site counters take a closed arena's
+// blocks at close, batched per thread; the report adds the open arenas' blocks to them.
 struct ArenaTrack;
-// Registers an arena opened while tracking is on; nullptr when no memory could be had (untracked).
-ArenaTrack* OnArenaOpen();
-// A block of `size` bytes allocated in the arena (pooled, or on the regular path).
-void OnArenaAlloc(ArenaTrack* arena, size_t size, uint8_t flags, int skip);
+// Registers an arena opened while tracking is on, its stack captured as OnAlloc's (`skip`, `from`) and
+// starting at `ra`, the program's return address, when that is among its first frames (the frames
+// before it are the client library's); nullptr when no memory could be had (untracked). Records are
+// kept and reused: no allocation per open.
+ArenaTrack* OnArenaOpen(int skip, const track::StartFrame* from, uintptr_t ra);
+// A block of `size` bytes allocated in the arena (pooled, or on the regular path) by the call that
+// returns to `ra`.
+void OnArenaAlloc(ArenaTrack* arena, size_t size, uint8_t flags, uintptr_t ra);
 // The arena closed: its blocks are gone.
 void OnArenaClose(ArenaTrack* arena);
 

@@ -515,9 +515,14 @@ void ThreadCache::Shutdown() {
   while (free_arenas_ != nullptr) {
     Arena* a = free_arenas_;
     free_arenas_ = a->next_free;
+    if (PoolHeader* h = a->pool) {  // kept by TryCloseArena: empty and zeroed
+      DetachPool(a, h);
+      domain_->ReleasePool(h, &stats_);
+    }
     domain_->backend()->FreeMeta(a, sizeof(Arena));
   }
   nfree_arenas_ = 0;
+  kept_pools_ = 0;
   Drain();
   if (pool_ != nullptr) {
     SyncOut();

@@ -314,13 +314,18 @@ struct RegularBlock {
 };
 
 // An explicit arena (poolscope_arena_open). Confined to its thread.
+// Its first five fields are struct poolscope_arena_view of interpose/poolscope.h (layout 1), which
+// programs read and write inline: cur and end, the carve table row and limit the layer above sets at
+// open, and the count of pooled blocks (inline carves included).
 struct Arena {
-  Arena* next_free;  // in its thread's list of closed arenas, for reuse
   char* cur;
   char* end;
+  uint64_t* counts;  // the layer above's per-size counts of inline carves; unused here
+  size_t limit;      // requests of 1..limit bytes the program may carve inline; 0: none
+  uint64_t pooled_blocks;
+  Arena* next_free;  // in its thread's list of closed arenas, for reuse
   PoolHeader* pool;
   RegularBlock* regular;
-  uint64_t pooled_blocks;
   uint64_t regular_blocks;
   void* track;  // the layer above's leak-tracking record for this arena, or nullptr
 };
@@ -344,7 +349,8 @@ class ThreadCache {
   Domain* domain() const { return domain_; }
   PoolStats& stats() { return stats_; }
   const PoolStats& stats() const { return stats_; }
-  int cached() const { return ncached_; }
+  // Pools cached, and those kept by closed arenas for their next open (TryCloseArena).
+  int cached() const { return ncached_ + kept_pools_; }
   bool dead() const { return dead_; }
   PoolHeader* current() const { return pool_; }
 
@@ -553,20 +559,24 @@ class ThreadCache {
     Adopt(h);
   }
   // ArenaClosePool and DeleteArena in one, inline, for an arena with no regular block, when its carved
-  // bytes lie in its pool's first line and this thread keeps both the pool and the struct; otherwise
-  // changes nothing and returns false (the caller takes the long way). Counts the pooled frees. No
-  // call: the line zeroed in four 16-byte stores, the pool pushed on the cache, the struct on the list.
+  // bytes lie in its pool's first line and this thread keeps the struct; otherwise changes nothing and
+  // returns false (the caller takes the long way). Counts the pooled frees. No call: the line zeroed in
+  // four 16-byte stores, the struct on the list with its pool still attached, empty, so that the next
+  // open's first block is carved at once (counted among the cached pools meanwhile, cached(), and
+  // within the cache's limit).
   POOLSCOPE_ALWAYS_INLINE bool TryCloseArena(Arena* arena) {
     if (POOLSCOPE_UNLIKELY(nfree_arenas_ >= max_free_arenas_)) return false;
     if (PoolHeader* h = arena->pool) {
-      if (POOLSCOPE_UNLIKELY(arena->cur - h->base > static_cast<ptrdiff_t>(kLine) || ncached_ >= max_cached_)) {
+      // (Pools kept by arenas count against the cache's limit: pools=0 keeps none.)
+      if (POOLSCOPE_UNLIKELY(arena->cur - h->base > static_cast<ptrdiff_t>(kLine) ||
+                             ncached_ + kept_pools_ >= max_cached_)) {
         return false;
       }
       stats_.pooled_frees += arena->pooled_blocks;
       ZeroFirstLine(h);
-      DetachPool(arena, h);
-      cache_[ncached_++] = h;
+      arena->cur = h->base;
       arena->pooled_blocks = 0;
+      ++kept_pools_;
     }
     KeepArena(arena);
     return true;
@@ -581,18 +591,23 @@ class ThreadCache {
     return a;
   }
   // NewArena's common case, inline: a closed arena struct of this thread's, else nullptr. A kept
-  // struct is empty already (KeepArena).
+  // struct is empty already (KeepArena), and may hold an empty pool (TryCloseArena).
   POOLSCOPE_ALWAYS_INLINE Arena* TryReuseArena() {
     Arena* a = free_arenas_;
     if (POOLSCOPE_UNLIKELY(a == nullptr)) return nullptr;
     free_arenas_ = a->next_free;
     --nfree_arenas_;
+    kept_pools_ -= a->pool != nullptr;
     return a;
   }
   // Takes back a closed arena (its pool closed and its regular blocks freed by the caller).
   void DeleteArena(Arena* a) {
     if (POOLSCOPE_LIKELY(nfree_arenas_ < max_free_arenas_)) {
+      uint64_t* const counts = a->counts;  // (the layer above's, set once per struct: kept)
+      const size_t limit = a->limit;
       *a = Arena{};
+      a->counts = counts;
+      a->limit = limit;
       KeepArena(a);
     } else {
       domain_->backend()->FreeMeta(a, sizeof(Arena));
@@ -784,6 +799,7 @@ class ThreadCache {
   Arena* free_arenas_ = nullptr;
   int nfree_arenas_ = 0;
   int max_free_arenas_ = kMaxFreeArenas;  // 0 once the thread is dead, like max_cached_
+  int kept_pools_ = 0;                      // pools attached to arenas on free_arenas_
   bool dead_ = false;
   PoolStats stats_ = {};
 };

@@ -561,19 +561,36 @@ TEST(ArenaTest, InlineCloseZeroesTheLineAndKeepsAnEmptyStruct) {
   char* base = a->pool->base;
   ASSERT_TRUE(tc.TryCloseArena(a));
   EXPECT_TRUE(AllZero(base, 64));
-  EXPECT_TRUE(ArenaIsEmpty(a));
+  // The struct keeps its pool, empty, for the next open; the pool counts as cached.
+  EXPECT_EQ(a->pool, t.domain.Find(base));
+  EXPECT_EQ(a->cur, base);
+  EXPECT_EQ(a->pooled_blocks, 0u);
+  EXPECT_EQ(a->regular, nullptr);
   EXPECT_EQ(tc.cached(), 1);
   EXPECT_EQ(tc.free_arenas(), 1);
   EXPECT_EQ(tc.stats().pooled_frees, 3u);
-  EXPECT_EQ(t.domain.Find(base)->kind, kImplicit);
+  EXPECT_EQ(t.domain.Find(base)->kind, kExplicit);
   EXPECT_EQ(tc.NewArena(), a);
   EXPECT_EQ(tc.free_arenas(), 0);
-  // An arena that never allocated closes inline too, and touches no pool.
+  EXPECT_EQ(tc.cached(), 0);
+  // Its first block comes from that pool, without taking one from the cache.
+  const uint64_t reused = tc.stats().pools_reused;
+  EXPECT_EQ(tc.ArenaTryCarve(a, 8, 8), base);
+  EXPECT_EQ(tc.stats().pools_reused, reused);
+  EXPECT_TRUE(AllZero(base, 64));
+  ASSERT_TRUE(tc.TryCloseArena(a));
+  EXPECT_EQ(tc.stats().pooled_frees, 4u);
+  EXPECT_EQ(tc.NewArena(), a);
+  // An arena that never allocated closes inline too, its kept pool untouched.
   ASSERT_TRUE(tc.TryCloseArena(a));
   EXPECT_EQ(tc.cached(), 1);
-  EXPECT_EQ(tc.stats().pooled_frees, 3u);
+  EXPECT_EQ(tc.stats().pooled_frees, 4u);
   EXPECT_EQ(t.backend.meta_allocs, 1);  // one arena struct (pool headers live in the domain's slab)
   EXPECT_EQ(t.backend.pool_allocs, 1);
+  // The thread's end releases the kept pool with the struct.
+  tc.Shutdown();
+  EXPECT_EQ(t.backend.live_pools(), 0);
+  EXPECT_EQ(tc.cached(), 0);
 }
 
 // What the inline close cannot do in fixed stores (carved bytes past the first line, a full pool cache)

@@ -1,6 +1,7 @@
 #!/bin/bash
 # An explicit arena never closed: its blocks are live logical blocks at exit, so the report's leaks
-# name who allocated them, with exact blocks and bytes, pooled or not; arenas that were closed leave
+# name who allocated them, with exact blocks and bytes, pooled or not (the allocating call's frame, then
+# the open's stack); a block allocated in the function that opened its arena shows that frame once; arenas that were closed leave
 # nothing behind; the ledgers' live bytes include the arena's blocks, and the report reconciles.
 # Also with pools=0 and without tracking (track=0); in every run the output, stderr and exit status are
 # the bare run's.
@@ -37,6 +38,11 @@ assert by_fn.get("leak_large_in_arena") == [(1, 500)], by_fn
 for g in leaks:
     names = [f["function"] for f in g["stack"]]
     assert "rounds_of_closed_arenas" not in names, ("a closed arena's block is reported live", g)
+    if names and names[0] in ("leak_pooled_in_arena", "leak_large_in_arena"):
+        # The allocating call's frame, then the stack of the open (in main): whole, and nothing of
+        # poolscope's or the client library's between them.
+        assert names[1] == "main", ("the open's stack does not follow the allocating frame", names)
+        assert not any(n.startswith("poolscope_") for n in names), names
 # Every live logical block is in some group, and the bytes add up.
 assert sum(g["blocks"] for g in leaks) == r["logical"]["live_blocks"], (leaks, r["logical"])
 assert sum(g["bytes"] for g in leaks) == r["logical"]["live_bytes"], (leaks, r["logical"])
@@ -52,6 +58,11 @@ s = sites["leak_pooled_in_arena"]
 assert s["logical_allocs"] == 3, s
 assert s["pool_hits"] == (0 if mode == "pool0" else 3), s
 assert sites["leak_large_in_arena"]["pool_hits"] == 0, sites["leak_large_in_arena"]
+# The closed arenas' blocks were allocated in the function that opened them: its frame once, then main.
+for st in r["sites"]:
+    names = [f["function"] for f in st["stack"]]
+    if names and names[0] == "rounds_of_closed_arenas":
+        assert names[1] == "main", ("the opening function's frame twice, or a frame missing", names)
 closed = sites["rounds_of_closed_arenas"]
 assert closed["logical_allocs"] == 400, closed
 assert closed["real_allocs"] >= 200, closed  # the 700-byte blocks take the regular path

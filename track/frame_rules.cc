@@ -507,6 +507,8 @@ constexpr uintptr_t kClaiming = 1;  // a slot being claimed: its pc is not writt
 std::atomic<uint64_t> g_computed{0};
 }  // namespace
 
+const void* FunctionOf(uintptr_t pc) { return FindFde(pc); }
+
 FrameRule ComputeFrameRule(uintptr_t pc) {
   g_computed.fetch_add(1, std::memory_order_relaxed);
   const uint8_t* fde = FindFde(pc);

@@ -56,6 +56,10 @@ inline int64_t RuleCfaOffset(FrameRule r) { return static_cast<int32_t>(r >> 32)
 // interpretation); use LookupFrameRule.
 FrameRule ComputeFrameRule(uintptr_t pc);
 
+// The FDE covering `pc` (an address inside an instruction), which stands for the function holding it:
+// two pcs with the same non-null answer lie in one function. nullptr when unknown. Slow (a binary
+// search of the object's .eh_frame_hdr table); no malloc, no lock.
+const void* FunctionOf(uintptr_t pc);
 // The table lookup in front of ComputeFrameRule: inline for a pc found in its home slot, the
 // common case; LookupFrameRuleSlow probes further, computes and caches.
 FrameRule LookupFrameRuleSlow(uintptr_t pc);

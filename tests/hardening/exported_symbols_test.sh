@@ -18,7 +18,7 @@ _ZdaPvSt11align_val_tRKSt9nothrow_t"
 required="malloc free calloc realloc reallocarray posix_memalign aligned_alloc memalign valloc pvalloc
 malloc_usable_size dlclose _Znwm _Znam _ZdlPv _ZdaPv _ZnwmRKSt9nothrow_t _ZnwmSt11align_val_t _ZdlPvm
 _ZdlPvSt11align_val_t poolscope_arena_open poolscope_arena_alloc poolscope_arena_close poolscope_tag_push
-poolscope_tag_pop sigaction signal"
+poolscope_tag_pop sigaction signal poolscope_arena_alloc_call poolscope_impl_arena_layout poolscope_impl_arena_alloc_at poolscope_impl_arena_open_at"
 declare -A allowed
 for s in $allowed_list; do allowed[$s]=1; done
 table=$(readelf --dyn-syms -W "$LIB") || fail "readelf failed on $LIB"
