@@ -8,8 +8,8 @@ packages=(
   g++ bazel-bootstrap bazel-rules-java bazel-rules-proto bazel-platforms
   libabsl-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   libunwind-dev libdw-dev valgrind
-  # real processes the tests preload into
-  python3 perl sqlite3 git procps
+  # real processes the tests preload into (make: a real process tree; gdb: `poolscope attach`)
+  python3 perl sqlite3 git procps make gdb
   # peers: profilers and allocators poolscope is compared with and stacked on
   heaptrack hyperfine libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0
   # the HTML report is rendered in a real browser by a test

@@ -31,6 +31,9 @@ printf 'int f1(int), f2(int), f3(int);\nint main(void) { return f1(1) + f2(2) + 
 printf 'prog: main.o f1.o f2.o f3.o\n\tgcc -o $@ $^\n%%.o: %%.c\n\tgcc -c -O1 -o $@ $<\n' >"$P/Makefile"
 # A git repository.
 G="$T/repo"
+# (A machine with no git identity configured still commits here.)
+export GIT_AUTHOR_NAME=poolscope GIT_AUTHOR_EMAIL=poolscope@localhost GIT_COMMITTER_NAME=poolscope \
+  GIT_COMMITTER_EMAIL=poolscope@localhost
 git init -q "$G" && (cd "$G" && seq 1 300 >f && git add f && git commit -qm one && seq 1 2 300 >f && git commit -qam two) ||
   fail "setting up the git repository"
 
