@@ -92,7 +92,7 @@ exit status: CMD's exit status, 128+N when a signal N ended it; 127 when CMD was
 when it could not be executed; 2 for bad usage.
 )";
 
-constexpr char kCompareUsage[] = R"(usage: poolscope compare [--options=K=V:...] [--lib=PATH] [--report-dir=DIR] [--fail-on-leak] [--process=GLOB] [--no-children] [-- CMD [ARGS...]]
+constexpr char kCompareUsage[] = R"(usage: poolscope compare [--options=K=V:...] [--lib=PATH] [--report-dir=DIR] [--fail-on-leak] [--process=GLOB] [--no-children] [--html=FILE] [-- CMD [ARGS...]]
 
 Runs CMD twice with libpoolscope.so preloaded, pooling off (pool=0) then on (pool=1), each with its
 own report, and prints one table on stdout: logical and real allocations, real frees, real blocks
@@ -120,6 +120,9 @@ flags:
   --process=GLOB      only the processes whose executable (path or base name) matches GLOB, in
                       the totals and the table (repeatable)
   --no-children       only the process poolscope started
+  --html=FILE         also write FILE: one self-contained page with the table and both runs'
+                      memory over time (the reports' timelines; a tree's root processes') on one
+                      chart
   -h, --help          this text
 
 exit status: the first nonzero exit status of CMD (run 1, then run 2), as `run` passes it
@@ -127,7 +130,7 @@ exit status: the first nonzero exit status of CMD (run 1, then run 2), as `run` 
 bad usage, a missing library, or a run that exited 0 but wrote no readable report.
 )";
 
-constexpr char kDiffUsage[] = R"(usage: poolscope diff [--fail-on-leak] [--process=GLOB] [--no-children] A.json|A_FOLDER B.json|B_FOLDER
+constexpr char kDiffUsage[] = R"(usage: poolscope diff [--fail-on-leak] [--process=GLOB] [--no-children] [--html=FILE] A.json|A_FOLDER B.json|B_FOLDER
 
 With two folders of reports (the reports of two runs' process trees), the table gives totals over
 each tree and a table of their processes matched by place in the tree.
@@ -153,6 +156,7 @@ flags:
                    leak_check.program_leak_blocks when both have it, else logical.live_blocks
   --process=GLOB   only the processes whose executable matches GLOB (repeatable; folders)
   --no-children    only the root of each tree
+  --html=FILE      also write FILE: the table and both reports' memory over time on one chart
   -h, --help       this text
 
 exit status: 0; 1 when --fail-on-leak finds a leak; 2 for bad usage or an unreadable report.
@@ -838,10 +842,32 @@ int LeakExit(const nlohmann::json& before, const nlohmann::json& after, std::ost
 
 // The comparison of two process trees: totals over the selected processes of each, then the
 // per-process table, the processes matched by place.
+// `--html=FILE` of compare and diff: the table as printed, then both runs' timelines on one chart. A
+// file that cannot be written is an error (status 2), after the table on stdout.
+void WriteComparePage(const std::string& path, const std::string& title, const std::string& table,
+                      const nlohmann::json& before, const std::string& before_label,
+                      const nlohmann::json& after, const std::string& after_label, std::ostream& err) {
+  if (path.empty()) return;
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << HtmlComparePage(title, table, before, before_label, after, after_label);
+  f.close();
+  if (!f) throw CliError{path, "cannot be written (--html)"};
+  err << fmt::format("poolscope: comparison page written to {}\n", path);
+}
+
+// The report of a tree's root process, whose timeline a comparison page shows; null without one.
+const nlohmann::json& RootDoc(const ProcessTree& tree) {
+  static const nlohmann::json kNone;
+  for (const TreeProcess& p : tree.processes) {
+    if (p.is_root && !p.doc.is_null()) return p.doc;
+  }
+  return kNone;
+}
+
 int CompareTrees(const std::vector<std::string>& shown, const std::string& report_dir,
                  ProcessTree (&trees)[2], const ChildResult& off, const ChildResult& on,
                  const std::vector<std::string>& globs, bool no_children, bool fail_on_leak,
-                 int first_failure, std::ostream& out, std::ostream& err) {
+                 int first_failure, const std::string& html, std::ostream& out, std::ostream& err) {
   std::vector<size_t> selected[2];
   nlohmann::json totals[2];
   for (int i = 0; i < 2; ++i) selected[i] = Selection(trees[i], globs, no_children);
@@ -874,20 +900,22 @@ int CompareTrees(const std::vector<std::string>& shown, const std::string& repor
   RunFacts facts[2];
   facts[0].wall_seconds = off.wall_seconds;
   facts[1].wall_seconds = on.wall_seconds;
-  out << LedgerTable(totals[0], facts[0], totals[1], facts[1], "pooling off", "pooling on");
-  out << "\n"
-      << ProcessTableOfTwo(trees[0], selected[0], trees[1], selected[1], "off", "on",
-                           kProcessesShown);
+  const std::string table =
+      LedgerTable(totals[0], facts[0], totals[1], facts[1], "pooling off", "pooling on") + "\n" +
+      ProcessTableOfTwo(trees[0], selected[0], trees[1], selected[1], "off", "on", kProcessesShown);
+  out << table;
   if (off.exit_status != 0) out << fmt::format("note: run 1 of 2, pooling off ended with status {}\n", off.exit_status);
   if (on.exit_status != 0) out << fmt::format("note: run 2 of 2, pooling on ended with status {}\n", on.exit_status);
   out.flush();
+  WriteComparePage(html, "compare " + CommandLine(shown), table, RootDoc(trees[0]),
+                   "pooling off (root process)", RootDoc(trees[1]), "pooling on (root process)", err);
   if (first_failure != 0) return first_failure;
   return fail_on_leak ? LeakExit(totals[0], totals[1], err) : kExitOk;
 }
 
 int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   FlagParser flags(args, 2, "poolscope compare");
-  std::string options, lib, report_dir, glob;
+  std::string options, lib, report_dir, glob, html;
   std::vector<std::string> globs;
   bool fail_on_leak = false, no_children = false;
   while (!flags.Done()) {
@@ -901,7 +929,7 @@ int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       return kExitOk;
     }
     if (flags.Value({"--options"}, &options) || flags.Value({"--lib"}, &lib) ||
-        flags.Value({"--report-dir"}, &report_dir)) {
+        flags.Value({"--report-dir"}, &report_dir) || flags.Value({"--html"}, &html)) {
       continue;
     }
     if (flags.Switch({"--fail-on-leak"})) {
@@ -1001,7 +1029,7 @@ int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   }
   if (IsTree(trees[0]) || IsTree(trees[1]) || !globs.empty() || no_children) {
     return CompareTrees(shown, report_dir, trees, sides[0].child, sides[1].child, globs,
-                        no_children, fail_on_leak, first_failure, out, err);
+                        no_children, fail_on_leak, first_failure, html, out, err);
   }
   for (Side& side : sides) {
     absl::StatusOr<Report> loaded = LoadReport(side.report);
@@ -1021,14 +1049,17 @@ int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     facts[i].wall_seconds = sides[i].child.wall_seconds;
     facts[i].peak_rss_kib = sides[i].child.peak_rss_kib;
   }
-  out << LedgerTable(sides[0].loaded.doc, facts[0], sides[1].loaded.doc, facts[1], "pooling off",
-                     "pooling on");
+  const std::string table =
+      LedgerTable(sides[0].loaded.doc, facts[0], sides[1].loaded.doc, facts[1], "pooling off", "pooling on");
+  out << table;
   for (const Side& side : sides) {
     if (side.child.exit_status != 0) {
       out << fmt::format("note: {} ended with status {}\n", side.label, side.child.exit_status);
     }
   }
   out.flush();
+  WriteComparePage(html, "compare " + CommandLine(shown), table, sides[0].loaded.doc, "pooling off",
+                   sides[1].loaded.doc, "pooling on", err);
   if (first_failure != 0) return first_failure;
   return fail_on_leak ? LeakExit(sides[0].loaded.doc, sides[1].loaded.doc, err) : kExitOk;
 }
@@ -1063,6 +1094,7 @@ std::vector<std::string> ReportOperands(FlagParser& flags, const char* usage, bo
 
 int Diff(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   FlagParser flags(args, 2, "poolscope diff");
+  std::string html;
   bool fail_on_leak = false;
   bool help = false;
   std::vector<std::string> globs;
@@ -1077,6 +1109,7 @@ int Diff(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
       no_children = true;
       return true;
     }
+    if (flags.Value({"--html"}, &html)) return true;
     if (!flags.Switch({"--fail-on-leak"})) return false;
     fail_on_leak = true;
     return true;
@@ -1110,10 +1143,14 @@ int Diff(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
     out << fmt::format("totals over {} processes of A, {} of B\n\n",
                        ByLogicalAllocations(trees[0], selected[0]).size(),
                        ByLogicalAllocations(trees[1], selected[1]).size());
-    out << LedgerTable(totals[0], {}, totals[1], {}, label_a, label_b);
-    out << "\n" << ProcessTableOfTwo(trees[0], selected[0], trees[1], selected[1], "A", "B", kProcessesShown);
-    out << "\n" << LeakDiffSection(totals[0], totals[1], 20);
+    const std::string table =
+        LedgerTable(totals[0], {}, totals[1], {}, label_a, label_b) + "\n" +
+        ProcessTableOfTwo(trees[0], selected[0], trees[1], selected[1], "A", "B", kProcessesShown) + "\n" +
+        LeakDiffSection(totals[0], totals[1], 20);
+    out << table;
     out.flush();
+    WriteComparePage(html, "diff " + OneLine(files[0]) + " " + OneLine(files[1]), table, RootDoc(trees[0]),
+                     label_a + " (root process)", RootDoc(trees[1]), label_b + " (root process)", err);
     return fail_on_leak ? LeakExit(totals[0], totals[1], err) : kExitOk;
   }
   Report a = Load(files[0]);
@@ -1128,9 +1165,12 @@ int Diff(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   std::string mismatch = ExecutableMismatch(a.doc, b.doc);
   if (!mismatch.empty()) err << mismatch << "\n";
   out << fmt::format("poolscope diff: A = {}, B = {}\n\n", OneLine(files[0]), OneLine(files[1]));
-  out << LedgerTable(a.doc, {}, b.doc, {}, label_a, label_b);
-  out << "\n" << LeakDiffSection(a.doc, b.doc, 20);
+  const std::string table =
+      LedgerTable(a.doc, {}, b.doc, {}, label_a, label_b) + "\n" + LeakDiffSection(a.doc, b.doc, 20);
+  out << table;
   out.flush();
+  WriteComparePage(html, "diff " + OneLine(files[0]) + " " + OneLine(files[1]), table, a.doc, label_a, b.doc,
+                   label_b, err);
   return fail_on_leak ? LeakExit(a.doc, b.doc, err) : kExitOk;
 }
 

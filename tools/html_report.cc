@@ -568,37 +568,45 @@ std::string ReachabilityHtml(const json& report) {
 
 }  // namespace
 
-// Memory over time (the report's `timeline`): live blocks of both ledgers against time, and the
-// resident set on its own scale (right axis). Empty when the report has fewer than two points.
-std::string TimelineChart(const json& report) {
-  const json* points = Find(report, "timeline.points");
-  if (points == nullptr || !points->is_array() || points->size() < 2) return std::string();
+// Memory over time (the reports' `timeline`s): live blocks of both ledgers against time, and the
+// resident set on its own scale (right axis, dashed), for one run or for several on one chart (each
+// run's lines in its own shade, named by its label). Empty when no run has two points or more.
+std::string TimelineChart(const std::vector<std::pair<const json*, std::string>>& runs) {
   struct Series {
-    const char* key;
-    const char* label;
-    const char* color;
+    std::string label;
+    std::string color;
     bool right;  // on the resident-set axis
     std::vector<std::pair<int64_t, int64_t>> xy;
   };
-  std::vector<Series> series = {
-      {"logical_live_blocks", "logical live blocks", kLogicalColor, false, {}},
-      {"real_live_blocks", "real live blocks", kRealColor, false, {}},
-      {"rss_kib", "resident set (right axis)", "#6b7280", true, {}},
-  };
+  // Per run: logical, real, resident set. A second run's lines are darker shades of the first's.
+  static const char* const kColors[2][3] = {{kLogicalColor, kRealColor, "#6b7280"},
+                                            {"#16365e", "#8a3f0a", "#111827"}};
+  std::vector<Series> series;
   int64_t max_t = 1, max_blocks = 1, max_rss = 1;
-  for (const json& p : *points) {
-    std::optional<int64_t> t = Count(p, "t_ms");
-    if (!t) continue;
-    max_t = std::max(max_t, *t);
-    for (Series& s : series) {
-      if (std::optional<int64_t> v = Count(p, s.key)) {
+  for (size_t r = 0; r < runs.size(); ++r) {
+    const json* points = Find(*runs[r].first, "timeline.points");
+    if (points == nullptr || !points->is_array() || points->size() < 2) continue;
+    const std::string prefix = runs[r].second.empty() ? "" : runs[r].second + ": ";
+    const char* const* colors = kColors[r % 2];
+    const std::pair<const char*, const char*> keys[] = {{"logical_live_blocks", "logical live blocks"},
+                                                        {"real_live_blocks", "real live blocks"},
+                                                        {"rss_kib", "resident set (right axis)"}};
+    for (int k = 0; k < 3; ++k) {
+      Series s{prefix + keys[k].second, colors[k], k == 2, {}};
+      for (const json& p : *points) {
+        std::optional<int64_t> t = Count(p, "t_ms"), v = Count(p, keys[k].first);
+        if (!t || !v) continue;
         s.xy.emplace_back(*t, *v);
+        max_t = std::max(max_t, *t);
         (s.right ? max_rss : max_blocks) = std::max(s.right ? max_rss : max_blocks, *v);
       }
+      series.push_back(std::move(s));
     }
   }
-  const int width = 1050, height = 280, left = 90, right = 90, top = 34, bottom = 220;
-  const int plot_width = width - left - right;
+  if (series.empty()) return std::string();
+  const int legend_rows = static_cast<int>((series.size() + 2) / 3);
+  const int width = 1050, left = 90, right = 90, top = 16 + 18 * legend_rows, bottom = top + 186;
+  const int height = bottom + 60, plot_width = width - left - right;
   auto x_of = [&](int64_t t) {
     return left + plot_width * static_cast<double>(t) / static_cast<double>(max_t);
   };
@@ -610,12 +618,11 @@ std::string TimelineChart(const json& report) {
       "<svg width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
       "role=\"img\" aria-label=\"memory over time\">\n",
       width, height);
-  int lx = left;
-  for (const Series& s : series) {
-    svg += fmt::format("<rect x=\"{}\" y=\"6\" width=\"12\" height=\"12\" fill=\"{}\"/>"
-                       "<text x=\"{}\" y=\"16\">{}</text>\n",
-                       lx, s.color, lx + 16, E(s.label));
-    lx += 230;
+  for (size_t i = 0; i < series.size(); ++i) {
+    const int lx = left + 310 * static_cast<int>(i % 3), ly = 6 + 18 * static_cast<int>(i / 3);
+    svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
+                       "<text x=\"{}\" y=\"{}\">{}</text>\n",
+                       lx, ly, series[i].color, lx + 16, ly + 10, E(series[i].label));
   }
   for (const Series& s : series) {
     if (s.xy.size() < 2) continue;
@@ -706,7 +713,7 @@ std::string HtmlReport(const json& report, const std::string& path) {
   page += "<div class=\"charts\">\n<div id=\"ledgers\">\n<h2>The two ledgers</h2>\n" +
           LedgerChart(report) + "</div>\n<div id=\"sizes\">\n<h2>Request sizes</h2>\n" +
           SizeChart(report) + "</div>\n</div>\n";
-  if (std::string timeline = TimelineChart(report); !timeline.empty()) {
+  if (std::string timeline = TimelineChart({{&report, ""}}); !timeline.empty()) {
     page += "<section id=\"timeline\">\n<h2>Memory over time</h2>\n" + timeline + "</section>\n";
   }
   page += "<h2>Real blocks live at exit, by kind</h2>\n" + LiveChart(report);
@@ -748,6 +755,24 @@ std::string HtmlReport(const json& report, const std::string& path) {
 }  // namespace poolscope::tools
 
 namespace poolscope::tools {
+
+std::string HtmlComparePage(const std::string& title, const std::string& table, const json& before,
+                            const std::string& before_label, const json& after,
+                            const std::string& after_label) {
+  std::string page;
+  page += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+  page += fmt::format("<title>poolscope: {}</title>\n", E(title));
+  page += "<style>" + std::string(kStyle) + "</style>\n</head>\n<body>\n<main>\n";
+  page += fmt::format("<h1>poolscope: {}</h1>\n", E(title));
+  page += fmt::format("<section id=\"table\">\n<pre style=\"white-space: pre-wrap\">{}</pre>\n</section>\n",
+                      E(table));
+  std::string timeline = TimelineChart({{&before, before_label}, {&after, after_label}});
+  page += "<section id=\"timeline\">\n<h2>Memory over time, both runs</h2>\n";
+  page += timeline.empty() ? std::string("<p>Neither report has a timeline of two points or more.</p>\n")
+                           : timeline;
+  page += "</section>\n</main>\n</body>\n</html>\n";
+  return page;
+}
 
 std::string HtmlTreeReport(const std::string& title, const std::string& summary,
                            const std::vector<std::pair<const nlohmann::json*, std::string>>& processes) {

@@ -28,6 +28,12 @@ std::string HtmlReport(const nlohmann::json& report, const std::string& path);
 // are ordered by bytes, largest first, and a frame is as wide as its bytes in 1000 px.
 std::string FlameGraph(const nlohmann::json& report);
 
+// The page of a comparison of two runs (`compare --html`, `diff --html`): `table` (preformatted
+// text, as printed on stdout), then both reports' timelines on one chart.
+std::string HtmlComparePage(const std::string& title, const std::string& table, const nlohmann::json& before,
+                            const std::string& before_label, const nlohmann::json& after,
+                            const std::string& after_label);
+
 // The page of a process tree: `summary` (preformatted text: totals and the per-process table), then
 // one <section id="process-PID"> per report of `processes` (report, file), each the page above
 // with its ids prefixed "pPID-" and its headings one level down.

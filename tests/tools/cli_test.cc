@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -194,6 +195,49 @@ TEST(DiffCommandTest, FailOnLeakJudgesReachabilityWhenScanned) {
   b = WriteTemp("b.json", on.dump());
   Outcome clean = Call({"diff", "--fail-on-leak", a, b});
   EXPECT_EQ(clean.status, 0) << clean.err;
+}
+
+// --html=FILE: the table printed on stdout, and both reports' timelines on one chart (each run's
+// three lines, named by its label); a file that cannot be written is status 2.
+TEST(DiffCommandTest, HtmlPageWithBothTimelines) {
+  nlohmann::json off = LoadJson(kOff), on = LoadJson(kOn);
+  for (nlohmann::json* r : {&off, &on}) {
+    nlohmann::json points = nlohmann::json::array();
+    for (int i = 0; i < 3; ++i) {
+      points.push_back({{"t_ms", 100 * i}, {"logical_live_blocks", 10 * i}, {"real_live_blocks", 5 * i},
+                        {"pools", 0}, {"rss_kib", 1024}});
+    }
+    (*r)["timeline"] = {{"interval_ms", 5}, {"points", points}};
+  }
+  std::string a = WriteTemp("a.json", off.dump()), b = WriteTemp("b.json", on.dump());
+  std::string page_path = WriteTemp("page.html", "");
+  Outcome diff = Call({"diff", "--html=" + page_path, a, b});
+  ASSERT_EQ(diff.status, 0) << diff.err;
+  EXPECT_EQ(diff.err, "poolscope: comparison page written to " + page_path + "\n");
+  std::ifstream in(page_path);
+  std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(page.rfind("<!DOCTYPE html>", 0), 0u);
+  // The table as printed, escaped (stdout's first line names the files; the table follows it).
+  const std::string table_line = diff.out.substr(diff.out.find("logical allocations"),
+                                                 diff.out.find('\n', diff.out.find("logical allocations")) -
+                                                     diff.out.find("logical allocations"));
+  EXPECT_NE(page.find(table_line), std::string::npos) << table_line;
+  size_t lines = 0;
+  for (size_t p = page.find("<polyline"); p != std::string::npos; p = page.find("<polyline", p + 1)) ++lines;
+  EXPECT_EQ(lines, 6u);
+  EXPECT_NE(page.find(">A (pooling off): logical live blocks</text>"), std::string::npos) << page;
+  EXPECT_NE(page.find(">B (pooling on): resident set (right axis)</text>"), std::string::npos);
+  EXPECT_EQ(page.find("<script"), std::string::npos);
+  // Reports without timelines: the page says so.
+  Outcome plain = Call({"diff", "--html=" + page_path, kOff, kOn});
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  std::ifstream in2(page_path);
+  std::string page2((std::istreambuf_iterator<char>(in2)), std::istreambuf_iterator<char>());
+  EXPECT_NE(page2.find("Neither report has a timeline"), std::string::npos);
+  Outcome bad = Call({"diff", "--html=/proc/self/no/such/page.html", kOff, kOn});
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("/proc/self/no/such/page.html: cannot be written (--html)"), std::string::npos)
+      << bad.err;
 }
 
 TEST(DiffCommandTest, Errors) {
