@@ -5,7 +5,7 @@
 # Checks the DOM Chromium built from the page: every section is there (the two charts with their
 # axis titles, the flame graph's SVG with its frames, the leak table's folded <details> stacks, the
 # call-site table with its rows, the timeline's lines, given to a copy of the report) and nothing
-# scripted. Then checks the screenshot: the PNG exists,
+# scripted; then the comparison page of `diff --html` (its table, both runs' lines on one chart). Then checks the screenshot: the PNG exists,
 # is 1200x1600 (read from its IHDR), and is not blank (its decoded pixels hold many distinct
 # colours). With SCREENSHOT_OUT=PATH set, the screenshot is also copied there (README's image is
 # made so). Fails, not skips, when chromium is missing: install it with `apt-get install -y chromium`.
@@ -118,5 +118,31 @@ print(f"screenshot {width}x{height}, {len(colors)} distinct colours sampled")
 PY
 status=$?
 if [ "$status" = 0 ] && [ -n "${SCREENSHOT_OUT:-}" ]; then cp "$T/shot.png" "$SCREENSHOT_OUT"; fi
+# The comparison page (`diff --html`) of the same report against itself, one run shifted: its table
+# and one chart with both runs' lines, as Chromium builds it.
+if [ "$status" = 0 ]; then
+  "$POOLSCOPE" diff --html="$T/compare.html" "$REPORT" "$REPORT" >"$T/diff.out" 2>"$T/diff.err" ||
+    { echo "FAIL: poolscope diff --html: $(cat "$T/diff.err")" >&2; status=1; }
+fi
+if [ "$status" = 0 ]; then
+  timeout 120 "$CHROMIUM" "${CHROMIUM_FLAGS[@]}" --user-data-dir="$(mktemp -d "$T/profile.XXXXXX")" \
+    --dump-dom "file://$T/compare.html" >"$T/compare_dom.html" 2>"$T/compare_dom.log"
+  python3 - "$T/compare_dom.html" <<'PY' || status=1
+import sys
+dom = open(sys.argv[1], encoding="utf-8").read()
+table = dom.find('id="table"')
+chart = dom.find('id="timeline"')
+if table < 0 or "logical allocations" not in dom[table:chart]:
+    sys.exit("FAIL: the comparison page has no table")
+if chart < 0 or dom[chart:].count("<polyline") != 6:
+    sys.exit("FAIL: the comparison page's chart lacks the two runs' six lines")
+for label in ("A: logical live blocks", "B: resident set (right axis)"):
+    if label not in dom[chart:]:
+        sys.exit(f"FAIL: the comparison page's chart lacks {label!r}")
+if "<script" in dom.lower():
+    sys.exit("FAIL: the comparison page holds a script")
+print("comparison page: table and both runs' timelines")
+PY
+fi
 rm -rf "$T"
 exit $status
