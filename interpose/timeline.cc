@@ -33,10 +33,18 @@ uint64_t Now() {
   return static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
 }
 
+// Set once /proc/self/statm could not be opened (a sandbox that refuses it, perhaps through a SIGSYS
+// handler of the program's): not asked again.
+std::atomic<bool> g_no_statm{false};
+
 // Resident pages from /proc/self/statm's second field, in KiB; -1 when it cannot be read.
 int64_t ResidentKib() {
+  if (g_no_statm.load(std::memory_order_relaxed)) return -1;
   const int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
+  if (fd < 0) {
+    g_no_statm.store(true, std::memory_order_relaxed);
+    return -1;
+  }
   char buf[128];
   const ssize_t n = read(fd, buf, sizeof buf - 1);
   close(fd);
@@ -89,11 +97,15 @@ void TimelineTick() {
   if (!g_on.load(std::memory_order_acquire)) return;
   const uint64_t now = Now();
   if (now < g_next_ns.load(std::memory_order_relaxed)) return;
-  // Signals wait while the sample holds the registry's lock: the report a SIGTERM writes takes that
-  // lock, and a handler that interrupted its holder would wait for it forever.
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &old);
+  // The signals whose report takes the registry's lock wait while the sample holds it: a handler
+  // that interrupted its holder would wait for it forever. Only those: a signal the kernel forces
+  // (SIGSYS from a seccomp trap on the open below, SIGSEGV) while blocked kills the process.
+  sigset_t report_signals, old;
+  sigemptyset(&report_signals);
+  sigaddset(&report_signals, SIGTERM);
+  sigaddset(&report_signals, SIGINT);
+  sigaddset(&report_signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &report_signals, &old);
   if (!g_busy.exchange(true, std::memory_order_acquire)) {
     if (g_series.Due(now - g_start_ns)) Sample(now);
     g_busy.store(false, std::memory_order_release);
@@ -105,7 +117,8 @@ void TimelineForkChild() { g_busy.store(false, std::memory_order_relaxed); }
 
 size_t TimelineRead(TimelinePoint* out, uint64_t* interval_ns) {
   // A sampler that is compacting the array meanwhile: wait for it, a while (it finishes in
-  // microseconds, with signals blocked; a bounded wait all the same: no samples rather than a hang).
+  // microseconds, with the report's signals blocked; a bounded wait all the same: no samples rather
+  // than a hang).
   for (int tries = 0; g_busy.exchange(true, std::memory_order_acquire); ++tries) {
     if (tries == 1000) {
       *interval_ns = kTimelineFirstIntervalNs;

@@ -10,11 +10,15 @@
 #   - the resident set at the peak is above the first point's by at least N's bytes over two;
 #   - a longer run's points span it, from its start to its end (how they thin out past 200 samples:
 #     //interpose:timeline_series_test);
-#   - the program's stdout and status are the bare run's.
-# Args: LIB CHECKER PHASES
+#   - the program's stdout and status are the bare run's;
+#   - a process in a seccomp sandbox that traps open into a SIGSYS handler (tests/programs/
+#     seccomp_trap.c) keeps running while samples are taken: a sample's open of /proc/self/statm is
+#     refused, never made with SIGSYS blocked (which the kernel answers by killing the process).
+# Args: LIB CHECKER PHASES SECCOMP_TRAP
 source "$(dirname "$0")/integration_lib.sh"
 integration_init "$1" "$2"
 prog=$(abspath "$3")
+sandboxed=$(abspath "$4")
 N=60000
 
 run_with_options phases bare - /dev/null -- "$prog" "$N" 60 150 60
@@ -75,4 +79,14 @@ for p in problems:
     print("long run: " + p)
 sys.exit(1 if problems else 0)
 PY
+note "a seccomp sandbox that traps open"
+run_with_options sandbox bare - /dev/null -- "$sandboxed" 300
+for pool in 0 1; do
+  run_with_options sandbox "pool$pool" "pool=$pool:quiet=1:report=@REPORT@" /dev/null -- "$sandboxed" 300
+  got=$(cat "$WORK/sandbox/pool$pool/status")
+  want=$(cat "$WORK/sandbox/bare/status")
+  [ "$got" = "$want" ] || fail "sandbox/pool$pool: exit status $got, bare $want"
+  cmp -s "$WORK/sandbox/bare/stdout" "$WORK/sandbox/pool$pool/stdout" ||
+    fail "sandbox/pool$pool: stdout differs from bare"
+done
 echo "PASS"
