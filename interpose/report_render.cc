@@ -19,6 +19,7 @@
 #include "interpose/attach.h"
 #include "interpose/internal.h"
 #include "interpose/leak_scan.h"
+#include "interpose/shim_internal.h"
 #include "interpose/signals.h"
 #include "interpose/thread_state.h"
 #include "interpose/timeline.h"
@@ -684,6 +685,17 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   w.EndObject();
 
   w.EndObject();
+  if (sym != nullptr) {
+    // libdw is loaded when the first frame needs it; without it, one line per process.
+    static std::atomic<bool> warned{false};
+    const char* why = track::SymbolizerUnavailable();
+    if (why != nullptr && !warned.exchange(true)) {
+      char line[500];
+      snprintf(line, sizeof line, "cannot load libdw (%s): report stacks name objects and offsets, no functions or lines",
+               why);
+      WarnLine(nullptr, line);
+    }
+  }
   delete sym;
 }
 

@@ -287,7 +287,7 @@ void InitGlobal(ThreadState& ts) {
   InitProcessInfo(&g_process, g_options);
   NoteStarted();
   // Under valgrind, with valgrind=0 as with valgrind=1, memcheck records the stacks itself, and
-  // libunwind's memory probes (a write() of stack memory below the stack pointer) would be reported as
+  // the unwinder's reads of other frames' stack memory could be reported as
   // the program's errors: the table still counts live blocks, without stacks.
   if (g_options.track) {
     g_tracking = TrackingInit(RUNNING_ON_VALGRIND ? 0 : g_options.stack_depth, ForEachPooledBlock);

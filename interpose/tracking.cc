@@ -281,7 +281,7 @@ uint32_t CaptureStackId(int skip, const track::StartFrame* from) {
         want = g_depth;
         skip = -1;
       } else {
-        from = nullptr;  // the walk cannot go on from there: from here, with libunwind behind it
+        from = nullptr;  // the walk cannot go on from there: from here, with the unwinder behind it
       }
     }
     if (n < 0) n = track::CaptureStack(pcs, want, skip + 1, memo);

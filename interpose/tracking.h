@@ -3,7 +3,7 @@
 // Leak accounting (track=1): every live logical block is known with its size and the id of its
 // allocation stack (a real block in a table, a pooled block beside its pool's marks), so that at exit the report can say who allocated each block still live, and which
 // call sites the pools serve. Stacks are captured by walking .eh_frame rules (correct without frame
-// pointers; libunwind for the frames the walk cannot read) and interned in a depot; per-site counters sit beside the depot. All memory is poolscope's own (mmap).
+// pointers; GCC's unwinder for the frames the walk cannot read) and interned in a depot; per-site counters sit beside the depot. All memory is poolscope's own (mmap).
 // Symbolizing happens only when a report is written.
 //
 // Thread-safety: OnAlloc/OnFree from any thread, concurrently (each thread's young blocks in slots of

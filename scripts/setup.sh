@@ -7,7 +7,7 @@ packages=(
   # build
   g++ bazel-bootstrap bazel-rules-java bazel-rules-proto bazel-platforms
   libabsl-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
-  libunwind-dev libdw-dev valgrind
+  libdw-dev valgrind
   # real processes the tests preload into (make: a real process tree; gdb: `poolscope attach`)
   python3 perl sqlite3 git procps make gdb
   # peers: profilers and allocators poolscope is compared with and stacked on

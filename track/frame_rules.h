@@ -9,7 +9,7 @@
 // word just below the CFA, and where the caller's rbp was saved, if anywhere. That is the whole state
 // a call-site unwind needs: rsp, rbp and the return address. Frames whose CFI says anything else
 // (signal frames, CFA expressions other than the realignment one, a return address not at CFA-8)
-// get kUnsupported, and the capture that met them is left to libunwind (stack_capture.cc).
+// get kUnsupported, and the capture that met them is left to the unwinder (stack_capture.cc).
 //
 // The table: 2^17 slots of {pc, rule}, in .bss (touched only as it fills). A slot's pc is claimed
 // once with a compare-and-swap and never changes; its rule is one 64-bit word, written after the

@@ -1,5 +1,5 @@
 // A shared object linking all of track/, loaded by shared_object_test: proves the libraries are
-// position-independent and that -lunwind, -ldw and -lelf resolve from a shared object.
+// position-independent, and that the unwinder and the symbolizer (libdw loaded with dlopen) work from a shared object.
 #include <cstdlib>
 #include <cstring>
 

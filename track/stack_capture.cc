@@ -3,12 +3,11 @@
 // The walk: CaptureStack reads its own pc, rsp and rbp, then steps frame by frame with the rules of
 // frame_rules.h (one table probe and two or three loads a frame). A frame whose rule is unsupported,
 // or a step that would leave the stack (a CFA not above the previous one, or more than 64 MiB
-// above it), hands the whole capture to libunwind's unw_backtrace, which copes with signal frames and
-// CFI expressions, and whose answer is the reference the tests hold the walk to.
+// above it), hands the whole capture to GCC's unwinder (_Unwind_Backtrace), which copes with signal
+// frames and CFI expressions, and whose answer is the reference the tests hold the walk to.
 #include "track/stack_capture.h"
 
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
+#include <unwind.h>
 
 #include <atomic>
 
@@ -40,7 +39,7 @@ enum class StepResult { kFrame, kEnd, kFail };
 
 // One step by the rules from the frame at (key, sp, bp) to its caller: updates the three, sets *ra
 // and, when kRecord, describes the step in *rec (flags, bp_addr, ra; the caller fills the state).
-// kEnd: the stack ends (outermost frame, or a zero return address); kFail: libunwind must answer.
+// kEnd: the stack ends (outermost frame, or a zero return address); kFail: the unwinder must answer.
 // Reads other frames' return-address and saved-rbp slots, which the sanitizers would take for
 // out-of-bounds stack reads.
 template <bool kRecord>
@@ -97,7 +96,7 @@ __attribute__((always_inline, no_sanitize("address", "thread"))) inline StepResu
 }
 
 // Steps from the frame at (pc, sp, bp) and writes up to `n` return addresses into `out`. Returns
-// how many it wrote, or -1 when libunwind must answer instead.
+// how many it wrote, or -1 when the unwinder must answer instead.
 __attribute__((no_sanitize("address", "thread"))) int Walk(uintptr_t pc, uintptr_t sp, uintptr_t bp,
                                                             uintptr_t* out, int n) {
   uintptr_t key = pc;
@@ -337,7 +336,7 @@ inline int WalkFrom(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t* out, in
   return n;
 }
 
-// Clamps the arguments of CaptureStack and CaptureStackWithLibunwind; false when there is nothing to
+// Clamps the arguments of CaptureStack and CaptureStackWithUnwinder; false when there is nothing to
 // capture.
 bool ClampArgs(int* max_depth, int* skip) {
   if (*max_depth <= 0) return false;
@@ -347,13 +346,29 @@ bool ClampArgs(int* max_depth, int* skip) {
   return true;
 }
 
-// unw_backtrace's buffer starts with the return address into this function's caller: two frames of
-// our own (this one and CaptureStack or CaptureStackWithLibunwind), dropped along with `skip` more.
-__attribute__((noinline)) int CaptureWithLibunwind(uintptr_t* pcs, int max_depth, int skip) {
-  constexpr int kOwnFrames = 2;  // CaptureWithLibunwind, CaptureStack
+struct UnwindBuffer {
+  void** pcs;
+  int n, max;
+};
+
+_Unwind_Reason_Code CollectFrame(struct _Unwind_Context* ctx, void* arg) {
+  auto* b = static_cast<UnwindBuffer*>(arg);
+  const uintptr_t ip = _Unwind_GetIP(ctx);
+  if (ip == 0) return _URC_END_OF_STACK;
+  b->pcs[b->n++] = reinterpret_cast<void*>(ip);
+  return b->n == b->max ? _URC_END_OF_STACK : _URC_NO_REASON;
+}
+
+// _Unwind_Backtrace's first frame is the caller of _Unwind_Backtrace, so the buffer starts with two
+// frames of our own (this one and CaptureStack or CaptureStackWithUnwinder), dropped along with
+// `skip` more.
+__attribute__((noinline)) int CaptureWithUnwinder(uintptr_t* pcs, int max_depth, int skip) {
+  constexpr int kOwnFrames = 2;  // CaptureWithUnwinder, CaptureStack
   const int drop = kOwnFrames + skip;
   void* buf[kMaxCaptureDepth + kMaxCaptureSkip + kOwnFrames];
-  int n = unw_backtrace(buf, max_depth + drop);
+  UnwindBuffer b{buf, 0, max_depth + drop};
+  _Unwind_Backtrace(CollectFrame, &b);
+  const int n = b.n;
   int out = 0;
   for (int i = drop; i < n; ++i) pcs[out++] = reinterpret_cast<uintptr_t>(buf[i]);
   __asm__ volatile("" ::: "memory");
@@ -379,7 +394,7 @@ __attribute__((noinline)) int CaptureStack(uintptr_t* pcs, int max_depth, int sk
     for (int i = 0; i < n; ++i) pcs[i] = buf[skip + i];
   } else {
     g_fallbacks.fetch_add(1, std::memory_order_relaxed);
-    n = CaptureWithLibunwind(pcs, max_depth, skip);
+    n = CaptureWithUnwinder(pcs, max_depth, skip);
   }
   // Keeps this frame a real one: the walk and the copy must not be folded into the caller.
   __asm__ volatile("" ::: "memory");
@@ -432,9 +447,9 @@ __attribute__((no_sanitize("address", "thread"))) bool RepeatsLastCapture(const 
   return true;
 }
 
-__attribute__((noinline)) int CaptureStackWithLibunwind(uintptr_t* pcs, int max_depth, int skip) {
+__attribute__((noinline)) int CaptureStackWithUnwinder(uintptr_t* pcs, int max_depth, int skip) {
   if (!ClampArgs(&max_depth, &skip)) return 0;
-  int n = CaptureWithLibunwind(pcs, max_depth, skip);
+  int n = CaptureWithUnwinder(pcs, max_depth, skip);
   __asm__ volatile("" ::: "memory");
   return n;
 }
@@ -444,7 +459,7 @@ uint64_t CaptureFallbacks() { return g_fallbacks.load(std::memory_order_relaxed)
 void WarmUpStackCapture() {
   uintptr_t pcs[4];
   CaptureStack(pcs, 4, 0);
-  CaptureStackWithLibunwind(pcs, 4, 0);
+  CaptureStackWithUnwinder(pcs, 4, 0);
 }
 
 }  // namespace track

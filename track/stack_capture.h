@@ -4,51 +4,45 @@
 // malloc with poolscope's reentrancy guard held).
 //
 // Guarantees: correct on code built without frame pointers (Debian's own -O2 -fomit-frame-pointer
-// binaries); does not call malloc nor take a lock that malloc takes (see WarmUpStackCapture for the one
-// caveat); async-signal-safe as far as libunwind's local unwinder is (it blocks signals
-// around its own caches).
+// binaries); does not call malloc nor take a lock that malloc takes; async-signal-safe as far as
+// GCC's unwinder is (it takes no lock while no object registered its frames by hand).
 //
 // The unwinder, and why: our own walk over .eh_frame call frame information (frame_rules.h), with
-// nongnu libunwind's `unw_backtrace` (Debian libunwind-dev, `-lunwind`; heaptrack's unwinder) behind
-// it for the frames the walk does not understand (signal frames, unusual CFI). Both unwind through
-// CFI, so frame pointers are not needed. The walk exists for speed: per allocation, unw_backtrace
-// cost about 1,900 instructions on python3's 16-frame stacks (cursor set-up plus ~110 a frame in its
-// per-thread frame cache); the walk costs a table probe and two or three loads a frame, and its rule
-// table is shared by all threads, so a new thread does not pay the CFI interpretation again.
+// GCC's unwinder (`_Unwind_Backtrace`, <unwind.h>) behind it for the frames the walk does not
+// understand (signal frames, unusual CFI). Both unwind through CFI, so frame pointers are not needed.
+// The walk exists for speed: a general unwinder interprets each frame's CFI again on every capture
+// (about 1,900 instructions on python3's 16-frame stacks with nongnu libunwind's cached
+// unw_backtrace); the walk costs a table probe and two or three loads a frame, and its rule table is
+// shared by all threads, so a new thread does not pay the CFI interpretation again.
 // The alternatives:
 //  - glibc `backtrace()` unwinds with libgcc_s, which it dlopens on first use in the process (dlopen
-//    mallocs and takes the loader lock): unusable inside malloc unless warmed up first, and its unwinder
-//    takes libgcc's own mutex on every call.
+//    mallocs and takes the loader lock): unusable inside malloc unless warmed up first.
+//  - nongnu libunwind (`unw_backtrace`, heaptrack's unwinder): Debian ships it as a shared library
+//    only (its libunwind.a is not PIC), so it would be one more object mapped into every process.
 //  - walking frame pointers (rbp chains) costs a few ns per frame but returns garbage or stops after one
 //    frame in code built with -fomit-frame-pointer, which is all of Debian's libraries: stacks would
 //    lose exactly the frames a leak report needs.
 //  - libdw's dwfl_thread_getframes needs a Dwfl with every module reported (mallocs, opens files).
-// Neither the walk nor libunwind calls malloc: stack_capture_nomalloc_test counts every
+// Neither the walk nor the unwinder calls malloc: stack_capture_nomalloc_test counts every
 // malloc/calloc/realloc/free the process makes (by defining them in the test binary, which
-// interposes them for libunwind.so too) during 10,000 captures on 8 threads, cold threads included,
+// interposes them for libgcc_s.so too) during 10,000 captures on 8 threads, cold threads included,
 // and finds none.
 //
 // Cost: `bazel run -c opt //track:track_benchmark -- --benchmark_filter=Capture` compares the walk
-// with unw_backtrace on the same 16-frame stack.
+// with _Unwind_Backtrace on the same 16-frame stack.
 //
 // Integration notes:
-//  - Call WarmUpStackCapture() once from the preload constructor, before the first tracked allocation.
-//    libunwind creates its per-thread cache key (pthread_key_create) on first use. glibc's
-//    pthread_setspecific callocs a second-level array for key indexes >= 32, so if libunwind's key were
-//    created late (after the program made 32 keys), every new thread's first capture would call calloc
-//    (harmless under the reentrancy guard, but a real allocation). Created early, its index is small.
-//  - Memory: per thread that captures, libunwind mmaps a frame cache (2^14 slots, ~256 KiB virtual,
-//    touched as it fills; grows x4 when half full) and frees it from a pthread key destructor at thread
-//    exit (which takes a libunwind mutex; no malloc). None of it goes through malloc.
-//  - Linking: -lunwind is Debian's libunwind.so.8, which also exports the _Unwind_* API; preloaded,
-//    it can take C++ exception unwinding over from libgcc_s for objects resolved after it (heaptrack's
-//    preload library has the same property). Debian's libunwind.a is not PIC, so static linking with
-//    hidden symbols is not an option without rebuilding it.
+//  - Call WarmUpStackCapture() once from the preload constructor, before the first tracked allocation
+//    (the unwinder's one-time set-up runs there rather than inside the first tracked malloc).
+//  - Linking: the unwinder is libgcc's. The preload library links it statically (libgcc_eh.a, with
+//    -static-libgcc) and keeps its symbols local (interpose/exports.lds), so it adds no shared object
+//    to the process and takes no C++ exception unwinding over from libgcc_s; other binaries use
+//    libgcc_s.so's. It finds a pc's FDE through glibc's _dl_find_object, without the loader lock.
 //  - Returned pcs are return addresses: the call instruction is at pc - 1. The symbolizer's
 //    SymbolizeReturnAddress does that subtraction.
 //  - Frames of code loaded with dlopen are unwound like any other. After dlclose, call
 //    InvalidateFrameRules() (frame_rules.h): another object may later be mapped where the closed one
-//    was. Frames of JIT code without CFI go to libunwind, which ends the stack there.
+//    was. Frames of JIT code without CFI go to the unwinder, which ends the stack there.
 //  - The walk's rule table is 2 MiB of .bss, touched only as distinct pcs arrive (16 bytes each).
 //
 // Thread-safety: any thread, any time, concurrently.
@@ -85,7 +79,7 @@ struct StartFrame {
 };
 // Writes up to `max_depth` (clamped to kMaxCaptureDepth) return addresses into `pcs`: `from.ra` first,
 // then those of the frames above it, exactly as CaptureStack would list them after from.ra. Returns
-// how many, or -1 when the walk cannot go on from `from` by the rules (libunwind cannot start from a
+// how many, or -1 when the walk cannot go on from `from` by the rules (the unwinder cannot start from a
 // given state): the caller captures with CaptureStack instead. The memo is used as CaptureStack uses it.
 int CaptureStackFrom(const StartFrame& from, uintptr_t* pcs, int max_depth, CaptureMemo* memo = nullptr);
 // True when CaptureStackFrom(from, pcs, max_depth, memo) would now return exactly what the last capture
@@ -107,7 +101,7 @@ bool RepeatsLastCapture(const StartFrame& from, int max_depth, const CaptureMemo
 // identical one reads back identical words and gives the identical answer, so a reused step is
 // exactly the step the rules would take; the rules themselves are reused only while
 // FrameRulesGeneration() is the memo's. Steps whose CFA is read from memory (realigned stacks) are
-// never reused; a capture that went to libunwind leaves the memo empty.
+// never reused; a capture that went to the unwinder leaves the memo empty.
 //
 // Why: a program allocates from the same few dozen outer frames over and over (main, the event
 // loop, the interpreter's dispatch), and re-checking a frame is two independent loads, where walking
@@ -141,13 +135,13 @@ struct CaptureMemo {
   Step step[kRing];
 };
 
-// The same capture, always through libunwind (the reference the walk is tested against).
-int CaptureStackWithLibunwind(uintptr_t* pcs, int max_depth, int skip);
+// The same capture, always through _Unwind_Backtrace (the reference the walk is tested against).
+int CaptureStackWithUnwinder(uintptr_t* pcs, int max_depth, int skip);
 
-// How many captures the walk handed to libunwind since the process started.
+// How many captures the walk handed to the unwinder since the process started.
 uint64_t CaptureFallbacks();
 
-// Initialises libunwind by capturing one stack. Call once at start-up; safe to call again.
+// Captures one stack with the walk and one with the unwinder, so that their one-time set-up is done. Call once at start-up; safe to call again.
 void WarmUpStackCapture();
 
 }  // namespace track

@@ -1,7 +1,7 @@
 // Checks that CaptureStack never calls the allocator: this binary defines malloc and its family,
-// which interposes them for every object in the process (libunwind.so and glibc included), and counts
+// which interposes them for every object in the process (libgcc_s.so and glibc included), and counts
 // the calls made on a thread while it is inside CaptureStack. `-Wl,--wrap=malloc` would not do: it
-// rewrites only the references in this link's own objects, not libunwind.so's.
+// rewrites only the references in this link's own objects, not libgcc_s.so's.
 #include <errno.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -86,7 +86,7 @@ int CountedCapture(uintptr_t* pcs, int depth) {
   return n;
 }
 
-// Must run first: the process's first capture initialises libunwind.
+// Must run first: the process's first capture initialises the unwinder.
 TEST(StackCaptureNoMallocTest, FirstCaptureInTheProcess) {
   if (POOLSCOPE_SANITIZER) GTEST_SKIP() << "malloc belongs to the sanitizer";
 #if !POOLSCOPE_SANITIZER

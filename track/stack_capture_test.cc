@@ -25,7 +25,7 @@ using testchain::ChainA;
 
 std::string FunctionAt(Symbolizer* s, uintptr_t ra) { return s->SymbolizeReturnAddress(ra).function; }
 
-// The walk and libunwind agree frame for frame from index 1 (index 0 is the call site in
+// The walk and the unwinder agree frame for frame from index 1 (index 0 is the call site in
 // CaptureBoth, different for each), and the walk answered without handing the capture over.
 void ExpectSameStack(const BothCaptures& c, int min_frames) {
   ASSERT_GE(c.n_walk, min_frames);
@@ -69,7 +69,7 @@ constexpr bool kParkThreads = true;
 constexpr bool kParkThreads = false;
 #endif
 
-// Under TSan a thread that used libunwind must not exit (see ThreadsCaptureConcurrently): it parks on
+// Under TSan a thread that captured does not exit (see ThreadsCaptureConcurrently): it parks on
 // a mutex that is never unlocked once its work is done.
 template <typename F>
 void RunOnNewThread(F f) {
@@ -301,7 +301,7 @@ TEST(StackCaptureTest, ChainWithoutFramePointersComesOutInOrder) {
   bool saw_main = false;
   for (int i = 5; i < n; ++i) saw_main |= FunctionAt(&sym, pcs[i]) == "main";
   EXPECT_TRUE(saw_main);
-  EXPECT_EQ(CaptureFallbacks(), before) << "the walk handed the chain to libunwind";
+  EXPECT_EQ(CaptureFallbacks(), before) << "the walk handed the chain to the unwinder";
 }
 
 TEST(StackCaptureTest, SkipDropsInnerFrames) {
@@ -341,9 +341,9 @@ TEST(StackCaptureTest, DeepStackFillsTheBufferAndNoMore) {
 }
 
 TEST(StackCaptureTest, ThreadsCaptureConcurrently) {
-  // Under TSan the workers never exit: libunwind frees a thread's frame cache from a pthread key
-  // destructor that takes a mutex, and TSan crashes on a lock taken after it has torn the thread
-  // down (a TSan teardown limitation, not a race). Parked, they are still checked while they run.
+  // Under TSan the workers never exit: TSan crashes on a lock taken by a pthread key destructor after
+  // it has torn the thread down (a TSan teardown limitation, not a race), and the test keeps clear of
+  // that. Parked, they are still checked while they run.
   static uintptr_t reference[4];
   ASSERT_EQ(ChainA(reference, 4, 0), 4);
   std::vector<std::thread> threads;

@@ -45,7 +45,7 @@ __attribute__((noinline)) int ChainA(uintptr_t* pcs, int max_depth, int skip) {
 __attribute__((noinline)) void CaptureBoth(BothCaptures* out) {
   out->n_walk = CaptureStack(out->walk, 64, 0);
   g_sink.fetch_add(5, std::memory_order_relaxed);
-  out->n_unw = CaptureStackWithLibunwind(out->unw, 64, 0);
+  out->n_unw = CaptureStackWithUnwinder(out->unw, 64, 0);
   g_sink.fetch_add(6, std::memory_order_relaxed);
 }
 

@@ -3,7 +3,7 @@
 // ChainA -> ChainB -> ChainC -> ChainD -> CaptureStack, each noinline and built with -O2
 // -fomit-frame-pointer (see BUILD), for the stack capture tests; and frames of the shapes an unwinder
 // must read differently (alloca, a realigned stack, libc's qsort calling back), each ending in
-// CaptureBoth, which captures the same stack with the walk and with libunwind.
+// CaptureBoth, which captures the same stack with the walk and with the unwinder (_Unwind_Backtrace).
 #ifndef POOLSCOPE_TRACK_STACK_CAPTURE_TEST_CHAIN_H_
 #define POOLSCOPE_TRACK_STACK_CAPTURE_TEST_CHAIN_H_
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cinttypes>
 #include <cstddef>
@@ -31,6 +32,116 @@
 
 namespace poolscope {
 namespace track {
+
+namespace {
+
+// The functions of libdw and libelf the symbolizer calls, looked up in libdw.so.1 (which brings
+// libelf.so.1 with it) when the first address needs them: a process that never symbolizes never maps
+// either library, and one whose report finds every answer in the on-disk tables does not either.
+#define POOLSCOPE_DW_FUNCTIONS(X) \
+  X(dwelf_elf_gnu_build_id) \
+  X(dwfl_addrmodule) \
+  X(dwfl_begin) \
+  X(dwfl_end) \
+  X(dwfl_getmodules) \
+  X(dwfl_lineinfo) \
+  X(dwfl_linux_proc_find_elf) \
+  X(dwfl_linux_proc_report) \
+  X(dwfl_module_addrname) \
+  X(dwfl_module_build_id) \
+  X(dwfl_module_getelf) \
+  X(dwfl_module_getsrc) \
+  X(dwfl_module_getsym_info) \
+  X(dwfl_module_getsymtab) \
+  X(dwfl_module_getsymtab_first_global) \
+  X(dwfl_module_info) \
+  X(dwfl_report_begin) \
+  X(dwfl_report_end) \
+  X(elf_begin) \
+  X(elf_compress) \
+  X(elf_end) \
+  X(elf_getdata) \
+  X(elf_getphdrnum) \
+  X(elf_getshdrstrndx) \
+  X(elf_ndxscn) \
+  X(elf_newdata) \
+  X(elf_newscn) \
+  X(elf_nextscn) \
+  X(elf_update) \
+  X(gelf_getclass) \
+  X(gelf_getehdr) \
+  X(gelf_getphdr) \
+  X(gelf_getshdr) \
+  X(gelf_newehdr) \
+  X(gelf_newphdr) \
+  X(gelf_update_ehdr) \
+  X(gelf_update_phdr) \
+  X(gelf_update_shdr)
+
+struct DwApi {
+#define POOLSCOPE_DW_MEMBER(name) decltype(&::name) name;
+  POOLSCOPE_DW_FUNCTIONS(POOLSCOPE_DW_MEMBER)
+#undef POOLSCOPE_DW_MEMBER
+};
+
+DwApi g_dw;
+// Symbolizers holding the libraries (under g_dw_lock). The first loads them, the last closes them:
+// what loading them allocates is given back when the report is written, so that a leak detector
+// below poolscope finds none of it live at exit.
+std::mutex g_dw_lock;
+int g_dw_users = 0;
+void* g_dw_handle = nullptr;
+// Set when the last attempt to load them failed (g_dw_error says why), cleared when one succeeds.
+std::atomic<bool> g_dw_failed{false};
+char g_dw_error[300];
+
+bool OpenDw() {
+  void* h = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);  // the program's lookups never see these names
+  if (h == nullptr) {
+    const char* why = dlerror();
+    snprintf(g_dw_error, sizeof g_dw_error, "%s", why != nullptr ? why : "libdw.so.1: cannot be loaded");
+    return false;
+  }
+  const char* missing = nullptr;
+#define POOLSCOPE_DW_LOOKUP(name)                                      \
+  g_dw.name = reinterpret_cast<decltype(&::name)>(dlsym(h, #name)); \
+  if (g_dw.name == nullptr && missing == nullptr) missing = #name;
+  POOLSCOPE_DW_FUNCTIONS(POOLSCOPE_DW_LOOKUP)
+#undef POOLSCOPE_DW_LOOKUP
+  if (missing != nullptr) {
+    snprintf(g_dw_error, sizeof g_dw_error, "libdw.so.1 has no %s", missing);
+    dlclose(h);
+    return false;
+  }
+  g_dw_handle = h;
+  return true;
+}
+
+// Takes a hold on the libraries, loading them if no Symbolizer holds them; false when they cannot be
+// loaded (no hold taken).
+bool AcquireDw() {
+  std::lock_guard<std::mutex> l(g_dw_lock);
+  if (g_dw_users == 0 && !OpenDw()) {
+    g_dw_failed = true;
+    return false;
+  }
+  g_dw_failed = false;
+  ++g_dw_users;
+  return true;
+}
+
+void ReleaseDw() {
+  std::lock_guard<std::mutex> l(g_dw_lock);
+  if (--g_dw_users == 0) {
+    dlclose(g_dw_handle);
+    g_dw_handle = nullptr;
+  }
+}
+
+// Only while this Symbolizer holds the libraries (Impl::dw_held).
+inline const DwApi& Dw() { return g_dw; }
+
+}  // namespace
 
 namespace {
 
@@ -130,9 +241,9 @@ std::string FileIdentity(const std::string& path) {
 }
 
 bool HasCompressedSections(Elf* e) {
-  for (Elf_Scn* scn = elf_nextscn(e, nullptr); scn != nullptr; scn = elf_nextscn(e, scn)) {
+  for (Elf_Scn* scn = Dw().elf_nextscn(e, nullptr); scn != nullptr; scn = Dw().elf_nextscn(e, scn)) {
     GElf_Shdr shdr;
-    if (gelf_getshdr(scn, &shdr) != nullptr && (shdr.sh_flags & SHF_COMPRESSED) != 0) return true;
+    if (Dw().gelf_getshdr(scn, &shdr) != nullptr && (shdr.sh_flags & SHF_COMPRESSED) != 0) return true;
   }
   return false;
 }
@@ -142,46 +253,46 @@ bool WriteUncompressed(Elf* in, const std::string& path) {
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return false;
   bool ok = false;
-  Elf* out = elf_begin(fd, ELF_C_WRITE, nullptr);
+  Elf* out = Dw().elf_begin(fd, ELF_C_WRITE, nullptr);
   GElf_Ehdr ehdr;
   size_t shstrndx, phnum;
   do {
-    if (out == nullptr || gelf_getehdr(in, &ehdr) == nullptr || elf_getshdrstrndx(in, &shstrndx) != 0 ||
-        elf_getphdrnum(in, &phnum) != 0 || gelf_newehdr(out, gelf_getclass(in)) == nullptr) {
+    if (out == nullptr || Dw().gelf_getehdr(in, &ehdr) == nullptr || Dw().elf_getshdrstrndx(in, &shstrndx) != 0 ||
+        Dw().elf_getphdrnum(in, &phnum) != 0 || Dw().gelf_newehdr(out, Dw().gelf_getclass(in)) == nullptr) {
       break;
     }
     if (phnum > 0) {
-      if (gelf_newphdr(out, phnum) == nullptr) break;
+      if (Dw().gelf_newphdr(out, phnum) == nullptr) break;
       size_t i = 0;
       for (; i < phnum; ++i) {
         GElf_Phdr ph;
-        if (gelf_getphdr(in, static_cast<int>(i), &ph) == nullptr ||
-            gelf_update_phdr(out, static_cast<int>(i), &ph) == 0) {
+        if (Dw().gelf_getphdr(in, static_cast<int>(i), &ph) == nullptr ||
+            Dw().gelf_update_phdr(out, static_cast<int>(i), &ph) == 0) {
           break;
         }
       }
       if (i != phnum) break;
     }
     bool copied = true;
-    for (Elf_Scn* scn = elf_nextscn(in, nullptr); scn != nullptr && copied; scn = elf_nextscn(in, scn)) {
+    for (Elf_Scn* scn = Dw().elf_nextscn(in, nullptr); scn != nullptr && copied; scn = Dw().elf_nextscn(in, scn)) {
       GElf_Shdr shdr;
-      Elf_Scn* dst = elf_newscn(out);
-      copied = dst != nullptr && gelf_getshdr(scn, &shdr) != nullptr && gelf_update_shdr(dst, &shdr) != 0;
+      Elf_Scn* dst = Dw().elf_newscn(out);
+      copied = dst != nullptr && Dw().gelf_getshdr(scn, &shdr) != nullptr && Dw().gelf_update_shdr(dst, &shdr) != 0;
       if (!copied) break;
-      Elf_Data* data = elf_getdata(scn, nullptr);
+      Elf_Data* data = Dw().elf_getdata(scn, nullptr);
       if (data == nullptr) continue;  // an empty section: its header is all there is
-      Elf_Data* copy = elf_newdata(dst);
+      Elf_Data* copy = Dw().elf_newdata(dst);
       copied = copy != nullptr;
       if (!copied) break;
       *copy = *data;
-      if ((shdr.sh_flags & SHF_COMPRESSED) != 0) copied = elf_compress(dst, 0, 0) == 1;
+      if ((shdr.sh_flags & SHF_COMPRESSED) != 0) copied = Dw().elf_compress(dst, 0, 0) == 1;
     }
     if (!copied) break;
     ehdr.e_shstrndx = shstrndx < SHN_LORESERVE ? static_cast<GElf_Half>(shstrndx) : SHN_XINDEX;
-    if (gelf_update_ehdr(out, &ehdr) == 0) break;
-    ok = elf_update(out, ELF_C_WRITE) >= 0;
+    if (Dw().gelf_update_ehdr(out, &ehdr) == 0) break;
+    ok = Dw().elf_update(out, ELF_C_WRITE) >= 0;
   } while (false);
-  if (out != nullptr) elf_end(out);
+  if (out != nullptr) Dw().elf_end(out);
   if (close(fd) != 0) ok = false;
   return ok;
 }
@@ -192,12 +303,12 @@ bool WriteUncompressed(Elf* in, const std::string& path) {
 // CacheDir("debug"), named by build id and renamed into place whole, and later ones map that copy.
 // Returns `fd` itself when the file is not compressed or no copy can be had.
 int UncompressedDebugFile(int fd, const unsigned char* id, int id_len, char** found) {
-  Elf* e = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
+  Elf* e = Dw().elf_begin(fd, ELF_C_READ_MMAP, nullptr);
   if (e == nullptr) return fd;
   const bool compressed = HasCompressedSections(e);
   std::string dir = compressed ? CacheDir("debug") : std::string();
   if (dir.empty()) {
-    elf_end(e);
+    Dw().elf_end(e);
     return fd;
   }
   const std::string path = dir + "/" + HexBytes(id, static_cast<size_t>(id_len)) + ".debug";
@@ -210,15 +321,15 @@ int UncompressedDebugFile(int fd, const unsigned char* id, int id_len, char** fo
       unlink(tmp.c_str());
     }
   }
-  elf_end(e);
+  Dw().elf_end(e);
   if (cached < 0) return fd;
   // The copy must carry the build id it is named by (a stale or foreign file is ignored).
   bool same = false;
-  if (Elf* c = elf_begin(cached, ELF_C_READ_MMAP, nullptr)) {
+  if (Elf* c = Dw().elf_begin(cached, ELF_C_READ_MMAP, nullptr)) {
     const void* cid = nullptr;
-    ssize_t n = dwelf_elf_gnu_build_id(c, &cid);
+    ssize_t n = Dw().dwelf_elf_gnu_build_id(c, &cid);
     same = n == id_len && memcmp(cid, id, static_cast<size_t>(n)) == 0 && !HasCompressedSections(c);
-    elf_end(c);
+    Dw().elf_end(c);
   }
   if (!same) {
     close(cached);
@@ -236,7 +347,7 @@ int FindLocalDebuginfo(Dwfl_Module* mod, void**, const char*, Dwarf_Addr, const 
                        const char* debuglink_file, GElf_Word, char** debuginfo_file_name) {
   const unsigned char* id = nullptr;
   GElf_Addr id_vaddr;
-  int id_len = dwfl_module_build_id(mod, &id, &id_vaddr);
+  int id_len = Dw().dwfl_module_build_id(mod, &id, &id_vaddr);
   if (id_len > 1) {
     int fd = TryOpen(BuildIdDebugPath(HexBytes(id, static_cast<size_t>(id_len))), debuginfo_file_name);
     if (fd >= 0) return UncompressedDebugFile(fd, id, id_len, debuginfo_file_name);
@@ -257,8 +368,9 @@ int FindLocalDebuginfo(Dwfl_Module* mod, void**, const char*, Dwarf_Addr, const 
 
 char* g_debuginfo_path = nullptr;
 
-const Dwfl_Callbacks kCallbacks = {
-    dwfl_linux_proc_find_elf,
+// find_elf is libdw's dwfl_linux_proc_find_elf, set when libdw is loaded.
+Dwfl_Callbacks g_callbacks = {
+    nullptr,
     FindLocalDebuginfo,
     nullptr,  // section_address: only for ET_REL (kernel modules)
     &g_debuginfo_path,
@@ -465,9 +577,9 @@ class LoadedObjects {
 class SymbolIndex {
  public:
   explicit SymbolIndex(Dwfl_Module* mod) : mod_(mod) {
-    dwfl_module_info(mod, nullptr, &start_, &end_, nullptr, nullptr, nullptr, nullptr);
-    const int n = dwfl_module_getsymtab(mod);
-    const int first_global = n < 0 ? -1 : dwfl_module_getsymtab_first_global(mod);
+    Dw().dwfl_module_info(mod, nullptr, &start_, &end_, nullptr, nullptr, nullptr, nullptr);
+    const int n = Dw().dwfl_module_getsymtab(mod);
+    const int first_global = n < 0 ? -1 : Dw().dwfl_module_getsymtab_first_global(mod);
     if (first_global < 0) return;
     locals_searched_ = first_global > 1;
     locals_.reserve(static_cast<size_t>(first_global));
@@ -476,7 +588,7 @@ class SymbolIndex {
       GElf_Sym sym;
       GElf_Addr value;
       GElf_Word shndx;
-      const char* name = dwfl_module_getsym_info(mod, i, &sym, &value, &shndx, nullptr, nullptr);
+      const char* name = Dw().dwfl_module_getsym_info(mod, i, &sym, &value, &shndx, nullptr, nullptr);
       if (name == nullptr || name[0] == '\0' || sym.st_shndx == SHN_UNDEF) continue;
       const int type = GELF_ST_TYPE(sym.st_info);
       if (type == STT_SECTION || type == STT_FILE || type == STT_TLS) continue;
@@ -498,7 +610,7 @@ class SymbolIndex {
   // module it dropped).
   bool Describes(Dwfl_Module* mod) const {
     Dwarf_Addr start = 0, end = 0;
-    dwfl_module_info(mod, nullptr, &start, &end, nullptr, nullptr, nullptr, nullptr);
+    Dw().dwfl_module_info(mod, nullptr, &start, &end, nullptr, nullptr, nullptr, nullptr);
     return mod == mod_ && start == start_ && end == end_;
   }
 
@@ -599,16 +711,16 @@ class SymbolIndex {
   // order), as libdwfl searches them.
   void ReadSections(Dwfl_Module* mod) {
     Dwarf_Addr bias = 0;
-    Elf* elf = dwfl_module_getelf(mod, &bias);
+    Elf* elf = Dw().dwfl_module_getelf(mod, &bias);
     if (elf == nullptr) return;
-    for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
+    for (Elf_Scn* scn = Dw().elf_nextscn(elf, nullptr); scn != nullptr; scn = Dw().elf_nextscn(elf, scn)) {
       GElf_Shdr shdr;
-      if (gelf_getshdr(scn, &shdr) == nullptr) {
+      if (Dw().gelf_getshdr(scn, &shdr) == nullptr) {
         sections_.clear();
         return;
       }
       if ((shdr.sh_flags & SHF_ALLOC) == 0) continue;
-      sections_.push_back(Section{shdr.sh_addr + bias, shdr.sh_addr + bias + shdr.sh_size, elf_ndxscn(scn)});
+      sections_.push_back(Section{shdr.sh_addr + bias, shdr.sh_addr + bias + shdr.sh_size, Dw().elf_ndxscn(scn)});
     }
     std::stable_sort(sections_.begin(), sections_.end(), [](const Section& a, const Section& b) { return a.start < b.start; });
   }
@@ -651,6 +763,8 @@ struct Mapping {
 
 struct Symbolizer::Impl {
   std::mutex mu;
+  bool dw_held = false;  // AcquireDw succeeded; released by ~Symbolizer
+  bool dw_missing = false;  // AcquireDw failed: frames are objects and offsets
   Dwfl* dwfl = nullptr;
   std::unordered_map<uintptr_t, SymbolizedFrame> cache;
   std::unordered_set<uintptr_t> reported_for;  // load addresses that made us read the maps again
@@ -760,14 +874,22 @@ struct Symbolizer::Impl {
 
   // Reads /proc/self/maps again: objects dlopen'ed since the last report become known.
   void Report() {
-    if (dwfl == nullptr) dwfl = dwfl_begin(&kCallbacks);
+    if (dwfl == nullptr) {
+      if (!dw_held && !dw_missing) {
+        dw_held = AcquireDw();
+        dw_missing = !dw_held;
+      }
+      if (!dw_held) return;
+      g_callbacks.find_elf = Dw().dwfl_linux_proc_find_elf;
+      dwfl = Dw().dwfl_begin(&g_callbacks);
+    }
     if (dwfl == nullptr) return;
-    dwfl_report_begin(dwfl);
-    dwfl_linux_proc_report(dwfl, getpid());
-    dwfl_report_end(dwfl, nullptr, nullptr);
+    Dw().dwfl_report_begin(dwfl);
+    Dw().dwfl_linux_proc_report(dwfl, getpid());
+    Dw().dwfl_report_end(dwfl, nullptr, nullptr);
     // Modules still mapped keep their Dwfl_Module (and their index); the others' indexes go.
     std::unordered_set<Dwfl_Module*> live;
-    dwfl_getmodules(
+    Dw().dwfl_getmodules(
         dwfl,
         [](Dwfl_Module* mod, void**, const char*, Dwarf_Addr, void* arg) {
           static_cast<std::unordered_set<Dwfl_Module*>*>(arg)->insert(mod);
@@ -785,18 +907,18 @@ struct Symbolizer::Impl {
     if (names.index == nullptr) {
       if (names.direct_lookups < kDirectLookups) {
         ++names.direct_lookups;
-        return dwfl_module_addrname(mod, pc);
+        return Dw().dwfl_module_addrname(mod, pc);
       }
       names.index.reset(new SymbolIndex(mod));
     }
     bool sizeless = false;
     const char* name = names.index->Name(pc, &sizeless);
-    return sizeless ? dwfl_module_addrname(mod, pc) : name;
+    return sizeless ? Dw().dwfl_module_addrname(mod, pc) : name;
   }
 
   static uintptr_t ModuleStart(Dwfl_Module* mod) {
     Dwarf_Addr start = 0;
-    dwfl_module_info(mod, nullptr, &start, nullptr, nullptr, nullptr, nullptr, nullptr);
+    Dw().dwfl_module_info(mod, nullptr, &start, nullptr, nullptr, nullptr, nullptr, nullptr);
     return start;
   }
 
@@ -812,10 +934,18 @@ struct Symbolizer::Impl {
       return f;
     }
     if (dwfl == nullptr) Report();
-    Dwfl_Module* mod = dwfl != nullptr ? dwfl_addrmodule(dwfl, pc) : nullptr;
+    if (dw_missing) {
+      // Without libdw: the object and the offset in it, nothing more.
+      f.object = MappedPath(pc);
+      f.object_offset = pc - base;
+      const char* slash = strrchr(f.object.c_str(), '/');
+      f.function = std::string(slash != nullptr ? slash + 1 : f.object.c_str()) + "+" + Hex(f.object_offset);
+      return f;
+    }
+    Dwfl_Module* mod = dwfl != nullptr ? Dw().dwfl_addrmodule(dwfl, pc) : nullptr;
     if ((mod == nullptr || ModuleStart(mod) != base) && dwfl != nullptr && reported_for.insert(base).second) {
       Report();
-      mod = dwfl_addrmodule(dwfl, pc);
+      mod = Dw().dwfl_addrmodule(dwfl, pc);
     }
     Dl_info info;
     if (mod == nullptr || ModuleStart(mod) != base) {
@@ -834,10 +964,10 @@ struct Symbolizer::Impl {
     }
     *from_module = true;
     const char* mainfile = nullptr;
-    const char* modname = dwfl_module_info(mod, nullptr, nullptr, nullptr, nullptr, nullptr, &mainfile, nullptr);
+    const char* modname = Dw().dwfl_module_info(mod, nullptr, nullptr, nullptr, nullptr, nullptr, &mainfile, nullptr);
     f.object = mainfile != nullptr ? mainfile : (modname != nullptr ? modname : "");
     Dwarf_Addr bias = 0;
-    if (dwfl_module_getelf(mod, &bias) != nullptr) f.object_offset = pc - bias;
+    if (Dw().dwfl_module_getelf(mod, &bias) != nullptr) f.object_offset = pc - bias;
     const char* name = SymbolName(mod, pc);
     if (name != nullptr) {
       f.function = Demangle(name);
@@ -846,9 +976,9 @@ struct Symbolizer::Impl {
       const char* base = strrchr(f.object.c_str(), '/');
       f.function = std::string(base != nullptr ? base + 1 : f.object.c_str()) + "+" + Hex(f.object_offset);
     }
-    if (Dwfl_Line* line = dwfl_module_getsrc(mod, pc)) {
+    if (Dwfl_Line* line = Dw().dwfl_module_getsrc(mod, pc)) {
       int lineno = 0;
-      const char* src = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr);
+      const char* src = Dw().dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr);
       if (src != nullptr) {
         f.file = src;
         f.line = lineno;
@@ -861,7 +991,10 @@ struct Symbolizer::Impl {
 Symbolizer::Symbolizer() : impl_(new Impl) {}
 
 Symbolizer::~Symbolizer() {
-  if (impl_->dwfl != nullptr) dwfl_end(impl_->dwfl);
+  if (impl_->dwfl != nullptr) Dw().dwfl_end(impl_->dwfl);
+  const bool held = impl_->dw_held;
+  impl_.reset();
+  if (held) ReleaseDw();
 }
 
 SymbolizedFrame Symbolizer::SymbolizeAddress(uintptr_t pc) {
@@ -870,6 +1003,8 @@ SymbolizedFrame Symbolizer::SymbolizeAddress(uintptr_t pc) {
   if (it != impl_->cache.end()) return it->second;
   return impl_->cache.emplace(pc, impl_->Lookup(pc)).first->second;
 }
+
+const char* SymbolizerUnavailable() { return g_dw_failed ? g_dw_error : nullptr; }
 
 SymbolizedFrame Symbolizer::SymbolizeReturnAddress(uintptr_t ra) {
   return SymbolizeAddress(ra == 0 ? 0 : ra - 1);

@@ -2,8 +2,14 @@
 //
 // Turns code addresses of this process into {demangled function, object path, source file, line}, for
 // the report. Runs at report time only, never on the allocation path: it allocates through the normal
-// malloc (under poolscope's reentrancy guard those calls pass straight through, uncounted), opens files
-// and reads debug info.
+// malloc (under poolscope's reentrancy guard those calls pass straight through, counted as poolscope's own in
+// the report's `internal.passthrough_allocs`), opens files and reads debug info.
+//
+// libdw and libelf are not linked: the first address a Symbolizer cannot answer from the on-disk
+// tables loads libdw.so.1 (and libelf.so.1 with it) with dlopen, RTLD_LOCAL, and the last Symbolizer
+// destroyed closes it. A process that writes no report never maps them, and what loading them
+// allocates is given back once the report is written. When libdw.so.1 cannot be loaded, frames are
+// "object+0xoffset" with their object (SymbolizerUnavailable() says why).
 //
 // Why libdwfl (elfutils libdw, Debian libdw-dev): one library answers all four questions, from the
 // objects actually mapped (dwfl_linux_proc_report reads /proc/self/maps, so dlopen'ed code is found):
@@ -73,6 +79,11 @@ class Symbolizer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Why libdw.so.1 could not be loaded (dlerror's text) at the last attempt, or nullptr when that
+// attempt succeeded or none was made. Without it every frame is "object+0xoffset" with its object, no file:line
+// (answers already in the on-disk tables excepted).
+const char* SymbolizerUnavailable();
 
 // abi::__cxa_demangle, or `name` itself when it is not a mangled C++ name.
 std::string Demangle(const char* name);

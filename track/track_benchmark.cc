@@ -48,14 +48,14 @@ void BM_CaptureStack16Memo(benchmark::State& state) {
 }
 BENCHMARK(BM_CaptureStack16Memo);
 
-void BM_CaptureStack16Libunwind(benchmark::State& state) {
+void BM_CaptureStack16Unwinder(benchmark::State& state) {
   uintptr_t pcs[16];
   auto body = [&] {
-    for (auto _ : state) benchmark::DoNotOptimize(CaptureStackWithLibunwind(pcs, 16, 0));
+    for (auto _ : state) benchmark::DoNotOptimize(CaptureStackWithUnwinder(pcs, 16, 0));
   };
   AtDepth(24, body);
 }
-BENCHMARK(BM_CaptureStack16Libunwind);
+BENCHMARK(BM_CaptureStack16Unwinder);
 
 void BM_GlibcBacktrace16(benchmark::State& state) {
   void* pcs[17];
