@@ -210,7 +210,7 @@ void WriteTotal(report::JsonWriter& w, const char* key, const track::LeakTotal& 
 }
 
 // The live blocks that exist only because poolscope is loaded: those whose first program frame lies in
-// an object that only libpoolscope.so needs (libstdc++'s emergency exception pool in a C program), and
+// an object that only libpoolscope.so needs (none while it needs only libc and the dynamic loader), and
 // the names of those objects.
 struct LoadedByPoolscope {
   track::LeakTotal total = {};
