@@ -247,7 +247,6 @@ void PushRange(uintptr_t b, uintptr_t e, void* arg) {
 
 struct Collect {
   Array<ScanBlock>* blocks;
-  Array<uintptr_t>* pooled;   // starts of the pooled ones
   Array<ScanBlock>* dblocks;  // the real ones (the real allocator's blocks), for the detector's view
   bool ok;
 };
@@ -255,16 +254,16 @@ struct Collect {
 void Classify(const ScanInputs& in, ScanOutcome* out) {
   const uint64_t t0 = NowMs();
   Array<ScanBlock> blocks(g_scratch);
-  Array<uintptr_t> pooled(g_scratch);
   Array<ScanBlock> dblocks(g_scratch);
-  Collect c{&blocks, &pooled, &dblocks, true};
+  Collect c{&blocks, &dblocks, true};
   ForEachLiveBlockInfo(
       [](uintptr_t p, uint64_t size, bool is_pooled, void* arg) {
         auto* c = static_cast<Collect*>(arg);
         ScanBlock b = {};
         b.start = p;
         b.size = size;
-        c->ok = c->ok && c->blocks->Push(b) && (is_pooled ? c->pooled->Push(p) : c->dblocks->Push(b));
+        b.pooled = is_pooled ? 1 : 0;
+        c->ok = c->ok && c->blocks->Push(b) && (is_pooled || c->dblocks->Push(b));
       },
       &c);
   if (!c.ok) {
@@ -479,11 +478,9 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     return;
   }
   // The program's lost blocks that sit in pools: what a detector below cannot see.
-  std::sort(pooled.data(), pooled.data() + pooled.size());
   for (size_t i = 0; i < blocks.size(); ++i) {
     const ScanBlock& b = blocks[i];
-    if (b.kind != LeakKind::kDefinitelyLost && b.kind != LeakKind::kIndirectlyLost) continue;
-    if (std::binary_search(pooled.data(), pooled.data() + pooled.size(), b.start)) {
+    if (b.pooled != 0 && (b.kind == LeakKind::kDefinitelyLost || b.kind == LeakKind::kIndirectlyLost)) {
       ++out->hidden_in_pools.blocks;
       out->hidden_in_pools.bytes += b.size;
     }

@@ -271,9 +271,9 @@ TEST(ProcessVmReaderTest, BatchedHeapReadsSurviveAnUnreadableBlock) {
     heap[at] = cs[i];
   }
   std::vector<ScanBlock> blocks;
-  blocks.push_back(ScanBlock{a, 64, 0, 0, LeakKind::kStillReachable, 0});
-  for (size_t i = 0; i < 8; ++i) blocks.push_back(ScanBlock{bs[i], 32, 0, 0, LeakKind::kStillReachable, 0});
-  for (size_t i = 0; i < 8; ++i) blocks.push_back(ScanBlock{cs[i], 32, 0, 0, LeakKind::kStillReachable, 0});
+  blocks.push_back(ScanBlock{a, 64, 0, 0, LeakKind::kStillReachable, 0, 0});
+  for (size_t i = 0; i < 8; ++i) blocks.push_back(ScanBlock{bs[i], 32, 0, 0, LeakKind::kStillReachable, 0, 0});
+  for (size_t i = 0; i < 8; ++i) blocks.push_back(ScanBlock{cs[i], 32, 0, 0, LeakKind::kStillReachable, 0, 0});
   std::sort(blocks.begin(), blocks.end(), [](const ScanBlock& x, const ScanBlock& y) { return x.start < y.start; });
   // Not unmapped: the classifier's scratch mappings could land in the hole.
   ASSERT_EQ(mprotect(heap + 2 * words, page, PROT_NONE), 0);

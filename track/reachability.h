@@ -117,7 +117,8 @@ struct ScanBlock {
   uint64_t indirect_bytes;
   uint32_t indirect_blocks;
   LeakKind kind;
-  uint8_t state;  // the classifier's own, meaningless afterwards
+  uint8_t state;   // the classifier's own, meaningless afterwards
+  uint8_t pooled;  // the caller's own (the classifier keeps it): 1 for a block carved from a pool
 };
 static_assert(sizeof(ScanBlock) == 32, "ScanBlock is meant to stay at 32 bytes");
 

@@ -32,7 +32,7 @@ void BM_Classify(benchmark::State& state) {
   for (size_t i = 0; i < nblocks; ++i) {
     size_t size = 16 * (1 + rng() % 8);
     blocks.push_back(ScanBlock{reinterpret_cast<uintptr_t>(arena + offset), size, 0, 0,
-                               LeakKind::kStillReachable, 0});
+                               LeakKind::kStillReachable, 0, 0});
     offset += size;
     heap_bytes += size;
   }

@@ -22,7 +22,7 @@ class Heap {
   // A block of `size` bytes at arena offset `offset` (a multiple of 8 unless a test wants otherwise).
   uintptr_t Add(size_t offset, size_t size) {
     uintptr_t start = base() + offset;
-    blocks_.push_back(ScanBlock{start, size, 0, 0, LeakKind::kStillReachable, 0});
+    blocks_.push_back(ScanBlock{start, size, 0, 0, LeakKind::kStillReachable, 0, 0});
     return start;
   }
   uintptr_t base() const { return reinterpret_cast<uintptr_t>(arena_.data()); }
@@ -100,6 +100,23 @@ TEST(ReachabilityTest, ListBuiltBackwardsMergesEarlierLeaders) {
     EXPECT_EQ(h.Kind(nodes[i]), LeakKind::kIndirectlyLost) << i;
     EXPECT_EQ(h.At(nodes[i]).indirect_bytes, 0u) << i;
   }
+}
+
+// The caller marks each block's origin in `pooled`; the classifier sorts the blocks but keeps the mark
+// with its block (the exit scan counts the lost blocks hidden in pools by it).
+TEST(ReachabilityTest, ClassifyingKeepsEachBlocksPooledMark) {
+  Heap h(4096);
+  std::vector<uintptr_t> starts;
+  for (int i = 9; i >= 0; --i) starts.push_back(h.Add(64 * i, 16));  // in descending order
+  for (size_t i = 0; i < h.blocks().size(); ++i) h.blocks()[i].pooled = (h.blocks()[i].start - h.base()) / 64 % 3 == 0;
+  Roots roots;
+  roots.words[0] = starts[0];
+  h.Classify(roots.Range());
+  ASSERT_TRUE(std::is_sorted(h.blocks().begin(), h.blocks().end(),
+                             [](const ScanBlock& a, const ScanBlock& b) { return a.start < b.start; }));
+  for (uintptr_t s : starts) EXPECT_EQ(h.At(s).pooled, (s - h.base()) / 64 % 3 == 0 ? 1 : 0) << s - h.base();
+  EXPECT_EQ(h.Kind(starts[0]), LeakKind::kStillReachable);
+  EXPECT_EQ(h.Kind(starts[1]), LeakKind::kDefinitelyLost);
 }
 
 TEST(ReachabilityTest, DroppedCycleIsOneDefiniteAndTheRestIndirect) {
