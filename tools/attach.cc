@@ -24,11 +24,19 @@
 #include "absl/status/statusor.h"
 #include "fmt/format.h"
 #include "report/find_report.h"
-#include "tools/format_util.h"
+#include "report/format_util.h"
+#include "report/report_model.h"
 #include "tools/locate.h"
-#include "tools/report_model.h"
 
 namespace poolscope::tools {
+
+using report::Count;
+using report::LoadReport;
+using report::OneLine;
+using report::Percent;
+using report::Report;
+using report::Thousands;
+
 
 const char kAttachUsage[] = R"(usage: poolscope attach [--pool=on|off] [--options=K=V:...] [-o REPORT] [--lib=PATH] PID
 

@@ -25,20 +25,45 @@
 #include "absl/status/statusor.h"
 #include "fmt/format.h"
 #include "report/find_report.h"
+#include "report/format_util.h"
+#include "report/html_report.h"
 #include "report/identities.h"
+#include "report/leak_diff.h"
+#include "report/ledger_table.h"
+#include "report/report_model.h"
+#include "report/suppressions.h"
+#include "report/text_report.h"
 #include "tools/attach.h"
 #include "tools/child_runner.h"
-#include "tools/format_util.h"
-#include "tools/html_report.h"
-#include "tools/leak_diff.h"
-#include "tools/ledger_table.h"
-#include "tools/process_tree.h"
 #include "tools/locate.h"
-#include "tools/report_model.h"
-#include "tools/suppressions.h"
-#include "tools/text_report.h"
+#include "tools/process_tree.h"
 
 namespace poolscope::tools {
+
+using report::Bool;
+using report::Count;
+using report::ExecutableMismatch;
+using report::FoldedStacks;
+using report::HtmlComparePage;
+using report::HtmlReport;
+using report::HtmlTreeReport;
+using report::kReportSchema;
+using report::LeakDiffSection;
+using report::LedgerTable;
+using report::LoadReport;
+using report::LostBlocks;
+using report::OneLine;
+using report::ParseSuppressionFormat;
+using report::Percent;
+using report::PrettyJson;
+using report::Report;
+using report::RunFacts;
+using report::SuppressionFormat;
+using report::Suppressions;
+using report::TextReport;
+using report::Thousands;
+using report::Verdict;
+
 namespace {
 
 // One error: printed as "poolscope: SUBJECT: PROBLEM".

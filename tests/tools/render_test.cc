@@ -10,14 +10,14 @@
 
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
-#include "tools/format_util.h"
-#include "tools/html_report.h"
-#include "tools/ledger_table.h"
-#include "tools/report_model.h"
-#include "tools/suppressions.h"
-#include "tools/text_report.h"
+#include "report/format_util.h"
+#include "report/html_report.h"
+#include "report/ledger_table.h"
+#include "report/report_model.h"
+#include "report/suppressions.h"
+#include "report/text_report.h"
 
-namespace poolscope::tools {
+namespace poolscope::report {
 namespace {
 
 std::string ReadFile(const std::string& path) {
@@ -594,4 +594,4 @@ TEST(FormatTest, Helpers) {
 }
 
 }  // namespace
-}  // namespace poolscope::tools
+}  // namespace poolscope::report

@@ -1,4 +1,4 @@
-// File: tools/html_report.h
+// File: report/html_report.h
 //
 // `poolscope report --format=html`: one self-contained HTML page (inline CSS and inline SVG, no
 // script, no external font, image or URL) showing the two ledgers as a bar chart, the request
@@ -8,8 +8,8 @@
 // <section> with an id (flame, leaks, sites). Every string from the report is HTML-escaped.
 //
 // Thread-safety: pure function.
-#ifndef POOLSCOPE_TOOLS_HTML_REPORT_H_
-#define POOLSCOPE_TOOLS_HTML_REPORT_H_
+#ifndef POOLSCOPE_REPORT_HTML_REPORT_H_
+#define POOLSCOPE_REPORT_HTML_REPORT_H_
 
 #include <string>
 #include <utility>
@@ -17,7 +17,7 @@
 
 #include "nlohmann/json.hpp"
 
-namespace poolscope::tools {
+namespace poolscope::report {
 
 // The whole page. `path` is the report's file name, shown in the title.
 std::string HtmlReport(const nlohmann::json& report, const std::string& path);
@@ -40,6 +40,6 @@ std::string HtmlComparePage(const std::string& title, const std::string& table, 
 std::string HtmlTreeReport(const std::string& title, const std::string& summary,
                            const std::vector<std::pair<const nlohmann::json*, std::string>>& processes);
 
-}  // namespace poolscope::tools
+}  // namespace poolscope::report
 
-#endif  // POOLSCOPE_TOOLS_HTML_REPORT_H_
+#endif  // POOLSCOPE_REPORT_HTML_REPORT_H_

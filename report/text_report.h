@@ -1,4 +1,4 @@
-// File: tools/text_report.h
+// File: report/text_report.h
 //
 // The renderings of one report that `poolscope report` prints as text: the page a person reads top
 // to bottom (--format=text), folded stacks for flamegraph.pl (--format=folded) and the validated
@@ -6,8 +6,8 @@
 // shared with the HTML page.
 //
 // Thread-safety: pure functions.
-#ifndef POOLSCOPE_TOOLS_TEXT_REPORT_H_
-#define POOLSCOPE_TOOLS_TEXT_REPORT_H_
+#ifndef POOLSCOPE_REPORT_TEXT_REPORT_H_
+#define POOLSCOPE_REPORT_TEXT_REPORT_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -16,7 +16,7 @@
 
 #include "nlohmann/json.hpp"
 
-namespace poolscope::tools {
+namespace poolscope::report {
 
 // How many leak stacks the text page and the HTML page show.
 inline constexpr int kLeaksShown = 10;
@@ -73,6 +73,6 @@ std::string FoldedStacks(const nlohmann::json& report);
 // The report pretty-printed with two-space indentation and a final newline (--format=json).
 std::string PrettyJson(const nlohmann::json& report);
 
-}  // namespace poolscope::tools
+}  // namespace poolscope::report
 
-#endif  // POOLSCOPE_TOOLS_TEXT_REPORT_H_
+#endif  // POOLSCOPE_REPORT_TEXT_REPORT_H_

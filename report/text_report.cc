@@ -1,4 +1,4 @@
-// File: tools/text_report.cc
+// File: report/text_report.cc
 //
 // See text_report.h. Sections, in order: process, totals, the two ledgers side by side (with
 // by_api), the pool, the program's live blocks by reachability class (when the report has a scan),
@@ -6,7 +6,7 @@
 // their stacks, still reachable in one line; the largest groups by bytes in a report without a
 // scan), errors. Every string taken from the report goes through OneLine() so that it
 // cannot break the layout.
-#include "tools/text_report.h"
+#include "report/text_report.h"
 
 #include <algorithm>
 #include <array>
@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "fmt/format.h"
-#include "tools/format_util.h"
-#include "tools/ledger_table.h"
-#include "tools/report_model.h"
+#include "report/format_util.h"
+#include "report/ledger_table.h"
+#include "report/report_model.h"
 
-namespace poolscope::tools {
+namespace poolscope::report {
 namespace {
 
 using nlohmann::json;
@@ -668,4 +668,4 @@ std::string PrettyJson(const json& report) {
   return report.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
-}  // namespace poolscope::tools
+}  // namespace poolscope::report

@@ -1,8 +1,8 @@
-// File: tools/html_report.cc
+// File: report/html_report.cc
 //
 // See html_report.h. The charts are drawn by hand as SVG with fixed sizes (a page 1100 px wide);
 // the scales are linear and every bar carries its figure, so a bar too short to see still reads.
-#include "tools/html_report.h"
+#include "report/html_report.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "fmt/format.h"
-#include "tools/format_util.h"
-#include "tools/ledger_table.h"
-#include "tools/report_model.h"
-#include "tools/text_report.h"
+#include "report/format_util.h"
+#include "report/ledger_table.h"
+#include "report/report_model.h"
+#include "report/text_report.h"
 
-namespace poolscope::tools {
+namespace poolscope::report {
 namespace {
 
 using nlohmann::json;
@@ -752,9 +752,9 @@ std::string HtmlReport(const json& report, const std::string& path) {
   return page;
 }
 
-}  // namespace poolscope::tools
+}  // namespace poolscope::report
 
-namespace poolscope::tools {
+namespace poolscope::report {
 
 std::string HtmlComparePage(const std::string& title, const std::string& table, const json& before,
                             const std::string& before_label, const json& after,
@@ -817,4 +817,4 @@ std::string HtmlTreeReport(const std::string& title, const std::string& summary,
   return page;
 }
 
-}  // namespace poolscope::tools
+}  // namespace poolscope::report
