@@ -22,12 +22,6 @@ namespace poolscope::report {
 // The whole page. `path` is the report's file name, shown in the title.
 std::string HtmlReport(const nlohmann::json& report, const std::string& path);
 
-// The flame graph of the bytes live at exit (the `leaks[]` groups' bytes by stack, outermost frame
-// at the bottom, each stack cut at its first program frame) as one inline SVG element, or a
-// paragraph saying there are none. Frames are merged by function name along each path; siblings
-// are ordered by bytes, largest first, and a frame is as wide as its bytes in 1000 px.
-std::string FlameGraph(const nlohmann::json& report);
-
 // The page of a comparison of two runs (`compare --html`, `diff --html`): `table` (preformatted
 // text, as printed on stdout), then both reports' timelines on one chart.
 std::string HtmlComparePage(const std::string& title, const std::string& table, const nlohmann::json& before,

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
 #include "report/format_util.h"
+#include "report/html_charts.h"
 #include "report/html_report.h"
 #include "report/ledger_table.h"
 #include "report/report_model.h"
