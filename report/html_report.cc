@@ -98,15 +98,6 @@ std::string KindName(const json& leak) {
   return kind;
 }
 
-// Definitely, indirectly, possibly lost, no class recorded; still reachable is not listed.
-int KindRank(const json& leak) {
-  std::string kind = String(leak, "kind").value_or("");
-  if (kind == "definitely_lost") return 0;
-  if (kind == "indirectly_lost") return 1;
-  if (kind == "possibly_lost") return 2;
-  return 3;
-}
-
 std::string FrameLine(const json& frame) {
   std::string where = FrameWhere(frame);
   std::string line = E(FrameFunction(frame));

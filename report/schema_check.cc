@@ -14,10 +14,6 @@
 namespace poolscope::report {
 namespace {
 
-using check::IntOf;
-using check::IsInt;
-using check::Path;
-using check::Text;
 using nlohmann::json;
 
 constexpr std::string_view kTopLevel[] = {
@@ -71,7 +67,7 @@ class SchemaCheck {
     if (object == nullptr) return nullptr;
     auto it = object->find(field);
     if (it == object->end()) {
-      problems_.push_back(absl::StrCat(Path(parent, field), " is missing"));
+      problems_.push_back(absl::StrCat(check::Path(parent, field), " is missing"));
       return nullptr;
     }
     return &*it;
@@ -82,7 +78,7 @@ class SchemaCheck {
     const json* node = Find(doc_, path);
     if (node == nullptr) return nullptr;  // its absence is reported by the parent's field list
     if (!node->is_object()) {
-      problems_.push_back(fmt::format("{} must be an object, got {}", path, Text(*node)));
+      problems_.push_back(fmt::format("{} must be an object, got {}", path, check::Text(*node)));
       return nullptr;
     }
     return node;
@@ -105,9 +101,9 @@ class SchemaCheck {
     if (object == nullptr) return;
     for (std::string_view field : fields) {
       auto it = object->find(field);
-      if (it != object->end() && !IsInt(&*it)) {
+      if (it != object->end() && !check::IsInt(&*it)) {
         problems_.push_back(
-            fmt::format("{} must be an integer, got {}", Path(path, field), Text(*it)));
+            fmt::format("{} must be an integer, got {}", check::Path(path, field), check::Text(*it)));
       }
     }
   }
@@ -126,19 +122,19 @@ void SchemaCheck::Process() {
   if (p == nullptr) return;
   const json* exe = Find(*p, "exe");
   if (exe != nullptr && !(exe->is_string() && !exe->get<std::string>().empty())) {
-    problems_.push_back("process.exe must be a non-empty string, got " + Text(*exe));
+    problems_.push_back("process.exe must be a non-empty string, got " + check::Text(*exe));
   }
   const json* argv = Find(*p, "argv");
   if (argv != nullptr) {
     bool strings = argv->is_array();
     for (size_t i = 0; strings && i < argv->size(); ++i) strings = (*argv)[i].is_string();
-    if (!strings) problems_.push_back("process.argv must be a list of strings, got " + Text(*argv));
+    if (!strings) problems_.push_back("process.argv must be a list of strings, got " + check::Text(*argv));
   }
   const json* reason = Find(*p, "reason");
   if (reason != nullptr && *reason != "exit" && *reason != "snapshot" && *reason != "signal" &&
       *reason != "detach") {
     problems_.push_back(fmt::format(
-        "process.reason = {}, expected \"exit\", \"snapshot\", \"signal\" or \"detach\"", Text(*reason)));
+        "process.reason = {}, expected \"exit\", \"snapshot\", \"signal\" or \"detach\"", check::Text(*reason)));
   }
   // A report of `poolscope attach` says when it attached, and a detach's report when it detached.
   if (reason != nullptr && *reason == "detach") {
@@ -153,7 +149,7 @@ void SchemaCheck::Process() {
       const json* v = Find(*attach, field);
       if (v == nullptr || !v->is_number_integer()) {
         problems_.push_back(fmt::format("attach.{} must be an integer, got {}", field,
-                                        v == nullptr ? std::string("(missing)") : Text(*v)));
+                                        v == nullptr ? std::string("(missing)") : check::Text(*v)));
       }
     }
     const json* at = Find(*p, "attached_ns");
@@ -163,19 +159,19 @@ void SchemaCheck::Process() {
   if (reason != nullptr && *reason == "signal") {
     const json* sig = Find(*p, "signal");
     if (sig == nullptr || !(*sig == "SIGTERM" || *sig == "SIGINT" || *sig == "SIGHUP")) {
-      problems_.push_back("process.signal = " + (sig == nullptr ? std::string("(missing)") : Text(*sig)) +
+      problems_.push_back("process.signal = " + (sig == nullptr ? std::string("(missing)") : check::Text(*sig)) +
                           ", expected \"SIGTERM\", \"SIGINT\" or \"SIGHUP\" with process.reason \"signal\"");
     }
   }
   const json* forked_from = Find(*p, "forked_from");
-  if (forked_from != nullptr && !forked_from->is_null() && !IsInt(forked_from)) {
-    problems_.push_back("process.forked_from must be null or a pid, got " + Text(*forked_from));
+  if (forked_from != nullptr && !forked_from->is_null() && !check::IsInt(forked_from)) {
+    problems_.push_back("process.forked_from must be null or a pid, got " + check::Text(*forked_from));
   }
   const json* start = Find(*p, "start_ns");
   const json* end = Find(*p, "end_ns");
-  if (IsInt(start) && IsInt(end) && IntOf(*end) < IntOf(*start)) {
+  if (check::IsInt(start) && check::IsInt(end) && check::IntOf(*end) < check::IntOf(*start)) {
     problems_.push_back(fmt::format("process.end_ns = {} is before process.start_ns = {}",
-                                    IntOf(*end), IntOf(*start)));
+                                    check::IntOf(*end), check::IntOf(*start)));
   }
 }
 
@@ -183,14 +179,14 @@ void SchemaCheck::Ledger(std::string_view side) {
   const json* ledger = Object(side);
   Fields(ledger, side, kLedgerFields);
   Integers(ledger, side, kLedgerIntegers);
-  std::string by_api_path = Path(side, "by_api");
+  std::string by_api_path = check::Path(side, "by_api");
   const json* by_api = Object(by_api_path);
   Fields(by_api, by_api_path, kEntryPoints);
   if (by_api == nullptr) return;
   for (const auto& [key, value] : by_api->items()) {
-    if (!IsInt(&value)) {
+    if (!check::IsInt(&value)) {
       problems_.push_back(
-          fmt::format("{}.{} must be an integer, got {}", by_api_path, key, Text(value)));
+          fmt::format("{}.{} must be an integer, got {}", by_api_path, key, check::Text(value)));
     }
   }
 }

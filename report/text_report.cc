@@ -44,6 +44,14 @@ std::string BlocksAndBytes(std::optional<int64_t> blocks, std::optional<int64_t>
 
 }  // namespace
 
+int KindRank(const json& leak) {
+  std::string kind = String(leak, "kind").value_or("");
+  if (kind == "definitely_lost") return 0;
+  if (kind == "indirectly_lost") return 1;
+  if (kind == "possibly_lost") return 2;
+  return 3;
+}
+
 std::vector<std::string> ApiKeys(const json& report) {
   std::vector<std::string> keys(std::begin(kApiOrder), std::end(kApiOrder));
   std::set<std::string> known(keys.begin(), keys.end());
@@ -275,16 +283,6 @@ void AppendStack(const json& stack, const std::string& indent, std::string* out)
     *out += fmt::format("{}{}{}{}\n", indent, FrameFunction(frame), where.empty() ? "" : "  ",
                         where);
   }
-}
-
-// The order lost groups are listed in: definitely, indirectly, possibly lost, then groups of no
-// known class.
-int KindRank(const json& leak) {
-  std::string kind = String(leak, "kind").value_or("");
-  if (kind == "definitely_lost") return 0;
-  if (kind == "indirectly_lost") return 1;
-  if (kind == "possibly_lost") return 2;
-  return 3;
 }
 
 bool IsStillReachable(const json& leak) {

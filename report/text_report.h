@@ -55,6 +55,10 @@ size_t FirstProgramFrame(const nlohmann::json& stack);
 // them only because poolscope loaded libstdc++.so.6"; "" when the report names none.
 std::string LoadedByPoolscopeClause(const nlohmann::json& report);
 
+// The order lost leak groups are listed in: definitely (0), indirectly (1), possibly lost (2), then
+// groups of no known class (3).
+int KindRank(const nlohmann::json& leak);
+
 // The frame's function, else "[object]" (basename), else "??".
 std::string FrameFunction(const nlohmann::json& frame);
 

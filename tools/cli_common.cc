@@ -25,6 +25,19 @@ using report::Report;
 
 bool IsHelp(const std::string& arg) { return arg == "-h" || arg == "--help"; }
 
+bool ProcessFlags(FlagParser& flags, std::vector<std::string>* globs, bool* no_children) {
+  std::string glob;
+  if (flags.Value({"--process"}, &glob)) {
+    globs->push_back(glob);
+    return true;
+  }
+  if (flags.Switch({"--no-children"})) {
+    *no_children = true;
+    return true;
+  }
+  return false;
+}
+
 Report Load(const std::string& path) {
   absl::StatusOr<Report> report = LoadReport(path);
   if (!report.ok()) throw CliError{path, std::string(report.status().message())};

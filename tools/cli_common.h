@@ -91,6 +91,10 @@ class FlagParser {
 
 bool IsHelp(const std::string& arg);
 
+// Takes --process=GLOB (repeatable: *globs) or --no-children (*no_children) at the current
+// argument of `flags`; says whether it did.
+bool ProcessFlags(FlagParser& flags, std::vector<std::string>* globs, bool* no_children);
+
 // The report at `path`, validated; a CliError naming the path and the problem otherwise.
 report::Report Load(const std::string& path);
 

@@ -223,7 +223,7 @@ int CompareTrees(const std::vector<std::string>& shown, const std::string& repor
 
 int CompareCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   FlagParser flags(args, 2, "poolscope compare");
-  std::string options, lib, report_dir, glob, html;
+  std::string options, lib, report_dir, html;
   std::vector<std::string> globs;
   bool fail_on_leak = false, no_children = false;
   while (!flags.Done()) {
@@ -244,14 +244,7 @@ int CompareCommand(const std::vector<std::string>& args, std::ostream& out, std:
       fail_on_leak = true;
       continue;
     }
-    if (flags.Value({"--process"}, &glob)) {
-      globs.push_back(glob);
-      continue;
-    }
-    if (flags.Switch({"--no-children"})) {
-      no_children = true;
-      continue;
-    }
+    if (ProcessFlags(flags, &globs, &no_children)) continue;
     flags.Unknown();
   }
   std::string extra = CheckOptions(options, nullptr, {"pool", "report"});
@@ -379,16 +372,8 @@ int DiffCommand(const std::vector<std::string>& args, std::ostream& out, std::os
   bool help = false;
   std::vector<std::string> globs;
   bool no_children = false;
-  std::string glob;
   std::vector<std::string> files = ReportOperands(flags, kDiffUsage, &help, out, [&] {
-    if (flags.Value({"--process"}, &glob)) {
-      globs.push_back(glob);
-      return true;
-    }
-    if (flags.Switch({"--no-children"})) {
-      no_children = true;
-      return true;
-    }
+    if (ProcessFlags(flags, &globs, &no_children)) return true;
     if (flags.Value({"--html"}, &html)) return true;
     if (!flags.Switch({"--fail-on-leak"})) return false;
     fail_on_leak = true;

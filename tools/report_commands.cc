@@ -179,18 +179,11 @@ std::string OneReportOperand(FlagParser& flags, const char* usage, const char* c
 
 int ReportCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   FlagParser flags(args, 2, "poolscope report");
-  std::string format = "text", glob;
+  std::string format = "text";
   std::vector<std::string> globs;
   bool help = false, no_children = false;
   std::vector<std::string> files = ReportOperands(flags, kReportUsage, &help, out, [&] {
-    if (flags.Value({"--process"}, &glob)) {
-      globs.push_back(glob);
-      return true;
-    }
-    if (flags.Switch({"--no-children"})) {
-      no_children = true;
-      return true;
-    }
+    if (ProcessFlags(flags, &globs, &no_children)) return true;
     return flags.Value({"--format", "-f"}, &format);
   });
   if (help) return kExitOk;

@@ -57,7 +57,7 @@ when it could not be executed; 2 for bad usage.
 
 int RunCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   FlagParser flags(args, 2, "poolscope run");
-  std::string pool = "on", options, output, lib, glob;
+  std::string pool = "on", options, output, lib;
   std::vector<std::string> globs;
   bool no_children = false;
   while (!flags.Done()) {
@@ -74,14 +74,7 @@ int RunCommand(const std::vector<std::string>& args, std::ostream& out, std::ost
         flags.Value({"-o", "--output"}, &output) || flags.Value({"--lib"}, &lib)) {
       continue;
     }
-    if (flags.Value({"--process"}, &glob)) {
-      globs.push_back(glob);
-      continue;
-    }
-    if (flags.Switch({"--no-children"})) {
-      no_children = true;
-      continue;
-    }
+    if (ProcessFlags(flags, &globs, &no_children)) continue;
     flags.Unknown();
   }
   if (pool != "on" && pool != "off") {

@@ -137,6 +137,16 @@ TEST(TextReportTest, KindOrderBeatsSize) {
   EXPECT_NE(html.find(clause + ".</p>"), std::string::npos) << html;
 }
 
+// The text and HTML leak tables list groups in this order.
+TEST(KindRankTest, LostKindsFirstThenUnknown) {
+  EXPECT_EQ(KindRank({{"kind", "definitely_lost"}}), 0);
+  EXPECT_EQ(KindRank({{"kind", "indirectly_lost"}}), 1);
+  EXPECT_EQ(KindRank({{"kind", "possibly_lost"}}), 2);
+  EXPECT_EQ(KindRank({{"kind", "still_reachable"}}), 3);
+  EXPECT_EQ(KindRank({{"kind", nullptr}}), 3);
+  EXPECT_EQ(KindRank(nlohmann::json::object()), 3);
+}
+
 TEST(TextReportTest, NotScannedSaysWhy) {
   nlohmann::json doc = LoadData("minimal.json");
   doc["reachability"] = {{"scanned", false}, {"not_scanned_why", "track=0"}};
