@@ -16,14 +16,14 @@
 #include <exception>
 #include <string>
 
-#include "tools/html_report.h"
-#include "tools/ledger_table.h"
+#include "report/html_report.h"
+#include "report/ledger_table.h"
 #include "absl/status/statusor.h"
-#include "tools/report_model.h"
-#include "tools/suppressions.h"
-#include "tools/text_report.h"
+#include "report/report_model.h"
+#include "report/suppressions.h"
+#include "report/text_report.h"
 
-namespace t = poolscope::tools;
+namespace t = poolscope::report;
 
 namespace {
 

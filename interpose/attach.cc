@@ -31,6 +31,7 @@
 #include <new>
 
 #include "interpose/internal.h"
+#include "interpose/owned_set.h"
 #include "interpose/real.h"
 #include "interpose/shim.h"
 #include "interpose/shim_internal.h"
@@ -42,102 +43,7 @@ void WriteDetachReport();  // lifecycle.cc
 
 namespace {
 
-// ---- the set of regular-path blocks made since the attach ----------------------------------------------
-
-// Open addressing with linear probing, in shards with a lock each; 0 is an empty slot, 1 a removed one.
-class OwnedSet {
- public:
-  void Insert(uintptr_t p) {
-    Shard& s = ShardOf(p);
-    SpinLockHolder lock(&s.lock);
-    if ((s.used + s.removed + 1) * 2 > s.cap && !Grow(s)) {
-      lost_.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
-    size_t mask = s.cap - 1;
-    size_t at = Hash(p) & mask;
-    size_t reuse = ~size_t{0};
-    for (;; at = (at + 1) & mask) {
-      uintptr_t v = s.slots[at];
-      if (v == p) return;
-      if (v == 1 && reuse == ~size_t{0}) reuse = at;
-      if (v == 0) break;
-    }
-    if (reuse != ~size_t{0}) {
-      at = reuse;
-      --s.removed;
-    }
-    s.slots[at] = p;
-    ++s.used;
-  }
-
-  bool Remove(uintptr_t p) {
-    Shard& s = ShardOf(p);
-    SpinLockHolder lock(&s.lock);
-    size_t at = Find(s, p);
-    if (at == ~size_t{0}) return false;
-    s.slots[at] = 1;
-    --s.used;
-    ++s.removed;
-    return true;
-  }
-
-  bool Contains(uintptr_t p) {
-    Shard& s = ShardOf(p);
-    SpinLockHolder lock(&s.lock);
-    return Find(s, p) != ~size_t{0};
-  }
-
-  // Blocks the set could not hold (no memory): their frees are counted as foreign.
-  uint64_t lost() const { return lost_.load(std::memory_order_relaxed); }
-
- private:
-  static constexpr int kShardBits = 6;
-  struct Shard {
-    SpinLock lock;
-    uintptr_t* slots = nullptr;
-    size_t cap = 0;
-    size_t used = 0;
-    size_t removed = 0;
-    char pad[24];
-  };
-
-  static uint64_t Hash(uintptr_t p) { return (static_cast<uint64_t>(p) >> 4) * 0x9E3779B97F4A7C15ull; }
-  Shard& ShardOf(uintptr_t p) { return shards_[Hash(p) >> (64 - kShardBits)]; }
-
-  static size_t Find(Shard& s, uintptr_t p) {
-    if (s.cap == 0) return ~size_t{0};
-    size_t mask = s.cap - 1;
-    for (size_t at = Hash(p) & mask;; at = (at + 1) & mask) {
-      uintptr_t v = s.slots[at];
-      if (v == p) return at;
-      if (v == 0) return ~size_t{0};
-    }
-  }
-
-  static bool Grow(Shard& s) {
-    size_t cap = s.cap == 0 ? 512 : (s.used * 4 > s.cap ? s.cap * 2 : s.cap);
-    auto* slots = static_cast<uintptr_t*>(InternalAlloc(cap * sizeof(uintptr_t)));
-    if (slots == nullptr) return false;
-    size_t mask = cap - 1;
-    for (size_t i = 0; i < s.cap; ++i) {
-      uintptr_t v = s.slots[i];
-      if (v <= 1) continue;
-      size_t at = Hash(v) & mask;
-      while (slots[at] != 0) at = (at + 1) & mask;
-      slots[at] = v;
-    }
-    if (s.slots != nullptr) InternalFree(s.slots, s.cap * sizeof(uintptr_t));
-    s.slots = slots;
-    s.cap = cap;
-    s.removed = 0;
-    return true;
-  }
-
-  Shard shards_[1 << kShardBits];
-  std::atomic<uint64_t> lost_{0};
-};
-
+// The regular-path blocks made since the attach.
 OwnedSet g_owned;
 
 // ---- state -----------------------------------------------------------------------------------------------
@@ -180,42 +86,11 @@ inline bool Detached() { return g_detached.load(std::memory_order_relaxed); }
 
 // ---- this library's exported functions, by name ----------------------------------------------------------
 
-struct OursFns {
-  void* (*malloc)(size_t);
-  void (*free)(void*);
-  void* (*calloc)(size_t, size_t);
-  void* (*realloc)(void*, size_t);
-  void* (*reallocarray)(void*, size_t, size_t);
-  int (*posix_memalign)(void**, size_t, size_t);
-  void* (*aligned_alloc)(size_t, size_t);
-  void* (*memalign)(size_t, size_t);
-  void* (*valloc)(size_t);
-  void* (*pvalloc)(size_t);
-  size_t (*malloc_usable_size)(void*);
-  void* (*op_new)(size_t);
-  void* (*op_new_nothrow)(size_t, const std::nothrow_t&);
-  void* (*op_new_aligned)(size_t, std::align_val_t);
-  void* (*op_new_aligned_nothrow)(size_t, std::align_val_t, const std::nothrow_t&);
-  void* (*op_new_array)(size_t);
-  void* (*op_new_array_nothrow)(size_t, const std::nothrow_t&);
-  void* (*op_new_array_aligned)(size_t, std::align_val_t);
-  void* (*op_new_array_aligned_nothrow)(size_t, std::align_val_t, const std::nothrow_t&);
-  void (*op_delete)(void*);
-  void (*op_delete_sized)(void*, size_t);
-  void (*op_delete_nothrow)(void*, const std::nothrow_t&);
-  void (*op_delete_aligned)(void*, std::align_val_t);
-  void (*op_delete_sized_aligned)(void*, size_t, std::align_val_t);
-  void (*op_delete_aligned_nothrow)(void*, std::align_val_t, const std::nothrow_t&);
-  void (*op_delete_array)(void*);
-  void (*op_delete_array_sized)(void*, size_t);
-  void (*op_delete_array_nothrow)(void*, const std::nothrow_t&);
-  void (*op_delete_array_aligned)(void*, std::align_val_t);
-  void (*op_delete_array_sized_aligned)(void*, size_t, std::align_val_t);
-  void (*op_delete_array_aligned_nothrow)(void*, std::align_val_t, const std::nothrow_t&);
+// The same forms as the next allocator's (RealFns, _exit and dlclose included), then _Exit and the
+// process's dlopen.
+struct OursFns : RealFns {
+  void (*Exit_)(int);
   void* (*dlopen)(const char*, int);
-  void* exit_;
-  void* Exit_;
-  void* dlclose;
 };
 OursFns g_ours;
 
@@ -668,9 +543,9 @@ bool ResolveOurs() {
   dlclose(self);
   if (!ok || o.dlopen == nullptr) return false;
   for (Hook& h : g_hooks) {
-    if (strcmp(h.name, "_exit") == 0) h.hook = o.exit_;
-    if (strcmp(h.name, "_Exit") == 0) h.hook = o.Exit_;
-    if (strcmp(h.name, "dlclose") == 0) h.hook = o.dlclose;
+    if (strcmp(h.name, "_exit") == 0) h.hook = reinterpret_cast<void*>(o.exit_);
+    if (strcmp(h.name, "_Exit") == 0) h.hook = reinterpret_cast<void*>(o.Exit_);
+    if (strcmp(h.name, "dlclose") == 0) h.hook = reinterpret_cast<void*>(o.dlclose);
   }
   return true;
 }

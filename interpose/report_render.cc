@@ -52,12 +52,7 @@ void WriteTimeline(report::JsonWriter& w, const Snapshot& s) {
     w.FieldInt("logical_live_blocks", p.logical_live);
     w.FieldInt("real_live_blocks", p.real_live);
     w.FieldInt("pools", p.pools);
-    w.Key("rss_kib");
-    if (p.rss_kib >= 0) {
-      w.Int(p.rss_kib);
-    } else {
-      w.Null();
-    }
+    w.FieldIntOrNull("rss_kib", p.rss_kib >= 0, p.rss_kib);
     w.EndObject();
   }
   w.EndArray();
@@ -84,12 +79,8 @@ void WriteLedger(report::JsonWriter& w, const char* key, const Ledger& l, bool w
   w.Field("bytes_requested", l.nbytes);
   if (with_live) {
     w.FieldInt("live_blocks", static_cast<int64_t>(l.nallocs - l.nfrees));
-    w.Key("live_bytes");
-    if (live_bytes >= 0) {
-      w.Int(live_bytes);
-    } else {
-      w.Null();  // needs the live-block table (track=1), see docs/report-schema.md
-    }
+    // live_bytes needs the live-block table (track=1), see docs/report-schema.md
+    w.FieldIntOrNull("live_bytes", live_bytes >= 0, live_bytes);
   }
   w.Key("by_api");
   w.BeginObject();
@@ -172,18 +163,8 @@ void WriteLeakCheck(report::JsonWriter& w, const LeakCheck& c) {
   w.FieldInt("program_leak_blocks", c.leaks.blocks);
   w.FieldBool("exact", c.leaks.exact);
   w.FieldStr("judged_by", c.lost_blocks >= 0 ? "reachability" : "live_blocks");
-  w.Key("lost_blocks");
-  if (c.lost_blocks >= 0) {
-    w.Int(c.lost_blocks);
-  } else {
-    w.Null();
-  }
-  w.Key("exit_status");
-  if (c.exit_status != 0) {
-    w.Int(c.exit_status);
-  } else {
-    w.Null();
-  }
+  w.FieldIntOrNull("lost_blocks", c.lost_blocks >= 0, c.lost_blocks);
+  w.FieldIntOrNull("exit_status", c.exit_status != 0, c.exit_status);
   w.EndObject();
 }
 
@@ -392,21 +373,11 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   // A signal that stopped this thread inside poolscope may have stopped it between two counter updates.
   others = others || (strcmp(reason, "signal") == 0 && SignalInterruptedPoolscope());
   w.FieldBool("counters_exact", !others);
-  w.Key("forked_from");
-  if (p.forked_from != 0) {
-    w.Int(p.forked_from);
-  } else {
-    w.Null();
-  }
+  w.FieldIntOrNull("forked_from", p.forked_from != 0, p.forked_from);
   // Under `poolscope run`/`compare` (POOLSCOPE_ROOT_PID set): the process poolscope started, and for
   // any other process the one that forked it (a fork() child) or that it was started by (getppid()
   // at start-up). Whether that parent was itself preloaded is for the reader to see in the tree.
-  w.Key("root_pid");
-  if (p.root_pid != 0) {
-    w.Int(p.root_pid);
-  } else {
-    w.Null();
-  }
+  w.FieldIntOrNull("root_pid", p.root_pid != 0, p.root_pid);
   w.Key("parent_pid");
   if (p.forked_from != 0) {
     w.Int(p.forked_from);
@@ -472,12 +443,7 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
     w.Key("attach");
     w.BeginObject();
     w.Field("attached_ns", attach.attached_ns);
-    w.Key("detached_ns");
-    if (attach.detached_ns != 0) {
-      w.UInt(attach.detached_ns);
-    } else {
-      w.Null();
-    }
+    w.FieldUIntOrNull("detached_ns", attach.detached_ns != 0, attach.detached_ns);
     w.Field("objects_patched", attach.objects_patched);
     w.Field("slots_patched", attach.slots_patched);
     w.Field("preexisting_frees", attach.preexisting_frees);
@@ -598,12 +564,7 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   w.Key("detector_view");
   w.BeginObject();
   w.FieldInt("unfreed_blocks", real_live);
-  w.Key("unfreed_bytes");
-  if (real_live_bytes >= 0) {
-    w.Int(real_live_bytes);
-  } else {
-    w.Null();
-  }
+  w.FieldIntOrNull("unfreed_bytes", real_live_bytes >= 0, real_live_bytes);
   w.FieldInt("program_leak_blocks", unpooled_live);
   w.FieldInt("pool_blocks", cached + used);
   w.FieldInt("internal_blocks", 0);

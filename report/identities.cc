@@ -1,8 +1,8 @@
 // File: report/identities.cc
 //
-// See identities.h. The schema part lists the fields the identities read; the identity part
-// evaluates each equation as a sum of named integer terms on both sides, so that a broken one is
-// printed with every field and value that went into it.
+// See identities.h. Each equation is evaluated as a sum of named integer terms on both sides, so
+// that a broken one is printed with every field and value that went into it. The schema the
+// identities read is checked first (schema_check.cc).
 #include "report/identities.h"
 
 #include <cmath>
@@ -17,51 +17,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "fmt/format.h"
+#include "report/check_util.h"
 #include "report/report_model.h"
+#include "report/schema_check.h"
 
 namespace poolscope::report {
 namespace {
 
+using check::IntOf;
+using check::IsInt;
+using check::Path;
+using check::Text;
 using nlohmann::json;
-
-constexpr std::string_view kTopLevel[] = {
-    "schema",  "process",         "options", "logical", "real",  "internal",       "pool",
-    "threads", "threads_omitted", "sizes",   "sites",   "leaks", "reconciliation", "errors",
-};
-constexpr std::string_view kProcessFields[] = {"pid",      "ppid",   "exe",    "argv",
-                                               "start_ns", "end_ns", "reason", "forked_from"};
-constexpr std::string_view kProcessIntegers[] = {"pid", "ppid", "start_ns", "end_ns"};
-constexpr std::string_view kOptionFields[] = {"pool", "pool_size", "pools"};
-// by_api is keyed by these C names and C++ operators (docs/report-schema.md).
-constexpr std::string_view kEntryPoints[] = {
-    "malloc", "calloc",  "realloc", "reallocarray", "posix_memalign", "aligned_alloc", "memalign",
-    "valloc", "pvalloc", "free",    "new",          "new[]",          "delete",        "delete[]",
-};
-constexpr std::string_view kLedgerFields[] = {
-    "allocs", "frees", "reallocs", "bytes_requested", "live_blocks", "live_bytes", "by_api"};
-// live_bytes and bytes_requested may be null (unknown); these may not.
-constexpr std::string_view kLedgerIntegers[] = {"allocs", "frees", "reallocs", "live_blocks"};
-constexpr std::string_view kPoolFields[] = {"enabled",
-                                            "pool_size",
-                                            "pools_per_thread",
-                                            "hits",
-                                            "misses",
-                                            "pools_created",
-                                            "pools_reused",
-                                            "pools_released",
-                                            "resets_in_place",
-                                            "pools_cached_at_exit",
-                                            "pools_in_use_at_exit",
-                                            "spills",
-                                            "absorbs"};
-constexpr std::string_view kPoolIntegers[] = {"hits", "pools_created", "spills", "absorbs"};
-constexpr std::string_view kReconciliationFields[] = {"real_live_blocks", "unpooled_live_blocks",
-                                                      "pools_cached",     "pools_in_use",
-                                                      "balanced",         "detector_view"};
-constexpr std::string_view kDetectorFields[] = {"unfreed_blocks",      "unfreed_bytes",
-                                                "program_leak_blocks", "pool_blocks",
-                                                "internal_blocks",     "verdict"};
-constexpr std::string_view kErrorsFields[] = {"invalid_frees", "double_frees"};
 
 // Per-thread counts, which only grow: the threads' sum is at most the process's.
 constexpr std::string_view kThreadLedgerFields[] = {"allocs", "frees", "reallocs",
@@ -76,185 +43,6 @@ constexpr int kMaxListedLiveThreads = 64;
 constexpr size_t kMaxTimelinePoints = 201;
 // sizes.share_at_or_below_pool_size is written with 6 significant digits.
 constexpr double kShareTolerance = 1e-5;
-
-bool IsInt(const json* node) { return node != nullptr && node->is_number_integer(); }
-
-int64_t IntOf(const json& node) {
-  return node.is_number_unsigned() ? static_cast<int64_t>(node.get<uint64_t>())
-                                   : node.get<int64_t>();
-}
-
-std::string Text(const json& node) {
-  return node.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-std::string Path(std::string_view parent, std::string_view field) {
-  return parent.empty() ? std::string(field) : fmt::format("{}.{}", parent, field);
-}
-
-// ---------------------------------------------------------------------------------------------
-// The schema
-
-class SchemaCheck {
- public:
-  explicit SchemaCheck(const json& doc) : doc_(doc) {}
-
-  std::vector<std::string> Run();
-
- private:
-  // The member `field` of the object at `parent`, or null (with a problem) when it is absent.
-  const json* Member(const json* object, std::string_view parent, std::string_view field) {
-    if (object == nullptr) return nullptr;
-    auto it = object->find(field);
-    if (it == object->end()) {
-      problems_.push_back(absl::StrCat(Path(parent, field), " is missing"));
-      return nullptr;
-    }
-    return &*it;
-  }
-
-  // The object at `path` when it is one; a problem when it is there but not an object.
-  const json* Object(std::string_view path) {
-    const json* node = Find(doc_, path);
-    if (node == nullptr) return nullptr;  // its absence is reported by the parent's field list
-    if (!node->is_object()) {
-      problems_.push_back(fmt::format("{} must be an object, got {}", path, Text(*node)));
-      return nullptr;
-    }
-    return node;
-  }
-
-  void Array(std::string_view path) {
-    const json* node = Find(doc_, path);
-    if (node != nullptr && !node->is_array()) {
-      problems_.push_back(fmt::format("{} must be a list, got {}", path, node->type_name()));
-    }
-  }
-
-  template <size_t N>
-  void Fields(const json* object, std::string_view path, const std::string_view (&fields)[N]) {
-    for (std::string_view field : fields) Member(object, path, field);
-  }
-
-  template <size_t N>
-  void Integers(const json* object, std::string_view path, const std::string_view (&fields)[N]) {
-    if (object == nullptr) return;
-    for (std::string_view field : fields) {
-      auto it = object->find(field);
-      if (it != object->end() && !IsInt(&*it)) {
-        problems_.push_back(
-            fmt::format("{} must be an integer, got {}", Path(path, field), Text(*it)));
-      }
-    }
-  }
-
-  void Process();
-  void Ledger(std::string_view side);
-
-  const json& doc_;
-  std::vector<std::string> problems_;
-};
-
-void SchemaCheck::Process() {
-  const json* p = Object("process");
-  Fields(p, "process", kProcessFields);
-  Integers(p, "process", kProcessIntegers);
-  if (p == nullptr) return;
-  const json* exe = Find(*p, "exe");
-  if (exe != nullptr && !(exe->is_string() && !exe->get<std::string>().empty())) {
-    problems_.push_back("process.exe must be a non-empty string, got " + Text(*exe));
-  }
-  const json* argv = Find(*p, "argv");
-  if (argv != nullptr) {
-    bool strings = argv->is_array();
-    for (size_t i = 0; strings && i < argv->size(); ++i) strings = (*argv)[i].is_string();
-    if (!strings) problems_.push_back("process.argv must be a list of strings, got " + Text(*argv));
-  }
-  const json* reason = Find(*p, "reason");
-  if (reason != nullptr && *reason != "exit" && *reason != "snapshot" && *reason != "signal" &&
-      *reason != "detach") {
-    problems_.push_back(fmt::format(
-        "process.reason = {}, expected \"exit\", \"snapshot\", \"signal\" or \"detach\"", Text(*reason)));
-  }
-  // A report of `poolscope attach` says when it attached, and a detach's report when it detached.
-  if (reason != nullptr && *reason == "detach") {
-    const json* detached = Find(doc_, "attach.detached_ns");
-    if (detached == nullptr || !detached->is_number_unsigned()) {
-      problems_.push_back("process.reason = \"detach\" without an integer attach.detached_ns");
-    }
-  }
-  if (const json* attach = Find(doc_, "attach"); attach != nullptr) {
-    for (const char* field : {"attached_ns", "objects_patched", "slots_patched", "preexisting_frees",
-                              "preexisting_reallocs", "preexisting_usable_size"}) {
-      const json* v = Find(*attach, field);
-      if (v == nullptr || !v->is_number_integer()) {
-        problems_.push_back(fmt::format("attach.{} must be an integer, got {}", field,
-                                        v == nullptr ? std::string("(missing)") : Text(*v)));
-      }
-    }
-    const json* at = Find(*p, "attached_ns");
-    if (at == nullptr || !at->is_number_integer()) problems_.push_back("process.attached_ns is missing");
-  }
-  // A report written for a signal names it: one of those poolscope writes a report for.
-  if (reason != nullptr && *reason == "signal") {
-    const json* sig = Find(*p, "signal");
-    if (sig == nullptr || !(*sig == "SIGTERM" || *sig == "SIGINT" || *sig == "SIGHUP")) {
-      problems_.push_back("process.signal = " + (sig == nullptr ? std::string("(missing)") : Text(*sig)) +
-                          ", expected \"SIGTERM\", \"SIGINT\" or \"SIGHUP\" with process.reason \"signal\"");
-    }
-  }
-  const json* forked_from = Find(*p, "forked_from");
-  if (forked_from != nullptr && !forked_from->is_null() && !IsInt(forked_from)) {
-    problems_.push_back("process.forked_from must be null or a pid, got " + Text(*forked_from));
-  }
-  const json* start = Find(*p, "start_ns");
-  const json* end = Find(*p, "end_ns");
-  if (IsInt(start) && IsInt(end) && IntOf(*end) < IntOf(*start)) {
-    problems_.push_back(fmt::format("process.end_ns = {} is before process.start_ns = {}",
-                                    IntOf(*end), IntOf(*start)));
-  }
-}
-
-void SchemaCheck::Ledger(std::string_view side) {
-  const json* ledger = Object(side);
-  Fields(ledger, side, kLedgerFields);
-  Integers(ledger, side, kLedgerIntegers);
-  std::string by_api_path = Path(side, "by_api");
-  const json* by_api = Object(by_api_path);
-  Fields(by_api, by_api_path, kEntryPoints);
-  if (by_api == nullptr) return;
-  for (const auto& [key, value] : by_api->items()) {
-    if (!IsInt(&value)) {
-      problems_.push_back(
-          fmt::format("{}.{} must be an integer, got {}", by_api_path, key, Text(value)));
-    }
-  }
-}
-
-std::vector<std::string> SchemaCheck::Run() {
-  Fields(&doc_, "", kTopLevel);
-  Process();
-  Fields(Object("options"), "options", kOptionFields);
-  Ledger("logical");
-  Ledger("real");
-  Object("internal");
-  const json* pool = Object("pool");
-  Fields(pool, "pool", kPoolFields);
-  Integers(pool, "pool", kPoolIntegers);
-  Object("pool.misses");
-  Array("threads");
-  Member(Object("sizes"), "sizes", "buckets");
-  Array("sizes.buckets");
-  Array("sites");
-  Array("leaks");
-  Fields(Object("reconciliation"), "reconciliation", kReconciliationFields);
-  Fields(Object("reconciliation.detector_view"), "reconciliation.detector_view", kDetectorFields);
-  Fields(Object("errors"), "errors", kErrorsFields);
-  return std::move(problems_);
-}
-
-// ---------------------------------------------------------------------------------------------
-// The identities
 
 // A named integer with its sign in a sum.
 struct Term {
@@ -746,8 +534,6 @@ CheckResult IdentityCheck::Run() {
 }
 
 }  // namespace
-
-std::vector<std::string> SchemaProblems(const json& doc) { return SchemaCheck(doc).Run(); }
 
 CheckResult CheckIdentities(const json& doc) { return IdentityCheck(doc).Run(); }
 

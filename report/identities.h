@@ -31,15 +31,10 @@ struct CheckResult {
   bool ok() const { return broken.empty(); }
 };
 
-// The fields every report carries, with their types: one line per problem ("process.pid is
-// missing", "logical.allocs must be an integer, got 1000.0"). Empty for a complete report. `doc`
-// must already be a poolscope report (CheckSchemaName in report_model.h).
-std::vector<std::string> SchemaProblems(const nlohmann::json& doc);
-
-// Every identity that applies to `doc`, which SchemaProblems accepted.
+// Every identity that applies to `doc`, which SchemaProblems (schema_check.h) accepted.
 CheckResult CheckIdentities(const nlohmann::json& doc);
 
-// SchemaProblems, then, when there are none, CheckIdentities.
+// SchemaProblems (schema_check.h), then, when there are none, CheckIdentities.
 CheckResult CheckReport(const nlohmann::json& doc);
 
 }  // namespace poolscope::report

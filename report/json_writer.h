@@ -44,6 +44,15 @@ class JsonWriter {
   void FieldInt(const char* k, int64_t v) { Key(k), Int(v); }
   void FieldStr(const char* k, const char* v) { Key(k), String(v); }
   void FieldBool(const char* k, bool v) { Key(k), Bool(v); }
+  // Key + value when `known`, else Key + null (a figure the report cannot give).
+  void FieldIntOrNull(const char* k, bool known, int64_t v) {
+    Key(k);
+    known ? Int(v) : Null();
+  }
+  void FieldUIntOrNull(const char* k, bool known, uint64_t v) {
+    Key(k);
+    known ? UInt(v) : Null();
+  }
 
   // True when every object and array opened was closed.
   bool complete() const { return depth_ == 0 && wrote_any_; }

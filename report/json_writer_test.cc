@@ -75,6 +75,26 @@ TEST(JsonWriterTest, NonFiniteDoublesBecomeNull) {
   EXPECT_TRUE(nlohmann::json::parse(sink.out)[0].is_null());
 }
 
+TEST(JsonWriterTest, FieldOrNullWritesTheValueOnlyWhenKnown) {
+  StringSink sink;
+  JsonWriter w(&sink);
+  w.BeginObject();
+  w.FieldIntOrNull("known", true, -7);
+  w.FieldIntOrNull("zero", true, 0);
+  w.FieldIntOrNull("unknown", false, 12);
+  w.FieldUIntOrNull("big", true, 18446744073709551615ull);
+  w.FieldUIntOrNull("unset", false, 3);
+  w.EndObject();
+  ASSERT_TRUE(w.complete());
+  auto j = nlohmann::json::parse(sink.out);
+  EXPECT_EQ(j["known"], -7);
+  EXPECT_EQ(j["zero"], 0);
+  EXPECT_TRUE(j["unknown"].is_null());
+  EXPECT_EQ(j["big"].get<uint64_t>(), 18446744073709551615ull);
+  EXPECT_TRUE(j["unset"].is_null());
+  EXPECT_EQ(j.size(), 5u);
+}
+
 TEST(JsonWriterTest, IncompleteDocumentIsReported) {
   StringSink sink;
   JsonWriter w(&sink);

@@ -149,7 +149,7 @@ echo "$status" >"$dir/status"
 sed 's/^/    /' "$dir/attach.stderr"
 [ "$astatus" = 0 ] || fail "detach: poolscope attach exited $astatus"
 same_as_bare detach pool_on
-"$PY" "$CHECKER" "$dir/report.json" || fail "detach: the report breaks an identity"
+"$POOLSCOPE" check "$dir/report.json" || fail "detach: the report breaks an identity"
 expect "$dir/report.json" 'get("process.reason") == "detach" and get("attach.detached_ns") > get("attach.attached_ns")' "a detach report"
 expect "$dir/report.json" 'get("attach.hooks_kept") is True' "pooling on: the hooks stay for the pooled blocks"
 

@@ -24,11 +24,20 @@
 #include "absl/status/statusor.h"
 #include "fmt/format.h"
 #include "report/find_report.h"
-#include "tools/format_util.h"
+#include "report/format_util.h"
+#include "report/report_model.h"
+#include "tools/cli_common.h"
 #include "tools/locate.h"
-#include "tools/report_model.h"
 
 namespace poolscope::tools {
+
+using report::Count;
+using report::LoadReport;
+using report::OneLine;
+using report::Percent;
+using report::Report;
+using report::Thousands;
+
 
 const char kAttachUsage[] = R"(usage: poolscope attach [--pool=on|off] [--options=K=V:...] [-o REPORT] [--lib=PATH] PID
 
@@ -60,11 +69,6 @@ left untouched.
 
 namespace {
 
-struct AttachError {
-  std::string subject;
-  std::string problem;
-};
-
 std::string ReadSmallFile(const std::string& path, bool* ok = nullptr) {
   std::ifstream in(path);
   if (ok != nullptr) *ok = static_cast<bool>(in);
@@ -81,13 +85,6 @@ std::string GdbString(const std::string& s) {
     out += c;
   }
   return out + "\"";
-}
-
-std::string AbsolutePath(const std::string& path) {
-  if (path.empty() || path[0] == '/') return path;
-  char cwd[PATH_MAX];
-  if (getcwd(cwd, sizeof cwd) == nullptr) return path;
-  return std::string(cwd) + "/" + path;
 }
 
 std::string StatusField(const std::string& status, const std::string& key) {
@@ -149,7 +146,7 @@ std::string Refusal(pid_t pid, uid_t* uid, gid_t* gid) {
 std::string FindGdb() {
   if (const char* env = getenv("POOLSCOPE_GDB"); env != nullptr && *env != '\0') {
     if (access(env, X_OK) != 0) {
-      throw AttachError{"gdb", fmt::format("not found at {} (POOLSCOPE_GDB): attach loads poolscope into the "
+      throw CliError{"gdb", fmt::format("not found at {} (POOLSCOPE_GDB): attach loads poolscope into the "
                                            "process through gdb",
                                            env)};
     }
@@ -167,7 +164,7 @@ std::string FindGdb() {
     std::string candidate = dir + "/gdb";
     if (access(candidate.c_str(), X_OK) == 0) return candidate;
   }
-  throw AttachError{"gdb", "not found on PATH: attach loads poolscope into the process through gdb "
+  throw CliError{"gdb", "not found on PATH: attach loads poolscope into the process through gdb "
                            "(install gdb, or set POOLSCOPE_GDB)"};
 }
 
@@ -209,7 +206,7 @@ GdbRun RunGdb(const std::string& gdb, pid_t pid, const std::string& script, cons
   GdbRun run;
   auto start = std::chrono::steady_clock::now();
   pid_t child = fork();
-  if (child < 0) throw AttachError{"gdb", std::string("fork failed: ") + std::strerror(errno)};
+  if (child < 0) throw CliError{"gdb", std::string("fork failed: ") + std::strerror(errno)};
   if (child == 0) {
     setpgid(0, 0);  // the terminal's ^C is this command's to handle, not gdb's
     sigset_t none;
@@ -294,7 +291,7 @@ int Attach(const std::vector<std::string>& args, std::ostream& out, std::ostream
         return true;
       }
       if (a == name) {
-        if (i + 1 >= args.size()) throw AttachError{name, "needs a value"};
+        if (i + 1 >= args.size()) throw CliError{name, "needs a value"};
         *into = args[++i];
         return true;
       }
@@ -309,70 +306,44 @@ int Attach(const std::vector<std::string>& args, std::ostream& out, std::ostream
       continue;
     }
     if (a.size() > 1 && a[0] == '-') {
-      throw AttachError{a.substr(0, a.find('=')), "unknown flag (see poolscope attach --help)"};
+      throw CliError{a.substr(0, a.find('=')), "unknown flag (see poolscope attach --help)"};
     }
-    if (!pid_text.empty()) throw AttachError{"attach", "one PID only (see poolscope attach --help)"};
+    if (!pid_text.empty()) throw CliError{"attach", "one PID only (see poolscope attach --help)"};
     pid_text = a;
   }
   if (pool != "on" && pool != "off") {
-    throw AttachError{"--pool", fmt::format("expected on or off, got '{}'", OneLine(pool))};
+    throw CliError{"--pool", fmt::format("expected on or off, got '{}'", OneLine(pool))};
   }
-  if (pid_text.empty()) throw AttachError{"attach", "missing PID (usage: poolscope attach [FLAGS] PID)"};
+  if (pid_text.empty()) throw CliError{"attach", "missing PID (usage: poolscope attach [FLAGS] PID)"};
   if (pid_text.find_first_not_of("0123456789") != std::string::npos || pid_text.size() > 9 ||
       std::stol(pid_text) <= 0) {
-    throw AttachError{pid_text, "not a process id"};
+    throw CliError{pid_text, "not a process id"};
   }
   const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
 
   // --options: key=value entries; pool= is --pool's, report= is taken as -o when -o is not given.
-  std::string extra, report_from_options;
-  {
-    size_t start = 0;
-    while (start <= options.size()) {
-      size_t end = options.find(':', start);
-      if (end == std::string::npos) end = options.size();
-      std::string entry = options.substr(start, end - start);
-      start = end + 1;
-      if (entry.empty()) continue;
-      size_t eq = entry.find('=');
-      if (eq == 0 || eq == std::string::npos) {
-        throw AttachError{"--options", fmt::format("'{}' is not key=value", OneLine(entry))};
-      }
-      std::string key = entry.substr(0, eq);
-      if (key == "pool") throw AttachError{"--options", "pool= is set by this command (use --pool)"};
-      if (key == "report") {
-        report_from_options = entry.substr(eq + 1);
-        continue;
-      }
-      extra += ":" + entry;
-    }
-  }
+  std::string report_from_options;
+  std::string extra = CheckOptions(options, &report_from_options, {"pool"}, " (use --pool)");
+  if (!extra.empty()) extra = ":" + extra;
 
   std::vector<std::string> looked;
   std::string library = Locate({"libpoolscope.so", "interpose", lib, "POOLSCOPE_LIB", args[0]}, &looked);
   if (library.empty()) {
-    if (!lib.empty()) throw AttachError{"--lib", lib + ": no such file"};
-    throw AttachError{"libpoolscope.so", "not found (use --lib=PATH or POOLSCOPE_LIB)"};
+    if (!lib.empty()) throw CliError{"--lib", lib + ": no such file"};
+    throw CliError{"libpoolscope.so", "not found (use --lib=PATH or POOLSCOPE_LIB)"};
   }
   library = AbsolutePath(library);
 
   uid_t uid = geteuid();
   gid_t gid = getegid();
   const std::string refusal = Refusal(pid, &uid, &gid);
-  if (!refusal.empty()) throw AttachError{fmt::format("process {}", pid), refusal};
+  if (!refusal.empty()) throw CliError{fmt::format("process {}", pid), refusal};
   const std::string gdb = FindGdb();
 
-  const char* tmp = getenv("TMPDIR");
-  std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/poolscope-attach.XXXXXX";
-  std::vector<char> buffer(pattern.begin(), pattern.end());
-  buffer.push_back('\0');
-  if (mkdtemp(buffer.data()) == nullptr) {
-    throw AttachError{pattern, fmt::format("cannot create a temporary directory: {}", std::strerror(errno))};
-  }
-  const std::string work = buffer.data();
+  const std::string work = MakeTempDirectory("poolscope-attach");
   // The report is written by the process, as its owner.
   if (geteuid() == 0 && uid != 0 && chown(work.c_str(), uid, gid) != 0) {
-    throw AttachError{work, std::string("cannot hand the directory to the process's owner: ") + std::strerror(errno)};
+    throw CliError{work, std::string("cannot hand the directory to the process's owner: ") + std::strerror(errno)};
   }
   std::string report = !output.empty() ? output : report_from_options;
   const bool temporary = report.empty();
@@ -393,7 +364,7 @@ int Attach(const std::vector<std::string>& args, std::ostream& out, std::ostream
       << "if $poolscope_handle == 0\n  printf \"POOLSCOPE-ERROR %s\\n\", (char*)dlerror()\nelse\n"
       << "  printf \"POOLSCOPE-STARTED %d\\n\", (int)poolscope_attach_start()\nend\n"
       << "detach\nquit\n";
-    if (!s) throw AttachError{script, "cannot be written"};
+    if (!s) throw CliError{script, "cannot be written"};
   }
 
   // SIGINT and SIGTERM: read from a signalfd once the process runs with poolscope.
@@ -407,14 +378,14 @@ int Attach(const std::vector<std::string>& args, std::ostream& out, std::ostream
   std::optional<std::string> started = Marked(run.output, "POOLSCOPE-STARTED");
   if (!started) {
     if (std::optional<std::string> dl = Marked(run.output, "POOLSCOPE-ERROR")) {
-      throw AttachError{fmt::format("process {}", pid), "dlopen of libpoolscope.so failed: " + OneLine(*dl)};
+      throw CliError{fmt::format("process {}", pid), "dlopen of libpoolscope.so failed: " + OneLine(*dl)};
     }
-    if (kill(pid, 0) != 0 && errno == ESRCH) throw AttachError{fmt::format("process {}", pid), "ended during the attach"};
-    throw AttachError{fmt::format("process {}", pid), GdbProblem(run)};
+    if (kill(pid, 0) != 0 && errno == ESRCH) throw CliError{fmt::format("process {}", pid), "ended during the attach"};
+    throw CliError{fmt::format("process {}", pid), GdbProblem(run)};
   }
   const int slots = std::atoi(started->c_str());
   if (slots < 0) {
-    throw AttachError{fmt::format("process {}", pid),
+    throw CliError{fmt::format("process {}", pid),
                       fmt::format("poolscope was loaded but could not start (code {})", slots)};
   }
   std::string exe = ReadSmallFile(fmt::format("/proc/{}/comm", pid));
@@ -452,7 +423,7 @@ int Attach(const std::vector<std::string>& args, std::ostream& out, std::ostream
     GdbRun d = RunGdb(gdb, pid, detach_script, work + "/gdb-detach.out");
     std::optional<std::string> done = Marked(d.output, "POOLSCOPE-DETACHED");
     if (!done || std::atoi(done->c_str()) != 0) {
-      throw AttachError{fmt::format("process {}", pid), "detach failed: " + GdbProblem(d)};
+      throw CliError{fmt::format("process {}", pid), "detach failed: " + GdbProblem(d)};
     }
     err << fmt::format("poolscope: detached from process {} in {:.0f} ms; it goes on{}\n", pid, d.ms,
                        pool == "on" ? " (poolscope stays loaded for its pooled blocks)" : "");
@@ -477,7 +448,7 @@ int Attach(const std::vector<std::string>& args, std::ostream& out, std::ostream
 int AttachCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   try {
     return Attach(args, out, err);
-  } catch (const AttachError& e) {
+  } catch (const CliError& e) {
     out.flush();
     err << fmt::format("poolscope: {}: {}\n", OneLine(e.subject), OneLine(e.problem));
   } catch (const std::exception& e) {

@@ -14,11 +14,22 @@
 #include <sys/stat.h>
 
 #include "fmt/format.h"
-#include "tools/format_util.h"
-#include "tools/ledger_table.h"
-#include "tools/report_model.h"
+#include "report/format_util.h"
+#include "report/ledger_table.h"
+#include "report/report_model.h"
 
 namespace poolscope::tools {
+
+using report::Bool;
+using report::Count;
+using report::Find;
+using report::LoadReport;
+using report::LostBlocks;
+using report::OneLine;
+using report::Report;
+using report::String;
+using report::Thousands;
+
 namespace {
 
 using nlohmann::json;

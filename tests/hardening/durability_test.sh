@@ -2,7 +2,7 @@
 # Durability of the report (docs/report-schema.md, docs/cli.md):
 #  1. snapshot_interval=1 and SIGKILL after ~2.5 s: a complete report of the last snapshot
 #     (process.reason == "snapshot") that passes check_report.py; and snapshots taken while three
-#     threads allocate pass check_report.py too (the identities hold in every report);
+#     threads allocate pass `poolscope check` too (the identities hold in every report);
 #  2. a report write that fails -- no folder, a path under a regular file (ENOTDIR), a read-only
 #     mount (when this sandbox allows `unshare -m`), disk full (/dev/full always; a full 16 KiB tmpfs
 #     when mount works) -- prints exactly one warning line on stderr; stdout and exit status are the
@@ -102,16 +102,17 @@ done
 if [ ${#snaps[@]} -eq 0 ]; then
   soft_fail "snapshots under load: no snapshot report was caught in 4 s"
 else
-  out=$("$PY" "$CHECKER" "${snaps[@]}" 2>&1)
-  nbad=$(echo "$out" | grep -c '^FAIL' || true)
+  out=$("$POOLSCOPE" check "${snaps[@]}" 2>&1)
+  nok=$(echo "$out" | grep -c ': ok, ' || true)
+  nbad=$((${#snaps[@]} - nok))
   if [ "$nbad" != 0 ]; then
     soft_fail "snapshots under load: $nbad of ${#snaps[@]} snapshot reports break an identity (torn counters):"
-    echo "$out" | grep '^FAIL' | sed 's/^/  | /' >&2
+    echo "$out" | grep -v ': ok, ' | sed 's/^/  | /' >&2
   else
-    note "snapshots under load: ${#snaps[@]} snapshot reports pass check_report.py"
+    note "snapshots under load: ${#snaps[@]} snapshot reports pass poolscope check"
   fi
 fi
-out=$("$PY" "$CHECKER" "$D/snaps/r.json" 2>&1) || soft_fail "snapshots under load: the exit report: $out"
+out=$("$POOLSCOPE" check "$D/snaps/r.json" 2>&1) || soft_fail "snapshots under load: the exit report: $out"
 
 # ---- 2. failed writes ---------------------------------------------------------------------------
 failed_write no_folder "report=$D/no/such/folder/r.json"

@@ -20,6 +20,9 @@ pick() {
 
 now_ms() { date +%s%3N; }
 
+# The poolscope command (//tools:poolscope, in every hardening test's data), for `poolscope check`.
+POOLSCOPE=${POOLSCOPE_BIN:-${TEST_SRCDIR:-}/poolscope/tools/poolscope}
+
 # check_reports FILE... : every file passes check_report.py (the identities) and has no errors.
 check_reports() {
   local out

@@ -301,5 +301,17 @@ TEST(CompareCommandTest, UsageErrorsBeforeAnythingRuns) {
   ExpectUsageError({"compare", "--fail-on-leak=1"}, "poolscope: --fail-on-leak: takes no value");
 }
 
+// Checked before any process is looked at (pid 1 is never reached).
+TEST(AttachCommandTest, UsageErrorsBeforeAnyProcessIsTouched) {
+  ExpectUsageError({"attach", "--options=pool=0", "1"},
+                   "poolscope: --options: pool= is set by this command (use --pool)");
+  ExpectUsageError({"attach", "--options=quiet=0:pool_size", "1"},
+                   "poolscope: --options: 'pool_size' is not key=value");
+  ExpectUsageError({"attach", "--options=report=/tmp/x.json", "--lib=/nonexistent/libpoolscope.so", "1"},
+                   "poolscope: --lib: /nonexistent/libpoolscope.so: no such file");
+  ExpectUsageError({"attach", "--pool=maybe", "1"}, "poolscope: --pool: expected on or off, got 'maybe'");
+  ExpectUsageError({"attach"}, "poolscope: attach: missing PID (usage: poolscope attach [FLAGS] PID)");
+}
+
 }  // namespace
 }  // namespace poolscope::tools

@@ -10,14 +10,15 @@
 
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
-#include "tools/format_util.h"
-#include "tools/html_report.h"
-#include "tools/ledger_table.h"
-#include "tools/report_model.h"
-#include "tools/suppressions.h"
-#include "tools/text_report.h"
+#include "report/format_util.h"
+#include "report/html_charts.h"
+#include "report/html_report.h"
+#include "report/ledger_table.h"
+#include "report/report_model.h"
+#include "report/suppressions.h"
+#include "report/text_report.h"
 
-namespace poolscope::tools {
+namespace poolscope::report {
 namespace {
 
 std::string ReadFile(const std::string& path) {
@@ -134,6 +135,16 @@ TEST(TextReportTest, KindOrderBeatsSize) {
   EXPECT_NE(text.find("largest: big_reachable, small_reachable" + clause + "\n"), std::string::npos) << text;
   std::string html = HtmlReport(doc, "x.json");
   EXPECT_NE(html.find(clause + ".</p>"), std::string::npos) << html;
+}
+
+// The text and HTML leak tables list groups in this order.
+TEST(KindRankTest, LostKindsFirstThenUnknown) {
+  EXPECT_EQ(KindRank({{"kind", "definitely_lost"}}), 0);
+  EXPECT_EQ(KindRank({{"kind", "indirectly_lost"}}), 1);
+  EXPECT_EQ(KindRank({{"kind", "possibly_lost"}}), 2);
+  EXPECT_EQ(KindRank({{"kind", "still_reachable"}}), 3);
+  EXPECT_EQ(KindRank({{"kind", nullptr}}), 3);
+  EXPECT_EQ(KindRank(nlohmann::json::object()), 3);
 }
 
 TEST(TextReportTest, NotScannedSaysWhy) {
@@ -594,4 +605,4 @@ TEST(FormatTest, Helpers) {
 }
 
 }  // namespace
-}  // namespace poolscope::tools
+}  // namespace poolscope::report

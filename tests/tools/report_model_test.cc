@@ -3,14 +3,14 @@
 // LoadReport against the recorded reports in tests/testdata: a good report loads, and each kind of
 // bad file (missing, empty, truncated, not JSON, another schema, a field of the wrong type) is
 // refused with its own one-sentence problem. Also the null-tolerant accessors.
-#include "tools/report_model.h"
+#include "report/report_model.h"
 
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
 
-namespace poolscope::tools {
+namespace poolscope::report {
 namespace {
 
 std::string Data(const std::string& name) { return "tests/testdata/" + name; }
@@ -105,4 +105,4 @@ TEST(AccessorTest, NeverThrowOnOddShapes) {
 }
 
 }  // namespace
-}  // namespace poolscope::tools
+}  // namespace poolscope::report

@@ -1,14 +1,14 @@
-// File: tools/leak_diff.cc
-#include "tools/leak_diff.h"
+// File: report/leak_diff.cc
+#include "report/leak_diff.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <map>
 
 #include "fmt/format.h"
-#include "tools/format_util.h"
+#include "report/format_util.h"
 
-namespace poolscope::tools {
+namespace poolscope::report {
 namespace {
 
 using nlohmann::json;
@@ -143,4 +143,4 @@ std::string LeakDiffSection(const json& a, const json& b, size_t limit) {
   return out + "\n";
 }
 
-}  // namespace poolscope::tools
+}  // namespace poolscope::report

@@ -1,4 +1,4 @@
-// File: tools/ledger_table.h
+// File: report/ledger_table.h
 //
 // The side-by-side ledger of `poolscope compare` and `poolscope diff`: two reports (normally the
 // same program with pooling off, then on) as rows of figures with a "change" column, followed by a
@@ -6,8 +6,8 @@
 // (wait4's rusage) when `compare` ran the program, else from the report's process times.
 //
 // Thread-safety: pure functions.
-#ifndef POOLSCOPE_TOOLS_LEDGER_TABLE_H_
-#define POOLSCOPE_TOOLS_LEDGER_TABLE_H_
+#ifndef POOLSCOPE_REPORT_LEDGER_TABLE_H_
+#define POOLSCOPE_REPORT_LEDGER_TABLE_H_
 
 #include <cstdint>
 #include <optional>
@@ -16,7 +16,7 @@
 
 #include "nlohmann/json.hpp"
 
-namespace poolscope::tools {
+namespace poolscope::report {
 
 // What the command measured about one run, beyond the report.
 struct RunFacts {
@@ -57,6 +57,6 @@ std::optional<int64_t> LostBlocks(const nlohmann::json& report);
 // reconciliation.detector_view.reachability; std::nullopt when the report has none.
 std::optional<int64_t> DetectorLostBlocks(const nlohmann::json& report);
 
-}  // namespace poolscope::tools
+}  // namespace poolscope::report
 
-#endif  // POOLSCOPE_TOOLS_LEDGER_TABLE_H_
+#endif  // POOLSCOPE_REPORT_LEDGER_TABLE_H_

@@ -1,14 +1,14 @@
-// File: tools/format_util.cc
+// File: report/format_util.cc
 //
 // See format_util.h.
-#include "tools/format_util.h"
+#include "report/format_util.h"
 
 #include <cmath>
 #include <cstdlib>
 
 #include "fmt/format.h"
 
-namespace poolscope::tools {
+namespace poolscope::report {
 
 std::string Thousands(std::optional<int64_t> value) {
   if (!value) return "n/a";
@@ -114,4 +114,4 @@ std::string OneLine(std::string_view text) {
   return out;
 }
 
-}  // namespace poolscope::tools
+}  // namespace poolscope::report

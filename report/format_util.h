@@ -1,19 +1,19 @@
-// File: tools/format_util.h
+// File: report/format_util.h
 //
 // Small formatting helpers shared by the renderers of the `poolscope` command: counts with
 // thousands separators, byte sizes, durations, signed changes and percentages, and escaping for
 // HTML. Every function takes std::optional so that an unknown figure prints as "n/a".
 //
 // Thread-safety: pure functions.
-#ifndef POOLSCOPE_TOOLS_FORMAT_UTIL_H_
-#define POOLSCOPE_TOOLS_FORMAT_UTIL_H_
+#ifndef POOLSCOPE_REPORT_FORMAT_UTIL_H_
+#define POOLSCOPE_REPORT_FORMAT_UTIL_H_
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 
-namespace poolscope::tools {
+namespace poolscope::report {
 
 // "1,234,567"; "n/a" for std::nullopt.
 std::string Thousands(std::optional<int64_t> value);
@@ -40,6 +40,6 @@ std::string HtmlEscape(std::string_view text);
 // cannot break a line-oriented output or drive a terminal.
 std::string OneLine(std::string_view text);
 
-}  // namespace poolscope::tools
+}  // namespace poolscope::report
 
-#endif  // POOLSCOPE_TOOLS_FORMAT_UTIL_H_
+#endif  // POOLSCOPE_REPORT_FORMAT_UTIL_H_

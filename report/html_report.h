@@ -1,4 +1,4 @@
-// File: tools/html_report.h
+// File: report/html_report.h
 //
 // `poolscope report --format=html`: one self-contained HTML page (inline CSS and inline SVG, no
 // script, no external font, image or URL) showing the two ledgers as a bar chart, the request
@@ -8,8 +8,8 @@
 // <section> with an id (flame, leaks, sites). Every string from the report is HTML-escaped.
 //
 // Thread-safety: pure function.
-#ifndef POOLSCOPE_TOOLS_HTML_REPORT_H_
-#define POOLSCOPE_TOOLS_HTML_REPORT_H_
+#ifndef POOLSCOPE_REPORT_HTML_REPORT_H_
+#define POOLSCOPE_REPORT_HTML_REPORT_H_
 
 #include <string>
 #include <utility>
@@ -17,16 +17,10 @@
 
 #include "nlohmann/json.hpp"
 
-namespace poolscope::tools {
+namespace poolscope::report {
 
 // The whole page. `path` is the report's file name, shown in the title.
 std::string HtmlReport(const nlohmann::json& report, const std::string& path);
-
-// The flame graph of the bytes live at exit (the `leaks[]` groups' bytes by stack, outermost frame
-// at the bottom, each stack cut at its first program frame) as one inline SVG element, or a
-// paragraph saying there are none. Frames are merged by function name along each path; siblings
-// are ordered by bytes, largest first, and a frame is as wide as its bytes in 1000 px.
-std::string FlameGraph(const nlohmann::json& report);
 
 // The page of a comparison of two runs (`compare --html`, `diff --html`): `table` (preformatted
 // text, as printed on stdout), then both reports' timelines on one chart.
@@ -40,6 +34,6 @@ std::string HtmlComparePage(const std::string& title, const std::string& table, 
 std::string HtmlTreeReport(const std::string& title, const std::string& summary,
                            const std::vector<std::pair<const nlohmann::json*, std::string>>& processes);
 
-}  // namespace poolscope::tools
+}  // namespace poolscope::report
 
-#endif  // POOLSCOPE_TOOLS_HTML_REPORT_H_
+#endif  // POOLSCOPE_REPORT_HTML_REPORT_H_

@@ -1,4 +1,4 @@
-// File: tools/text_report.cc
+// File: report/text_report.cc
 //
 // See text_report.h. Sections, in order: process, totals, the two ledgers side by side (with
 // by_api), the pool, the program's live blocks by reachability class (when the report has a scan),
@@ -6,7 +6,7 @@
 // their stacks, still reachable in one line; the largest groups by bytes in a report without a
 // scan), errors. Every string taken from the report goes through OneLine() so that it
 // cannot break the layout.
-#include "tools/text_report.h"
+#include "report/text_report.h"
 
 #include <algorithm>
 #include <array>
@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "fmt/format.h"
-#include "tools/format_util.h"
-#include "tools/ledger_table.h"
-#include "tools/report_model.h"
+#include "report/format_util.h"
+#include "report/ledger_table.h"
+#include "report/report_model.h"
 
-namespace poolscope::tools {
+namespace poolscope::report {
 namespace {
 
 using nlohmann::json;
@@ -43,6 +43,14 @@ std::string BlocksAndBytes(std::optional<int64_t> blocks, std::optional<int64_t>
 }
 
 }  // namespace
+
+int KindRank(const json& leak) {
+  std::string kind = String(leak, "kind").value_or("");
+  if (kind == "definitely_lost") return 0;
+  if (kind == "indirectly_lost") return 1;
+  if (kind == "possibly_lost") return 2;
+  return 3;
+}
 
 std::vector<std::string> ApiKeys(const json& report) {
   std::vector<std::string> keys(std::begin(kApiOrder), std::end(kApiOrder));
@@ -275,16 +283,6 @@ void AppendStack(const json& stack, const std::string& indent, std::string* out)
     *out += fmt::format("{}{}{}{}\n", indent, FrameFunction(frame), where.empty() ? "" : "  ",
                         where);
   }
-}
-
-// The order lost groups are listed in: definitely, indirectly, possibly lost, then groups of no
-// known class.
-int KindRank(const json& leak) {
-  std::string kind = String(leak, "kind").value_or("");
-  if (kind == "definitely_lost") return 0;
-  if (kind == "indirectly_lost") return 1;
-  if (kind == "possibly_lost") return 2;
-  return 3;
 }
 
 bool IsStillReachable(const json& leak) {
@@ -668,4 +666,4 @@ std::string PrettyJson(const json& report) {
   return report.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
-}  // namespace poolscope::tools
+}  // namespace poolscope::report

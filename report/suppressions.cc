@@ -1,4 +1,4 @@
-// File: tools/suppressions.cc
+// File: report/suppressions.cc
 //
 // See suppressions.h. Formats, as their tools read them:
 // - LeakSanitizer: one `leak:PATTERN` per line, matched against the function, source file and
@@ -6,13 +6,13 @@
 // - heaptrack_print --suppressions: the same `leak:` format.
 // - valgrind memcheck: a `{ name / Memcheck:Leak / match-leak-kinds: ... / frames }` block where a
 //   frame is `fun:GLOB` or `obj:GLOB` and `...` matches zero or more frames.
-#include "tools/suppressions.h"
+#include "report/suppressions.h"
 
 #include "fmt/format.h"
-#include "tools/format_util.h"
-#include "tools/report_model.h"
+#include "report/format_util.h"
+#include "report/report_model.h"
 
-namespace poolscope::tools {
+namespace poolscope::report {
 namespace {
 
 using nlohmann::json;
@@ -83,4 +83,4 @@ std::string Suppressions(const json& report, const std::string& path, Suppressio
   return "";
 }
 
-}  // namespace poolscope::tools
+}  // namespace poolscope::report

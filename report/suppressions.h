@@ -1,4 +1,4 @@
-// File: tools/suppressions.h
+// File: report/suppressions.h
 //
 // `poolscope suppressions`: entries for an existing leak checker (LeakSanitizer, valgrind's
 // memcheck, heaptrack) that mark poolscope's pools as expected, so a leak check that passed without
@@ -10,14 +10,14 @@
 // there), as the caller of poolscope_pool_alloc under memcheck with valgrind=0 and under heaptrack.
 //
 // Thread-safety: pure functions.
-#ifndef POOLSCOPE_TOOLS_SUPPRESSIONS_H_
-#define POOLSCOPE_TOOLS_SUPPRESSIONS_H_
+#ifndef POOLSCOPE_REPORT_SUPPRESSIONS_H_
+#define POOLSCOPE_REPORT_SUPPRESSIONS_H_
 
 #include <string>
 
 #include "nlohmann/json.hpp"
 
-namespace poolscope::tools {
+namespace poolscope::report {
 
 // The `leak:` line of the lsan and heaptrack formats (matched as a substring of demangled names).
 inline constexpr char kLeakSuppression[] = "leak:ShimBackend::AllocPool";
@@ -33,6 +33,6 @@ bool ParseSuppressionFormat(const std::string& name, SuppressionFormat* format);
 std::string Suppressions(const nlohmann::json& report, const std::string& path,
                          SuppressionFormat format);
 
-}  // namespace poolscope::tools
+}  // namespace poolscope::report
 
-#endif  // POOLSCOPE_TOOLS_SUPPRESSIONS_H_
+#endif  // POOLSCOPE_REPORT_SUPPRESSIONS_H_

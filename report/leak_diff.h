@@ -1,9 +1,9 @@
-// File: tools/leak_diff.h
+// File: report/leak_diff.h
 //
 // The part of `poolscope diff` that compares two reports beyond their totals: whether they are of
 // the same executable, and their leaks matched by stack, as `heaptrack --diff` matches them.
-#ifndef POOLSCOPE_TOOLS_LEAK_DIFF_H_
-#define POOLSCOPE_TOOLS_LEAK_DIFF_H_
+#ifndef POOLSCOPE_REPORT_LEAK_DIFF_H_
+#define POOLSCOPE_REPORT_LEAK_DIFF_H_
 
 #include <cstdint>
 #include <string>
@@ -11,7 +11,7 @@
 
 #include "nlohmann/json.hpp"
 
-namespace poolscope::tools {
+namespace poolscope::report {
 
 // A one-line warning (no trailing newline) when the two reports' `process.exe` have different base
 // names, empty when they match or a report does not name its executable. The same program built
@@ -40,6 +40,6 @@ std::vector<StackChange> LeakChanges(const nlohmann::json& a, const nlohmann::js
 // most `limit` rows. Says so when a report was not tracked or omitted leak groups.
 std::string LeakDiffSection(const nlohmann::json& a, const nlohmann::json& b, size_t limit);
 
-}  // namespace poolscope::tools
+}  // namespace poolscope::report
 
-#endif  // POOLSCOPE_TOOLS_LEAK_DIFF_H_
+#endif  // POOLSCOPE_REPORT_LEAK_DIFF_H_

@@ -1,19 +1,19 @@
-// File: tools/ledger_table.cc
+// File: report/ledger_table.cc
 //
 // See ledger_table.h. The row list is the contract of `compare` (docs/cli.md): logical allocations,
 // real allocations and frees, real blocks live at exit, the program's lost and possibly lost blocks
 // (from `reachability`), the detector view (its lost blocks, its unfreed blocks and their split),
 // pool figures, wall time and peak RSS. A figure a report lacks prints "n/a".
-#include "tools/ledger_table.h"
+#include "report/ledger_table.h"
 
 #include <algorithm>
 #include <vector>
 
 #include "fmt/format.h"
-#include "tools/format_util.h"
-#include "tools/report_model.h"
+#include "report/format_util.h"
+#include "report/report_model.h"
 
-namespace poolscope::tools {
+namespace poolscope::report {
 namespace {
 
 using nlohmann::json;
@@ -200,4 +200,4 @@ std::string LedgerTable(const json& before, const RunFacts& before_facts, const 
   return out;
 }
 
-}  // namespace poolscope::tools
+}  // namespace poolscope::report

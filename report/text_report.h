@@ -1,4 +1,4 @@
-// File: tools/text_report.h
+// File: report/text_report.h
 //
 // The renderings of one report that `poolscope report` prints as text: the page a person reads top
 // to bottom (--format=text), folded stacks for flamegraph.pl (--format=folded) and the validated
@@ -6,8 +6,8 @@
 // shared with the HTML page.
 //
 // Thread-safety: pure functions.
-#ifndef POOLSCOPE_TOOLS_TEXT_REPORT_H_
-#define POOLSCOPE_TOOLS_TEXT_REPORT_H_
+#ifndef POOLSCOPE_REPORT_TEXT_REPORT_H_
+#define POOLSCOPE_REPORT_TEXT_REPORT_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -16,7 +16,7 @@
 
 #include "nlohmann/json.hpp"
 
-namespace poolscope::tools {
+namespace poolscope::report {
 
 // How many leak stacks the text page and the HTML page show.
 inline constexpr int kLeaksShown = 10;
@@ -55,6 +55,10 @@ size_t FirstProgramFrame(const nlohmann::json& stack);
 // them only because poolscope loaded libstdc++.so.6"; "" when the report names none.
 std::string LoadedByPoolscopeClause(const nlohmann::json& report);
 
+// The order lost leak groups are listed in: definitely (0), indirectly (1), possibly lost (2), then
+// groups of no known class (3).
+int KindRank(const nlohmann::json& leak);
+
 // The frame's function, else "[object]" (basename), else "??".
 std::string FrameFunction(const nlohmann::json& frame);
 
@@ -73,6 +77,6 @@ std::string FoldedStacks(const nlohmann::json& report);
 // The report pretty-printed with two-space indentation and a final newline (--format=json).
 std::string PrettyJson(const nlohmann::json& report);
 
-}  // namespace poolscope::tools
+}  // namespace poolscope::report
 
-#endif  // POOLSCOPE_TOOLS_TEXT_REPORT_H_
+#endif  // POOLSCOPE_REPORT_TEXT_REPORT_H_
