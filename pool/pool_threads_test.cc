@@ -218,7 +218,7 @@ TEST(PoolThreadsTest, DrainWaitsForARemoteFreeStillInFlight) {
   ASSERT_NE(h, nullptr);
   // What FreeSlow has done for a remote free of p when it stops after setting the byte.
   h->in_flight.fetch_add(1, std::memory_order_seq_cst);
-  h->remote[(p - h->base) / kGranule].store(1, std::memory_order_release);
+  h->remote(static_cast<size_t>(p - h->base) / kGranule).store(1, std::memory_order_release);
   h->remote_pending.fetch_add(1, std::memory_order_relaxed);
   std::atomic<bool> drained{false};
   std::thread drainer([&] {
@@ -282,7 +282,9 @@ TEST(PoolThreadsTest, ManyThreadsChurnLargePools) { ManyThreadsChurn(512); }
 // still live, each with the size and id noted for it. Under --config=tsan, the walk's reads of slots
 // being recycled are checked too.
 TEST(PoolThreadsTest, WalkWhileThreadsChurnSeesBlocksAndEndsExact) {
-  TestDomain t(Config{true, 64, 1, false});
+  Config config{true, 64, 1, false};
+  config.block_info = true;
+  TestDomain t(config);
   constexpr int kThreads = 4;
   constexpr size_t kSlots = kThreads * 64;
   std::vector<std::atomic<void*>> mailbox(kSlots);
@@ -296,11 +298,12 @@ TEST(PoolThreadsTest, WalkWhileThreadsChurnSeesBlocksAndEndsExact) {
       t.domain.ForEachLiveBlock([&](void* p, BlockInfo info) {
         const uintptr_t a = reinterpret_cast<uintptr_t>(p);
         // Ids are 1000 * thread + size. A block carved but not noted yet shows its slot's old size
-        // and id (zeros in a slot never used), and one being noted may show its new id with its old
-        // size or the reverse; but each is one some thread wrote, never torn bytes.
+        // and id (zeros in a slot never used); size and id are one word, so they are always a pair
+        // some thread wrote together, never torn.
         const uint32_t id = info.stack_id, size = id % 1000;
         const bool id_written = id == 0 || (size >= 1 && size <= 64 && id / 1000 < kThreads);
-        const bool shaped = a % kGranule == 0 && id_written && info.size <= 64;
+        const bool paired = id == 0 ? info.size == 0 : info.size == size;
+        const bool shaped = a % kGranule == 0 && id_written && paired;
         if (!shaped) bad.fetch_add(1, std::memory_order_relaxed);
       });
       walks.fetch_add(1, std::memory_order_relaxed);
