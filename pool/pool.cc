@@ -80,10 +80,11 @@ Domain::Domain(const Config& config, Backend* backend, std::atomic<PoolMap::Leaf
   if (config_.carve_offset >= config_.pool_size) config_.carve_offset = 0;
   pool_bytes_ = RoundUp(config_.pool_size, kLine);
   granules_ = static_cast<uint32_t>(pool_bytes_ / kGranule);
-  // The header, a mark word per granule (pool_bytes_ bytes), and with block_info a BlockInfo word
-  // per granule: all whole lines.
+  // The header, a mark word per granule (pool_bytes_ bytes), and for large pools with block_info a
+  // BlockInfo word per granule: all whole lines.
+  wide_info_ = config_.block_info && config_.pool_size >= kWideInfoPoolSize;
   info_offset_ = sizeof(PoolHeader) + pool_bytes_;
-  meta_bytes_ = info_offset_ + (config_.block_info ? pool_bytes_ : 0);
+  meta_bytes_ = info_offset_ + (wide_info_ ? pool_bytes_ : 0);
   // At least 1 MiB or 16 slots a chunk, in whole pages.
   const size_t min_chunk = size_t{1} << 20;
   chunk_bytes_ = RoundUp(kLine + 16 * meta_bytes_, 4096);
@@ -378,7 +379,8 @@ void ThreadCache::SetCurrent(PoolHeader* h) {
   fresh_ = start_off_ == 0 ? base_ : kNoBlock;
   end_ = base_ + domain_->config_.pool_size;
   marks_at_ = reinterpret_cast<uintptr_t>(h->marks()) - base_;
-  info_at_ = reinterpret_cast<uintptr_t>(h) + domain_->info_offset() - base_;
+  info_at_ = (domain_->wide_info() ? reinterpret_cast<uintptr_t>(h) + domain_->info_offset()
+                                    : reinterpret_cast<uintptr_t>(h->marks())) - base_;
   last_.store(kNoBlock, std::memory_order_relaxed);
   live_ = h->live;
 }

@@ -117,16 +117,16 @@ enum PoolKind : uint32_t { kImplicit = 0, kExplicit = 1 };
 // The metadata of one pool, in poolscope's own memory (the pool's real allocation holds only the
 // program's blocks): this line, then the pool's mark words (one 8-byte word per granule, at the
 // granule's byte offset from the line's end), then, only when the domain keeps block information
-// (Config::block_info, leak tracking), one BlockInfo word per granule. For the default pool of 64
-// bytes that is 128 bytes a pool without tracking, 192 with it.
+// (Config::block_info, leak tracking) and pools of 64 KiB or more, one BlockInfo word per granule.
+// For the default pool of 64 bytes that is 128 bytes a pool, with tracking or without.
 //
 // A mark word: byte 0 the mark (kMarkLive | kMarkStarted; kMarkStarted tells a double free from an
 // interior one), byte 1 the remote byte (non-zero = the block starting here was freed by another
-// thread while the pool was owned, not yet folded in), bytes 2-7 unused. One word per granule, at
-// the granule's offset, so that the fast paths index marks with the block's address itself (no
-// shift), and a free's mark and remote byte lie on one line. The owner writes marks with plain byte
-// stores; other threads write only remote bytes (and, once the pool is retired, marks with atomic
-// read-modify-writes).
+// thread while the pool was owned, not yet folded in), bytes 2-7 tracking's BlockInfo or unused.
+// One word per granule, at the granule's offset, so that the fast paths index marks with the
+// block's address itself (no shift), and a free's mark and remote byte lie on one line. The owner
+// writes marks with plain byte stores; other threads write only remote bytes (and, once the pool is
+// retired, marks with atomic read-modify-writes).
 //
 // Every field is in this one line: the owner's (live, and owner while it holds the pool) and those
 // any thread writes (state, in_flight, remote_pending, live_shared). The owner's fast paths read
@@ -161,22 +161,42 @@ static_assert(sizeof(PoolHeader) == kLine, "a pool header is one line");
 // A pool's granule count fits the 32-bit counts (kMaxPoolSize / kGranule blocks at most).
 static_assert(kMaxPoolSize / kGranule < (size_t{1} << 30), "live counts are 32-bit");
 
-// What leak tracking keeps of a live pooled block, in its granule's BlockInfo word (present only in a
-// domain with Config::block_info): its requested size in the low 32 bits and its allocation stack's
-// id in the high 32, written and read as one word, so that a walk never sees one without the other.
-// The report reads them back by walking every pool's marks (Domain::ForEachLiveBlock).
+// What leak tracking keeps of a live pooled block (Config::block_info): its requested size and its
+// allocation stack's id. In a domain whose pools are smaller than 64 KiB (every size fits 16 bits)
+// they go in the six spare bytes of the block's mark word: the size in bytes 2-3, the id in bytes
+// 4-7, on the line the carve and the free touch anyway, so a tracked pool's slot is no larger than
+// an untracked one's. Larger pools have a BlockInfo word per granule after the mark words instead:
+// the size in the low 32 bits and the id in the high 32, as one word. The report reads them back by
+// walking every pool's marks (Domain::ForEachLiveBlock).
 struct BlockInfo {
   uint32_t size;
   uint32_t stack_id;
 };
-using InfoWord = std::atomic<uint64_t>;
-POOLSCOPE_ALWAYS_INLINE void StoreBlockInfo(InfoWord* slot, uint32_t size, uint32_t stack_id) {
-  slot->store(uint64_t{stack_id} << 32 | size, std::memory_order_relaxed);
+// A block's BlockInfo: its mark word (inline) or its BlockInfo word (wide).
+struct InfoRef {
+  char* word;
+  bool wide;
+};
+POOLSCOPE_ALWAYS_INLINE void StoreBlockInfo(InfoRef slot, uint32_t size, uint32_t stack_id) {
+  if (POOLSCOPE_UNLIKELY(slot.wide)) {
+    reinterpret_cast<std::atomic<uint64_t>*>(slot.word)->store(uint64_t{stack_id} << 32 | size,
+                                                               std::memory_order_relaxed);
+    return;
+  }
+  reinterpret_cast<std::atomic<uint16_t>*>(slot.word + 2)->store(static_cast<uint16_t>(size),
+                                                                 std::memory_order_relaxed);
+  reinterpret_cast<std::atomic<uint32_t>*>(slot.word + 4)->store(stack_id, std::memory_order_relaxed);
 }
-inline BlockInfo LoadBlockInfo(const InfoWord* slot) {
-  const uint64_t w = slot->load(std::memory_order_relaxed);
-  return BlockInfo{static_cast<uint32_t>(w), static_cast<uint32_t>(w >> 32)};
+inline BlockInfo LoadBlockInfo(InfoRef slot) {
+  if (slot.wide) {
+    const uint64_t w = reinterpret_cast<const std::atomic<uint64_t>*>(slot.word)->load(std::memory_order_relaxed);
+    return BlockInfo{static_cast<uint32_t>(w), static_cast<uint32_t>(w >> 32)};
+  }
+  return BlockInfo{reinterpret_cast<const std::atomic<uint16_t>*>(slot.word + 2)->load(std::memory_order_relaxed),
+                   reinterpret_cast<const std::atomic<uint32_t>*>(slot.word + 4)->load(std::memory_order_relaxed)};
 }
+// Pools below this size keep BlockInfo in their mark words.
+constexpr size_t kWideInfoPoolSize = size_t{1} << 16;
 
 // The state every thread shares: options, the pool map, and the memory below.
 class Domain {
@@ -220,11 +240,14 @@ class Domain {
   void NoteBlock(PoolHeader* h, const void* p, uint32_t size, uint32_t stack_id) const {
     StoreBlockInfo(InfoOf(h, static_cast<size_t>(static_cast<const char*>(p) - h->base) / kGranule), size, stack_id);
   }
-  // The BlockInfo word of granule g of `h` (Config::block_info only).
-  InfoWord* InfoOf(const PoolHeader* h, size_t g) const {
+  // Where granule g of `h` keeps its BlockInfo (Config::block_info only).
+  InfoRef InfoOf(const PoolHeader* h, size_t g) const {
     assert(config_.block_info);
-    return reinterpret_cast<InfoWord*>(reinterpret_cast<uintptr_t>(h) + info_offset_) + g;
+    char* const slot = reinterpret_cast<char*>(const_cast<PoolHeader*>(h));
+    if (wide_info_) return InfoRef{slot + info_offset_ + g * kGranule, true};
+    return InfoRef{reinterpret_cast<char*>(&h->mark(g)), false};
   }
+  bool wide_info() const { return wide_info_; }
   uint32_t granules() const { return granules_; }
   size_t info_offset() const { return info_offset_; }
   // Calls fn(block, BlockInfo) for every live block of every pool: a block whose start mark says live
@@ -304,7 +327,8 @@ class Domain {
   PoolMap map_;
   size_t pool_bytes_;    // the real allocation: pool_size rounded up to 64
   size_t meta_bytes_;    // header + mark words (+ BlockInfo words)
-  size_t info_offset_;   // from a pool's header to its first BlockInfo word
+  size_t info_offset_;   // from a pool's header to its first BlockInfo word (wide_info_)
+  bool wide_info_;       // block_info with pools of kWideInfoPoolSize or more: a BlockInfo array
   uint32_t granules_;
   // The metadata slab: chunks (newest first), the free slots, the lock over both and the chunk size.
   std::atomic<const MetaChunk*> chunks_{nullptr};
@@ -650,15 +674,15 @@ class ThreadCache {
   // it, and Retire and Drain, which wait for in_flight to drop to 0, would wait forever.
   void ResetAtFork();
 
-  // Leak tracking: the BlockInfo word of `p`, a block just carved from the current pool, for
+  // Leak tracking: where `p`, a block just carved from the current pool, keeps its BlockInfo, for
   // StoreBlockInfo.
   // It stays the block's while the block lives, whatever this thread carves meanwhile, so a caller
   // that does work between the carve and the store (a stack capture, during which a signal handler
   // may allocate and retire the pool) takes it first.
   // Config::block_info only.
-  POOLSCOPE_ALWAYS_INLINE InfoWord* InfoSlot(const void* p) const {
+  POOLSCOPE_ALWAYS_INLINE InfoRef InfoSlot(const void* p) const {
     assert(domain_->config().block_info);
-    return reinterpret_cast<InfoWord*>(info_at_ + reinterpret_cast<uintptr_t>(p));
+    return InfoRef{reinterpret_cast<char*>(info_at_ + reinterpret_cast<uintptr_t>(p)), domain_->wide_info()};
   }
 
   // The next free of the block carved last takes the general path (a caller that must see every free).
@@ -789,10 +813,11 @@ class ThreadCache {
   // referenced; that free then takes EmptiedInPlace, which counts the same reset.
   uintptr_t fresh_ = kNoBlock;
   uintptr_t base_ = 0;  // the current pool's base, copied here so that the slow paths skip the header
-  // The current pool's mark words and BlockInfo words, biased by the pool's base: the mark word of
-  // the granule at address a is at marks_at_ + a (its remote byte one further), its BlockInfo word at
-  // info_at_ + a (base_ is 64-aligned), so that the fast paths index them with the address and no
-  // subtraction. Integers, not pointers: they point below the words.
+  // The current pool's mark words and BlockInfo words (its mark words again when they hold the
+  // BlockInfo), biased by the pool's base: the mark word of the granule at address a is at
+  // marks_at_ + a (its remote byte one further), its BlockInfo at info_at_ + a (base_ is 64-aligned),
+  // so that the fast paths index them with the address and no subtraction. Integers, not pointers:
+  // they point below the words.
   uintptr_t marks_at_ = 0;
   uintptr_t info_at_ = 0;
   // The start of the block carved last, while it is live; else kNoBlock. Written by this thread

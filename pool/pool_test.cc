@@ -372,7 +372,7 @@ TEST(PoolTest, LargePoolBlocksFoundAcrossPages) {
 
 // What a pool costs in poolscope's own memory, measured as resident pages of the metadata chunks the
 // backend reserved: one header line and one mark word per granule (128 bytes for a 64-byte pool),
-// and 64 bytes more per pool only when the domain keeps block information for tracking.
+// with block information for tracking or without (it goes in the mark words).
 TEST(PoolTest, ResidentMetadataIsAHeaderLineAndAMarkWordPerGranule) {
   constexpr size_t kPools = 3000;
   constexpr size_t kChunk = size_t{1} << 20;  // a metadata chunk (map leaves are 128 MiB)
@@ -393,8 +393,8 @@ TEST(PoolTest, ResidentMetadataIsAHeaderLineAndAMarkWordPerGranule) {
   // (Pages are whole: at most one page more than the slots themselves.)
   EXPECT_GE(plain, 128.0);
   EXPECT_LE(plain, 128.0 + 4096.0 / kPools);
-  EXPECT_GE(tracked, 192.0);
-  EXPECT_LE(tracked, 192.0 + 4096.0 / kPools);
+  EXPECT_GE(tracked, 128.0);
+  EXPECT_LE(tracked, 128.0 + 4096.0 / kPools);
 }
 
 // A free's mark and its remote byte share a line; the header is one line of its own.
@@ -721,16 +721,57 @@ std::map<void*, BlockInfo> LiveBlocks(const Domain& d) {
   return out;
 }
 
-TEST(BlockInfoTest, SizesUpToTheLargestPoolAndEveryStackIdRoundTrip) {
-  InfoWord slot[3] = {};
-  for (uint32_t size : {0u, 1u, 255u, 256u, 65535u, 65536u, 1u << 20}) {
+// In a mark word (pools below 64 KiB): every size such a pool can hold and every id, and the mark
+// and remote bytes stay as they were.
+TEST(BlockInfoTest, InlineSizesUpToTheLargestInlinePoolAndEveryStackIdRoundTrip) {
+  alignas(8) std::atomic<uint8_t> word[8] = {};
+  word[0].store(kMarkBlock);
+  word[1].store(1);
+  const InfoRef slot{reinterpret_cast<char*>(word), false};
+  for (uint32_t size : {0u, 1u, 255u, 256u, static_cast<uint32_t>(kWideInfoPoolSize - 1)}) {
     for (uint32_t id : {0u, 2u, 0x12345678u, ~0u}) {
-      StoreBlockInfo(&slot[1], size, id);
-      EXPECT_EQ(LoadBlockInfo(&slot[1]).size, size);
-      EXPECT_EQ(LoadBlockInfo(&slot[1]).stack_id, id);
-      EXPECT_EQ(slot[0].load(), 0u) << "the word before was overwritten";
-      EXPECT_EQ(slot[2].load(), 0u) << "the word after was overwritten";
+      StoreBlockInfo(slot, size, id);
+      EXPECT_EQ(LoadBlockInfo(slot).size, size);
+      EXPECT_EQ(LoadBlockInfo(slot).stack_id, id);
+      EXPECT_EQ(word[0].load(), kMarkBlock) << "the mark byte was overwritten";
+      EXPECT_EQ(word[1].load(), 1) << "the remote byte was overwritten";
     }
+  }
+}
+
+// In a BlockInfo word (pools of 64 KiB or more): sizes up to the largest pool.
+TEST(BlockInfoTest, WideSizesUpToTheLargestPoolAndEveryStackIdRoundTrip) {
+  std::atomic<uint64_t> words[3] = {};
+  const InfoRef slot{reinterpret_cast<char*>(&words[1]), true};
+  for (uint32_t size : {0u, 1u, 65535u, 65536u, 1u << 20}) {
+    for (uint32_t id : {0u, 2u, 0x12345678u, ~0u}) {
+      StoreBlockInfo(slot, size, id);
+      EXPECT_EQ(LoadBlockInfo(slot).size, size);
+      EXPECT_EQ(LoadBlockInfo(slot).stack_id, id);
+      EXPECT_EQ(words[0].load(), 0u) << "the word before was overwritten";
+      EXPECT_EQ(words[2].load(), 0u) << "the word after was overwritten";
+    }
+  }
+}
+
+// The domain picks the form by pool size: a block that fills a 64 KiB pool keeps its whole size
+// (65,536 does not fit a mark word's 16 bits), and one that fills the largest inline pool keeps its
+// size beside its mark.
+TEST(BlockInfoTest, LargePoolsKeepWholeSizes) {
+  for (size_t pool_size : {kWideInfoPoolSize - 64, kWideInfoPoolSize}) {
+    TestDomain t(TrackedCfg(pool_size));
+    EXPECT_EQ(t.domain.wide_info(), pool_size >= kWideInfoPoolSize);
+    ThreadCache tc(&t.domain);
+    const uint32_t n = static_cast<uint32_t>(pool_size);
+    void* b = tc.Carve(n);
+    ASSERT_NE(b, nullptr);
+    NoteCarved(tc, b, n, 4);
+    auto got = LiveBlocks(t.domain);
+    ASSERT_EQ(got.size(), 1u) << pool_size;
+    EXPECT_EQ(got[b].size, n) << pool_size;
+    EXPECT_EQ(got[b].stack_id, 4u);
+    EXPECT_EQ(tc.Free(t.domain.Find(b), b), Domain::FreeResult::kFreed);
+    tc.Shutdown();
   }
 }
 
@@ -807,7 +848,7 @@ TEST(BlockInfoTest, InfoSlotStaysTheBlocksWhenThePoolChanges) {
   TestDomain t(TrackedCfg());
   ThreadCache tc(&t.domain);
   void* p = tc.Carve(24);
-  InfoWord* slot = tc.InfoSlot(p);
+  InfoRef slot = tc.InfoSlot(p);
   PoolHeader* first = tc.current();
   for (int i = 0; i < 3; ++i) NoteCarved(tc, tc.Carve(48), 48, 50);  // p's pool retires
   ASSERT_NE(tc.current(), first);

@@ -298,12 +298,11 @@ TEST(PoolThreadsTest, WalkWhileThreadsChurnSeesBlocksAndEndsExact) {
       t.domain.ForEachLiveBlock([&](void* p, BlockInfo info) {
         const uintptr_t a = reinterpret_cast<uintptr_t>(p);
         // Ids are 1000 * thread + size. A block carved but not noted yet shows its slot's old size
-        // and id (zeros in a slot never used); size and id are one word, so they are always a pair
-        // some thread wrote together, never torn.
+        // and id (zeros in a slot never used), and one being noted may show its new id with its old
+        // size or the reverse; but each is one some thread wrote, never torn bytes.
         const uint32_t id = info.stack_id, size = id % 1000;
         const bool id_written = id == 0 || (size >= 1 && size <= 64 && id / 1000 < kThreads);
-        const bool paired = id == 0 ? info.size == 0 : info.size == size;
-        const bool shaped = a % kGranule == 0 && id_written && paired;
+        const bool shaped = a % kGranule == 0 && id_written && info.size <= 64;
         if (!shaped) bad.fetch_add(1, std::memory_order_relaxed);
       });
       walks.fetch_add(1, std::memory_order_relaxed);
