@@ -65,7 +65,7 @@ namespace {
 class ShimBackend : public pool::Backend {
  public:
   // Every pool's real allocation is made here and nowhere else: `poolscope suppressions`
-  // (tools/suppressions.h) matches this function by name, mangled
+  // (report/suppressions.h) matches this function by name, mangled
   // (_ZN9poolscope*ShimBackend9AllocPool*) for memcheck and demangled for LSan and heaptrack.
   void* AllocPool(size_t bytes) override {
     ThreadState& ts = t_state;

@@ -77,7 +77,7 @@ inline void* TryPool(ThreadState& ts, Api api, size_t n, size_t align, const voi
     void* p = ts.tc.Carve(n == 0 ? 1 : n);
     if (p != nullptr) {
       if (POOLSCOPE_UNLIKELY(g_tracking)) {
-        std::atomic<uint8_t>* slot = ts.tc.InfoSlot(p);  // before the capture (see InfoSlot)
+        pool::InfoRef slot = ts.tc.InfoSlot(p);  // before the capture (see InfoSlot)
         pool::StoreBlockInfo(slot, static_cast<uint32_t>(n), OnPooledAlloc(n, 0, from));
       }
       if (POOLSCOPE_UNLIKELY(g_valgrind)) {
@@ -197,7 +197,7 @@ __attribute__((noinline)) void* MallocTracked(size_t n, void* ra) {
   if (g_pooling && n <= g_pool_capacity) {
     p = ts.tc.Carve(n);
     if (POOLSCOPE_UNLIKELY(p == nullptr)) return AllocSlow(kMalloc, n, ra);
-    std::atomic<uint8_t>* slot = ts.tc.InfoSlot(p);  // before the capture (see InfoSlot)
+    pool::InfoRef slot = ts.tc.InfoSlot(p);  // before the capture (see InfoSlot)
     pool::StoreBlockInfo(slot, static_cast<uint32_t>(n), OnPooledAlloc(n, 0, from));
     CountPooled(ts, kMalloc, n);
     return p;
@@ -427,7 +427,7 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
   if (total <= old) {
     ++ts.c.logical.nreallocs;
     if (POOLSCOPE_UNLIKELY(g_tracking)) {
-      pool::Domain::NoteBlock(h, p, static_cast<uint32_t>(total), OnPooledAlloc(total, 0, from));
+      g_domain->NoteBlock(h, p, static_cast<uint32_t>(total), OnPooledAlloc(total, 0, from));
     }
     return p;
   }
@@ -437,7 +437,7 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
     if (q != nullptr) {
       --ts.tc.stats().hits;  // a move, not a logical allocation
       if (POOLSCOPE_UNLIKELY(g_tracking)) {
-        std::atomic<uint8_t>* slot = ts.tc.InfoSlot(q);  // before the capture (see InfoSlot)
+        pool::InfoRef slot = ts.tc.InfoSlot(q);  // before the capture (see InfoSlot)
         pool::StoreBlockInfo(slot, static_cast<uint32_t>(total), OnPooledAlloc(total, 0, from));
       }
       if (POOLSCOPE_UNLIKELY(g_valgrind)) {

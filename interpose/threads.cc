@@ -269,6 +269,7 @@ void InitGlobal(ThreadState& ts) {
   config.pool_size = g_options.pool_size > 0 ? static_cast<size_t>(g_options.pool_size) : 64;
   config.max_cached = g_options.pools;
   config.align8 = g_options.malloc_align == 8;
+  config.block_info = g_options.track != 0;  // sizes and stacks of pooled blocks, for tracking
   if (g_options.valgrind && RUNNING_ON_VALGRIND) {
     g_valgrind = true;
     config.carve_offset = kValgrindPoolHead;

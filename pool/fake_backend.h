@@ -102,6 +102,19 @@ class FakeBackend : public Backend {
     return p;
   }
   long live_pools() const { return pool_allocs - pool_frees; }
+  // Resident bytes (mincore) of the reservations of exactly `bytes` each: the pool metadata's chunks
+  // or the map's leaves, told apart by their size.
+  size_t ResidentReserved(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t resident = 0;
+    for (auto& leaf : leaves_) {
+      if (leaf.second != bytes) continue;
+      std::vector<unsigned char> vec((bytes + 4095) / 4096);
+      if (mincore(leaf.first, bytes, vec.data()) != 0) continue;
+      for (unsigned char v : vec) resident += (v & 1) * size_t{4096};
+    }
+    return resident;
+  }
 
  private:
   void Track(void* p) {

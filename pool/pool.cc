@@ -80,13 +80,11 @@ Domain::Domain(const Config& config, Backend* backend, std::atomic<PoolMap::Leaf
   if (config_.carve_offset >= config_.pool_size) config_.carve_offset = 0;
   pool_bytes_ = RoundUp(config_.pool_size, kLine);
   granules_ = static_cast<uint32_t>(pool_bytes_ / kGranule);
-  if (granules_ <= PoolHeader::kInlineRemote) {
-    remote_offset_ = offsetof(PoolHeader, inline_remote);
-    meta_bytes_ = sizeof(PoolHeader) + RoundUp(pool_bytes_, kLine);
-  } else {
-    remote_offset_ = sizeof(PoolHeader) + RoundUp(pool_bytes_, kLine);
-    meta_bytes_ = remote_offset_ + RoundUp(granules_, kLine);
-  }
+  // The header, a mark word per granule (pool_bytes_ bytes), and for large pools with block_info a
+  // BlockInfo word per granule: all whole lines.
+  wide_info_ = config_.block_info && config_.pool_size >= kWideInfoPoolSize;
+  info_offset_ = sizeof(PoolHeader) + pool_bytes_;
+  meta_bytes_ = info_offset_ + (wide_info_ ? pool_bytes_ : 0);
   // At least 1 MiB or 16 slots a chunk, in whole pages.
   const size_t min_chunk = size_t{1} << 20;
   chunk_bytes_ = RoundUp(kLine + 16 * meta_bytes_, 4096);
@@ -155,7 +153,6 @@ PoolHeader* Domain::CreatePool(PoolStats* stats) {
     GiveUpPool(mem, stats);
     return nullptr;
   }
-  char* words = reinterpret_cast<char*>(h) + sizeof(PoolHeader);
   // Every field but walk_base, which is null (a walk may be reading it), set one by one: the slot is
   // fresh (zeroed) or a released pool's.
   h->owner.store(nullptr, std::memory_order_relaxed);
@@ -167,12 +164,9 @@ PoolHeader* Domain::CreatePool(PoolStats* stats) {
   h->next_free = nullptr;
   h->base = static_cast<char*>(mem);
   h->kind = kImplicit;
-  h->granules = granules_;
-  h->marks = reinterpret_cast<std::atomic<uint8_t>*>(words);
-  h->remote = reinterpret_cast<std::atomic<uint8_t>*>(reinterpret_cast<char*>(h) + remote_offset_);
   for (uint32_t i = 0; i < granules_; ++i) {
     h->mark(i).store(0, std::memory_order_relaxed);
-    h->remote[i].store(0, std::memory_order_relaxed);
+    h->remote(i).store(0, std::memory_order_relaxed);
   }
   h->state.store(kOwned, std::memory_order_relaxed);
   if (!map_.Insert(mem, pool_bytes_, h)) {  // no map leaf could be reserved (or an address past 2^47)
@@ -192,7 +186,7 @@ void Domain::ZeroPool(PoolHeader* h, char* used_end) {
   if (used_end > h->base) memset(h->base, 0, static_cast<size_t>(used_end - h->base));
   // One granule past the carved bytes: a LIFO free leaves its block's start mark where carving resumes.
   size_t marked = static_cast<size_t>(used_end - h->base) / kGranule + 1;
-  if (marked > h->granules) marked = h->granules;
+  if (marked > granules_) marked = granules_;
   for (size_t i = 0; i < marked; ++i) h->mark(i).store(0, std::memory_order_relaxed);
   h->live = 0;
   h->owner.store(nullptr, std::memory_order_relaxed);
@@ -240,7 +234,7 @@ Domain::FreeResult Domain::FreeSlow(ThreadCache* tc, PoolHeader* h, void* p) {
   if (h->owner.load(std::memory_order_relaxed) == tc) {
     // The owner's fast path refused it: not a live block start, or freed by another thread already.
     uint8_t m = mark.load(std::memory_order_relaxed);
-    bool remote_freed = h->remote[g].load(std::memory_order_relaxed) != 0;
+    bool remote_freed = h->remote(g).load(std::memory_order_relaxed) != 0;
     FreeResult r = remote_freed ? FreeResult::kDouble : Classify(m);
     CountFreeError(stats, r);
     return r;
@@ -267,7 +261,7 @@ Domain::FreeResult Domain::FreeSlow(ThreadCache* tc, PoolHeader* h, void* p) {
       uintptr_t last = reinterpret_cast<uintptr_t>(p);
       owner->last_.compare_exchange_strong(last, ThreadCache::kNoBlock, std::memory_order_relaxed);
     }
-    uint8_t old = h->remote[g].exchange(1, std::memory_order_acq_rel);
+    uint8_t old = h->remote(g).exchange(1, std::memory_order_acq_rel);
     if (old == 0) h->remote_pending.fetch_add(1, std::memory_order_relaxed);
     h->in_flight.fetch_sub(1, std::memory_order_release);
     if (old != 0) {
@@ -336,13 +330,13 @@ namespace {
 // Clears every remote byte set in the granules below used_end (remote frees are of live blocks, which
 // start below the carve end) and calls fn(granule) for each; returns how many.
 template <typename F>
-int64_t TakeRemoteBytes(PoolHeader* h, char* used_end, F&& fn) {
+int64_t TakeRemoteBytes(PoolHeader* h, size_t granules, char* used_end, F&& fn) {
   size_t used = static_cast<size_t>(used_end - h->base + kGranule - 1) / kGranule;
-  if (used > h->granules) used = h->granules;
+  if (used > granules) used = granules;
   int64_t seen = 0;
   for (size_t g = 0; g < used; ++g) {
-    if (h->remote[g].load(std::memory_order_relaxed) == 0 ||
-        h->remote[g].exchange(0, std::memory_order_acq_rel) == 0) {
+    if (h->remote(g).load(std::memory_order_relaxed) == 0 ||
+        h->remote(g).exchange(0, std::memory_order_acq_rel) == 0) {
       continue;
     }
     ++seen;
@@ -355,15 +349,15 @@ int64_t TakeRemoteBytes(PoolHeader* h, char* used_end, F&& fn) {
 void ThreadCache::FoldRemoteFrees(PoolHeader* h, char* used_end) {
   if (h->remote_pending.load(std::memory_order_acquire) == 0) return;
   int64_t n = 0;
-  const int64_t seen = TakeRemoteBytes(h, used_end, [h, &n](size_t g) {
+  const int64_t seen = TakeRemoteBytes(h, domain_->granules(), used_end, [h, &n](size_t g) {
     std::atomic<uint8_t>& mark = h->mark(g);
     uint8_t m = mark.load(std::memory_order_relaxed);
     if ((m & kMarkLive) == 0) return;  // the owner's frees check the remote byte, so never
     mark.store(static_cast<uint8_t>(m & ~kMarkLive), std::memory_order_relaxed);
     ++n;
   });
-  h->remote_pending.fetch_sub(seen, std::memory_order_relaxed);
-  h->live -= n;
+  h->remote_pending.fetch_sub(static_cast<int32_t>(seen), std::memory_order_relaxed);
+  h->live -= static_cast<int32_t>(n);
   // The block carved last may be one of them: FreeLast trusts last_ to name a live block.
   if (h == pool_ && n != 0) last_.store(kNoBlock, std::memory_order_relaxed);
 }
@@ -371,7 +365,7 @@ void ThreadCache::FoldRemoteFrees(PoolHeader* h, char* used_end) {
 void ThreadCache::SetCurrent(PoolHeader* h) {
   pool_ = h;
   if (h == nullptr) {
-    cur_ = end_ = base_ = start_off_ = marks_at_ = remote_at_ = 0;
+    cur_ = end_ = base_ = start_off_ = marks_at_ = info_at_ = 0;
     fresh_ = kNoBlock;
     last_.store(kNoBlock, std::memory_order_relaxed);
     live_ = 0;
@@ -384,8 +378,9 @@ void ThreadCache::SetCurrent(PoolHeader* h) {
   cur_ = base_ + start_off_;
   fresh_ = start_off_ == 0 ? base_ : kNoBlock;
   end_ = base_ + domain_->config_.pool_size;
-  marks_at_ = reinterpret_cast<uintptr_t>(h->marks) - base_;
-  remote_at_ = reinterpret_cast<uintptr_t>(h->remote) - base_ / kGranule;
+  marks_at_ = reinterpret_cast<uintptr_t>(h->marks()) - base_;
+  info_at_ = (domain_->wide_info() ? reinterpret_cast<uintptr_t>(h) + domain_->info_offset()
+                                    : reinterpret_cast<uintptr_t>(h->marks())) - base_;
   last_.store(kNoBlock, std::memory_order_relaxed);
   live_ = h->live;
 }
@@ -398,8 +393,8 @@ void ThreadCache::EmptiedInPlace() {
     // Unless carving resumes where it starts: then the LIFO free was of the pool's first block (with
     // a carve offset FreeLast does not tell it), whose mark stays, as FreeLast's own reset keeps it.
     size_t marked = used / kGranule + (used != start_off_ ? 1 : 0);
-    if (marked > pool_->granules) marked = pool_->granules;
-    std::atomic<uint8_t>* const marks = pool_->marks;  // (a byte store could alias pool_)
+    if (marked > domain_->granules()) marked = domain_->granules();
+    std::atomic<uint8_t>* const marks = pool_->marks();  // (a byte store could alias pool_)
     for (size_t off = 0; off < marked * kGranule; off += kGranule) {
       marks[off].store(0, std::memory_order_relaxed);
     }
@@ -428,11 +423,13 @@ void ThreadCache::Retire(PoolHeader* h, char* used_end) {
   h->state.exchange(kRetired, std::memory_order_seq_cst);
   WaitForRemoteFrees(h);
   // The wait above made every remote byte set while the pool was owned visible here.
-  const int64_t n = TakeRemoteBytes(h, used_end, [h](size_t g) {
+  const int64_t n = TakeRemoteBytes(h, domain_->granules(), used_end, [h](size_t g) {
     h->mark(g).fetch_and(static_cast<uint8_t>(~kMarkLive), std::memory_order_acq_rel);
   });
   h->remote_pending.store(0, std::memory_order_relaxed);
-  if (h->live_shared.fetch_sub(n + 1, std::memory_order_acq_rel) == n + 1) domain_->PoolEmptied(this, h);
+  if (h->live_shared.fetch_sub(static_cast<int32_t>(n + 1), std::memory_order_acq_rel) == n + 1) {
+    domain_->PoolEmptied(this, h);
+  }
 }
 
 void* ThreadCache::CarveSlow(size_t n) {

@@ -30,6 +30,7 @@
 #define POOLSCOPE_POOL_POOL_H_
 
 #include <atomic>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -101,6 +102,10 @@ struct Config {
   // starts where the pool does, so the pointers poolscope keeps to its pools never look like
   // pointers to a block the program leaked). Rounded up to a multiple of 16.
   size_t carve_offset = 0;
+  // Keep a BlockInfo word per granule beside each pool's marks, for leak tracking (NoteBlock,
+  // ThreadCache::InfoSlot, ForEachLiveBlock's sizes and stack ids). Without it those words do not
+  // exist: the walk gives zeros for them and the others must not be called.
+  bool block_info = false;
 };
 
 class ThreadCache;
@@ -110,69 +115,88 @@ enum PoolState : int { kOwned = 0, kRetired = 1 };
 enum PoolKind : uint32_t { kImplicit = 0, kExplicit = 1 };
 
 // The metadata of one pool, in poolscope's own memory (the pool's real allocation holds only the
-// program's blocks). Line 0 is written by the thread that holds the pool; line 1 by any thread.
+// program's blocks): this line, then the pool's mark words (one 8-byte word per granule, at the
+// granule's byte offset from the line's end), then, only when the domain keeps block information
+// (Config::block_info, leak tracking) and pools of 64 KiB or more, one BlockInfo word per granule.
+// For the default pool of 64 bytes that is 128 bytes a pool, with tracking or without.
+//
+// A mark word: byte 0 the mark (kMarkLive | kMarkStarted; kMarkStarted tells a double free from an
+// interior one), byte 1 the remote byte (non-zero = the block starting here was freed by another
+// thread while the pool was owned, not yet folded in), bytes 2-7 tracking's BlockInfo or unused.
+// One word per granule, at the granule's offset, so that the fast paths index marks with the
+// block's address itself (no shift), and a free's mark and remote byte lie on one line. The owner
+// writes marks with plain byte stores; other threads write only remote bytes (and, once the pool is
+// retired, marks with atomic read-modify-writes).
+//
+// Every field is in this one line: the owner's (live, and owner while it holds the pool) and those
+// any thread writes (state, in_flight, remote_pending, live_shared). The owner's fast paths read
+// none of them (FreeOwn compares the pool with its current one), so the line is shared only by the
+// slow paths of a pool whose blocks other threads free.
 struct alignas(kLine) PoolHeader {
   char* base;           // the real allocation; blocks are carved from [base, base + pool_size)
   // The thread whose implicit arena's current pool this is, else nullptr. Read by any thread (a free
   // compares it with its own cache), written by the owner.
   std::atomic<ThreadCache*> owner;
-  int64_t live;         // live blocks, as the owner sees them (remote frees not yet folded in count)
-  PoolKind kind;         // kExplicit while an explicit arena holds it
-  uint32_t granules;    // 8-byte granules of the pool (pool bytes / 8): bytes of `remote`
-  // One byte per granule (kMarkLive | kMarkStarted; kMarkStarted tells a double free from an interior
-  // one), at the granule's byte offset: marks[off] for the granule at pool offset off, the seven bytes
-  // after it unused. A byte, not bits in a word, so that marking a block is one store to it; spread
-  // over as many bytes as the pool has, so that the fast paths index it with the block's address
-  // itself (no shift). For the default pool of 64 bytes that is the one line a byte per granule takes
-  // anyway; a pool of n bytes has n bytes of marks.
-  std::atomic<uint8_t>* marks;
-  std::atomic<uint8_t>& mark(size_t g) const { return marks[g * kGranule]; }  // granule g's
-  // One byte per granule, away from the owner's line and the marks (in line 1, inline_remote, for a
-  // pool of few granules, else on lines of their own after the marks): non-zero = the block starting
-  // here was freed by another thread while the pool was owned, not yet folded in.
-  std::atomic<uint8_t>* remote;
   // `base` from the pool's creation to its release, else nullptr: what Domain::ForEachLiveBlock, which
   // may read any slot of the metadata slab at any time, reads instead of the plain fields.
   std::atomic<char*> walk_base;
-
-  alignas(kLine) std::atomic<int> state;  // PoolState
-  std::atomic<int> in_flight;             // remote frees between reading `state` and marking
-  std::atomic<int64_t> remote_pending;    // bytes set in `remote`, a hint for the owner
-  std::atomic<int64_t> live_shared;       // live blocks once retired (plus one while retiring)
   std::atomic<char*> used_end;            // end of the carved bytes, published at retire
   PoolHeader* next_free;                  // in the domain's list of free metadata slots
-  // The remote bytes of a pool of at most kInlineRemote granules (the default pool has 8): on this
-  // line, which only the threads that free another thread's blocks write, beside the fields those
-  // frees update anyway, instead of a line of their own (a pool's metadata is then three lines).
-  static constexpr size_t kInlineRemote = 24;
-  std::atomic<uint8_t> inline_remote[kInlineRemote];
+  int32_t live;         // live blocks, as the owner sees them (remote frees not yet folded in count)
+  PoolKind kind;        // kExplicit while an explicit arena holds it
+  std::atomic<int> state;                 // PoolState
+  std::atomic<int> in_flight;             // remote frees between reading `state` and marking
+  std::atomic<int32_t> remote_pending;    // remote bytes set, a hint for the owner
+  std::atomic<int32_t> live_shared;       // live blocks once retired (plus one while retiring)
+
+  // The mark words, right after the header; the mark and remote byte of granule g.
+  std::atomic<uint8_t>* marks() const {
+    return reinterpret_cast<std::atomic<uint8_t>*>(const_cast<PoolHeader*>(this + 1));
+  }
+  std::atomic<uint8_t>& mark(size_t g) const { return marks()[g * kGranule]; }
+  std::atomic<uint8_t>& remote(size_t g) const { return marks()[g * kGranule + 1]; }
 };
 
-static_assert(sizeof(PoolHeader) == 2 * kLine, "a pool header is two lines: the owner's and everyone's");
+static_assert(sizeof(PoolHeader) == kLine, "a pool header is one line");
+// A pool's granule count fits the 32-bit counts (kMaxPoolSize / kGranule blocks at most).
+static_assert(kMaxPoolSize / kGranule < (size_t{1} << 30), "live counts are 32-bit");
 
-// What leak tracking keeps of a live pooled block, in the seven bytes after its mark byte, which
-// nothing else uses: its requested size in bytes 1-3 (pool_size is at most 2^20) and its allocation
-// stack's id in bytes 4-7. They share the line the carve and the free touch anyway, so a pooled block
-// costs tracking no table entry and no cache miss of its own; the report reads them back by walking
-// every pool's marks (Domain::ForEachLiveBlock).
+// What leak tracking keeps of a live pooled block (Config::block_info): its requested size and its
+// allocation stack's id. In a domain whose pools are smaller than 64 KiB (every size fits 16 bits)
+// they go in the six spare bytes of the block's mark word: the size in bytes 2-3, the id in bytes
+// 4-7, on the line the carve and the free touch anyway, so a tracked pool's slot is no larger than
+// an untracked one's. Larger pools have a BlockInfo word per granule after the mark words instead:
+// the size in the low 32 bits and the id in the high 32, as one word. The report reads them back by
+// walking every pool's marks (Domain::ForEachLiveBlock).
 struct BlockInfo {
   uint32_t size;
   uint32_t stack_id;
 };
-POOLSCOPE_ALWAYS_INLINE void StoreBlockInfo(std::atomic<uint8_t>* mark, uint32_t size, uint32_t stack_id) {
-  char* b = reinterpret_cast<char*>(mark);
-  reinterpret_cast<std::atomic<uint8_t>*>(b + 1)->store(static_cast<uint8_t>(size >> 16), std::memory_order_relaxed);
-  reinterpret_cast<std::atomic<uint16_t>*>(b + 2)->store(static_cast<uint16_t>(size), std::memory_order_relaxed);
-  reinterpret_cast<std::atomic<uint32_t>*>(b + 4)->store(stack_id, std::memory_order_relaxed);
+// A block's BlockInfo: its mark word (inline) or its BlockInfo word (wide).
+struct InfoRef {
+  char* word;
+  bool wide;
+};
+POOLSCOPE_ALWAYS_INLINE void StoreBlockInfo(InfoRef slot, uint32_t size, uint32_t stack_id) {
+  if (POOLSCOPE_UNLIKELY(slot.wide)) {
+    reinterpret_cast<std::atomic<uint64_t>*>(slot.word)->store(uint64_t{stack_id} << 32 | size,
+                                                               std::memory_order_relaxed);
+    return;
+  }
+  reinterpret_cast<std::atomic<uint16_t>*>(slot.word + 2)->store(static_cast<uint16_t>(size),
+                                                                 std::memory_order_relaxed);
+  reinterpret_cast<std::atomic<uint32_t>*>(slot.word + 4)->store(stack_id, std::memory_order_relaxed);
 }
-inline BlockInfo LoadBlockInfo(const std::atomic<uint8_t>* mark) {
-  const char* b = reinterpret_cast<const char*>(mark);
-  BlockInfo info;
-  info.size = uint32_t{reinterpret_cast<const std::atomic<uint8_t>*>(b + 1)->load(std::memory_order_relaxed)} << 16 |
-              reinterpret_cast<const std::atomic<uint16_t>*>(b + 2)->load(std::memory_order_relaxed);
-  info.stack_id = reinterpret_cast<const std::atomic<uint32_t>*>(b + 4)->load(std::memory_order_relaxed);
-  return info;
+inline BlockInfo LoadBlockInfo(InfoRef slot) {
+  if (slot.wide) {
+    const uint64_t w = reinterpret_cast<const std::atomic<uint64_t>*>(slot.word)->load(std::memory_order_relaxed);
+    return BlockInfo{static_cast<uint32_t>(w), static_cast<uint32_t>(w >> 32)};
+  }
+  return BlockInfo{reinterpret_cast<const std::atomic<uint16_t>*>(slot.word + 2)->load(std::memory_order_relaxed),
+                   reinterpret_cast<const std::atomic<uint32_t>*>(slot.word + 4)->load(std::memory_order_relaxed)};
 }
+// Pools below this size keep BlockInfo in their mark words.
+constexpr size_t kWideInfoPoolSize = size_t{1} << 16;
 
 // The state every thread shares: options, the pool map, and the memory below.
 class Domain {
@@ -211,11 +235,21 @@ class Domain {
 
   size_t pool_bytes() const { return pool_bytes_; }
 
-  // Leak tracking: keeps `size` and `stack_id` beside the mark of the live block at `p`, a block of
-  // `h` (see BlockInfo).
-  static void NoteBlock(PoolHeader* h, const void* p, uint32_t size, uint32_t stack_id) {
-    StoreBlockInfo(&h->mark(static_cast<size_t>(static_cast<const char*>(p) - h->base) / kGranule), size, stack_id);
+  // Leak tracking (Config::block_info): keeps `size` and `stack_id` in the BlockInfo word of the live
+  // block at `p`, a block of `h` (see BlockInfo).
+  void NoteBlock(PoolHeader* h, const void* p, uint32_t size, uint32_t stack_id) const {
+    StoreBlockInfo(InfoOf(h, static_cast<size_t>(static_cast<const char*>(p) - h->base) / kGranule), size, stack_id);
   }
+  // Where granule g of `h` keeps its BlockInfo (Config::block_info only).
+  InfoRef InfoOf(const PoolHeader* h, size_t g) const {
+    assert(config_.block_info);
+    char* const slot = reinterpret_cast<char*>(const_cast<PoolHeader*>(h));
+    if (wide_info_) return InfoRef{slot + info_offset_ + g * kGranule, true};
+    return InfoRef{reinterpret_cast<char*>(&h->mark(g)), false};
+  }
+  bool wide_info() const { return wide_info_; }
+  uint32_t granules() const { return granules_; }
+  size_t info_offset() const { return info_offset_; }
   // Calls fn(block, BlockInfo) for every live block of every pool: a block whose start mark says live
   // and that no other thread has freed meanwhile (its remote byte is clear). Explicit arenas' blocks are
   // never marked, so they are not among them. From any thread at any time, without a lock: every pool's
@@ -230,16 +264,13 @@ class Domain {
         const PoolHeader* h = c->slot(i, meta_bytes_);
         char* const base = h->walk_base.load(std::memory_order_acquire);
         if (base == nullptr) continue;
-        // The slot's mark and remote bytes, where CreatePool puts them (the header's pointers to them
-        // are plain fields).
-        const auto* marks = reinterpret_cast<const std::atomic<uint8_t>*>(h + 1);
-        const auto* remote = reinterpret_cast<const std::atomic<uint8_t>*>(reinterpret_cast<const char*>(h) + remote_offset_);
         for (uint32_t g = 0; g < granules_; ++g) {
-          const std::atomic<uint8_t>& mark = marks[g * kGranule];
-          if (mark.load(std::memory_order_relaxed) != kMarkBlock || remote[g].load(std::memory_order_relaxed) != 0) {
+          if (h->mark(g).load(std::memory_order_relaxed) != kMarkBlock ||
+              h->remote(g).load(std::memory_order_relaxed) != 0) {
             continue;
           }
-          fn(static_cast<void*>(base + g * kGranule), LoadBlockInfo(&mark));
+          fn(static_cast<void*>(base + g * kGranule),
+             config_.block_info ? LoadBlockInfo(InfoOf(h, g)) : BlockInfo{0, 0});
         }
       }
     }
@@ -267,7 +298,7 @@ class Domain {
  private:
   friend class ThreadCache;
 
-  // Pool metadata (meta_bytes_ each: header, mark bytes, remote bytes) is carved in slots from chunks
+  // Pool metadata (meta_bytes_ each: header, mark words, BlockInfo words) is carved in slots from chunks
   // of poolscope's own memory that are never returned (LeafSource) and reused through a free list, so
   // that ForEachLiveBlock can walk every pool's metadata with no list of pools kept on their paths.
   struct MetaChunk {
@@ -295,8 +326,9 @@ class Domain {
   Backend* backend_;
   PoolMap map_;
   size_t pool_bytes_;    // the real allocation: pool_size rounded up to 64
-  size_t meta_bytes_;    // header + mark bytes + remote bytes
-  size_t remote_offset_;  // from a pool's header to its first remote byte
+  size_t meta_bytes_;    // header + mark words (+ BlockInfo words)
+  size_t info_offset_;   // from a pool's header to its first BlockInfo word (wide_info_)
+  bool wide_info_;       // block_info with pools of kWideInfoPoolSize or more: a BlockInfo array
   uint32_t granules_;
   // The metadata slab: chunks (newest first), the free slots, the lock over both and the chunk size.
   std::atomic<const MetaChunk*> chunks_{nullptr};
@@ -642,12 +674,15 @@ class ThreadCache {
   // it, and Retire and Drain, which wait for in_flight to drop to 0, would wait forever.
   void ResetAtFork();
 
-  // Leak tracking: the mark of `p`, a block just carved from the current pool, for StoreBlockInfo.
+  // Leak tracking: where `p`, a block just carved from the current pool, keeps its BlockInfo, for
+  // StoreBlockInfo.
   // It stays the block's while the block lives, whatever this thread carves meanwhile, so a caller
   // that does work between the carve and the store (a stack capture, during which a signal handler
   // may allocate and retire the pool) takes it first.
-  POOLSCOPE_ALWAYS_INLINE std::atomic<uint8_t>* InfoSlot(const void* p) const {
-    return &MarkAt(reinterpret_cast<uintptr_t>(p));
+  // Config::block_info only.
+  POOLSCOPE_ALWAYS_INLINE InfoRef InfoSlot(const void* p) const {
+    assert(domain_->config().block_info);
+    return InfoRef{reinterpret_cast<char*>(info_at_ + reinterpret_cast<uintptr_t>(p)), domain_->wide_info()};
   }
 
   // The next free of the block carved last takes the general path (a caller that must see every free).
@@ -690,7 +725,7 @@ class ThreadCache {
   POOLSCOPE_ALWAYS_INLINE bool IsOwnLive(const PoolHeader* h, uintptr_t a) const {
     return h == pool_ && (a & 7) == 0 &&
            MarkAt(a).load(std::memory_order_relaxed) == kMarkBlock &&
-           RemoteOf(a / kGranule).load(std::memory_order_relaxed) == 0;
+           RemoteAt(a).load(std::memory_order_relaxed) == 0;
   }
   // FreeOwn's free, once IsOwnLive said yes.
   POOLSCOPE_ALWAYS_INLINE void FreeOwnLive(uintptr_t a) {
@@ -704,19 +739,18 @@ class ThreadCache {
     reinterpret_cast<uint64_t*>(a)[1] = 0;
   }
 
-  // The mark byte of the current pool's granule at address a, and the remote byte of its granule
-  // number g (the address / kGranule).
+  // The mark byte and the remote byte of the current pool's granule at address a.
   std::atomic<uint8_t>& MarkAt(uintptr_t a) const {
     return *reinterpret_cast<std::atomic<uint8_t>*>(marks_at_ + a);
   }
-  std::atomic<uint8_t>& RemoteOf(uintptr_t g) const {
-    return *reinterpret_cast<std::atomic<uint8_t>*>(remote_at_ + g);
+  std::atomic<uint8_t>& RemoteAt(uintptr_t a) const {
+    return *reinterpret_cast<std::atomic<uint8_t>*>(marks_at_ + a + 1);
   }
 
   // The current pool's live count goes to its header before a slow path works on the header, and
   // comes back after.
   void SyncOut() {
-    if (pool_ != nullptr) pool_->live = live_;
+    if (pool_ != nullptr) pool_->live = static_cast<int32_t>(live_);
   }
   void SetCurrent(PoolHeader* h);
   // Makes `h` (empty, zeroed) the pool of explicit arena `arena`.
@@ -779,12 +813,13 @@ class ThreadCache {
   // referenced; that free then takes EmptiedInPlace, which counts the same reset.
   uintptr_t fresh_ = kNoBlock;
   uintptr_t base_ = 0;  // the current pool's base, copied here so that the slow paths skip the header
-  // The current pool's mark and remote bytes, biased by the pool's base: the mark of the granule at
-  // address a is at marks_at_ + a, its remote byte at remote_at_ + a / kGranule (base_ is 64-aligned),
+  // The current pool's mark words and BlockInfo words (its mark words again when they hold the
+  // BlockInfo), biased by the pool's base: the mark word of the granule at address a is at
+  // marks_at_ + a (its remote byte one further), its BlockInfo at info_at_ + a (base_ is 64-aligned),
   // so that the fast paths index them with the address and no subtraction. Integers, not pointers:
-  // they point below the bytes.
+  // they point below the words.
   uintptr_t marks_at_ = 0;
-  uintptr_t remote_at_ = 0;
+  uintptr_t info_at_ = 0;
   // The start of the block carved last, while it is live; else kNoBlock. Written by this thread
   // (plain stores), and cleared by another thread that frees that block (a compare-and-swap in
   // Domain::FreeSlow), so that the LIFO free never takes a block another thread freed.

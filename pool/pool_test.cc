@@ -23,6 +23,13 @@ Config Cfg(size_t pool_size = 64, int max_cached = 4, bool align8 = false) {
   return c;
 }
 
+// Cfg with a BlockInfo word per granule, as leak tracking runs it.
+Config TrackedCfg(size_t pool_size = 64, int max_cached = 4) {
+  Config c = Cfg(pool_size, max_cached);
+  c.block_info = true;
+  return c;
+}
+
 bool AllZero(const void* p, size_t n) {
   const unsigned char* c = static_cast<const unsigned char*>(p);
   for (size_t i = 0; i < n; ++i) {
@@ -363,6 +370,50 @@ TEST(PoolTest, LargePoolBlocksFoundAcrossPages) {
   EXPECT_TRUE(AllZero(blocks[0], 250 * 4000));
 }
 
+// What a pool costs in poolscope's own memory, measured as resident pages of the metadata chunks the
+// backend reserved: one header line and one mark word per granule (128 bytes for a 64-byte pool),
+// with block information for tracking or without (it goes in the mark words).
+TEST(PoolTest, ResidentMetadataIsAHeaderLineAndAMarkWordPerGranule) {
+  constexpr size_t kPools = 3000;
+  constexpr size_t kChunk = size_t{1} << 20;  // a metadata chunk (map leaves are 128 MiB)
+  auto resident_per_pool = [&](const Config& config) {
+    TestDomain t(config);
+    ThreadCache tc(&t.domain);
+    std::vector<void*> blocks;
+    // Each 64-byte block fills its pool: kPools pools, each retired holding its block.
+    for (size_t i = 0; i < kPools; ++i) blocks.push_back(tc.Carve(64));
+    EXPECT_EQ(t.backend.pool_allocs.load(), static_cast<long>(kPools));
+    const size_t resident = t.backend.ResidentReserved(kChunk);
+    for (void* b : blocks) EXPECT_EQ(tc.Free(t.domain.Find(b), b), Domain::FreeResult::kFreed);
+    tc.Shutdown();
+    return static_cast<double>(resident) / kPools;
+  };
+  const double plain = resident_per_pool(Cfg());
+  const double tracked = resident_per_pool(TrackedCfg());
+  // (Pages are whole: at most one page more than the slots themselves.)
+  EXPECT_GE(plain, 128.0);
+  EXPECT_LE(plain, 128.0 + 4096.0 / kPools);
+  EXPECT_GE(tracked, 128.0);
+  EXPECT_LE(tracked, 128.0 + 4096.0 / kPools);
+}
+
+// A free's mark and its remote byte share a line; the header is one line of its own.
+TEST(PoolTest, AGranulesMarkAndRemoteByteShareALine) {
+  TestDomain t(Cfg(256));
+  ThreadCache tc(&t.domain);
+  void* p = tc.Carve(8);
+  PoolHeader* h = t.domain.Find(p);
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(h) % kLine, 0u);
+  for (size_t g = 0; g < 256 / kGranule; ++g) {
+    const uintptr_t mark = reinterpret_cast<uintptr_t>(&h->mark(g));
+    const uintptr_t remote = reinterpret_cast<uintptr_t>(&h->remote(g));
+    EXPECT_EQ(mark / kLine, remote / kLine) << "granule " << g;
+    EXPECT_GE(mark, reinterpret_cast<uintptr_t>(h) + kLine) << "granule " << g << ": inside the header";
+  }
+  EXPECT_EQ(tc.Free(h, p), Domain::FreeResult::kFreed);
+}
+
 TEST(PoolTest, BackendFailureReturnsNull) {
   TestDomain t(Cfg());
   t.backend.fail_pools = true;
@@ -670,16 +721,57 @@ std::map<void*, BlockInfo> LiveBlocks(const Domain& d) {
   return out;
 }
 
-TEST(BlockInfoTest, SizesUpToTheLargestPoolAndEveryStackIdRoundTrip) {
-  alignas(8) std::atomic<uint8_t> slot[8] = {};
-  slot[0].store(kMarkBlock);
-  for (uint32_t size : {0u, 1u, 255u, 256u, 65535u, 65536u, 1u << 20}) {
+// In a mark word (pools below 64 KiB): every size such a pool can hold and every id, and the mark
+// and remote bytes stay as they were.
+TEST(BlockInfoTest, InlineSizesUpToTheLargestInlinePoolAndEveryStackIdRoundTrip) {
+  alignas(8) std::atomic<uint8_t> word[8] = {};
+  word[0].store(kMarkBlock);
+  word[1].store(1);
+  const InfoRef slot{reinterpret_cast<char*>(word), false};
+  for (uint32_t size : {0u, 1u, 255u, 256u, static_cast<uint32_t>(kWideInfoPoolSize - 1)}) {
     for (uint32_t id : {0u, 2u, 0x12345678u, ~0u}) {
       StoreBlockInfo(slot, size, id);
       EXPECT_EQ(LoadBlockInfo(slot).size, size);
       EXPECT_EQ(LoadBlockInfo(slot).stack_id, id);
-      EXPECT_EQ(slot[0].load(), kMarkBlock) << "the mark byte was overwritten";
+      EXPECT_EQ(word[0].load(), kMarkBlock) << "the mark byte was overwritten";
+      EXPECT_EQ(word[1].load(), 1) << "the remote byte was overwritten";
     }
+  }
+}
+
+// In a BlockInfo word (pools of 64 KiB or more): sizes up to the largest pool.
+TEST(BlockInfoTest, WideSizesUpToTheLargestPoolAndEveryStackIdRoundTrip) {
+  std::atomic<uint64_t> words[3] = {};
+  const InfoRef slot{reinterpret_cast<char*>(&words[1]), true};
+  for (uint32_t size : {0u, 1u, 65535u, 65536u, 1u << 20}) {
+    for (uint32_t id : {0u, 2u, 0x12345678u, ~0u}) {
+      StoreBlockInfo(slot, size, id);
+      EXPECT_EQ(LoadBlockInfo(slot).size, size);
+      EXPECT_EQ(LoadBlockInfo(slot).stack_id, id);
+      EXPECT_EQ(words[0].load(), 0u) << "the word before was overwritten";
+      EXPECT_EQ(words[2].load(), 0u) << "the word after was overwritten";
+    }
+  }
+}
+
+// The domain picks the form by pool size: a block that fills a 64 KiB pool keeps its whole size
+// (65,536 does not fit a mark word's 16 bits), and one that fills the largest inline pool keeps its
+// size beside its mark.
+TEST(BlockInfoTest, LargePoolsKeepWholeSizes) {
+  for (size_t pool_size : {kWideInfoPoolSize - 64, kWideInfoPoolSize}) {
+    TestDomain t(TrackedCfg(pool_size));
+    EXPECT_EQ(t.domain.wide_info(), pool_size >= kWideInfoPoolSize);
+    ThreadCache tc(&t.domain);
+    const uint32_t n = static_cast<uint32_t>(pool_size);
+    void* b = tc.Carve(n);
+    ASSERT_NE(b, nullptr);
+    NoteCarved(tc, b, n, 4);
+    auto got = LiveBlocks(t.domain);
+    ASSERT_EQ(got.size(), 1u) << pool_size;
+    EXPECT_EQ(got[b].size, n) << pool_size;
+    EXPECT_EQ(got[b].stack_id, 4u);
+    EXPECT_EQ(tc.Free(t.domain.Find(b), b), Domain::FreeResult::kFreed);
+    tc.Shutdown();
   }
 }
 
@@ -687,7 +779,7 @@ TEST(BlockInfoTest, SizesUpToTheLargestPoolAndEveryStackIdRoundTrip) {
 // thread (last or not), nor one freed by another thread and not folded in yet, nor a released pool's,
 // and it keeps listing a retired pool's and an orphaned pool's live blocks.
 TEST(BlockInfoTest, TheWalkListsExactlyTheLiveBlocks) {
-  TestDomain t(Cfg(64, 1));
+  TestDomain t(TrackedCfg(64, 1));
   ThreadCache tc(&t.domain), other(&t.domain);
   std::map<void*, BlockInfo> want;
   auto carve = [&](ThreadCache& c, uint32_t n, uint32_t id) {
@@ -735,14 +827,14 @@ TEST(BlockInfoTest, TheWalkListsExactlyTheLiveBlocks) {
 // A realloc that shrinks a block in place notes its new size and stack on the block's pool, which
 // need not be the calling thread's current one.
 TEST(BlockInfoTest, NoteBlockUpdatesABlockOfAnyPool) {
-  TestDomain t(Cfg());
+  TestDomain t(TrackedCfg());
   ThreadCache tc(&t.domain);
   void* p = tc.Carve(40);
   NoteCarved(tc, p, 40, 7);
   for (int i = 0; i < 4; ++i) tc.Carve(16);  // p's pool retires
   PoolHeader* h = t.domain.Find(p);
   ASSERT_NE(h, tc.current());
-  Domain::NoteBlock(h, p, 12, 9);
+  t.domain.NoteBlock(h, p, 12, 9);
   auto got = LiveBlocks(t.domain);
   ASSERT_TRUE(got.count(p));
   EXPECT_EQ(got[p].size, 12u);
@@ -753,10 +845,10 @@ TEST(BlockInfoTest, NoteBlockUpdatesABlockOfAnyPool) {
 // shim relies on when a signal handler allocates during the stack capture between the carve and the
 // store. (NoteCarved at that point would write beside the new pool's marks.)
 TEST(BlockInfoTest, InfoSlotStaysTheBlocksWhenThePoolChanges) {
-  TestDomain t(Cfg());
+  TestDomain t(TrackedCfg());
   ThreadCache tc(&t.domain);
   void* p = tc.Carve(24);
-  std::atomic<uint8_t>* slot = tc.InfoSlot(p);
+  InfoRef slot = tc.InfoSlot(p);
   PoolHeader* first = tc.current();
   for (int i = 0; i < 3; ++i) NoteCarved(tc, tc.Carve(48), 48, 50);  // p's pool retires
   ASSERT_NE(tc.current(), first);
@@ -771,7 +863,7 @@ TEST(BlockInfoTest, InfoSlotStaysTheBlocksWhenThePoolChanges) {
 // Pools by the thousand: the metadata slab grows by chunks, the walk finds every pool's block, and
 // released pools' slots are reused without their old blocks coming back.
 TEST(BlockInfoTest, TheWalkCoversEveryChunkAndReusedSlots) {
-  TestDomain t(Cfg(64, 0));
+  TestDomain t(TrackedCfg(64, 0));
   ThreadCache tc(&t.domain);
   constexpr int kBlocks = 12000;  // 48-byte blocks: one a pool, about three chunks of slots
   std::vector<void*> blocks;
@@ -814,7 +906,7 @@ TEST(BlockInfoTest, TheWalkCoversEveryChunkAndReusedSlots) {
 // pool having no live mark left, so a pool an arena takes lists nothing of its implicit past, and
 // one that comes back lists only what is carved from it afterwards.
 TEST(BlockInfoTest, APoolsPastBlocksNeverComeBack) {
-  TestDomain t(Cfg(64, 2));
+  TestDomain t(TrackedCfg(64, 2));
   ThreadCache tc(&t.domain);
   void* a = tc.Carve(16);
   void* b = tc.Carve(16);
@@ -838,7 +930,7 @@ TEST(BlockInfoTest, APoolsPastBlocksNeverComeBack) {
 // fork() child: the pools of a thread fork() did not copy keep their live blocks, which are the
 // child's memory too (their leaks are reported; interrupted_by_fork accounts for the pools).
 TEST(BlockInfoTest, AnAbandonedThreadsBlocksAreStillListed) {
-  TestDomain t(Cfg());
+  TestDomain t(TrackedCfg());
   ThreadCache self(&t.domain), gone(&t.domain);
   void* p = gone.Carve(24);
   NoteCarved(gone, p, 24, 31);

@@ -218,7 +218,7 @@ TEST(PoolThreadsTest, DrainWaitsForARemoteFreeStillInFlight) {
   ASSERT_NE(h, nullptr);
   // What FreeSlow has done for a remote free of p when it stops after setting the byte.
   h->in_flight.fetch_add(1, std::memory_order_seq_cst);
-  h->remote[(p - h->base) / kGranule].store(1, std::memory_order_release);
+  h->remote(static_cast<size_t>(p - h->base) / kGranule).store(1, std::memory_order_release);
   h->remote_pending.fetch_add(1, std::memory_order_relaxed);
   std::atomic<bool> drained{false};
   std::thread drainer([&] {
@@ -282,7 +282,9 @@ TEST(PoolThreadsTest, ManyThreadsChurnLargePools) { ManyThreadsChurn(512); }
 // still live, each with the size and id noted for it. Under --config=tsan, the walk's reads of slots
 // being recycled are checked too.
 TEST(PoolThreadsTest, WalkWhileThreadsChurnSeesBlocksAndEndsExact) {
-  TestDomain t(Config{true, 64, 1, false});
+  Config config{true, 64, 1, false};
+  config.block_info = true;
+  TestDomain t(config);
   constexpr int kThreads = 4;
   constexpr size_t kSlots = kThreads * 64;
   std::vector<std::atomic<void*>> mailbox(kSlots);
