@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   sum += Churn(atol(argv[4]));
   free(blocks);
   char line[64];
-  const int len = snprintf(line, sizeof line, "done %ld %lu\n", n, sum > 0);
+  const int len = snprintf(line, sizeof line, "done %ld %lu\n", n, (unsigned long)(sum > 0));
   (void)!write(1, line, (size_t)len);
   return 0;
 }
