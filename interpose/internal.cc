@@ -179,6 +179,15 @@ size_t InternalMappings(uintptr_t* begin, uintptr_t* end, size_t max) {
   return g_nranges;
 }
 
+bool InternalContains(const void* p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  SpinLockHolder h(&g_ranges_lock);
+  for (size_t i = 0; i < g_nranges; ++i) {
+    if (a >= g_ranges[i].begin && a < g_ranges[i].end) return true;
+  }
+  return false;
+}
+
 void InternalForkPrepare() {
   g_lock.Lock();
   g_ranges_lock.Lock();

@@ -31,6 +31,8 @@ void* InternalRealloc(void* p, size_t old_bytes, size_t new_bytes);
 // scan leaves out of its roots: poolscope's own memory holds pointers to the program's blocks and
 // must not make them reachable.
 size_t InternalMappings(uintptr_t* begin, uintptr_t* end, size_t max);
+// Whether p lies in one of those mappings.
+bool InternalContains(const void* p);
 
 // fork() handlers for the internal locks.
 void InternalForkPrepare();

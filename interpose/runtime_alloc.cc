@@ -62,33 +62,7 @@ size_t SizeOf(const void* p) {
 void Release(void* p) { InternalFree(static_cast<char*>(p) - kHeader, SizeOf(p) + kHeader); }
 
 // Whether p lies in one of poolscope's own mappings (then Allocate made it).
-bool Internal(const void* p) {
-  constexpr size_t kOnStack = 256;
-  uintptr_t begin[kOnStack], end[kOnStack];
-  uintptr_t* b = begin;
-  uintptr_t* e = end;
-  size_t room = kOnStack;
-  size_t n = InternalMappings(b, e, room);
-  while (n > room) {
-    if (b != begin) {
-      InternalFree(b, room * sizeof(uintptr_t));
-      InternalFree(e, room * sizeof(uintptr_t));
-    }
-    room = n + 64;
-    b = static_cast<uintptr_t*>(InternalAlloc(room * sizeof(uintptr_t)));
-    e = static_cast<uintptr_t*>(InternalAlloc(room * sizeof(uintptr_t)));
-    if (b == nullptr || e == nullptr) return false;  // no memory: it cannot be poolscope's block either
-    n = InternalMappings(b, e, room);
-  }
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  bool found = false;
-  for (size_t i = 0; i < n && !found; ++i) found = a >= b[i] && a < e[i];
-  if (b != begin) {
-    InternalFree(b, room * sizeof(uintptr_t));
-    InternalFree(e, room * sizeof(uintptr_t));
-  }
-  return found;
-}
+bool Internal(const void* p) { return InternalContains(p); }
 
 }  // namespace
 }  // namespace poolscope
