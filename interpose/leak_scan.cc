@@ -259,10 +259,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   ForEachLiveBlockInfo(
       [](uintptr_t p, uint64_t size, bool is_pooled, void* arg) {
         auto* c = static_cast<Collect*>(arg);
-        ScanBlock b = {};
-        b.start = p;
-        b.size = size;
-        b.pooled = is_pooled ? 1 : 0;
+        const ScanBlock b = ScanBlock::Of(p, size, is_pooled);
         c->ok = c->ok && c->blocks->Push(b) && (is_pooled || c->dblocks->Push(b));
       },
       &c);
@@ -480,9 +477,9 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // The program's lost blocks that sit in pools: what a detector below cannot see.
   for (size_t i = 0; i < blocks.size(); ++i) {
     const ScanBlock& b = blocks[i];
-    if (b.pooled != 0 && (b.kind == LeakKind::kDefinitelyLost || b.kind == LeakKind::kIndirectlyLost)) {
+    if (b.pooled() && (b.kind() == LeakKind::kDefinitelyLost || b.kind() == LeakKind::kIndirectlyLost)) {
       ++out->hidden_in_pools.blocks;
-      out->hidden_in_pools.bytes += b.size;
+      out->hidden_in_pools.bytes += b.size();
     }
   }
   g_blocks = blocks.data();
@@ -492,10 +489,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
 
   // The detector's view: the real blocks (unpooled blocks and pools), poolscope's memory as roots.
   for (size_t i = 0; i < pools.size() && c.ok; ++i) {
-    ScanBlock b = {};
-    b.start = pools[i].real;
-    b.size = pools[i].real_bytes;
-    c.ok = dblocks.Push(b);
+    c.ok = dblocks.Push(ScanBlock::Of(pools[i].real, pools[i].real_bytes));
   }
   if (!c.ok || !track::ClassifyReachability(dblocks.data(), dblocks.size(), detector_roots.data(),
                                             detector_roots.size(), root_reader, heap_reader, g_scratch,
@@ -564,7 +558,7 @@ LeakKind ScannedKind(uintptr_t p) {
       hi = mid;
     }
   }
-  if (lo < g_nblocks && g_blocks[lo].start == p) return g_blocks[lo].kind;
+  if (lo < g_nblocks && g_blocks[lo].start == p) return g_blocks[lo].kind();
   return LeakKind::kStillReachable;
 }
 

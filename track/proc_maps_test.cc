@@ -271,9 +271,9 @@ TEST(ProcessVmReaderTest, BatchedHeapReadsSurviveAnUnreadableBlock) {
     heap[at] = cs[i];
   }
   std::vector<ScanBlock> blocks;
-  blocks.push_back(ScanBlock{a, 64, 0, 0, LeakKind::kStillReachable, 0, 0});
-  for (size_t i = 0; i < 8; ++i) blocks.push_back(ScanBlock{bs[i], 32, 0, 0, LeakKind::kStillReachable, 0, 0});
-  for (size_t i = 0; i < 8; ++i) blocks.push_back(ScanBlock{cs[i], 32, 0, 0, LeakKind::kStillReachable, 0, 0});
+  blocks.push_back(ScanBlock::Of(a, 64));
+  for (size_t i = 0; i < 8; ++i) blocks.push_back(ScanBlock::Of(bs[i], 32));
+  for (size_t i = 0; i < 8; ++i) blocks.push_back(ScanBlock::Of(cs[i], 32));
   std::sort(blocks.begin(), blocks.end(), [](const ScanBlock& x, const ScanBlock& y) { return x.start < y.start; });
   // Not unmapped: the classifier's scratch mappings could land in the hole.
   ASSERT_EQ(mprotect(heap + 2 * words, page, PROT_NONE), 0);
@@ -288,7 +288,7 @@ TEST(ProcessVmReaderTest, BatchedHeapReadsSurviveAnUnreadableBlock) {
                                    heap_reader, scratch, &r));
   auto kind = [&](uintptr_t s) {
     for (const ScanBlock& blk : blocks) {
-      if (blk.start == s) return blk.kind;
+      if (blk.start == s) return blk.kind();
     }
     ADD_FAILURE() << "no block";
     return LeakKind::kStillReachable;
@@ -350,11 +350,11 @@ TEST(ProcessVmReaderTest, ClassifiesThroughRealRoots) {
     ScanBlock* blocks = reinterpret_cast<ScanBlock*>(heap + 64);
     // Field by field: a ScanBlock temporary would leave the address in this frame.
     blocks[0].start = reinterpret_cast<uintptr_t>(heap + 8);
-    blocks[0].size = 32;
+    blocks[0].bits = 32;  // ScanBlock::Of(.., 32)
     ProcessVmReader reader;
     ReachabilityResult r;
     ASSERT_TRUE(ClassifyReachability(blocks, 1, roots.data(), n, reader, reader, scratch, &r));
-    EXPECT_EQ(blocks[0].kind, exclude_holder ? LeakKind::kDefinitelyLost : LeakKind::kStillReachable);
+    EXPECT_EQ(blocks[0].kind(), exclude_holder ? LeakKind::kDefinitelyLost : LeakKind::kStillReachable);
     EXPECT_GT(r.root_bytes_scanned, 4096u);
   }
   munmap(holder, 4096);

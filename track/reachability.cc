@@ -1,6 +1,6 @@
 // File: track/reachability.cc
 //
-// Lookup structure: the blocks, sorted by start, are looked up in place (a 32-byte ScanBlock holds the
+// Lookup structure: the blocks, sorted by start, are looked up in place (a 16-byte ScanBlock holds the
 // start, size and state: one cache line answers a lookup). They fall into regions: runs of blocks whose gaps are all below kRegionGap. Each region has a page
 // index: for each page (2^shift bytes: the smallest power of two from 16 bytes up that keeps the index
 // within one entry per block) of [region base, region end), the index of the first block that starts
@@ -76,7 +76,14 @@ class ScratchArray {
   void* p_;
 };
 
-inline uintptr_t BlockEnd(const ScanBlock& b) { return b.start + (b.size == 0 ? 1 : b.size); }
+inline uintptr_t BlockEnd(const ScanBlock& b) { return b.start + (b.size() == 0 ? 1 : b.size()); }
+inline uint8_t StateOf(const ScanBlock& b) { return static_cast<uint8_t>((b.bits >> ScanBlock::kStateShift) & 3); }
+inline void SetState(ScanBlock& b, uint8_t s) {
+  b.bits = (b.bits & ~(uint64_t{3} << ScanBlock::kStateShift)) | (uint64_t{s} << ScanBlock::kStateShift);
+}
+inline void SetKind(ScanBlock& b, LeakKind k) {
+  b.bits = (b.bits & ~(uint64_t{3} << ScanBlock::kKindShift)) | (uint64_t(k) << ScanBlock::kKindShift);
+}
 
 // A word queued for lookup: first its page-index slot, then the entries it may fall in.
 struct Candidate {
@@ -94,7 +101,8 @@ class Classifier {
  public:
   Classifier(ScanBlock* blocks, uint32_t n, const Region* regions, uint32_t nregions,
              const uint32_t* pages, unsigned shift, uint32_t* stack, uint64_t* buffer,
-             Candidate* queue, uintptr_t lo, uintptr_t hi, ReachabilityResult* result)
+             Candidate* queue, uintptr_t lo, uintptr_t hi, ReachabilityResult* result,
+             CliqueTotals* cliques)
       : blocks_(blocks),
         n_(n),
         regions_(regions),
@@ -106,7 +114,8 @@ class Classifier {
         queue_(queue),
         lo_(lo),
         span_(hi - lo),
-        result_(result) {}
+        result_(result),
+        totals_(cliques) {}
 
   void MarkFromRoots(const RootRange* roots, size_t nroots, MemoryReader& root_reader,
                      MemoryReader& heap_reader) {
@@ -122,7 +131,7 @@ class Classifier {
   void FormCliques(MemoryReader& heap_reader) {
     cliques_ = true;
     for (uint32_t leader = 0; leader < n_; ++leader) {
-      if (blocks_[leader].state != kUnreached) continue;
+      if (StateOf(blocks_[leader]) != kUnreached) continue;
       leader_ = leader;
       stack_[top_++] = leader;
       DrainMarks(heap_reader);
@@ -156,7 +165,7 @@ class Classifier {
     for (uint32_t j = 0; j < k; ++j) {
       const ScanBlock& e = blocks_[batch[j]];
       const uintptr_t a = (e.start + 7) & ~uintptr_t{7};
-      const uintptr_t end = (e.start + e.size) & ~uintptr_t{7};
+      const uintptr_t end = (e.start + e.size()) & ~uintptr_t{7};
       if (a < end && end - a <= kReadBuffer - bytes && reader.InPlace(a, end - a) == nullptr) {
         ranges[ngrouped] = MemoryReader::Range{a, end - a};
         grouped[ngrouped++] = batch[j];
@@ -174,7 +183,7 @@ class Classifier {
     uint32_t j = 0;
     for (; j < ngrouped && at + ranges[j].n <= got; ++j) {
       const ScanBlock& e = blocks_[grouped[j]];
-      const bool definite = cliques_ || e.state != kPossible;
+      const bool definite = cliques_ || StateOf(e) != kPossible;
       const uint64_t* words = buffer_ + at / 8;
       for (size_t w = 0, nw = ranges[j].n / 8; w < nw; ++w) {
         const uint64_t v = words[w];
@@ -189,7 +198,7 @@ class Classifier {
   void ScanOne(MemoryReader& reader, const ScanBlock& e) {
     // While cliques form, every pointer counts alike; while marking, a Possible block is not a
     // definite source.
-    Scan(reader, e.start, e.start + e.size, cliques_ || e.state != kPossible, &result_->heap_bytes_scanned,
+    Scan(reader, e.start, e.start + e.size(), cliques_ || StateOf(e) != kPossible, &result_->heap_bytes_scanned,
          &result_->heap_bytes_unreadable);
   }
 
@@ -276,7 +285,7 @@ class Classifier {
       if (a == c.first) continue;
       const uint32_t i = a - 1;
       ScanBlock& e = blocks_[i];
-      const uint64_t size = e.size;
+      const uint64_t size = e.size();
       if (!(c.v - e.start < size || (size == 0 && c.v == e.start))) continue;
       if (cliques_) {
         Join(i);
@@ -288,26 +297,28 @@ class Classifier {
   }
 
   inline void Mark(uint32_t i, ScanBlock& e, uint64_t v, bool definite) {
-    const uint8_t state = e.state;
+    const uint8_t state = StateOf(e);
     if (state == kReachable) return;
     if (definite && v == e.start) {
-      e.state = kReachable;
+      SetState(e, kReachable);
       stack_[top_++] = i;
     } else if (state == kUnreached) {
-      e.state = kPossible;
+      SetState(e, kPossible);
       stack_[top_++] = i;
     }
   }
 
   inline void Join(uint32_t i) {
     ScanBlock& b = blocks_[i];
-    if (i == leader_ || b.state != kUnreached) return;
-    b.state = kIndirect;
-    ScanBlock& l = blocks_[leader_];
-    l.indirect_blocks += 1 + b.indirect_blocks;
-    l.indirect_bytes += b.size + b.indirect_bytes;
-    b.indirect_blocks = 0;
-    b.indirect_bytes = 0;
+    if (i == leader_ || StateOf(b) != kUnreached) return;
+    SetState(b, kIndirect);
+    if (totals_ != nullptr) {
+      CliqueTotals& l = totals_[leader_];
+      CliqueTotals& t = totals_[i];
+      l.blocks += 1 + t.blocks;
+      l.bytes += b.size() + t.bytes;
+      t = CliqueTotals{};
+    }
     stack_[top_++] = i;
   }
 
@@ -325,6 +336,7 @@ class Classifier {
   const uintptr_t lo_;
   const uintptr_t span_;
   ReachabilityResult* const result_;
+  CliqueTotals* const totals_;
   bool cliques_ = false;
   uint32_t leader_ = 0;
 };
@@ -349,7 +361,7 @@ size_t PagesNeeded(const ScanBlock* blocks, uint32_t n, unsigned shift, uint32_t
 
 bool ClassifyReachability(ScanBlock* blocks, size_t n, const RootRange* roots, size_t nroots,
                           MemoryReader& root_reader, MemoryReader& heap_reader,
-                          ScratchMemory& scratch, ReachabilityResult* result) {
+                          ScratchMemory& scratch, ReachabilityResult* result, CliqueTotals* cliques) {
   *result = ReachabilityResult{};
   if (n >= kNone) return false;
   const uint32_t count = static_cast<uint32_t>(n);
@@ -358,9 +370,8 @@ bool ClassifyReachability(ScanBlock* blocks, size_t n, const RootRange* roots, s
   uintptr_t lo = n > 0 ? blocks[0].start : 0, hi = lo;
   for (uint32_t i = 0; i < count; ++i) {
     ScanBlock& b = blocks[i];
-    b.state = kUnreached;
-    b.indirect_blocks = 0;
-    b.indirect_bytes = 0;
+    SetState(b, kUnreached);
+    if (cliques != nullptr) cliques[i] = CliqueTotals{};
     hi = std::max(hi, BlockEnd(b));
   }
 
@@ -407,33 +418,35 @@ bool ClassifyReachability(ScanBlock* blocks, size_t n, const RootRange* roots, s
   }
 
   Classifier c(blocks, count, regions, nregions, pages, shift, stack_mem.as<uint32_t>(),
-               buffer_mem.as<uint64_t>(), queue_mem.as<Candidate>(), lo, hi, result);
+               buffer_mem.as<uint64_t>(), queue_mem.as<Candidate>(), lo, hi, result, cliques);
   c.MarkFromRoots(roots, nroots, root_reader, heap_reader);
   c.FormCliques(heap_reader);
 
   for (uint32_t i = 0; i < count; ++i) {
     ScanBlock& b = blocks[i];
     LeakTotal* t;
-    switch (b.state) {
+    LeakKind kind;
+    switch (StateOf(b)) {
       case kReachable:
-        b.kind = LeakKind::kStillReachable;
+        kind = LeakKind::kStillReachable;
         t = &result->still_reachable;
         break;
       case kPossible:
-        b.kind = LeakKind::kPossiblyLost;
+        kind = LeakKind::kPossiblyLost;
         t = &result->possibly_lost;
         break;
       case kIndirect:
-        b.kind = LeakKind::kIndirectlyLost;
+        kind = LeakKind::kIndirectlyLost;
         t = &result->indirectly_lost;
         break;
       default:
-        b.kind = LeakKind::kDefinitelyLost;
+        kind = LeakKind::kDefinitelyLost;
         t = &result->definitely_lost;
         break;
     }
+    SetKind(b, kind);
     t->blocks += 1;
-    t->bytes += b.size;
+    t->bytes += b.size();
   }
   return true;
 }

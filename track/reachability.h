@@ -23,10 +23,10 @@
 // anonymous pages); memory is read only through MemoryReader, whose short reads the scan treats as an
 // unreadable page and steps over.
 //
-// Cost: the block array is sorted in place (an array sorted already costs one pass); then one lookup per word that falls in [lowest start,
-// highest end) of all blocks, through a page index built in scratch memory, pipelined so that the
-// cache misses of many lookups overlap (reachability.cc). Scratch memory: 8 bytes of mark stack and up to 4 of
-// page index per block, plus 100 KiB.
+// Cost: the block array is sorted in place (an array sorted already costs one pass); then one lookup
+// per word that falls in [lowest start, highest end) of all blocks, through a page index built in
+// scratch memory, pipelined so that the cache misses of many lookups overlap (reachability.cc).
+// Scratch memory: 8 bytes of mark stack and up to 4 of page index per block, plus 100 KiB.
 // `bazel run -c opt //track:reachability_benchmark` measures it; reachability_benchmark.cc has the
 // figures.
 //
@@ -106,21 +106,37 @@ enum class LeakKind : uint8_t {
   kDefinitelyLost = 3,
 };
 
-// One live block. The caller fills start and size; ClassifyReachability sorts the array by start and
-// fills the rest. Blocks must not overlap and no two may start at one address (a size-0 block may
+// One live block, 16 bytes: the scan's arrays hold millions of them, and each lookup while marking
+// reads one. The caller makes it with Of(); ClassifyReachability sorts the array by start and sets
+// each block's kind. Blocks must not overlap and no two may start at one address (a size-0 block may
 // start where another one ends).
 struct ScanBlock {
   uintptr_t start;
-  size_t size;
-  // For a definitely lost block (a clique leader): the blocks and bytes of its clique, itself
-  // excluded. Zero for every other block.
-  uint64_t indirect_bytes;
-  uint32_t indirect_blocks;
-  LeakKind kind;
-  uint8_t state;   // the classifier's own, meaningless afterwards
-  uint8_t pooled;  // the caller's own (the classifier keeps it): 1 for a block carved from a pool
+  // The size (bits 0..47: more than any user address range), then the classifier's own state
+  // (48..49), the kind (50..51) and the caller's pooled mark (52), which the classifier keeps.
+  uint64_t bits;
+
+  static constexpr uint64_t kSizeMask = (uint64_t{1} << 48) - 1;
+  static constexpr int kStateShift = 48;
+  static constexpr int kKindShift = 50;
+  static constexpr int kPooledShift = 52;
+
+  // `pooled`: 1 for a block carved from a pool (the caller's own mark).
+  static ScanBlock Of(uintptr_t start, uint64_t size, bool pooled = false) {
+    return ScanBlock{start, (size < kSizeMask ? size : kSizeMask) | (uint64_t{pooled} << kPooledShift)};
+  }
+  uint64_t size() const { return bits & kSizeMask; }
+  LeakKind kind() const { return static_cast<LeakKind>((bits >> kKindShift) & 3); }
+  bool pooled() const { return ((bits >> kPooledShift) & 1) != 0; }
 };
-static_assert(sizeof(ScanBlock) == 32, "ScanBlock is meant to stay at 32 bytes");
+static_assert(sizeof(ScanBlock) == 16, "ScanBlock is meant to stay at 16 bytes");
+
+// For a definitely lost block (a clique leader): the blocks and bytes of its clique, itself excluded.
+// Zero for every other block.
+struct CliqueTotals {
+  uint64_t bytes;
+  uint64_t blocks;
+};
 
 // A range of memory scanned as a definite source: [begin, end).
 struct RootRange {
@@ -144,13 +160,15 @@ struct ReachabilityResult {
   uint64_t heap_bytes_unreadable;  // same, of blocks
 };
 
-// Classifies blocks[0..n): sorts them by start (unless they are sorted already), marks from the roots, forms cliques, and fills each
-// block's kind (and a leader's indirect totals) and *result. Roots are read through root_reader, blocks
-// through heap_reader. Returns false, with *result zeroed and the blocks' kinds unset, when scratch
-// memory runs out, or n does not fit in 32 bits.
+// Classifies blocks[0..n): sorts them by start (unless they are sorted already), marks from the roots,
+// forms cliques, and fills each block's kind and *result; and, when `cliques` is not null, cliques[i]
+// for the i-th block in start order (n entries, which it zeroes first). Roots are read through
+// root_reader, blocks through heap_reader. Returns false, with *result zeroed and the blocks' kinds
+// unset, when scratch memory runs out, or n does not fit in 32 bits.
 bool ClassifyReachability(ScanBlock* blocks, size_t n, const RootRange* roots, size_t nroots,
                           MemoryReader& root_reader, MemoryReader& heap_reader,
-                          ScratchMemory& scratch, ReachabilityResult* result);
+                          ScratchMemory& scratch, ReachabilityResult* result,
+                          CliqueTotals* cliques = nullptr);
 
 }  // namespace track
 }  // namespace poolscope

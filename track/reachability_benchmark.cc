@@ -31,14 +31,13 @@ void BM_Classify(benchmark::State& state) {
   size_t offset = 0, heap_bytes = 0;
   for (size_t i = 0; i < nblocks; ++i) {
     size_t size = 16 * (1 + rng() % 8);
-    blocks.push_back(ScanBlock{reinterpret_cast<uintptr_t>(arena + offset), size, 0, 0,
-                               LeakKind::kStillReachable, 0, 0});
+    blocks.push_back(ScanBlock::Of(reinterpret_cast<uintptr_t>(arena + offset), size));
     offset += size;
     heap_bytes += size;
   }
   for (const ScanBlock& b : blocks) {
     uint64_t* w = reinterpret_cast<uint64_t*>(b.start);
-    for (size_t k = 0; k < b.size / 8; ++k) {
+    for (size_t k = 0; k < b.size() / 8; ++k) {
       w[k] = rng() % pointer_every == 0 ? blocks[rng() % nblocks].start : rng() % 100000;
     }
   }

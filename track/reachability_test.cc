@@ -22,7 +22,7 @@ class Heap {
   // A block of `size` bytes at arena offset `offset` (a multiple of 8 unless a test wants otherwise).
   uintptr_t Add(size_t offset, size_t size) {
     uintptr_t start = base() + offset;
-    blocks_.push_back(ScanBlock{start, size, 0, 0, LeakKind::kStillReachable, 0, 0});
+    blocks_.push_back(ScanBlock::Of(start, size));
     return start;
   }
   uintptr_t base() const { return reinterpret_cast<uintptr_t>(arena_.data()); }
@@ -36,22 +36,34 @@ class Heap {
     ADD_FAILURE() << "no block at " << start;
     return blocks_[0];
   }
-  LeakKind Kind(uintptr_t start) const { return At(start).kind; }
+  LeakKind Kind(uintptr_t start) const { return At(start).kind(); }
+  // The clique totals of the block at `start`, from the last Classify.
+  const CliqueTotals& Clique(uintptr_t start) const {
+    for (size_t i = 0; i < blocks_.size(); ++i) {
+      if (blocks_[i].start == start) return cliques_[i];
+    }
+    ADD_FAILURE() << "no block at " << start;
+    return cliques_[0];
+  }
+  // Clique totals by position in the (sorted) blocks, from the last Classify.
+  const CliqueTotals& CliqueAt(size_t i) const { return cliques_[i]; }
 
   ReachabilityResult Classify(const std::vector<RootRange>& roots, MemoryReader* root_reader = nullptr,
                               MemoryReader* heap_reader = nullptr) {
     DirectMemoryReader direct;
     MmapScratchMemory scratch;
     ReachabilityResult r;
+    cliques_.assign(blocks_.size(), CliqueTotals{77, 77});  // the classifier must zero them
     EXPECT_TRUE(ClassifyReachability(blocks_.data(), blocks_.size(), roots.data(), roots.size(),
                                      root_reader ? *root_reader : direct,
-                                     heap_reader ? *heap_reader : direct, scratch, &r));
+                                     heap_reader ? *heap_reader : direct, scratch, &r, cliques_.data()));
     return r;
   }
 
  private:
   std::vector<uint64_t> arena_;
   std::vector<ScanBlock> blocks_;
+  std::vector<CliqueTotals> cliques_;
 };
 
 // A root area: words the test sets, scanned as a root range.
@@ -76,8 +88,8 @@ TEST(ReachabilityTest, DroppedListIsOneDefiniteAndTheRestIndirect) {
   EXPECT_EQ(r.possibly_lost.blocks, 0u);
   EXPECT_EQ(r.still_reachable.blocks, 0u);
   EXPECT_EQ(h.Kind(nodes[0]), LeakKind::kDefinitelyLost);
-  EXPECT_EQ(h.At(nodes[0]).indirect_blocks, 9u);
-  EXPECT_EQ(h.At(nodes[0]).indirect_bytes, 9u * 24);
+  EXPECT_EQ(h.Clique(nodes[0]).blocks, 9u);
+  EXPECT_EQ(h.Clique(nodes[0]).bytes, 9u * 24);
   for (int i = 1; i < 10; ++i) EXPECT_EQ(h.Kind(nodes[i]), LeakKind::kIndirectlyLost) << i;
   EXPECT_EQ(r.root_bytes_scanned, sizeof(roots.words));
   EXPECT_EQ(r.heap_bytes_scanned, 10u * 24);
@@ -94,11 +106,11 @@ TEST(ReachabilityTest, ListBuiltBackwardsMergesEarlierLeaders) {
   ReachabilityResult r = h.Classify(roots.Range());
   EXPECT_EQ(r.definitely_lost.blocks, 1u);
   EXPECT_EQ(h.Kind(nodes[0]), LeakKind::kDefinitelyLost);
-  EXPECT_EQ(h.At(nodes[0]).indirect_blocks, 4u);
-  EXPECT_EQ(h.At(nodes[0]).indirect_bytes, 24u + 32 + 40 + 48);
+  EXPECT_EQ(h.Clique(nodes[0]).blocks, 4u);
+  EXPECT_EQ(h.Clique(nodes[0]).bytes, 24u + 32 + 40 + 48);
   for (int i = 1; i < 5; ++i) {
     EXPECT_EQ(h.Kind(nodes[i]), LeakKind::kIndirectlyLost) << i;
-    EXPECT_EQ(h.At(nodes[i]).indirect_bytes, 0u) << i;
+    EXPECT_EQ(h.Clique(nodes[i]).bytes, 0u) << i;
   }
 }
 
@@ -108,13 +120,13 @@ TEST(ReachabilityTest, ClassifyingKeepsEachBlocksPooledMark) {
   Heap h(4096);
   std::vector<uintptr_t> starts;
   for (int i = 9; i >= 0; --i) starts.push_back(h.Add(64 * i, 16));  // in descending order
-  for (size_t i = 0; i < h.blocks().size(); ++i) h.blocks()[i].pooled = (h.blocks()[i].start - h.base()) / 64 % 3 == 0;
+  for (ScanBlock& b : h.blocks()) b = ScanBlock::Of(b.start, b.size(), (b.start - h.base()) / 64 % 3 == 0);
   Roots roots;
   roots.words[0] = starts[0];
   h.Classify(roots.Range());
   ASSERT_TRUE(std::is_sorted(h.blocks().begin(), h.blocks().end(),
                              [](const ScanBlock& a, const ScanBlock& b) { return a.start < b.start; }));
-  for (uintptr_t s : starts) EXPECT_EQ(h.At(s).pooled, (s - h.base()) / 64 % 3 == 0 ? 1 : 0) << s - h.base();
+  for (uintptr_t s : starts) EXPECT_EQ(h.At(s).pooled(), (s - h.base()) / 64 % 3 == 0) << s - h.base();
   EXPECT_EQ(h.Kind(starts[0]), LeakKind::kStillReachable);
   EXPECT_EQ(h.Kind(starts[1]), LeakKind::kDefinitelyLost);
 }
@@ -132,7 +144,7 @@ TEST(ReachabilityTest, DroppedCycleIsOneDefiniteAndTheRestIndirect) {
   EXPECT_EQ(r.indirectly_lost.blocks, 3u);
   EXPECT_EQ(r.indirectly_lost.bytes, 96u);
   EXPECT_EQ(h.Kind(a), LeakKind::kDefinitelyLost);  // the lowest address leads
-  EXPECT_EQ(h.At(a).indirect_bytes, 96u);
+  EXPECT_EQ(h.Clique(a).bytes, 96u);
 }
 
 TEST(ReachabilityTest, GlobalRootKeepsChainReachable) {
@@ -363,7 +375,7 @@ struct Reference {
   long Into(uint64_t v) const {
     for (size_t i = 0; i < blocks.size(); ++i) {
       const ScanBlock& b = blocks[i];
-      if ((v >= b.start && v < b.start + b.size) || (b.size == 0 && v == b.start)) return long(i);
+      if ((v >= b.start && v < b.start + b.size()) || (b.size() == 0 && v == b.start)) return long(i);
     }
     return -1;
   }
@@ -382,7 +394,7 @@ struct Reference {
               [](const ScanBlock& a, const ScanBlock& b) { return a.start < b.start; });
     size_t n = blocks.size();
     out.resize(n);
-    for (size_t i = 0; i < n; ++i) Words(blocks[i].start, blocks[i].start + blocks[i].size, &out[i]);
+    for (size_t i = 0; i < n; ++i) Words(blocks[i].start, blocks[i].start + blocks[i].size(), &out[i]);
     for (const RootRange& r : roots) Words(r.begin, r.end, &root_out);
     // Reachable: the least set closed under start edges from roots and from its members.
     std::vector<bool> reach(n, false), poss(n, false);
@@ -433,7 +445,7 @@ struct Reference {
         if (!in[t]) continue;
         indirect[t] = true;
         ind_blocks[l] += 1 + ind_blocks[t];
-        ind_bytes[l] += blocks[t].size + ind_bytes[t];
+        ind_bytes[l] += blocks[t].size() + ind_bytes[t];
         ind_blocks[t] = ind_bytes[t] = 0;
       }
     }
@@ -471,19 +483,19 @@ TEST(ReachabilityTest, AgreesWithAReferenceOnRandomHeaps) {
       if (x > density) return rng() % 3 == 0 ? rng() : rng() % 4096;
       switch (rng() % 4) {
         case 0:
-          return t.start + t.size;  // just past the end
+          return t.start + t.size();  // just past the end
         case 1:
-          return t.start + (t.size ? rng() % t.size : 0);  // interior (or start)
+          return t.start + (t.size() ? rng() % t.size() : 0);  // interior (or start)
         default:
           return t.start;
       }
     };
     for (auto& w : root_words) w = random_word();
     for (const ScanBlock& b : std::vector<ScanBlock>(blocks)) {
-      for (uintptr_t a = (b.start + 7) & ~uintptr_t{7}; a + 8 <= b.start + b.size; a += 8) {
+      for (uintptr_t a = (b.start + 7) & ~uintptr_t{7}; a + 8 <= b.start + b.size(); a += 8) {
         h.Put(a, random_word());
       }
-      if (b.size >= 12 && rng() % 4 == 0) h.Put(b.start + 4, random_word());  // an unaligned word
+      if (b.size() >= 12 && rng() % 4 == 0) h.Put(b.start + 4, random_word());  // an unaligned word
     }
     std::vector<RootRange> roots = {{reinterpret_cast<uintptr_t>(root_words.data()),
                                      reinterpret_cast<uintptr_t>(root_words.data() + root_words.size())}};
@@ -493,12 +505,12 @@ TEST(ReachabilityTest, AgreesWithAReferenceOnRandomHeaps) {
     LeakTotal totals[4] = {};
     for (size_t i = 0; i < blocks.size(); ++i) {
       ASSERT_EQ(blocks[i].start, ref.blocks[i].start) << "trial " << trial;
-      ASSERT_EQ(blocks[i].kind, ref.kind[i]) << "trial " << trial << " block " << i;
-      ASSERT_EQ(blocks[i].indirect_blocks, ref.ind_blocks[i]) << "trial " << trial << " block " << i;
-      ASSERT_EQ(blocks[i].indirect_bytes, ref.ind_bytes[i]) << "trial " << trial << " block " << i;
+      ASSERT_EQ(blocks[i].kind(), ref.kind[i]) << "trial " << trial << " block " << i;
+      ASSERT_EQ(h.CliqueAt(i).blocks, ref.ind_blocks[i]) << "trial " << trial << " block " << i;
+      ASSERT_EQ(h.CliqueAt(i).bytes, ref.ind_bytes[i]) << "trial " << trial << " block " << i;
       LeakTotal& t = totals[int(ref.kind[i])];
       t.blocks++;
-      t.bytes += blocks[i].size;
+      t.bytes += blocks[i].size();
       kinds_seen[int(ref.kind[i])]++;
     }
     EXPECT_EQ(r.still_reachable.blocks, totals[0].blocks);
@@ -529,11 +541,11 @@ TEST(ReachabilityTest, AgreesWithAReferenceAcrossRegions) {
     auto random_word = [&]() -> uint64_t {
       const ScanBlock& t = blocks[rng() % blocks.size()];
       if (rng() % 10 < 7) return rng() % 7 == 0 ? t.start + rng() % 100000 : 0;
-      return rng() % 2 ? t.start : t.start + (t.size ? rng() % t.size : 0);
+      return rng() % 2 ? t.start : t.start + (t.size() ? rng() % t.size() : 0);
     };
     for (auto& w : root_words) w = random_word();
     for (const ScanBlock& b : std::vector<ScanBlock>(blocks)) {
-      size_t words = b.size / 8;
+      size_t words = b.size() / 8;
       for (int k = 0; k < 6 && words > 0; ++k) h.Put(b.start + 8 * (rng() % words), random_word());
     }
     std::vector<RootRange> roots = {{reinterpret_cast<uintptr_t>(root_words.data()),
@@ -541,8 +553,8 @@ TEST(ReachabilityTest, AgreesWithAReferenceAcrossRegions) {
     Reference ref(blocks, roots);
     h.Classify(roots);
     for (size_t i = 0; i < blocks.size(); ++i) {
-      ASSERT_EQ(blocks[i].kind, ref.kind[i]) << "trial " << trial << " block " << i;
-      ASSERT_EQ(blocks[i].indirect_bytes, ref.ind_bytes[i]) << "trial " << trial << " block " << i;
+      ASSERT_EQ(blocks[i].kind(), ref.kind[i]) << "trial " << trial << " block " << i;
+      ASSERT_EQ(h.CliqueAt(i).bytes, ref.ind_bytes[i]) << "trial " << trial << " block " << i;
     }
   }
 }
