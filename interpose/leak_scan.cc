@@ -107,6 +107,25 @@ class Array {
     p_[n_++] = v;
     return true;
   }
+  // Grows to n elements (new ones unset); false when there is no memory.
+  bool Resize(size_t n) {
+    if (n > cap_) {
+      size_t cap = cap_ == 0 ? 4096 : cap_;
+      while (cap < n) cap *= 2;
+      T* q = static_cast<T*>(p_ == nullptr ? m_.Map(cap * sizeof(T)) : m_.Grow(p_, cap_ * sizeof(T), cap * sizeof(T)));
+      if (q == nullptr) return false;
+      p_ = q;
+      cap_ = cap;
+    }
+    n_ = n;
+    return true;
+  }
+  // Gives the memory back now.
+  void Free() {
+    if (p_ != nullptr) m_.Unmap(p_, cap_ * sizeof(T));
+    p_ = nullptr;
+    n_ = cap_ = 0;
+  }
   T* data() { return p_; }
   size_t size() const { return n_; }
   size_t capacity() const { return cap_; }
@@ -245,56 +264,122 @@ void PushRange(uintptr_t b, uintptr_t e, void* arg) {
   *s->ok = *s->ok && s->ranges->Push(RootRange{b, e});
 }
 
+// A pool as the scan collects it: its real block, and where its live blocks lie in the array of
+// pooled blocks (appended pool by pool, each pool's in address order).
+struct PoolEntry {
+  uintptr_t real;
+  uint32_t first;
+  uint32_t count;
+};
+
 struct Collect {
-  Array<ScanBlock>* blocks;
-  Array<ScanBlock>* dblocks;  // the real ones (the real allocator's blocks), for the detector's view
+  Array<ScanBlock>* tracked;  // the live table's blocks
+  Array<ScanBlock>* pooled;   // the pools' live blocks
+  Array<PoolEntry>* pools;
+  Array<RootRange>* arena_roots;
+  size_t pool_real_bytes;
   bool ok;
 };
 
+// Merges a and b (each sorted by start, no start in both) into out, which has room for both.
+template <typename GetA, typename GetB>
+void MergeByStart(size_t na, GetA&& a, size_t nb, GetB&& b, ScanBlock* out) {
+  size_t i = 0, j = 0, k = 0;
+  while (i < na && j < nb) {
+    const ScanBlock x = a(i), y = b(j);
+    if (x.start < y.start) {
+      out[k++] = x;
+      ++i;
+    } else {
+      out[k++] = y;
+      ++j;
+    }
+  }
+  for (; i < na; ++i) out[k++] = a(i);
+  for (; j < nb; ++j) out[k++] = b(j);
+}
+
+// Fills `out` (empty) with n blocks made by fill(ScanBlock*); false when there is no memory.
+template <typename F>
+bool FillArray(Array<ScanBlock>& out, size_t n, F&& fill) {
+  if (!out.Resize(n)) return false;
+  fill(out.data());
+  return true;
+}
+
 void Classify(const ScanInputs& in, ScanOutcome* out) {
   const uint64_t t0 = NowMs();
-  Array<ScanBlock> blocks(g_scratch);
-  Array<ScanBlock> dblocks(g_scratch);
-  Collect c{&blocks, &dblocks, true};
-  ForEachLiveBlockInfo(
+  Array<ScanBlock> tracked(g_scratch), pooled(g_scratch);
+  Array<PoolEntry> pools(g_scratch);
+  // Explicit arenas' blocks are not blocks of the scan: their pools' carved bytes are the program's
+  // memory, read as roots (the pools' real blocks are in the heap, left out of the roots).
+  Array<RootRange> arena_roots(g_scratch);
+  Collect c{&tracked, &pooled, &pools, &arena_roots, 0, true};
+  ForEachTrackedBlockInfo(
       [](uintptr_t p, uint64_t size, bool is_pooled, void* arg) {
         auto* c = static_cast<Collect*>(arg);
-        const ScanBlock b = ScanBlock::Of(p, size, is_pooled);
-        c->ok = c->ok && c->blocks->Push(b) && (is_pooled || c->dblocks->Push(b));
+        c->ok = c->ok && c->tracked->Push(ScanBlock::Of(p, size, is_pooled));
       },
       &c);
-  if (!c.ok) {
-    out->not_scanned_why = "no memory for the scan";
-    return;
-  }
-  // The pools: their real blocks (for the detector's view), and their ranges.
-  struct Pool {
-    uintptr_t real;
-    size_t real_bytes;
-    uintptr_t base;
-    size_t bytes;
-    bool explicit_arena;
-  };
-  Array<Pool> pools(g_scratch);
-  struct PoolCollect {
-    Array<Pool>* pools;
-    bool ok;
-  } pc{&pools, true};
   if (in.for_each_pool != nullptr) {
     in.for_each_pool(
         [](uintptr_t r, size_t rb, uintptr_t base, size_t bytes, bool arena, void* arg) {
-          auto* pc = static_cast<PoolCollect*>(arg);
-          pc->ok = pc->ok && pc->pools->Push(Pool{r, rb, base, bytes, arena});
+          auto* c = static_cast<Collect*>(arg);
+          c->pool_real_bytes = rb;
+          c->ok = c->ok && c->pools->Push(PoolEntry{r, static_cast<uint32_t>(c->pooled->size()), 0}) &&
+                  (!arena || c->arena_roots->Push(RootRange{base, base + bytes}));
         },
-        &pc);
+        [](uintptr_t p, uint64_t size, void* arg) {
+          auto* c = static_cast<Collect*>(arg);
+          c->ok = c->ok && c->pooled->Push(ScanBlock::Of(p, size, true));
+          if (c->ok) ++(*c->pools)[c->pools->size() - 1].count;
+        },
+        &c);
   }
-  if (!c.ok || !pc.ok) {
+  if (!c.ok || pooled.size() >= ~uint32_t{0}) {
+    out->not_scanned_why = "no memory for the scan";
+    return;
+  }
+  // Both views' arrays in address order with one sort of the pools (a pool's blocks lie inside its
+  // real block, in order) and one of the live table's blocks; the classifier then sorts nothing.
+  auto by_start = [](const ScanBlock& a, const ScanBlock& b) { return a.start < b.start; };
+  std::sort(tracked.data(), tracked.data() + tracked.size(), by_start);
+  std::sort(pools.data(), pools.data() + pools.size(),
+            [](const PoolEntry& a, const PoolEntry& b) { return a.real < b.real; });
+  Array<ScanBlock> blocks(g_scratch), dblocks(g_scratch), unpooled(g_scratch);
+  for (size_t i = 0; i < tracked.size() && c.ok; ++i) {
+    if (!tracked[i].pooled()) c.ok = unpooled.Push(tracked[i]);
+  }
+  const size_t real_bytes = c.pool_real_bytes;
+  c.ok = c.ok && FillArray(blocks, tracked.size() + pooled.size(), [&](ScanBlock* to) {
+    // The pools' blocks in pool order, then merged with the live table's.
+    ScanBlock* mid = to + tracked.size();
+    size_t k = 0;
+    for (size_t i = 0; i < pools.size(); ++i) {
+      for (uint32_t j = 0; j < pools[i].count; ++j) mid[k++] = pooled[pools[i].first + j];
+    }
+    if (tracked.size() == 0) return;
+    // Merged from the front into the room before the pools' blocks: it never overtakes them.
+    MergeByStart(
+        tracked.size(), [&](size_t i) { return tracked[i]; }, k, [&](size_t j) { return mid[j]; }, to);
+  });
+  c.ok = c.ok && FillArray(dblocks, unpooled.size() + pools.size(), [&](ScanBlock* to) {
+    MergeByStart(
+        unpooled.size(), [&](size_t i) { return unpooled[i]; }, pools.size(),
+        [&](size_t j) { return ScanBlock::Of(pools[j].real, real_bytes); }, to);
+  });
+  tracked.Free();
+  pooled.Free();
+  unpooled.Free();
+  const size_t npools = pools.size();
+  pools.Free();
+  if (!c.ok) {
     out->not_scanned_why = "no memory for the scan";
     return;
   }
 
   // Nothing live, no pool: every class is empty in both views, with no memory to read.
-  if (blocks.size() == 0 && pools.size() == 0) {
+  if (blocks.size() == 0 && npools == 0) {
     out->scanned = true;
     out->scan_ms = NowMs() - t0;
     return;
@@ -331,8 +416,15 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     return;
   }
   // Every address the real allocator handed out: a mapping holding one is the allocator's heap.
-  for (size_t i = 0; i < dblocks.size(); ++i) track::MarkMappingContaining(maps, dblocks[i].start, hit.data());
-  for (size_t i = 0; i < pools.size(); ++i) track::MarkMappingContaining(maps, pools[i].real, hit.data());
+  // (dblocks are in address order, as the maps are: one pass over both.)
+  for (size_t i = 0, m = 0; i < dblocks.size() && m < maps.size();) {
+    if (dblocks[i].start >= maps[m].end) {
+      ++m;
+    } else {
+      if (dblocks[i].start >= maps[m].start) hit[m] = 1;
+      ++i;
+    }
+  }
   OwnObject self_object = {};
   dl_iterate_phdr(FindOwnObject, &self_object);
   // Offsets from a thread's ThreadState to its thread pointer and to its TLS block of ours.
@@ -415,12 +507,6 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   Array<RootRange> program_exclude(g_scratch);
   for (size_t i = 0; i < both.size() && c.ok; ++i) c.ok = program_exclude.Push(both[i]);
   for (size_t i = 0; i < own.size() && c.ok; ++i) c.ok = program_exclude.Push(own[i]);
-  // Explicit arenas' blocks are not blocks of the scan: their pools' carved bytes are the program's
-  // memory, read as roots (the pools' real blocks are in the heap, left out above).
-  Array<RootRange> arena_roots(g_scratch);
-  for (size_t i = 0; i < pools.size() && c.ok; ++i) {
-    if (pools[i].explicit_arena) c.ok = arena_roots.Push(RootRange{pools[i].base, pools[i].base + pools[i].bytes});
-  }
   if (!c.ok) {
     out->not_scanned_why = "no memory for the scan";
     return;
@@ -488,10 +574,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   blocks.Release();
 
   // The detector's view: the real blocks (unpooled blocks and pools), poolscope's memory as roots.
-  for (size_t i = 0; i < pools.size() && c.ok; ++i) {
-    c.ok = dblocks.Push(ScanBlock::Of(pools[i].real, pools[i].real_bytes));
-  }
-  if (!c.ok || !track::ClassifyReachability(dblocks.data(), dblocks.size(), detector_roots.data(),
+  if (!track::ClassifyReachability(dblocks.data(), dblocks.size(), detector_roots.data(),
                                             detector_roots.size(), root_reader, heap_reader, g_scratch,
                                             &out->detector)) {
     out->detector = {};

@@ -38,10 +38,11 @@ struct ScanInputs {
   uintptr_t exit_sp;     // the exiting thread's stack pointer where poolscope's exit work began
   uintptr_t self_state;  // the exiting thread's ThreadState (each thread's static TLS block of
                          // libpoolscope.so and thread pointer lie at the same offsets from its own)
-  // Pools: calls fn(real_block, real_bytes, base, pool_bytes, explicit_arena, arg) for each.
-  void (*for_each_pool)(void (*fn)(uintptr_t real, size_t real_bytes, uintptr_t base, size_t pool_bytes,
-                                   bool explicit_arena, void* arg),
-                        void* arg);
+  // Pools: calls pool_fn(real_block, real_bytes, base, pool_bytes, explicit_arena, arg) for each, then
+  // block_fn(block, size, arg) for each live block in it, in address order.
+  void (*for_each_pool)(void (*pool_fn)(uintptr_t real, size_t real_bytes, uintptr_t base, size_t pool_bytes,
+                                        bool explicit_arena, void* arg),
+                        void (*block_fn)(uintptr_t block, uint64_t size, void* arg), void* arg);
 };
 
 struct ScanOutcome {

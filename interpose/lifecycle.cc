@@ -127,17 +127,19 @@ constexpr size_t kExitStackBytes = size_t{1} << 20;
 // that thread's stack from there up.
 uintptr_t g_exit_sp = 0;
 
-void ForEachPoolForScan(void (*fn)(uintptr_t real, size_t real_bytes, uintptr_t base, size_t pool_bytes,
-                                   bool explicit_arena, void* arg),
-                        void* arg) {
+void ForEachPoolForScan(void (*pool_fn)(uintptr_t real, size_t real_bytes, uintptr_t base, size_t pool_bytes,
+                                        bool explicit_arena, void* arg),
+                        void (*block_fn)(uintptr_t block, uint64_t size, void* arg), void* arg) {
   if (g_domain == nullptr) return;
   const size_t bytes = g_domain->pool_bytes();
-  g_domain->ForEachPool([&](char* base, bool explicit_arena) {
-    uintptr_t real = reinterpret_cast<uintptr_t>(base);
-    if (g_pool_by_malloc) memcpy(&real, base + bytes, sizeof real);
-    fn(real, g_pool_by_malloc ? bytes + kPoolSlack : bytes, reinterpret_cast<uintptr_t>(base), bytes,
-       explicit_arena, arg);
-  });
+  g_domain->ForEachPoolWithBlocks(
+      [&](char* base, bool explicit_arena) {
+        uintptr_t real = reinterpret_cast<uintptr_t>(base);
+        if (g_pool_by_malloc) memcpy(&real, base + bytes, sizeof real);
+        pool_fn(real, g_pool_by_malloc ? bytes + kPoolSlack : bytes, reinterpret_cast<uintptr_t>(base), bytes,
+                explicit_arena, arg);
+      },
+      [&](void* p, pool::BlockInfo info) { block_fn(reinterpret_cast<uintptr_t>(p), info.size, arg); });
 }
 
 // reachability=1: classifies the live blocks before the exit report is written (once).

@@ -876,19 +876,10 @@ void ForEachLiveBlock(void (*fn)(uintptr_t ptr, void* arg), void* arg) {
       &call);
 }
 
-void ForEachLiveBlockInfo(void (*fn)(uintptr_t ptr, uint64_t size, bool pooled, void* arg), void* arg) {
+void ForEachTrackedBlockInfo(void (*fn)(uintptr_t ptr, uint64_t size, bool pooled, void* arg), void* arg) {
   if (!g_on) return;
   g_table->ForEach([&](const track::LiveEntry& e) { fn(e.ptr, e.size, (e.flags & kBlockPooled) != 0, arg); });
   g_recent->ForEach([&](const track::LiveEntry& e) { fn(e.ptr, e.size, (e.flags & kBlockPooled) != 0, arg); });
-  struct Call {
-    void (*fn)(uintptr_t, uint64_t, bool, void*);
-    void* arg;
-  } call{fn, arg};
-  ForEachPooledBlock(
-      [](uintptr_t ptr, uint32_t size, uint32_t, void* c) {
-        static_cast<Call*>(c)->fn(ptr, size, true, static_cast<Call*>(c)->arg);
-      },
-      &call);
 }
 
 void MarkArenaBaseline() {

@@ -116,9 +116,10 @@ int StackFrames(uint32_t stack_id, const uintptr_t** pcs);
 // For leak_exitcode (interpose/leak_exit.h). Calls fn(ptr, arg) for every live block that has an
 // address (arena blocks have none), with a lock of the table held: fn must not call into tracking.
 void ForEachLiveBlock(void (*fn)(uintptr_t ptr, void* arg), void* arg);
-// For the reachability scan: calls fn(ptr, size, pooled, arg) for every live block that has an address,
-// with a lock of the table held: fn must not call into tracking.
-void ForEachLiveBlockInfo(void (*fn)(uintptr_t ptr, uint64_t size, bool pooled, void* arg), void* arg);
+// For the reachability scan: calls fn(ptr, size, pooled, arg) for every live block the live table
+// records (not the pooled blocks whose pools' metadata record them: the scan walks those with the
+// pools), with a lock of the table held: fn must not call into tracking.
+void ForEachTrackedBlockInfo(void (*fn)(uintptr_t ptr, uint64_t size, bool pooled, void* arg), void* arg);
 // Remembers how many blocks each open tracked arena holds now.
 void MarkArenaBaseline();
 // Blocks of the open tracked arenas: all of them, and those allocated since MarkArenaBaseline (all of
