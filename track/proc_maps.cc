@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -212,6 +213,34 @@ void MarkMappingContaining(const ProcMaps& maps, uintptr_t addr, uint8_t* hit) {
   if (lo < maps.size() && maps[lo].start <= addr) hit[lo] = 1;
 }
 
+namespace {
+
+// process_vm_readv that leaves errno alone: the count read, or -errno. The exit scan reads from a
+// second thread that shares the first one's thread-local storage (errno included).
+long VmReadv(pid_t pid, const struct iovec* local, unsigned long nlocal, const struct iovec* remote,
+             unsigned long nremote) {
+#if defined(__x86_64__)
+  long ret;
+  register const struct iovec* r10 asm("r10") = remote;
+  register unsigned long r8 asm("r8") = nremote;
+  register unsigned long r9 asm("r9") = 0;  // flags
+  asm volatile("syscall"
+               : "=a"(ret)
+               : "0"(static_cast<long>(SYS_process_vm_readv)), "D"(static_cast<long>(pid)), "S"(local),
+                 "d"(nlocal), "r"(r10), "r"(r8), "r"(r9)
+               : "rcx", "r11", "memory");
+  return ret;
+#else
+  const int saved = errno;
+  long ret = process_vm_readv(pid, local, nlocal, remote, nremote, 0);
+  if (ret < 0) ret = -errno;
+  errno = saved;
+  return ret;
+#endif
+}
+
+}  // namespace
+
 ProcessVmReader::ProcessVmReader() : pid_(getpid()) {}
 
 size_t ProcessVmReader::Read(uintptr_t addr, void* buf, size_t n) {
@@ -235,8 +264,8 @@ size_t ProcessVmReader::Read(uintptr_t addr, void* buf, size_t n) {
     }
     local.iov_base = static_cast<char*>(buf) + done;
     local.iov_len = want;
-    ssize_t got = process_vm_readv(pid, &local, 1, remote, k, 0);
-    if (got < 0 && errno == EINTR) continue;
+    const long got = VmReadv(pid, &local, 1, remote, static_cast<unsigned long>(k));
+    if (got == -EINTR) continue;
     if (got <= 0) break;
     done += static_cast<size_t>(got);
     if (static_cast<size_t>(got) < want) break;
@@ -275,10 +304,10 @@ size_t ProcessVmReader::ReadMany(const Range* ranges, size_t k, void* buf) {
     struct iovec local;
     local.iov_base = static_cast<char*>(buf) + done;
     local.iov_len = want;
-    ssize_t got;
+    long got;
     do {
-      got = n == 0 ? 0 : process_vm_readv(pid_, &local, 1, remote, static_cast<unsigned long>(n), 0);
-    } while (got < 0 && errno == EINTR);
+      got = n == 0 ? 0 : VmReadv(pid_, &local, 1, remote, static_cast<unsigned long>(n));
+    } while (got == -EINTR);
     if (got < 0) return done;
     done += static_cast<size_t>(got);
     if (static_cast<size_t>(got) < want) return done;

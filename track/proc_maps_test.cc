@@ -1,5 +1,6 @@
 #include "track/proc_maps.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -210,7 +211,13 @@ TEST(ProcessVmReaderTest, UnmappedMemoryReadsShortWithoutFaulting) {
   ProcessVmReader r;
   EXPECT_EQ(r.Read(reinterpret_cast<uintptr_t>(p) + 100, buf.data(), 3 * page - 200), page - 100);
   EXPECT_EQ(buf[0], 0x11);
+  // A failed read leaves errno as it was: a second scanning thread shares the first one's errno.
+  errno = EDOM;
   EXPECT_EQ(r.Read(reinterpret_cast<uintptr_t>(p) + page + 8, buf.data(), 64), 0u);
+  EXPECT_EQ(errno, EDOM);
+  MemoryReader::Range unmapped[] = {{reinterpret_cast<uintptr_t>(p) + page, 64}, {reinterpret_cast<uintptr_t>(p), 64}};
+  EXPECT_EQ(r.ReadMany(unmapped, 2, buf.data()), 0u);
+  EXPECT_EQ(errno, EDOM);
   EXPECT_EQ(r.Read(reinterpret_cast<uintptr_t>(p) + 2 * page, buf.data(), page), page);
   // A page that is mapped but not readable reads short too.
   ASSERT_EQ(mprotect(p + 2 * page, page, PROT_NONE), 0);
