@@ -7,9 +7,13 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <errno.h>
+#include <linux/futex.h>
 #include <link.h>
-#include <sys/mman.h>
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,6 +45,7 @@ class InternalScratch : public track::ScratchMemory {
     void* p = InternalAlloc(Round(bytes));
     if (p != nullptr) {
       Populate(p, 0, Round(bytes));
+      SpinLockHolder h(&lock_);
       for (RootRange& r : live_) {
         if (r.begin == 0) {
           r = RootRange{reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + Round(bytes)};
@@ -51,8 +56,11 @@ class InternalScratch : public track::ScratchMemory {
     return p;
   }
   void Unmap(void* p, size_t bytes) override {
-    for (RootRange& r : live_) {
-      if (r.begin == reinterpret_cast<uintptr_t>(p)) r = RootRange{0, 0};
+    {
+      SpinLockHolder h(&lock_);
+      for (RootRange& r : live_) {
+        if (r.begin == reinterpret_cast<uintptr_t>(p)) r = RootRange{0, 0};
+      }
     }
     InternalFree(p, Round(bytes));
   }
@@ -61,6 +69,7 @@ class InternalScratch : public track::ScratchMemory {
     void* q = InternalRealloc(p, Round(old_bytes), Round(new_bytes));
     if (q == nullptr) return nullptr;
     Populate(q, Round(old_bytes), Round(new_bytes));
+    SpinLockHolder h(&lock_);
     for (RootRange& r : live_) {
       if (r.begin == reinterpret_cast<uintptr_t>(p)) {
         r = RootRange{reinterpret_cast<uintptr_t>(q), reinterpret_cast<uintptr_t>(q) + Round(new_bytes)};
@@ -70,14 +79,21 @@ class InternalScratch : public track::ScratchMemory {
   }
   // Its mappings now (a mapping beyond the list's room is not listed: the roots then include it).
   template <typename F>
-  void ForEachLive(F&& fn) const {
-    for (const RootRange& r : live_) {
+  void ForEachLive(F&& fn) {
+    RootRange copy[kRoom];
+    {
+      SpinLockHolder h(&lock_);
+      memcpy(copy, live_, sizeof copy);
+    }
+    for (const RootRange& r : copy) {  // fn may map: not under the lock
       if (r.begin != 0) fn(r);
     }
   }
 
  private:
-  RootRange live_[256] = {};
+  SpinLock lock_;  // the scan's two threads map and unmap at once
+  static constexpr size_t kRoom = 256;
+  RootRange live_[kRoom] = {};
   // Above InternalAlloc's size classes, so that every request is a mapping of its own, page-aligned.
   // Faults [p + from, p + to) in with one call: the scan writes nearly all of what it maps, and a
   // fault a page costs more than the scan's own work on that page. Without MADV_POPULATE_WRITE
@@ -192,6 +208,77 @@ ScanBlock* g_blocks = nullptr;
 size_t g_nblocks = 0;
 size_t g_blocks_bytes = 0;  // as mapped
 
+// A second thread for the detector's classification while the calling thread classifies the
+// program's blocks: a bare clone that shares the address space and the calling thread's thread-local
+// storage. What it runs uses none of that storage (no malloc, no errno: ProcessVmReader reads without
+// it; InternalAlloc reports only failures through errno, which the scan saves and restores), it runs
+// with every signal blocked, and ends with the exit system call.
+class SideThread {
+ public:
+  // Whether a second thread may help: not under valgrind (which runs one thread at a time), not in a
+  // process with a seccomp filter (which may kill a process for a clone it does not expect), not with
+  // one CPU.
+  static bool Usable() {
+    if (RUNNING_ON_VALGRIND != 0) return false;
+    cpu_set_t cpus;
+    if (sched_getaffinity(0, sizeof cpus, &cpus) != 0 || CPU_COUNT(&cpus) < 2) return false;
+    return !Filtered();
+  }
+  // Starts fn(arg); false when it could not (then nothing runs).
+  bool Start(int (*fn)(void*), void* arg) {
+    stack_ = static_cast<char*>(InternalAlloc(kStackBytes));
+    if (stack_ == nullptr) return false;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    const int flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM |
+                      CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID;
+    const int tid = clone(fn, stack_ + kStackBytes, flags, arg, &tid_, nullptr, &tid_);
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    if (tid <= 0) {
+      InternalFree(stack_, kStackBytes);
+      stack_ = nullptr;
+      return false;
+    }
+    return true;
+  }
+  // Waits until the thread has ended (the kernel clears tid_ and wakes its futex).
+  void Join() {
+    for (;;) {
+      const pid_t t = __atomic_load_n(&tid_, __ATOMIC_ACQUIRE);
+      if (t == 0) break;
+      syscall(SYS_futex, &tid_, FUTEX_WAIT, t, nullptr, nullptr, 0);
+    }
+    InternalFree(stack_, kStackBytes);
+    stack_ = nullptr;
+  }
+
+ private:
+  static constexpr size_t kStackBytes = size_t{1} << 20;
+  // /proc/self/status says "Seccomp:\t0" when no filter applies; anything else (or no answer) counts
+  // as filtered.
+  static bool Filtered() {
+    const int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return true;
+    char buf[8192];
+    size_t n = 0;
+    for (;;) {
+      const ssize_t got = read(fd, buf + n, sizeof buf - 1 - n);
+      if (got <= 0) break;
+      n += static_cast<size_t>(got);
+    }
+    close(fd);
+    buf[n] = '\0';
+    const char* line = strstr(buf, "\nSeccomp:");
+    if (line == nullptr) return true;
+    line += strlen("\nSeccomp:");
+    while (*line == ' ' || *line == '\t') ++line;
+    return !(line[0] == '0' && (line[1] == '\n' || line[1] == '\0'));
+  }
+  char* stack_ = nullptr;
+  pid_t tid_ = 0;  // the kernel sets it before clone returns and clears it when the thread ends
+};
+
 uint64_t NowMs() {
   timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -305,6 +392,24 @@ bool FillArray(Array<ScanBlock>& out, size_t n, F&& fill) {
   if (!out.Resize(n)) return false;
   fill(out.data());
   return true;
+}
+
+struct DetectorJob {
+  ScanBlock* blocks;
+  size_t n;
+  const RootRange* roots;
+  size_t nroots;
+  track::MemoryReader* root_reader;
+  track::MemoryReader* heap_reader;
+  track::ReachabilityResult result;
+  bool ok;
+};
+
+int ClassifyForDetector(void* arg) {
+  auto* j = static_cast<DetectorJob*>(arg);
+  j->ok = track::ClassifyReachability(j->blocks, j->n, j->roots, j->nroots, *j->root_reader, *j->heap_reader,
+                                      g_scratch, &j->result);
+  return 0;
 }
 
 void Classify(const ScanInputs& in, ScanOutcome* out) {
@@ -555,8 +660,25 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   }
   for (size_t i = 0; i < program_roots.size(); ++i) out->roots_bytes += program_roots[i].end - program_roots[i].begin;
 
-  if (!track::ClassifyReachability(blocks.data(), blocks.size(), program_roots.data(), program_roots.size(),
-                                   root_reader, heap_reader, g_scratch, &out->program)) {
+  // The detector's view (the real blocks: unpooled blocks and pools, poolscope's memory as roots) on a
+  // second thread where one may help, while this one classifies the program's blocks.
+  DetectorJob job{dblocks.data(), dblocks.size(), detector_roots.data(), detector_roots.size(),
+                  &root_reader, &heap_reader, {}, false};
+  SideThread side;
+  const bool parallel = SideThread::Usable() && side.Start(ClassifyForDetector, &job);
+  const bool program_ok =
+      track::ClassifyReachability(blocks.data(), blocks.size(), program_roots.data(), program_roots.size(),
+                                  root_reader, heap_reader, g_scratch, &out->program);
+  if (parallel) {
+    side.Join();
+  } else if (program_ok) {
+    ClassifyForDetector(&job);
+  }
+  out->detector = job.ok ? job.result : track::ReachabilityResult{};
+  out->parallel = parallel;
+  if (!program_ok) {
+    out->program = {};
+    out->detector = {};
     out->not_scanned_why = "no memory for the scan";
     return;
   }
@@ -573,12 +695,6 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   g_blocks_bytes = blocks.capacity() * sizeof(ScanBlock);
   blocks.Release();
 
-  // The detector's view: the real blocks (unpooled blocks and pools), poolscope's memory as roots.
-  if (!track::ClassifyReachability(dblocks.data(), dblocks.size(), detector_roots.data(),
-                                            detector_roots.size(), root_reader, heap_reader, g_scratch,
-                                            &out->detector)) {
-    out->detector = {};
-  }
   out->scanned = true;
   out->scan_ms = NowMs() - t0;
 }
@@ -616,7 +732,9 @@ const ScanOutcome& ScanAtExit(const ScanInputs& in) {
   if (!g_done) {
     g_done = true;
     g_outcome = ScanOutcome{};
+    const int saved_errno = errno;
     Classify(in, &g_outcome);
+    errno = saved_errno;
   }
   return g_outcome;
 }

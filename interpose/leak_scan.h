@@ -55,6 +55,7 @@ struct ScanOutcome {
   uint64_t scan_ms;
   int threads_stopped;
   int threads_not_stopped;
+  bool parallel;  // the detector's view was classified on a second thread
 };
 
 // Where the exiting thread's live stack begins when the process ends: from `from` (the frame of

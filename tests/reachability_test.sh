@@ -48,6 +48,30 @@ for mode in list cycle global interior mmap shared_mmap interleaved thread_ended
     LD_PRELOAD="$lib" POOLSCOPE_OPTIONS="pool=$pool:quiet=1:report=$work/r.%p.json" "$prog" "$mode" > /dev/null
     compare "$mode pool=$pool" "$work/$mode.memcheck.json" "$(ls "$work"/r.*.json)" program "$possible_bytes"
   done
+  # The detector's view is classified on a second thread when the process may use two CPUs, on the
+  # exiting thread when it may use one: the same classes, in both views.
+  mv "$(ls "$work"/r.*.json)" "$work/two.json"
+  LD_PRELOAD="$lib" POOLSCOPE_OPTIONS="pool=1:quiet=1:report=$work/r.%p.json" taskset -c 0 "$prog" "$mode" > /dev/null
+  mv "$(ls "$work"/r.*.json)" "$work/one.json"
+  /usr/bin/python3 - "$mode" "$work/two.json" "$work/one.json" "$(nproc)" <<'PY' || fail=1
+import json, sys
+mode, two, one, cpus = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3])), int(sys.argv[4])
+bad = []
+if cpus >= 2 and two["reachability"].get("scan_threads") != 2:
+    bad.append(f"scan_threads {two['reachability'].get('scan_threads')} with {cpus} CPUs, want 2")
+if one["reachability"].get("scan_threads") != 1:
+    bad.append(f"scan_threads {one['reachability'].get('scan_threads')} on one CPU, want 1")
+for name, get in [("program", lambda r: r["reachability"]),
+                  ("detector", lambda r: r["reconciliation"]["detector_view"]["reachability"])]:
+    for k in ["definitely_lost", "indirectly_lost", "possibly_lost", "still_reachable"]:
+        if get(two)[k] != get(one)[k]:
+            bad.append(f"{name} {k}: {get(two)[k]} with two threads, {get(one)[k]} with one")
+for b in bad:
+    print(f"FAIL: {mode} scan threads: {b}")
+if not bad:
+    print(f"ok: {mode}: the same classes with the scan on one thread and on two")
+sys.exit(1 if bad else 0)
+PY
 done
 # The prediction, in one run: memcheck below poolscope, and poolscope's report of that run.
 for mode in list interleaved cycle; do
