@@ -133,6 +133,7 @@ class Classifier {
     for (uint32_t leader = 0; leader < n_; ++leader) {
       if (StateOf(blocks_[leader]) != kUnreached) continue;
       leader_ = leader;
+      last_v_ = 0;  // a word that joined nothing to the last clique may join a leader to this one
       stack_[top_++] = leader;
       DrainMarks(heap_reader);
     }
@@ -240,6 +241,11 @@ class Classifier {
   }
 
   inline void Queue(uint64_t v, bool definite) {
+    // The same word from the same kind of source again (a structure's fields often repeat a pointer)
+    // can change nothing: marking and joining are idempotent.
+    if (v == last_v_ && definite == last_definite_) return;
+    last_v_ = v;
+    last_definite_ = definite;
     uint32_t r = 0;
     if (nregions_ > 1) {
       uint32_t lo = 0, count = nregions_;  // last region with base <= v
@@ -338,6 +344,8 @@ class Classifier {
   ReachabilityResult* const result_;
   CliqueTotals* const totals_;
   bool cliques_ = false;
+  uint64_t last_v_ = 0;  // the word queued last (0 is never queued: it is below every block)
+  bool last_definite_ = false;
   uint32_t leader_ = 0;
 };
 

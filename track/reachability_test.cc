@@ -131,6 +131,40 @@ TEST(ReachabilityTest, ClassifyingKeepsEachBlocksPooledMark) {
   EXPECT_EQ(h.Kind(starts[1]), LeakKind::kDefinitelyLost);
 }
 
+// A leads a clique first and points at itself; B, the next leader, points at A alone: A joins B's
+// clique. The last word of A's clique is the first of B's, and must count again.
+TEST(ReachabilityTest, WordRepeatedAcrossCliquesStillJoins) {
+  Heap h(4096);
+  uintptr_t a = h.Add(0, 16), b = h.Add(256, 16);
+  h.Put(a + 8, a);
+  h.Put(b, a);
+  Roots roots;
+  ReachabilityResult r = h.Classify(roots.Range());
+  EXPECT_EQ(h.Kind(b), LeakKind::kDefinitelyLost);
+  EXPECT_EQ(h.Kind(a), LeakKind::kIndirectlyLost);
+  EXPECT_EQ(h.Clique(b).blocks, 1u);
+  EXPECT_EQ(r.definitely_lost.blocks, 1u);
+}
+
+// Words that repeat (the same pointer in consecutive fields, a structure's copies) mark as one does.
+TEST(ReachabilityTest, RepeatedWordsMarkAsOne) {
+  Heap h(4096);
+  uintptr_t a = h.Add(0, 32), b = h.Add(256, 32), c = h.Add(512, 32);
+  Roots roots;
+  roots.words[0] = b + 8;  // interior: possibly lost
+  roots.words[1] = b + 8;
+  roots.words[2] = b;      // the same block's start right after: reachable
+  roots.words[3] = c + 8;
+  roots.words[4] = c + 8;
+  h.Put(b, a);
+  h.Put(b + 8, a);
+  ReachabilityResult r = h.Classify(roots.Range());
+  EXPECT_EQ(h.Kind(b), LeakKind::kStillReachable);
+  EXPECT_EQ(h.Kind(a), LeakKind::kStillReachable);
+  EXPECT_EQ(h.Kind(c), LeakKind::kPossiblyLost);
+  EXPECT_EQ(r.possibly_lost.blocks, 1u);
+}
+
 TEST(ReachabilityTest, DroppedCycleIsOneDefiniteAndTheRestIndirect) {
   Heap h(4096);
   uintptr_t a = h.Add(0, 32), b = h.Add(128, 32), c = h.Add(256, 32), d = h.Add(512, 32);
