@@ -114,6 +114,21 @@ assert program == mc["still_reachable"], f"FAIL: {name}: still reachable {progra
 print(f"ok: {name}: still reachable {r['still_reachable']['blocks']}, {own['blocks']} of them poolscope's ({own['objects']}), memcheck {mc['still_reachable']['blocks']}")
 PY
 done
+# A heap of a million blocks (arrays of tens of megabytes in the scan, in huge pages where the kernel
+# gives them) is scanned whole: 300,000 (int, str) tuples are three blocks each, every one classified.
+rm -f "$work"/r.*.json
+PYTHONMALLOC=malloc LD_PRELOAD="$lib" POOLSCOPE_OPTIONS="quiet=1:report=$work/r.%p.json" /usr/bin/python3 -c '
+import os
+keep = [(i, str(i)) for i in range(1000, 301000)]
+os._exit(0)'
+/usr/bin/python3 - "$(ls "$work"/r.*.json)" <<'PY' || fail=1
+import json, sys
+r = json.load(open(sys.argv[1]))["reachability"]
+assert r.get("scanned"), f"FAIL: the large heap was not scanned: {r}"
+n = sum(r[k]["blocks"] for k in ("definitely_lost", "indirectly_lost", "possibly_lost", "still_reachable"))
+assert n >= 3 * 300000, f"FAIL: {n} blocks classified, the program keeps at least {3 * 300000}"
+print(f"ok: python3 keeping 300,000 tuples: {n} blocks classified in {r['scan_ms']} ms")
+PY
 # Reserved address space that was never touched holds no pointer and is not read: a python3 that maps
 # 512 MiB privately and writes one page has roots far below that (the touched pages stay roots: the
 # list and global shapes above keep their pointers in such pages).
