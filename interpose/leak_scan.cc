@@ -132,7 +132,8 @@ class Array {
   // Grows to n elements (new ones unset); false when there is no memory.
   bool Resize(size_t n) {
     if (n > cap_) {
-      size_t cap = cap_ == 0 ? 4096 : cap_;
+      // A first size is taken as it is (an array filled once); growth doubles.
+      size_t cap = cap_ == 0 ? std::max<size_t>(n, 4096) : cap_;
       while (cap < n) cap *= 2;
       T* q = static_cast<T*>(p_ == nullptr ? m_.Map(cap * sizeof(T)) : m_.Grow(p_, cap_ * sizeof(T), cap * sizeof(T)));
       if (q == nullptr) return false;
