@@ -207,6 +207,37 @@ class MemcheckViewReader : public track::MemoryReader {
   track::MemoryReader& base_;
 };
 
+// Reads through `base`, but hands out in place the ranges listed (sorted, disjoint): poolscope's own
+// memory, which nothing unmaps while the scan runs when the exiting thread is the process's only one,
+// so that the detector's view reads it without copying it through the kernel.
+class OwnInPlaceReader : public track::MemoryReader {
+ public:
+  OwnInPlaceReader(track::MemoryReader& base, const RootRange* ranges, size_t n) : base_(base), ranges_(ranges), n_(n) {}
+  size_t Read(uintptr_t addr, void* buf, size_t n) override { return base_.Read(addr, buf, n); }
+  size_t ReadMany(const Range* ranges, size_t k, void* buf) override { return base_.ReadMany(ranges, k, buf); }
+  const uint64_t* InPlace(uintptr_t addr, size_t n) override {
+    if (const uint64_t* p = base_.InPlace(addr, n)) return p;
+    size_t lo = 0, hi = n_;  // the first range ending after addr
+    while (lo < hi) {
+      const size_t mid = (lo + hi) / 2;
+      if (ranges_[mid].end <= addr) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    if (lo < n_ && ranges_[lo].begin <= addr && addr + n <= ranges_[lo].end) {
+      return reinterpret_cast<const uint64_t*>(addr);
+    }
+    return nullptr;
+  }
+
+ private:
+  track::MemoryReader& base_;
+  const RootRange* ranges_;
+  size_t n_;
+};
+
 InternalScratch g_scratch;
 ScanOutcome g_outcome;
 bool g_done = false;
@@ -669,8 +700,10 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
 
   // The detector's view (the real blocks: unpooled blocks and pools, poolscope's memory as roots) on a
   // second thread where one may help, while this one classifies the program's blocks.
+  std::sort(own_roots.data(), own_roots.data() + own_roots.size(), by_begin);
+  OwnInPlaceReader own_reader(root_reader, own_roots.data(), alone && !on_valgrind ? own_roots.size() : 0);
   DetectorJob job{dblocks.data(), dblocks.size(), detector_roots.data(), detector_roots.size(),
-                  &root_reader, &heap_reader, {}, false};
+                  &own_reader, &heap_reader, {}, false};
   SideThread side;
   const bool parallel = SideThread::Usable() && side.Start(ClassifyForDetector, &job);
   const bool program_ok =
