@@ -26,6 +26,7 @@
 
 #include "pool/fake_backend.h"
 #include "pool/pool.h"
+#include "pool/thread_cache.h"
 
 using poolscope::pool::Config;
 using poolscope::pool::Domain;

@@ -15,12 +15,6 @@
 #include "interpose/signals.h"
 #include "interpose/tracking.h"
 
-namespace poolscope {
-extern const char* const kVersion;
-const char* const kVersion = "0.1.0";
-
-}  // namespace poolscope
-
 using poolscope::Api;
 namespace ps = poolscope;
 
@@ -150,17 +144,6 @@ EXPORT int poolscope_impl_active(void) { return ps::Active(); }
 EXPORT void poolscope_tag_push(const char* label) { poolscope_impl_tag_push(label); }
 EXPORT void poolscope_tag_pop(void) { poolscope_impl_tag_pop(); }
 EXPORT int poolscope_active(void) { return poolscope_impl_active(); }
-
-EXPORT __attribute__((noinline)) void* poolscope_pool_alloc(size_t bytes) {
-  void* p = nullptr;
-  if (ps::g_pool_by_malloc) {
-    p = ps::PoolFromMalloc(bytes);
-  } else if (ps::g_real.posix_memalign(&p, 64, bytes) != 0) {
-    p = nullptr;
-  }
-  __asm__ volatile("" : : "r"(p) : "memory");  // keep this frame: no tail call
-  return p;
-}
 
 // dlclose passes straight through; afterwards the stack walk forgets the frame rules it cached, as
 // another object may be mapped where the closed one was. (dlopen is not interposed: see caller_tag.h.)

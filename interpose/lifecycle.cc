@@ -29,6 +29,10 @@
 
 namespace poolscope {
 
+// The report's poolscope_version.
+extern const char* const kVersion;
+const char* const kVersion = "0.1.0";
+
 // ---- process life cycle and snapshots -----------------------------------------------------------------
 
 namespace {

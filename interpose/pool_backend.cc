@@ -1,7 +1,9 @@
 // File: interpose/pool_backend.cc
 //
-// The pools' memory: ShimBackend (every pool's real allocation and free), pools carved out of a plain
-// malloc (PoolFromMalloc), the pool map, and the descriptions of pools and pooled blocks to memcheck.
+// The pools' memory: ShimBackend (every pool's real allocation and free, counted in the real ledger),
+// where that memory comes from (poolscope_pool_alloc, pools carved out of a plain malloc with
+// PoolFromMalloc, or a backend a test hands to UsePoolMemory), the pool map, and the descriptions of
+// pools and pooled blocks to memcheck.
 #include "interpose/shim.h"
 
 #include <valgrind/memcheck.h>
@@ -62,6 +64,9 @@ void ForEachPooledBlock(void (*fn)(uintptr_t ptr, uint32_t size, uint32_t stack_
 
 namespace {
 
+// nullptr: the next allocator (poolscope_pool_alloc, and the real free). Set before any pool exists.
+pool::Backend* g_pool_memory = nullptr;
+
 class ShimBackend : public pool::Backend {
  public:
   // Every pool's real allocation is made here and nowhere else: `poolscope suppressions`
@@ -72,7 +77,7 @@ class ShimBackend : public pool::Backend {
     void* p;
     {
       Guard guard(ts);  // what the next allocator allocates for itself meanwhile is not ours
-      p = poolscope_pool_alloc(bytes);
+      p = g_pool_memory == nullptr ? poolscope_pool_alloc(bytes) : g_pool_memory->AllocPool(bytes);
     }
     ++ts.c.real.ncalls[g_pool_by_malloc ? kMalloc : kPosixMemalign];
     if (p == nullptr) return nullptr;
@@ -81,7 +86,7 @@ class ShimBackend : public pool::Backend {
     // chunk), and no chunk it keeps overlaps a pooled block, so each pointer it finds names one block.
     if (g_valgrind) VALGRIND_MEMPOOL_ALLOC(&g_valgrind_anchor, p, kValgrindPoolHead);
     ++ts.c.real.nallocs;
-    ts.c.real.nbytes += g_pool_by_malloc ? bytes + kPoolSlack : bytes;
+    ts.c.real.nbytes += g_pool_by_malloc && g_pool_memory == nullptr ? bytes + kPoolSlack : bytes;
     TimelineCount(ts.c.real.nallocs);
     return p;
   }
@@ -91,6 +96,10 @@ class ShimBackend : public pool::Backend {
     ++ts.c.real.nfrees;
     TimelineCount(ts.c.real.nfrees);
     if (g_valgrind) VALGRIND_MEMPOOL_FREE(&g_valgrind_anchor, p);
+    if (g_pool_memory != nullptr) {
+      Guard guard(ts);
+      return g_pool_memory->FreePool(p);
+    }
     if (g_pool_by_malloc) {
       void* raw;
       memcpy(&raw, static_cast<char*>(p) + g_domain->pool_bytes(), sizeof raw);
@@ -110,6 +119,8 @@ ShimBackend g_backend;
 
 pool::Backend* ShimPoolBackend() { return &g_backend; }
 
+void UsePoolMemory(pool::Backend* memory) { g_pool_memory = memory; }
+
 bool g_pool_by_malloc = false;
 
 void* PoolFromMalloc(size_t pool_bytes) {
@@ -128,3 +139,17 @@ void* PoolFromMalloc(size_t pool_bytes) {
 pool::PoolMap g_pool_map(g_map_root, &g_backend);
 
 }  // namespace poolscope
+
+// Defined here rather than with the other exported functions (libc_override.cc, only in the preload
+// library) so that the slow paths link into a test binary as well.
+extern "C" __attribute__((visibility("default"), noinline)) void* poolscope_pool_alloc(size_t bytes) {
+  namespace ps = poolscope;
+  void* p = nullptr;
+  if (ps::g_pool_by_malloc) {
+    p = ps::PoolFromMalloc(bytes);
+  } else if (ps::g_real.posix_memalign(&p, 64, bytes) != 0) {
+    p = nullptr;
+  }
+  __asm__ volatile("" : : "r"(p) : "memory");  // keep this frame: no tail call
+  return p;
+}

@@ -11,7 +11,7 @@
 // counter increment, by entry point and size, in the thread's carve table (it stands for the call, the
 // logical block, its bytes and size bucket, and the pool hit; see Settle in counters.h): no lock, no
 // atomic read-modify-write, no call. 18 instructions for malloc(5) (one of them loads the table's
-// address), 18 for the LIFO free after it (FreeLast in pool.h): with the benchmark loop's 9, 45 per
+// address), 18 for the LIFO free after it (FreeLast in pool/thread_cache.h): with the benchmark loop's 9, 45 per
 // pair (bench/callgrind_pair.sh).
 //
 // Thread-safety: every function may be called from any thread, re-entrantly from poolscope's own libc
@@ -27,7 +27,7 @@
 #include "interpose/counters.h"
 #include "interpose/options.h"
 #include "interpose/thread_state.h"
-#include "pool/pool.h"
+#include "pool/thread_cache.h"
 
 namespace poolscope {
 

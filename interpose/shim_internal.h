@@ -42,8 +42,11 @@ extern char g_valgrind_anchor;
 // The pools; nullptr until InitGlobal has made the Domain in g_domain_storage.
 extern char g_domain_storage[sizeof(pool::Domain)];
 extern pool::Domain* g_domain;
-// Where the pools' memory comes from (ShimBackend).
+// Every pool's real allocation and free (ShimBackend): counted in the thread's real ledger.
 pool::Backend* ShimPoolBackend();
+// Takes the pools' memory from `memory` (its AllocPool and FreePool) instead of the next allocator,
+// counted as before; for tests, before the first pool is made. nullptr: the next allocator again.
+void UsePoolMemory(pool::Backend* memory);
 __attribute__((noinline)) void ValgrindDescribeAlloc(void* p, size_t n);
 void ValgrindDescribeFree(const pool::PoolHeader* h, void* p);
 __attribute__((noinline)) void WipeStackBelow();

@@ -12,7 +12,7 @@
 #include <cstddef>
 
 #include "interpose/counters.h"
-#include "pool/pool.h"
+#include "pool/thread_cache.h"
 
 namespace poolscope {
 

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "pool/pool.h"
+#include "pool/thread_cache.h"
 
 namespace poolscope {
 namespace pool {

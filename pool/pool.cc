@@ -23,6 +23,8 @@
 
 #include <new>
 
+#include "pool/thread_cache.h"
+
 namespace poolscope {
 namespace pool {
 

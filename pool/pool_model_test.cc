@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "pool/fake_backend.h"
 #include "pool/pool.h"
+#include "pool/thread_cache.h"
 
 namespace poolscope {
 namespace pool {

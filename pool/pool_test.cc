@@ -2,6 +2,7 @@
 //
 // Single-threaded tests of the pools against a counting fake backend.
 #include "pool/pool.h"
+#include "pool/thread_cache.h"
 
 #include <cstdint>
 #include <cstring>

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "pool/fake_backend.h"
 #include "pool/pool.h"
+#include "pool/thread_cache.h"
 
 namespace poolscope {
 namespace pool {
