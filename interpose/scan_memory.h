@@ -1,0 +1,236 @@
+// File: interpose/scan_memory.h
+//
+// The exit reachability scan's own memory and readers (leak_scan.cc): scratch mappings that the scan
+// keeps out of every view's roots, growable arrays over them, and the readers that read memory as a
+// detector below poolscope reads it.
+//
+// Thread-safety: InternalScratch may be used by the scan's two threads at once; an Array and a reader
+// belong to one thread (a reader that only reads, such as OwnInPlaceReader over a thread-safe base,
+// may be shared).
+#ifndef POOLSCOPE_INTERPOSE_SCAN_MEMORY_H_
+#define POOLSCOPE_INTERPOSE_SCAN_MEMORY_H_
+
+#include <sys/mman.h>
+
+#include <valgrind/memcheck.h>
+#include <valgrind/valgrind.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "interpose/internal.h"
+#include "track/reachability.h"
+
+namespace poolscope {
+namespace scan {
+
+using track::RootRange;
+
+// The scan's own memory holds every block's address: it is poolscope's, so out of the program's roots,
+// and it does not exist when a detector below poolscope looks, so out of the detector's roots too.
+// Each request is a mapping of its own, listed here while it lives.
+class InternalScratch : public track::ScratchMemory {
+ public:
+  void* Map(size_t bytes) override {
+    void* p = InternalAlloc(Round(bytes));
+    if (p != nullptr) {
+      Populate(p, 0, Round(bytes));
+      SpinLockHolder h(&lock_);
+      for (RootRange& r : live_) {
+        if (r.begin == 0) {
+          r = RootRange{reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + Round(bytes)};
+          break;
+        }
+      }
+    }
+    return p;
+  }
+  void Unmap(void* p, size_t bytes) override {
+    {
+      SpinLockHolder h(&lock_);
+      for (RootRange& r : live_) {
+        if (r.begin == reinterpret_cast<uintptr_t>(p)) r = RootRange{0, 0};
+      }
+    }
+    InternalFree(p, Round(bytes));
+  }
+  // Grows a mapping made by Map without copying it (mremap); nullptr (the old one intact) on failure.
+  void* Grow(void* p, size_t old_bytes, size_t new_bytes) {
+    void* q = InternalRealloc(p, Round(old_bytes), Round(new_bytes));
+    if (q == nullptr) return nullptr;
+    Populate(q, Round(old_bytes), Round(new_bytes));
+    SpinLockHolder h(&lock_);
+    for (RootRange& r : live_) {
+      if (r.begin == reinterpret_cast<uintptr_t>(p)) {
+        r = RootRange{reinterpret_cast<uintptr_t>(q), reinterpret_cast<uintptr_t>(q) + Round(new_bytes)};
+      }
+    }
+    return q;
+  }
+  // Its mappings now (a mapping beyond the list's room is not listed: the roots then include it).
+  template <typename F>
+  void ForEachLive(F&& fn) {
+    RootRange copy[kRoom];
+    {
+      SpinLockHolder h(&lock_);
+      memcpy(copy, live_, sizeof copy);
+    }
+    for (const RootRange& r : copy) {  // fn may map: not under the lock
+      if (r.begin != 0) fn(r);
+    }
+  }
+
+ private:
+  SpinLock lock_;  // the scan's two threads map and unmap at once
+  static constexpr size_t kRoom = 256;
+  RootRange live_[kRoom] = {};
+  // Above InternalAlloc's size classes, so that every request is a mapping of its own, page-aligned.
+  // Faults [p + from, p + to) in with one call: the scan writes nearly all of what it maps, and a
+  // fault a page costs more than the scan's own work on that page. Without MADV_POPULATE_WRITE
+  // (before Linux 5.14), or under valgrind, the pages fault in as they are touched.
+  static void Populate(void* p, size_t from, size_t to) {
+    if (to <= from || RUNNING_ON_VALGRIND != 0) return;
+    // Large arrays in 2 MiB pages where the kernel allows it (transparent huge pages in "madvise"
+    // mode): a few faults instead of one per 4 KiB.
+    // The whole mapping alike: a mapping split in two by its flags could no longer grow (mremap).
+    if (to >= kHuge) madvise(p, to, MADV_HUGEPAGE);
+    madvise(static_cast<char*>(p) + from, to - from, MADV_POPULATE_WRITE);
+  }
+  static constexpr size_t kHuge = size_t{4} << 20;
+  static size_t Round(size_t bytes) { return std::max<size_t>((bytes + 4095) & ~size_t{4095}, 128 * 1024); }
+};
+
+// A growable array in scratch memory.
+template <typename T>
+class Array {
+ public:
+  explicit Array(InternalScratch& m) : m_(m) {}
+  ~Array() {
+    if (p_ != nullptr) m_.Unmap(p_, cap_ * sizeof(T));
+  }
+  bool Push(const T& v) {
+    if (n_ == cap_) {
+      size_t cap = cap_ == 0 ? 4096 : 2 * cap_;
+      T* q = static_cast<T*>(p_ == nullptr ? m_.Map(cap * sizeof(T)) : m_.Grow(p_, cap_ * sizeof(T), cap * sizeof(T)));
+      if (q == nullptr) return false;
+      p_ = q;
+      cap_ = cap;
+    }
+    p_[n_++] = v;
+    return true;
+  }
+  // Grows to n elements (new ones unset); false when there is no memory.
+  bool Resize(size_t n) {
+    if (n > cap_) {
+      // A first size is taken as it is (an array filled once); growth doubles.
+      size_t cap = cap_ == 0 ? std::max<size_t>(n, 4096) : cap_;
+      while (cap < n) cap *= 2;
+      T* q = static_cast<T*>(p_ == nullptr ? m_.Map(cap * sizeof(T)) : m_.Grow(p_, cap_ * sizeof(T), cap * sizeof(T)));
+      if (q == nullptr) return false;
+      p_ = q;
+      cap_ = cap;
+    }
+    n_ = n;
+    return true;
+  }
+  // Gives the memory back now.
+  void Free() {
+    if (p_ != nullptr) m_.Unmap(p_, cap_ * sizeof(T));
+    p_ = nullptr;
+    n_ = cap_ = 0;
+  }
+  T* data() { return p_; }
+  size_t size() const { return n_; }
+  size_t capacity() const { return cap_; }
+  T& operator[](size_t i) { return p_[i]; }
+  void Release() {  // keeps the memory: the kinds stay readable after the scan
+    p_ = nullptr;
+    n_ = cap_ = 0;
+  }
+
+ private:
+  InternalScratch& m_;
+  T* p_ = nullptr;
+  size_t n_ = 0, cap_ = 0;
+};
+
+// Under valgrind, the process's maps include valgrind's own memory, which the program cannot address
+// and which memcheck never scans, and memcheck follows only words whose bits are all defined. This
+// reader reads as memcheck's leak check does: through `base`, a page at a time, stopping where memcheck
+// says the client cannot address the memory, and reading undefined words as zero.
+class MemcheckViewReader : public track::MemoryReader {
+ public:
+  explicit MemcheckViewReader(track::MemoryReader& base) : base_(base) {}
+  size_t Read(uintptr_t addr, void* buf, size_t n) override {
+    unsigned char vbits[4096];
+    size_t done = 0;
+    while (done < n) {
+      const uintptr_t a = addr + done;
+      const size_t len = std::min(n - done, size_t{4096} - (a & 4095));
+      if (!Addressable(a, vbits, len)) {
+        // Part of the page is not the client's: keep its addressable words, stop at the first other.
+        size_t k = 0;
+        while (k + 8 <= len && Addressable(a + k, vbits + k, 8)) k += 8;
+        if (k == 0) return done;
+        if (base_.Read(a, static_cast<char*>(buf) + done, k) != k) return done;
+        Undefine(static_cast<char*>(buf) + done, vbits, k);
+        return done + k;
+      }
+      if (base_.Read(a, static_cast<char*>(buf) + done, len) != len) return done;
+      Undefine(static_cast<char*>(buf) + done, vbits, len);
+      done += len;
+    }
+    return done;
+  }
+
+ private:
+  static bool Addressable(uintptr_t a, unsigned char* vbits, size_t len) {
+    return VALGRIND_GET_VBITS(reinterpret_cast<const char*>(a), reinterpret_cast<char*>(vbits), len) == 1;
+  }
+  static void Undefine(char* out, const unsigned char* vbits, size_t len) {
+    for (size_t w = 0; w + 8 <= len; w += 8) {
+      uint64_t v;
+      memcpy(&v, vbits + w, 8);
+      if (v != 0) memset(out + w, 0, 8);
+    }
+  }
+  track::MemoryReader& base_;
+};
+
+// Reads through `base`, but hands out in place the ranges listed (sorted, disjoint): poolscope's own
+// memory, which nothing unmaps while the scan runs when the exiting thread is the process's only one,
+// so that the detector's view reads it without copying it through the kernel.
+class OwnInPlaceReader : public track::MemoryReader {
+ public:
+  OwnInPlaceReader(track::MemoryReader& base, const RootRange* ranges, size_t n) : base_(base), ranges_(ranges), n_(n) {}
+  size_t Read(uintptr_t addr, void* buf, size_t n) override { return base_.Read(addr, buf, n); }
+  size_t ReadMany(const Range* ranges, size_t k, void* buf) override { return base_.ReadMany(ranges, k, buf); }
+  const uint64_t* InPlace(uintptr_t addr, size_t n) override {
+    if (const uint64_t* p = base_.InPlace(addr, n)) return p;
+    size_t lo = 0, hi = n_;  // the first range ending after addr
+    while (lo < hi) {
+      const size_t mid = (lo + hi) / 2;
+      if (ranges_[mid].end <= addr) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    if (lo < n_ && ranges_[lo].begin <= addr && addr + n <= ranges_[lo].end) {
+      return reinterpret_cast<const uint64_t*>(addr);
+    }
+    return nullptr;
+  }
+
+ private:
+  track::MemoryReader& base_;
+  const RootRange* ranges_;
+  size_t n_;
+};
+
+}  // namespace scan
+}  // namespace poolscope
+
+#endif  // POOLSCOPE_INTERPOSE_SCAN_MEMORY_H_
