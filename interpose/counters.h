@@ -83,6 +83,15 @@ struct ThreadCounters {
   // Pooled blocks released by the inline LIFO free that left the thread's pool fresh, per entry point:
   // like nfast, and the pool's reset in place as a fourth count.
   uint64_t nfast_reset[kNumApis];
+  // track=1: bytes of the blocks tracking records with their size, counted when they are recorded and
+  // when they are released (a block freed by another thread counts there: only the sums over all
+  // threads mean anything). `unpooled`: real blocks of the program (the live table's, and tracked
+  // arenas' regular-path blocks); `arena_pooled`: tracked arenas' pooled blocks. Pooled blocks freed
+  // one by one are not here: their frees stay on the inline paths, which do not size them.
+  uint64_t unpooled_bytes;
+  uint64_t unpooled_freed_bytes;
+  uint64_t arena_pooled_bytes;
+  uint64_t arena_pooled_freed_bytes;
 };
 
 // The inline pooled malloc, operator new and new[], and the inline carve of poolscope_arena_alloc,
@@ -146,6 +155,15 @@ inline Ledger Real(const ThreadCounters& c) {
   Ledger l = c.regular;
   AddLedger(&l, c.real);
   return l;
+}
+
+// Adds the tracked byte counts of `from` alone (a thread lost at fork: its blocks stay in the child's
+// live table, so their bytes stay counted).
+inline void AddTrackedBytes(ThreadCounters* into, const ThreadCounters& from) {
+  into->unpooled_bytes += from.unpooled_bytes;
+  into->unpooled_freed_bytes += from.unpooled_freed_bytes;
+  into->arena_pooled_bytes += from.arena_pooled_bytes;
+  into->arena_pooled_freed_bytes += from.arena_pooled_freed_bytes;
 }
 
 inline void AddCounters(ThreadCounters* into, const ThreadCounters& from) {

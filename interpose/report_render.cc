@@ -53,6 +53,9 @@ void WriteTimeline(report::JsonWriter& w, const Snapshot& s) {
     w.FieldInt("real_live_blocks", p.real_live);
     w.FieldInt("pools", p.pools);
     w.FieldIntOrNull("rss_kib", p.rss_kib >= 0, p.rss_kib);
+    // Known with track=1 only (docs/report-schema.md).
+    w.FieldIntOrNull("logical_live_bytes", p.logical_live_bytes >= 0, p.logical_live_bytes);
+    w.FieldIntOrNull("real_live_bytes", p.real_live_bytes >= 0, p.real_live_bytes);
     w.EndObject();
   }
   w.EndArray();

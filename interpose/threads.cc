@@ -233,6 +233,9 @@ void ForkChild() {
     if (ts != &self) {
       ts->tc.AbandonAtFork();
       Unregister(*ts);
+      // Its blocks stay in the live table (their memory is the child's): their bytes stay counted,
+      // but for a block it was recording or releasing when fork() stopped it.
+      AddTrackedBytes(&g_ended, ts->c);
       memset(&ts->c, 0, sizeof ts->c);
       FreeCarves(*ts);
       ts->tc.stats() = pool::PoolStats{};

@@ -16,6 +16,7 @@
 #include <cstdlib>
 
 #include "interpose/shim_internal.h"
+#include "interpose/tracking.h"
 
 namespace poolscope {
 namespace {
@@ -56,7 +57,18 @@ int64_t ResidentKib() {
   return static_cast<int64_t>(pages * static_cast<unsigned long long>(sysconf(_SC_PAGESIZE)) / 1024);
 }
 
-TimelinePoint PointOf(const ThreadCounters& totals, const pool::PoolStats& pool, uint64_t t_ns) {
+// The live pooled blocks' bytes, from their pools' marks (the sizes tracking keeps there).
+int64_t PooledLiveBytes() {
+  uint64_t bytes = 0;
+  ForEachPooledBlock([](uintptr_t, uint32_t size, uint32_t, void* arg) { *static_cast<uint64_t*>(arg) += size; },
+                     &bytes);
+  return static_cast<int64_t>(bytes);
+}
+
+// `walk_pools`: how many pools the walk of PooledLiveBytes may take on (it reads every pool's marks);
+// with more, the point's logical live bytes are unknown.
+TimelinePoint PointOf(const ThreadCounters& totals, const pool::PoolStats& pool, uint64_t t_ns, size_t pool_size,
+                      int64_t walk_pools) {
   const Ledger logical = Logical(totals), real = Real(totals);
   TimelinePoint p;
   p.t_ns = t_ns;
@@ -64,6 +76,19 @@ TimelinePoint PointOf(const ThreadCounters& totals, const pool::PoolStats& pool,
   p.real_live = static_cast<int64_t>(real.nallocs - real.nfrees);
   p.pools = static_cast<int64_t>(pool.pools_created - pool.pools_released);
   p.rss_kib = ResidentKib();
+  p.logical_live_bytes = p.real_live_bytes = -1;
+  // Without tracking, or with blocks the live table could not record, frees are not all sized.
+  if (g_tracking && TrackingUnrecorded() == 0) {
+    LiveByteCounts c;
+    c.unpooled = totals.unpooled_bytes;
+    c.unpooled_freed = totals.unpooled_freed_bytes;
+    c.arena_pooled = totals.arena_pooled_bytes;
+    c.arena_pooled_freed = totals.arena_pooled_freed_bytes;
+    c.pooled = p.pools <= walk_pools ? PooledLiveBytes() : -1;
+    c.pools = p.pools;
+    c.pool_bytes = (pool_size + 63) & ~uint64_t{63};  // as the report counts a pool (report_render.cc)
+    SetLiveBytes(&p, c);
+  }
   return p;
 }
 
@@ -79,7 +104,7 @@ void Sample(uint64_t now) {
     pool::AddStats(&pool, stats);
   }
   g_registry_lock.Unlock();
-  g_series.Add(PointOf(totals, pool, now - g_start_ns));
+  g_series.Add(PointOf(totals, pool, now - g_start_ns, g_pool_size, kTimelineWalkPools));
   g_next_ns.store(now + g_series.interval_ns(), std::memory_order_relaxed);
 }
 
@@ -133,6 +158,8 @@ size_t TimelineRead(TimelinePoint* out, uint64_t* interval_ns) {
   return n;
 }
 
-TimelinePoint TimelinePointOf(const Snapshot& s, uint64_t t_ns) { return PointOf(s.totals, s.pool, t_ns); }
+TimelinePoint TimelinePointOf(const Snapshot& s, uint64_t t_ns) {
+  return PointOf(s.totals, s.pool, t_ns, s.pool_size, INT64_MAX);
+}
 
 }  // namespace poolscope

@@ -153,6 +153,7 @@ class IdentityCheck {
   void DetectorView();
   void Internal();
   void Timeline();
+  void TimelineBytes();
   void Sizes();
   void Threads();
   void LeakCheck();
@@ -271,6 +272,26 @@ void IdentityCheck::Timeline() {
   Equal(last_field("logical_live_blocks"), Fields({"logical.live_blocks"}));
   Equal(last_field("real_live_blocks"), Fields({"real.live_blocks"}));
   Equal(last_field("pools"), Fields({"pool.pools_cached_at_exit", "pool.pools_in_use_at_exit"}));
+}
+
+// The timeline's last point's live bytes, when known, are the report's own (counted apart: the point's
+// from the per-thread byte counts and the pools' marks, the report's from the live-block table). Not
+// in a fork() child of a process with other threads: one of them may have been stopped between
+// recording a block and counting its bytes.
+void IdentityCheck::TimelineBytes() {
+  std::optional<int64_t> lost = Int("threads_lost_at_fork");
+  if (lost && *lost != 0) return;
+  const json* points = Find(doc_, "timeline.points");
+  if (points == nullptr || !points->is_array() || points->empty()) return;
+  const json& last = points->back();
+  const std::string at = fmt::format("timeline.points[{}].", points->size() - 1);
+  auto last_field = [&](const char* field) -> std::optional<Sum> {
+    const json* n = Find(last, field);
+    if (!IsInt(n)) return std::nullopt;
+    return Sum{{at + field, IntOf(*n)}};
+  };
+  Equal(last_field("logical_live_bytes"), Fields({"logical.live_bytes"}));
+  Equal(last_field("real_live_bytes"), Fields({"real.live_bytes"}));
 }
 
 void IdentityCheck::Sizes() {
@@ -528,6 +549,7 @@ CheckResult IdentityCheck::Run() {
   if (exact == nullptr || *exact != false) {
     CrossLedger();
     LeakGroups();
+    TimelineBytes();
     Verdict();
   }
   return std::move(result_);
