@@ -27,6 +27,9 @@ uint64_t g_start_ns = 0;
 std::atomic<uint64_t> g_next_ns{0};
 std::atomic<bool> g_busy{false};  // one sampler (or reader) at a time; other samplers skip
 TimelineSeries g_series;
+// How long the last sample's read of the pools took (under g_busy; WalkAffordable), halved at each
+// sample that does not read them.
+uint64_t g_walk_ns = 0;
 
 uint64_t Now() {
   struct timespec t;
@@ -65,10 +68,10 @@ int64_t PooledLiveBytes() {
   return static_cast<int64_t>(bytes);
 }
 
-// `walk_pools`: how many pools the walk of PooledLiveBytes may take on (it reads every pool's marks);
-// with more, the point's logical live bytes are unknown.
+// `walk`: whether to read the pooled blocks' sizes (PooledLiveBytes); without, the point's logical live
+// bytes are unknown. Sets *walk_ns (when not null) to how long the read took, if it was made.
 TimelinePoint PointOf(const ThreadCounters& totals, const pool::PoolStats& pool, uint64_t t_ns, size_t pool_size,
-                      int64_t walk_pools) {
+                      bool walk, uint64_t* walk_ns) {
   const Ledger logical = Logical(totals), real = Real(totals);
   TimelinePoint p;
   p.t_ns = t_ns;
@@ -84,7 +87,12 @@ TimelinePoint PointOf(const ThreadCounters& totals, const pool::PoolStats& pool,
     c.unpooled_freed = totals.unpooled_freed_bytes;
     c.arena_pooled = totals.arena_pooled_bytes;
     c.arena_pooled_freed = totals.arena_pooled_freed_bytes;
-    c.pooled = p.pools <= walk_pools ? PooledLiveBytes() : -1;
+    c.pooled = -1;
+    if (walk) {
+      const uint64_t start = walk_ns != nullptr ? Now() : 0;
+      c.pooled = PooledLiveBytes();
+      if (walk_ns != nullptr) *walk_ns = Now() - start;
+    }
     c.pools = p.pools;
     c.pool_bytes = (pool_size + 63) & ~uint64_t{63};  // as the report counts a pool (report_render.cc)
     SetLiveBytes(&p, c);
@@ -104,7 +112,9 @@ void Sample(uint64_t now) {
     pool::AddStats(&pool, stats);
   }
   g_registry_lock.Unlock();
-  g_series.Add(PointOf(totals, pool, now - g_start_ns, g_pool_size, kTimelineWalkPools));
+  const bool walk = WalkAffordable(g_walk_ns, g_series.interval_ns());
+  g_series.Add(PointOf(totals, pool, now - g_start_ns, g_pool_size, walk, &g_walk_ns));
+  if (!walk) g_walk_ns /= 2;  // read them again after a few samples (one slow read: a few without)
   g_next_ns.store(now + g_series.interval_ns(), std::memory_order_relaxed);
 }
 
@@ -159,7 +169,7 @@ size_t TimelineRead(TimelinePoint* out, uint64_t* interval_ns) {
 }
 
 TimelinePoint TimelinePointOf(const Snapshot& s, uint64_t t_ns) {
-  return PointOf(s.totals, s.pool, t_ns, s.pool_size, INT64_MAX);
+  return PointOf(s.totals, s.pool, t_ns, s.pool_size, true, nullptr);
 }
 
 }  // namespace poolscope

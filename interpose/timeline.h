@@ -22,10 +22,7 @@
 namespace poolscope {
 
 constexpr uint64_t kTimelineEvery = 256;  // a power of two: calls between looks at the clock
-// A sample's logical live bytes (track=1) read the pooled blocks' sizes from every pool's marks: with
-// more pools than this, that sample leaves them unknown (the report's own last point reads them
-// always).
-constexpr int64_t kTimelineWalkPools = int64_t{1} << 16;
+
 
 // At the library's start: sampling begins if `on` (a report will be written).
 void TimelineStart(bool on);

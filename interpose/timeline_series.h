@@ -48,6 +48,17 @@ inline void SetLiveBytes(TimelinePoint* p, const LiveByteCounts& c) {
   p->logical_live_bytes = c.pooled < 0 ? -1 : unpooled + arena_pooled + c.pooled;
 }
 
+// A sample's logical live bytes (track=1) read the pooled blocks' sizes from every pool's marks, which
+// takes time in proportion to the pools (about 0.5 ms at 60,000). A sample reads them when the last
+// read took at most 1/kTimelineWalkShare of the interval, that time halved for each sample since that
+// did not read them: reads then cost the program about that share of its time at most, and the
+// samples between them leave the logical bytes unknown. (The report's own last point reads them
+// always.)
+constexpr uint64_t kTimelineWalkShare = 32;
+inline bool WalkAffordable(uint64_t last_walk_ns, uint64_t interval_ns) {
+  return last_walk_ns * kTimelineWalkShare <= interval_ns;
+}
+
 class TimelineSeries {
  public:
   // Whether a sample is due at `t_ns`: the first one always, then one interval after the last.

@@ -91,5 +91,13 @@ TEST(TimelineSeriesTest, LogicalLiveBytesUnknownWithoutThePoolsBytes) {
   EXPECT_EQ(p.real_live_bytes, 10 + 2 * 128);
 }
 
+TEST(TimelineSeriesTest, PoolsAreReadWhileTheLastReadTookAShareOfTheInterval) {
+  EXPECT_TRUE(WalkAffordable(0, kTimelineFirstIntervalNs));  // the first sample reads them
+  const uint64_t share = kTimelineFirstIntervalNs / kTimelineWalkShare;
+  EXPECT_TRUE(WalkAffordable(share, kTimelineFirstIntervalNs));
+  EXPECT_FALSE(WalkAffordable(share + 1, kTimelineFirstIntervalNs));
+  EXPECT_TRUE(WalkAffordable(share + 1, 2 * kTimelineFirstIntervalNs));  // once the interval doubled
+}
+
 }  // namespace
 }  // namespace poolscope
