@@ -154,6 +154,7 @@ class IdentityCheck {
   void Internal();
   void Timeline();
   void TimelineBytes();
+  std::optional<Sum> LastPoint(const nlohmann::json& points, const char* field) const;
   void Sizes();
   void Threads();
   void LeakCheck();
@@ -262,16 +263,17 @@ void IdentityCheck::Timeline() {
            fmt::format("timeline.points[{}].t_ms = {} < {} (the point before it)", i, IntOf(*t), previous));
     previous = IntOf(*t);
   }
-  const json& last = points->back();
-  const std::string at = fmt::format("timeline.points[{}].", points->size() - 1);
-  auto last_field = [&](const char* field) -> std::optional<Sum> {
-    const json* n = Find(last, field);
-    if (!IsInt(n)) return std::nullopt;
-    return Sum{{at + field, IntOf(*n)}};
-  };
-  Equal(last_field("logical_live_blocks"), Fields({"logical.live_blocks"}));
-  Equal(last_field("real_live_blocks"), Fields({"real.live_blocks"}));
-  Equal(last_field("pools"), Fields({"pool.pools_cached_at_exit", "pool.pools_in_use_at_exit"}));
+  Equal(LastPoint(*points, "logical_live_blocks"), Fields({"logical.live_blocks"}));
+  Equal(LastPoint(*points, "real_live_blocks"), Fields({"real.live_blocks"}));
+  Equal(LastPoint(*points, "pools"), Fields({"pool.pools_cached_at_exit", "pool.pools_in_use_at_exit"}));
+}
+
+// A field of the timeline's last point (`points` not empty), as a Sum; none when it is not an integer
+// (null).
+std::optional<Sum> IdentityCheck::LastPoint(const json& points, const char* field) const {
+  const json* n = Find(points.back(), field);
+  if (!IsInt(n)) return std::nullopt;
+  return Sum{{fmt::format("timeline.points[{}].{}", points.size() - 1, field), IntOf(*n)}};
 }
 
 // The timeline's last point's live bytes, when known, are the report's own (counted apart: the point's
@@ -283,15 +285,8 @@ void IdentityCheck::TimelineBytes() {
   if (lost && *lost != 0) return;
   const json* points = Find(doc_, "timeline.points");
   if (points == nullptr || !points->is_array() || points->empty()) return;
-  const json& last = points->back();
-  const std::string at = fmt::format("timeline.points[{}].", points->size() - 1);
-  auto last_field = [&](const char* field) -> std::optional<Sum> {
-    const json* n = Find(last, field);
-    if (!IsInt(n)) return std::nullopt;
-    return Sum{{at + field, IntOf(*n)}};
-  };
-  Equal(last_field("logical_live_bytes"), Fields({"logical.live_bytes"}));
-  Equal(last_field("real_live_bytes"), Fields({"real.live_bytes"}));
+  Equal(LastPoint(*points, "logical_live_bytes"), Fields({"logical.live_bytes"}));
+  Equal(LastPoint(*points, "real_live_bytes"), Fields({"real.live_bytes"}));
 }
 
 void IdentityCheck::Sizes() {
