@@ -70,8 +70,9 @@ int64_t PooledLiveBytes() {
 
 // `walk`: whether to read the pooled blocks' sizes (PooledLiveBytes); without, the point's logical live
 // bytes are unknown. Sets *walk_ns (when not null) to how long the read took, if it was made.
+// `pooled_bytes` >= 0: those bytes instead of a read.
 TimelinePoint PointOf(const ThreadCounters& totals, const pool::PoolStats& pool, uint64_t t_ns, size_t pool_size,
-                      bool walk, uint64_t* walk_ns) {
+                      bool walk, uint64_t* walk_ns, int64_t pooled_bytes = -1) {
   const Ledger logical = Logical(totals), real = Real(totals);
   TimelinePoint p;
   p.t_ns = t_ns;
@@ -87,8 +88,8 @@ TimelinePoint PointOf(const ThreadCounters& totals, const pool::PoolStats& pool,
     c.unpooled_freed = totals.unpooled_freed_bytes;
     c.arena_pooled = totals.arena_pooled_bytes;
     c.arena_pooled_freed = totals.arena_pooled_freed_bytes;
-    c.pooled = -1;
-    if (walk) {
+    c.pooled = pooled_bytes;
+    if (walk && pooled_bytes < 0) {
       const uint64_t start = walk_ns != nullptr ? Now() : 0;
       c.pooled = PooledLiveBytes();
       if (walk_ns != nullptr) *walk_ns = Now() - start;
@@ -168,8 +169,8 @@ size_t TimelineRead(TimelinePoint* out, uint64_t* interval_ns) {
   return n;
 }
 
-TimelinePoint TimelinePointOf(const Snapshot& s, uint64_t t_ns) {
-  return PointOf(s.totals, s.pool, t_ns, s.pool_size, true, nullptr);
+TimelinePoint TimelinePointOf(const Snapshot& s, uint64_t t_ns, int64_t pooled_bytes) {
+  return PointOf(s.totals, s.pool, t_ns, s.pool_size, true, nullptr, pooled_bytes);
 }
 
 }  // namespace poolscope

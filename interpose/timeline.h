@@ -44,8 +44,11 @@ void TimelineForkChild();
 size_t TimelineRead(TimelinePoint* out, uint64_t* interval_ns);
 
 // The live counts of `s` as a point at time `t_ns` (the report's last point, at its snapshot).
+// `pooled_bytes`: the live pooled blocks' bytes as the report read them from the pools (so that the
+// point's logical bytes are the report's even if a pooled block was freed since: a signal handler's
+// free while the report is written); -1 to read them now.
 struct Snapshot;
-TimelinePoint TimelinePointOf(const Snapshot& s, uint64_t t_ns);
+TimelinePoint TimelinePointOf(const Snapshot& s, uint64_t t_ns, int64_t pooled_bytes = -1);
 uint64_t TimelineNowNs();
 
 }  // namespace poolscope

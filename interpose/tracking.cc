@@ -803,6 +803,7 @@ size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals, uint8_t
   ForEachArenaRecord([&](const ArenaCopy& c) {
     for (const ArenaGroup& g : c.groups) {
       if (c.open && g.blocks != 0) add(ArenaBlockStack(c.open_stack, g.ra), g.flags, g.blocks, g.bytes, 0);
+      if (c.open && (g.flags & kBlockPooled)) totals->arena_pooled_bytes += g.bytes;
     }
   });
   std::vector<LeakGroup> all;

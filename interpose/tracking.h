@@ -105,6 +105,7 @@ struct SiteCounters {
 };
 struct LiveTotals {
   uint64_t blocks, bytes, pooled_blocks, pooled_bytes, real_blocks, real_bytes;
+  uint64_t arena_pooled_bytes;  // of pooled_bytes, the open arenas' blocks
 };
 // Fills `groups` (up to `max`, largest bytes first) and returns how many groups exist in all. Groups
 // are by (kind, stack): a block's kind is kind_of(ptr) (blocks without an address, an open arena's,
