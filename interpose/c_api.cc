@@ -44,7 +44,7 @@ __attribute__((noinline)) void* ArenaAllocSlow(void* arena, size_t size, size_t 
     if (void* p = ts.tc.ArenaTryCarveUncounted(a, size, align)) {
       ++ts.carves->n[kFastArenaAlloc][size];
       OnArenaAlloc(static_cast<ArenaTrack*>(a->track), size, kBlockPooled, reinterpret_cast<uintptr_t>(ra));
-      ts.c.arena_pooled_bytes += size;
+      TrackedBytesOf(ts)->arena_pooled_bytes += size;
       return p;
     }
   }
@@ -67,7 +67,7 @@ __attribute__((noinline)) void* ArenaAllocSlow(void* arena, size_t size, size_t 
     ts.c.logical.nbytes += size;
     if (a->track != nullptr) {
       OnArenaAlloc(static_cast<ArenaTrack*>(a->track), size, kBlockPooled, reinterpret_cast<uintptr_t>(ra));
-      ts.c.arena_pooled_bytes += size;
+      TrackedBytesOf(ts)->arena_pooled_bytes += size;
     }
     return p;
   }
@@ -100,7 +100,7 @@ __attribute__((noinline)) void* ArenaAllocSlow(void* arena, size_t size, size_t 
   ts.c.logical.nbytes += size;
   if (a->track != nullptr) {
     OnArenaAlloc(static_cast<ArenaTrack*>(a->track), size, kBlockReal, reinterpret_cast<uintptr_t>(ra));
-    ts.c.unpooled_bytes += size;
+    TrackedBytesOf(ts)->unpooled_bytes += size;
   }
   return p;
 }
@@ -113,7 +113,11 @@ __attribute__((noinline)) void ArenaCloseSlow(void* arena) {
   ++ts.c.logical.ncalls[kArenaClose];
   if (a == nullptr) return;
   if (a->track != nullptr) {
-    OnArenaClose(static_cast<ArenaTrack*>(a->track), &ts.c.arena_pooled_freed_bytes, &ts.c.unpooled_freed_bytes);
+    uint64_t pooled = 0, unpooled = 0;
+    OnArenaClose(static_cast<ArenaTrack*>(a->track), &pooled, &unpooled);
+    TrackedBytesOf bytes(ts);
+    bytes->arena_pooled_freed_bytes += pooled;
+    bytes->unpooled_freed_bytes += unpooled;
   }
   a->track = nullptr;
   if (a->regular == nullptr && ts.phase == kActive) {  // ArenaClose's inline path, for a tracked arena

@@ -118,7 +118,7 @@ inline void* RegularAllocated(ThreadState& ts, Api api, size_t n, void* p,
   CountRegular(ts, api, n, p != nullptr);
   if (POOLSCOPE_UNLIKELY(g_tracking) && p != nullptr) {
     OnAlloc(p, n, 0, from);
-    ts.c.unpooled_bytes += n;
+    TrackedBytesOf(ts)->unpooled_bytes += n;
   }
   return p;
 }
@@ -126,7 +126,7 @@ inline void* RegularAllocated(ThreadState& ts, Api api, size_t n, void* p,
 // A real block leaves the live-block table (track=1), its size counted as freed.
 inline void TrackFree(ThreadState& ts, void* p) {
   uint64_t size;
-  if (POOLSCOPE_UNLIKELY(g_tracking) && p != nullptr && OnFree(p, &size)) ts.c.unpooled_freed_bytes += size;
+  if (POOLSCOPE_UNLIKELY(g_tracking) && p != nullptr && OnFree(p, &size)) TrackedBytesOf(ts)->unpooled_freed_bytes += size;
 }
 
 
@@ -403,7 +403,7 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
       if (POOLSCOPE_UNLIKELY(g_tracking)) {
         TrackFree(ts, p);
         OnAlloc(q, total, 0, from);
-        ts.c.unpooled_bytes += total;
+        TrackedBytesOf(ts)->unpooled_bytes += total;
       }
     } else if (total == 0 && !overflow) {
       ++ts.c.regular.nfrees;  // glibc: realloc(p, 0) frees p
@@ -469,7 +469,7 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
   ++ts.c.logical.nreallocs;
   if (POOLSCOPE_UNLIKELY(g_tracking) && spill) {
     OnAlloc(q, total, 0, from);
-    ts.c.unpooled_bytes += total;
+    TrackedBytesOf(ts)->unpooled_bytes += total;
   }
   return q;
 }
@@ -610,7 +610,7 @@ void* NewForm(Api api, size_t n, size_t align, bool nothrow, void* ra) {
     ts.c.regular.nbytes += n;
     if (POOLSCOPE_UNLIKELY(g_tracking)) {
       OnAlloc(p, n, 0, from);
-      ts.c.unpooled_bytes += n;
+      TrackedBytesOf(ts)->unpooled_bytes += n;
     }
   }
   return p;

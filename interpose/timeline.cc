@@ -71,8 +71,8 @@ int64_t PooledLiveBytes() {
 // `walk`: whether to read the pooled blocks' sizes (PooledLiveBytes); without, the point's logical live
 // bytes are unknown. Sets *walk_ns (when not null) to how long the read took, if it was made.
 // `pooled_bytes` >= 0: those bytes instead of a read.
-TimelinePoint PointOf(const ThreadCounters& totals, const pool::PoolStats& pool, uint64_t t_ns, size_t pool_size,
-                      bool walk, uint64_t* walk_ns, int64_t pooled_bytes = -1) {
+TimelinePoint PointOf(const ThreadCounters& totals, const TrackedBytes& bytes, const pool::PoolStats& pool,
+                      uint64_t t_ns, size_t pool_size, bool walk, uint64_t* walk_ns, int64_t pooled_bytes = -1) {
   const Ledger logical = Logical(totals), real = Real(totals);
   TimelinePoint p;
   p.t_ns = t_ns;
@@ -84,10 +84,10 @@ TimelinePoint PointOf(const ThreadCounters& totals, const pool::PoolStats& pool,
   // Without tracking, or with blocks the live table could not record, frees are not all sized.
   if (g_tracking && TrackingUnrecorded() == 0) {
     LiveByteCounts c;
-    c.unpooled = totals.unpooled_bytes;
-    c.unpooled_freed = totals.unpooled_freed_bytes;
-    c.arena_pooled = totals.arena_pooled_bytes;
-    c.arena_pooled_freed = totals.arena_pooled_freed_bytes;
+    c.unpooled = bytes.unpooled_bytes;
+    c.unpooled_freed = bytes.unpooled_freed_bytes;
+    c.arena_pooled = bytes.arena_pooled_bytes;
+    c.arena_pooled_freed = bytes.arena_pooled_freed_bytes;
     c.pooled = pooled_bytes;
     if (walk && pooled_bytes < 0) {
       const uint64_t start = walk_ns != nullptr ? Now() : 0;
@@ -104,6 +104,7 @@ TimelinePoint PointOf(const ThreadCounters& totals, const pool::PoolStats& pool,
 void Sample(uint64_t now) {
   if (!g_registry_lock.TryLock()) return;
   ThreadCounters totals = g_ended;
+  const TrackedBytes bytes = TrackedBytesNow();
   pool::PoolStats pool = g_ended_pool;
   for (ThreadState* t = g_threads; t != nullptr; t = t->next) {
     ThreadCounters c = t->c;
@@ -114,7 +115,7 @@ void Sample(uint64_t now) {
   }
   g_registry_lock.Unlock();
   const bool walk = WalkAffordable(g_walk_ns, g_series.interval_ns());
-  g_series.Add(PointOf(totals, pool, now - g_start_ns, g_pool_size, walk, &g_walk_ns));
+  g_series.Add(PointOf(totals, bytes, pool, now - g_start_ns, g_pool_size, walk, &g_walk_ns));
   if (!walk) g_walk_ns /= 2;  // read them again after a few samples (one slow read: a few without)
   g_next_ns.store(now + g_series.interval_ns(), std::memory_order_relaxed);
 }
@@ -170,7 +171,7 @@ size_t TimelineRead(TimelinePoint* out, uint64_t* interval_ns) {
 }
 
 TimelinePoint TimelinePointOf(const Snapshot& s, uint64_t t_ns, int64_t pooled_bytes) {
-  return PointOf(s.totals, s.pool, t_ns, s.pool_size, true, nullptr, pooled_bytes);
+  return PointOf(s.totals, s.tracked_bytes, s.pool, t_ns, s.pool_size, true, nullptr, pooled_bytes);
 }
 
 }  // namespace poolscope

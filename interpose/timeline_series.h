@@ -27,8 +27,7 @@ struct TimelinePoint {
   int64_t real_live_bytes;
 };
 
-// What a point's live bytes are made of, summed over every thread (track=1: counters.h
-// ThreadCounters::unpooled_bytes and the rest).
+// What a point's live bytes are made of, summed over every thread (track=1: counters.h TrackedBytes).
 struct LiveByteCounts {
   uint64_t unpooled;            // the program's real blocks: bytes recorded
   uint64_t unpooled_freed;      // and bytes of those released
