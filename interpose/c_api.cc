@@ -44,6 +44,7 @@ __attribute__((noinline)) void* ArenaAllocSlow(void* arena, size_t size, size_t 
     if (void* p = ts.tc.ArenaTryCarveUncounted(a, size, align)) {
       ++ts.carves->n[kFastArenaAlloc][size];
       OnArenaAlloc(static_cast<ArenaTrack*>(a->track), size, kBlockPooled, reinterpret_cast<uintptr_t>(ra));
+      TrackedBytesOf(ts)->arena_pooled_bytes += size;
       return p;
     }
   }
@@ -64,7 +65,10 @@ __attribute__((noinline)) void* ArenaAllocSlow(void* arena, size_t size, size_t 
   if (p != nullptr) {
     ++ts.c.logical.nallocs;
     ts.c.logical.nbytes += size;
-    if (a->track != nullptr) OnArenaAlloc(static_cast<ArenaTrack*>(a->track), size, kBlockPooled, reinterpret_cast<uintptr_t>(ra));
+    if (a->track != nullptr) {
+      OnArenaAlloc(static_cast<ArenaTrack*>(a->track), size, kBlockPooled, reinterpret_cast<uintptr_t>(ra));
+      TrackedBytesOf(ts)->arena_pooled_bytes += size;
+    }
     return p;
   }
   ++ts.tc.stats().misses[reason];
@@ -94,7 +98,10 @@ __attribute__((noinline)) void* ArenaAllocSlow(void* arena, size_t size, size_t 
   ++a->regular_blocks;
   ++ts.c.logical.nallocs;
   ts.c.logical.nbytes += size;
-  if (a->track != nullptr) OnArenaAlloc(static_cast<ArenaTrack*>(a->track), size, kBlockReal, reinterpret_cast<uintptr_t>(ra));
+  if (a->track != nullptr) {
+    OnArenaAlloc(static_cast<ArenaTrack*>(a->track), size, kBlockReal, reinterpret_cast<uintptr_t>(ra));
+    TrackedBytesOf(ts)->unpooled_bytes += size;
+  }
   return p;
 }
 
@@ -105,7 +112,13 @@ __attribute__((noinline)) void ArenaCloseSlow(void* arena) {
   Scope scope(ts);
   ++ts.c.logical.ncalls[kArenaClose];
   if (a == nullptr) return;
-  if (a->track != nullptr) OnArenaClose(static_cast<ArenaTrack*>(a->track));
+  if (a->track != nullptr) {
+    uint64_t pooled = 0, unpooled = 0;
+    OnArenaClose(static_cast<ArenaTrack*>(a->track), &pooled, &unpooled);
+    TrackedBytesOf bytes(ts);
+    bytes->arena_pooled_freed_bytes += pooled;
+    bytes->unpooled_freed_bytes += unpooled;
+  }
   a->track = nullptr;
   if (a->regular == nullptr && ts.phase == kActive) {  // ArenaClose's inline path, for a tracked arena
     const uint64_t blocks = a->pooled_blocks;

@@ -85,6 +85,27 @@ struct ThreadCounters {
   uint64_t nfast_reset[kNumApis];
 };
 
+// track=1: bytes of the blocks tracking records with their size, counted when they are recorded and
+// when they are released (a block freed by another thread counts there: only the sums over all
+// threads mean anything). `unpooled`: real blocks of the program (the live table's, and tracked
+// arenas' regular-path blocks); `arena_pooled`: tracked arenas' pooled blocks. Pooled blocks freed
+// one by one are not here: their frees stay on the inline paths, which do not size them. Kept per
+// thread in its FastCarves, not in ThreadCounters: that is in the thread's static TLS, whose size
+// decides whether `poolscope attach` can load the library into a running program at all.
+struct TrackedBytes {
+  uint64_t unpooled_bytes;
+  uint64_t unpooled_freed_bytes;
+  uint64_t arena_pooled_bytes;
+  uint64_t arena_pooled_freed_bytes;
+};
+
+inline void AddTrackedBytes(TrackedBytes* into, const TrackedBytes& from) {
+  into->unpooled_bytes += from.unpooled_bytes;
+  into->unpooled_freed_bytes += from.unpooled_freed_bytes;
+  into->arena_pooled_bytes += from.arena_pooled_bytes;
+  into->arena_pooled_freed_bytes += from.arena_pooled_freed_bytes;
+}
+
 // The inline pooled malloc, operator new and new[], and the inline carve of poolscope_arena_alloc,
 // count each block in one number: by entry point and request size, so that one increment stands for
 // the call, the logical block, its bytes, its size bucket and the pool's hit. The table is per thread,
@@ -102,6 +123,7 @@ struct FastCarves {
   // [entry point][request size]: blocks carved inline. Indexed by the size itself (slot 0 stays 0), so
   // that the inline path adds to it with the size register as it is.
   uint64_t n[kNumFastApis][kFastSizes + 1];
+  TrackedBytes bytes;  // (not settled: summed apart, TrackedBytesNow)
 };
 
 // Turns the fast-path counts of `c` and `carves` into the counts they stand for: logical calls,

@@ -269,6 +269,7 @@ void TakeSnapshot(Snapshot* s) {
   ThreadState& self = t_state;
   SpinLockHolder lock(&g_registry_lock);
   s->totals = g_ended;
+  s->tracked_bytes = TrackedBytesNow();
   s->pool = g_ended_pool;
   s->records = g_records;
   s->records_omitted = g_records_omitted;

@@ -34,12 +34,13 @@ extern const char* const kVersion;
 namespace {
 
 // Memory over time (timeline.h): the samples taken while the program ran, then this report's own
-// counts as the last point.
-void WriteTimeline(report::JsonWriter& w, const Snapshot& s) {
+// counts as the last point. `pooled_bytes`: the live pooled blocks' bytes the report counted (-1: read
+// them).
+void WriteTimeline(report::JsonWriter& w, const Snapshot& s, int64_t pooled_bytes) {
   static TimelinePoint points[kTimelinePoints + 1];  // the report is written by one thread at a time
   uint64_t interval_ns = 0;
   size_t n = TimelineRead(points, &interval_ns);
-  points[n++] = TimelinePointOf(s, TimelineNowNs());
+  points[n++] = TimelinePointOf(s, TimelineNowNs(), pooled_bytes);
   w.Key("timeline");
   w.BeginObject();
   w.Field("interval_ms", interval_ns / 1000000);
@@ -53,6 +54,9 @@ void WriteTimeline(report::JsonWriter& w, const Snapshot& s) {
     w.FieldInt("real_live_blocks", p.real_live);
     w.FieldInt("pools", p.pools);
     w.FieldIntOrNull("rss_kib", p.rss_kib >= 0, p.rss_kib);
+    // Known with track=1 only (docs/report-schema.md).
+    w.FieldIntOrNull("logical_live_bytes", p.logical_live_bytes >= 0, p.logical_live_bytes);
+    w.FieldIntOrNull("real_live_bytes", p.real_live_bytes >= 0, p.real_live_bytes);
     w.EndObject();
   }
   w.EndArray();
@@ -479,7 +483,7 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   w.EndArray();
   w.Field("threads_omitted", s.records_omitted);
   w.Field("threads_lost_at_fork", s.threads_lost_at_fork);
-  WriteTimeline(w, s);
+  WriteTimeline(w, s, tracked ? static_cast<int64_t>(live.pooled_bytes - live.arena_pooled_bytes) : -1);
 
   w.Key("sizes");
   w.BeginObject();

@@ -116,12 +116,17 @@ inline void CountRegular(ThreadState& ts, Api api, size_t n, bool ok) {
 inline void* RegularAllocated(ThreadState& ts, Api api, size_t n, void* p,
                               const track::StartFrame* from = nullptr) {
   CountRegular(ts, api, n, p != nullptr);
-  if (POOLSCOPE_UNLIKELY(g_tracking) && p != nullptr) OnAlloc(p, n, 0, from);
+  if (POOLSCOPE_UNLIKELY(g_tracking) && p != nullptr) {
+    OnAlloc(p, n, 0, from);
+    TrackedBytesOf(ts)->unpooled_bytes += n;
+  }
   return p;
 }
 
-inline void TrackFree(void* p) {
-  if (POOLSCOPE_UNLIKELY(g_tracking) && p != nullptr) OnFree(p);
+// A real block leaves the live-block table (track=1), its size counted as freed.
+inline void TrackFree(ThreadState& ts, void* p) {
+  uint64_t size;
+  if (POOLSCOPE_UNLIKELY(g_tracking) && p != nullptr && OnFree(p, &size)) TrackedBytesOf(ts)->unpooled_freed_bytes += size;
 }
 
 
@@ -295,7 +300,7 @@ void FreeSlow(Api api, void* p, pool::PoolHeader* h) {
   if (h != nullptr) return FreePooled(ts, api, p, h);
   CountFree(ts.c.regular, api, p != nullptr);
   TimelineCount(ts.c.regular.ncalls[api]);
-  TrackFree(p);
+  TrackFree(ts, p);
   Guard guard(ts);
   if (api == kFree) return g_real.free(p);
   RealDelete(api, p, 0, 0, false);
@@ -396,12 +401,13 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
     if (q != nullptr) {
       ++ts.c.regular.nreallocs;
       if (POOLSCOPE_UNLIKELY(g_tracking)) {
-        OnFree(p);
+        TrackFree(ts, p);
         OnAlloc(q, total, 0, from);
+        TrackedBytesOf(ts)->unpooled_bytes += total;
       }
     } else if (total == 0 && !overflow) {
       ++ts.c.regular.nfrees;  // glibc: realloc(p, 0) frees p
-      TrackFree(p);
+      TrackFree(ts, p);
     }
     return q;
   }
@@ -461,7 +467,10 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
   ts.tc.Free(h, p);
   if (!spill) --ts.tc.stats().pooled_frees;  // the block moved within the pools
   ++ts.c.logical.nreallocs;
-  if (POOLSCOPE_UNLIKELY(g_tracking) && spill) OnAlloc(q, total, 0, from);
+  if (POOLSCOPE_UNLIKELY(g_tracking) && spill) {
+    OnAlloc(q, total, 0, from);
+    TrackedBytesOf(ts)->unpooled_bytes += total;
+  }
   return q;
 }
 
@@ -599,7 +608,10 @@ void* NewForm(Api api, size_t n, size_t align, bool nothrow, void* ra) {
   if (p != nullptr) {
     ++ts.c.regular.nallocs;
     ts.c.regular.nbytes += n;
-    if (POOLSCOPE_UNLIKELY(g_tracking)) OnAlloc(p, n, 0, from);
+    if (POOLSCOPE_UNLIKELY(g_tracking)) {
+      OnAlloc(p, n, 0, from);
+      TrackedBytesOf(ts)->unpooled_bytes += n;
+    }
   }
   return p;
 }
@@ -619,7 +631,7 @@ void DeleteForm(Api api, void* p, size_t size, size_t align, bool nothrow) {
   if (h != nullptr) return FreePooled(ts, api, p, h);
   CountFree(ts.c.regular, api, p != nullptr);
   TimelineCount(ts.c.regular.ncalls[api]);
-  TrackFree(p);
+  TrackFree(ts, p);
   Guard guard(ts);
   RealDelete(api, p, size, align, nothrow);
 }

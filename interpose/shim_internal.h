@@ -86,6 +86,34 @@ void EmitLine(void*, const char* line);
 const FastCarves& CarvesOf(const ThreadState& ts);
 void SettleOwn(ThreadState& ts);
 void FoldDead(ThreadState& ts);
+// track=1: the tracked bytes (counters.h TrackedBytes) of every thread, ended ones included; under the
+// registry's lock.
+TrackedBytes TrackedBytesNow();
+// Where a thread without a carve table (dead, or none could be had) counts its tracked bytes: under
+// the registry's lock.
+TrackedBytes* StrayBytes();
+// Where the calling thread counts its tracked bytes: its carve table's, or the stray ones, locked.
+class TrackedBytesOf {
+ public:
+  explicit TrackedBytesOf(ThreadState& ts) : own_(ts.carves != nullptr) {
+    if (own_) {
+      bytes_ = &ts.carves->bytes;
+    } else {
+      g_registry_lock.Lock();
+      bytes_ = StrayBytes();
+    }
+  }
+  ~TrackedBytesOf() {
+    if (!own_) g_registry_lock.Unlock();
+  }
+  TrackedBytesOf(const TrackedBytesOf&) = delete;
+  TrackedBytesOf& operator=(const TrackedBytesOf&) = delete;
+  TrackedBytes* operator->() { return bytes_; }
+
+ private:
+  bool own_;
+  TrackedBytes* bytes_;
+};
 void ForkPrepare();
 void ForkParent();
 void ForkChild();

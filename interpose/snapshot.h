@@ -48,6 +48,7 @@ struct LiveThread {
 struct Snapshot {
   static constexpr int kMaxLive = 64;
   ThreadCounters totals;
+  TrackedBytes tracked_bytes;  // every thread's (TrackedBytesNow)
   pool::PoolStats pool;
   InternalCounters internal;
   uint64_t pools_cached;

@@ -43,6 +43,8 @@ pthread_key_t g_key;
 SpinLock g_registry_lock;
 ThreadState* g_threads = nullptr;
 ThreadCounters g_ended;
+TrackedBytes g_ended_bytes;
+TrackedBytes g_stray_bytes;
 pool::PoolStats g_ended_pool;
 ThreadRecord* g_records = nullptr;
 ThreadRecord** g_records_tail = &g_records;
@@ -128,12 +130,16 @@ void FreeCarves(ThreadState& ts) {
 void SettleOwn(ThreadState& ts) {
   pool::PoolStats& stats = ts.tc.stats();
   Settle(&ts.c, CarvesOf(ts), &stats.hits, &stats.pooled_frees, &stats.resets_in_place);
-  if (ts.carves != nullptr) memset(ts.carves, 0, sizeof *ts.carves);
+  if (ts.carves != nullptr) memset(ts.carves->n, 0, sizeof ts.carves->n);  // (bytes: not settled)
 }
 
 void FoldInto(ThreadState& ts, ThreadRecord* record) {
   SettleOwn(ts);
   AddCounters(&g_ended, ts.c);
+  if (ts.carves != nullptr) {
+    AddTrackedBytes(&g_ended_bytes, ts.carves->bytes);
+    ts.carves->bytes = TrackedBytes{};
+  }
   pool::AddStats(&g_ended_pool, ts.tc.stats());
   if (record != nullptr) {
     record->c = ts.c;
@@ -190,6 +196,17 @@ void OnThreadExit(void* arg) {
 
 // A thread past its exit handler still allocates (other TLS destructors): its counts go straight to
 // the ended totals.
+TrackedBytes* StrayBytes() { return &g_stray_bytes; }
+
+TrackedBytes TrackedBytesNow() {
+  TrackedBytes sum = g_ended_bytes;
+  AddTrackedBytes(&sum, g_stray_bytes);
+  for (ThreadState* ts = g_threads; ts != nullptr; ts = ts->next) {
+    if (ts->carves != nullptr) AddTrackedBytes(&sum, ts->carves->bytes);
+  }
+  return sum;
+}
+
 void FoldDead(ThreadState& ts) {
   SpinLockHolder lock(&g_registry_lock);
   FoldInto(ts, nullptr);
@@ -233,6 +250,9 @@ void ForkChild() {
     if (ts != &self) {
       ts->tc.AbandonAtFork();
       Unregister(*ts);
+      // Its blocks stay in the live table (their memory is the child's): their bytes stay counted,
+      // but for a block it was recording or releasing when fork() stopped it.
+      if (ts->carves != nullptr) AddTrackedBytes(&g_ended_bytes, ts->carves->bytes);
       memset(&ts->c, 0, sizeof ts->c);
       FreeCarves(*ts);
       ts->tc.stats() = pool::PoolStats{};

@@ -16,6 +16,7 @@
 #include <cstdlib>
 
 #include "interpose/shim_internal.h"
+#include "interpose/tracking.h"
 
 namespace poolscope {
 namespace {
@@ -26,6 +27,9 @@ uint64_t g_start_ns = 0;
 std::atomic<uint64_t> g_next_ns{0};
 std::atomic<bool> g_busy{false};  // one sampler (or reader) at a time; other samplers skip
 TimelineSeries g_series;
+// How long the last sample's read of the pools took (under g_busy; WalkAffordable), halved at each
+// sample that does not read them.
+uint64_t g_walk_ns = 0;
 
 uint64_t Now() {
   struct timespec t;
@@ -56,7 +60,19 @@ int64_t ResidentKib() {
   return static_cast<int64_t>(pages * static_cast<unsigned long long>(sysconf(_SC_PAGESIZE)) / 1024);
 }
 
-TimelinePoint PointOf(const ThreadCounters& totals, const pool::PoolStats& pool, uint64_t t_ns) {
+// The live pooled blocks' bytes, from their pools' marks (the sizes tracking keeps there).
+int64_t PooledLiveBytes() {
+  uint64_t bytes = 0;
+  ForEachPooledBlock([](uintptr_t, uint32_t size, uint32_t, void* arg) { *static_cast<uint64_t*>(arg) += size; },
+                     &bytes);
+  return static_cast<int64_t>(bytes);
+}
+
+// `walk`: whether to read the pooled blocks' sizes (PooledLiveBytes); without, the point's logical live
+// bytes are unknown. Sets *walk_ns (when not null) to how long the read took, if it was made.
+// `pooled_bytes` >= 0: those bytes instead of a read.
+TimelinePoint PointOf(const ThreadCounters& totals, const TrackedBytes& bytes, const pool::PoolStats& pool,
+                      uint64_t t_ns, size_t pool_size, bool walk, uint64_t* walk_ns, int64_t pooled_bytes = -1) {
   const Ledger logical = Logical(totals), real = Real(totals);
   TimelinePoint p;
   p.t_ns = t_ns;
@@ -64,12 +80,31 @@ TimelinePoint PointOf(const ThreadCounters& totals, const pool::PoolStats& pool,
   p.real_live = static_cast<int64_t>(real.nallocs - real.nfrees);
   p.pools = static_cast<int64_t>(pool.pools_created - pool.pools_released);
   p.rss_kib = ResidentKib();
+  p.logical_live_bytes = p.real_live_bytes = -1;
+  // Without tracking, or with blocks the live table could not record, frees are not all sized.
+  if (g_tracking && TrackingUnrecorded() == 0) {
+    LiveByteCounts c;
+    c.unpooled = bytes.unpooled_bytes;
+    c.unpooled_freed = bytes.unpooled_freed_bytes;
+    c.arena_pooled = bytes.arena_pooled_bytes;
+    c.arena_pooled_freed = bytes.arena_pooled_freed_bytes;
+    c.pooled = pooled_bytes;
+    if (walk && pooled_bytes < 0) {
+      const uint64_t start = walk_ns != nullptr ? Now() : 0;
+      c.pooled = PooledLiveBytes();
+      if (walk_ns != nullptr) *walk_ns = Now() - start;
+    }
+    c.pools = p.pools;
+    c.pool_bytes = (pool_size + 63) & ~uint64_t{63};  // as the report counts a pool (report_render.cc)
+    SetLiveBytes(&p, c);
+  }
   return p;
 }
 
 void Sample(uint64_t now) {
   if (!g_registry_lock.TryLock()) return;
   ThreadCounters totals = g_ended;
+  const TrackedBytes bytes = TrackedBytesNow();
   pool::PoolStats pool = g_ended_pool;
   for (ThreadState* t = g_threads; t != nullptr; t = t->next) {
     ThreadCounters c = t->c;
@@ -79,7 +114,9 @@ void Sample(uint64_t now) {
     pool::AddStats(&pool, stats);
   }
   g_registry_lock.Unlock();
-  g_series.Add(PointOf(totals, pool, now - g_start_ns));
+  const bool walk = WalkAffordable(g_walk_ns, g_series.interval_ns());
+  g_series.Add(PointOf(totals, bytes, pool, now - g_start_ns, g_pool_size, walk, &g_walk_ns));
+  if (!walk) g_walk_ns /= 2;  // read them again after a few samples (one slow read: a few without)
   g_next_ns.store(now + g_series.interval_ns(), std::memory_order_relaxed);
 }
 
@@ -133,6 +170,8 @@ size_t TimelineRead(TimelinePoint* out, uint64_t* interval_ns) {
   return n;
 }
 
-TimelinePoint TimelinePointOf(const Snapshot& s, uint64_t t_ns) { return PointOf(s.totals, s.pool, t_ns); }
+TimelinePoint TimelinePointOf(const Snapshot& s, uint64_t t_ns, int64_t pooled_bytes) {
+  return PointOf(s.totals, s.tracked_bytes, s.pool, t_ns, s.pool_size, true, nullptr, pooled_bytes);
+}
 
 }  // namespace poolscope

@@ -1,15 +1,16 @@
 // File: interpose/timeline.h
 //
 // Memory over time: the report's `timeline`, at most kTimelinePoints samples of the live-block counts
-// of both ledgers, the pools that exist and the process's resident set, taken while the program
-// runs. No thread of its own and nothing on the pooled fast paths: where regular allocations, frees
-// off the inline path and the making and releasing of pools are counted, every kTimelineEvery-th
-// call of one entry point of a thread's ledger (the count just incremented, tested with a mask: no
-// counter of its own) reads the clock (CLOCK_MONOTONIC, in user space through the vDSO); the first
-// thread to find the next sample due takes it (the registry's lock only when it is free: a thread
-// that holds it, or a signal handler that interrupts one, skips the sample). Samples are `interval`
-// apart; when the array is full, every other sample goes and the interval doubles, so that the
-// samples always span the whole run.
+// of both ledgers, their live bytes (track=1: from the sizes tracking counts as it records and releases
+// blocks, and the pooled blocks' sizes read from their pools), the pools that exist and the process's
+// resident set, taken while the program runs. No thread of its own and nothing on the pooled fast
+// paths: where regular allocations, frees off the inline path and the making and releasing of pools
+// are counted, every kTimelineEvery-th call of one entry point of a thread's ledger (the count just
+// incremented, tested with a mask: no counter of its own) reads the clock (CLOCK_MONOTONIC, in user
+// space through the vDSO); the first thread to find the next sample due takes it (the registry's lock
+// only when it is free: a thread that holds it, or a signal handler that interrupts one, skips the
+// sample). Samples are `interval` apart; when the array is full, every other sample goes and the
+// interval doubles, so that the samples always span the whole run.
 #ifndef POOLSCOPE_INTERPOSE_TIMELINE_H_
 #define POOLSCOPE_INTERPOSE_TIMELINE_H_
 
@@ -21,6 +22,7 @@
 namespace poolscope {
 
 constexpr uint64_t kTimelineEvery = 256;  // a power of two: calls between looks at the clock
+
 
 // At the library's start: sampling begins if `on` (a report will be written).
 void TimelineStart(bool on);
@@ -42,8 +44,11 @@ void TimelineForkChild();
 size_t TimelineRead(TimelinePoint* out, uint64_t* interval_ns);
 
 // The live counts of `s` as a point at time `t_ns` (the report's last point, at its snapshot).
+// `pooled_bytes`: the live pooled blocks' bytes as the report read them from the pools (so that the
+// point's logical bytes are the report's even if a pooled block was freed since: a signal handler's
+// free while the report is written); -1 to read them now.
 struct Snapshot;
-TimelinePoint TimelinePointOf(const Snapshot& s, uint64_t t_ns);
+TimelinePoint TimelinePointOf(const Snapshot& s, uint64_t t_ns, int64_t pooled_bytes = -1);
 uint64_t TimelineNowNs();
 
 }  // namespace poolscope

@@ -8,7 +8,7 @@
 namespace poolscope {
 namespace {
 
-TimelinePoint At(uint64_t t_ns, int64_t live) { return TimelinePoint{t_ns, live, live, 0, -1}; }
+TimelinePoint At(uint64_t t_ns, int64_t live) { return TimelinePoint{t_ns, live, live, 0, -1, live, live}; }
 
 // A sampler that asks every millisecond for `ms` milliseconds and adds a point whenever one is due;
 // returns the times it added.
@@ -62,6 +62,41 @@ TEST(TimelineSeriesTest, FullArrayKeepsEveryOtherPoint) {
   for (size_t i = 0; i < kTimelinePoints / 2; ++i) EXPECT_EQ(s[i].logical_live, static_cast<int64_t>(2 * i));
   EXPECT_EQ(s[kTimelinePoints / 2].logical_live, -1);
   EXPECT_EQ(s.interval_ns(), 2 * kTimelineFirstIntervalNs);
+}
+
+TEST(TimelineSeriesTest, LiveBytesOfBothLedgers) {
+  TimelinePoint p = At(0, 0);
+  LiveByteCounts c{};
+  c.unpooled = 1000;
+  c.unpooled_freed = 300;  // 700 bytes of real blocks live
+  c.arena_pooled = 50;
+  c.arena_pooled_freed = 20;  // 30 in open arenas' pools
+  c.pooled = 40;              // 40 in pooled blocks
+  c.pools = 3;
+  c.pool_bytes = 64;
+  SetLiveBytes(&p, c);
+  EXPECT_EQ(p.logical_live_bytes, 700 + 30 + 40);
+  EXPECT_EQ(p.real_live_bytes, 700 + 3 * 64);  // pools whole, whatever they hold
+}
+
+TEST(TimelineSeriesTest, LogicalLiveBytesUnknownWithoutThePoolsBytes) {
+  TimelinePoint p = At(0, 0);
+  LiveByteCounts c{};
+  c.unpooled = 10;
+  c.pooled = -1;  // the pools' marks were not read
+  c.pools = 2;
+  c.pool_bytes = 128;
+  SetLiveBytes(&p, c);
+  EXPECT_EQ(p.logical_live_bytes, -1);
+  EXPECT_EQ(p.real_live_bytes, 10 + 2 * 128);
+}
+
+TEST(TimelineSeriesTest, PoolsAreReadWhileTheLastReadTookAShareOfTheInterval) {
+  EXPECT_TRUE(WalkAffordable(0, kTimelineFirstIntervalNs));  // the first sample reads them
+  const uint64_t share = kTimelineFirstIntervalNs / kTimelineWalkShare;
+  EXPECT_TRUE(WalkAffordable(share, kTimelineFirstIntervalNs));
+  EXPECT_FALSE(WalkAffordable(share + 1, kTimelineFirstIntervalNs));
+  EXPECT_TRUE(WalkAffordable(share + 1, 2 * kTimelineFirstIntervalNs));  // once the interval doubled
 }
 
 }  // namespace

@@ -666,11 +666,13 @@ void OnArenaAlloc(ArenaTrack* t, size_t size, uint8_t flags, uintptr_t ra) {
   EndWrite(t);
 }
 
-void OnArenaClose(ArenaTrack* t) {
+void OnArenaClose(ArenaTrack* t, uint64_t* pooled_bytes, uint64_t* real_bytes) {
   TrackThread& tt = t_track;
   BeginWrite(t);
   for (uint32_t i = 0; i < kArenaGroups + 2; ++i) {
     ArenaGroup& g = t->groups[i];
+    uint64_t* bytes = (g.flags & kBlockPooled) ? pooled_bytes : real_bytes;
+    if (bytes != nullptr) *bytes += g.bytes;
     g.site_blocks += g.blocks;
     g.site_bytes += g.bytes;
     g.blocks = g.bytes = 0;
@@ -698,12 +700,12 @@ void PrefetchFree(void* p) {
   g_table->Prefetch(ptr);
 }
 
-bool OnFree(void* p) {
+bool OnFree(void* p, uint64_t* size) {
   TrackThread& tt = t_track;
   const bool usable = tt.young_busy == 0;
   ++tt.young_busy;
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  const bool found = g_recent->Erase(tt.young, usable, reinterpret_cast<uintptr_t>(p));
+  const bool found = g_recent->Erase(tt.young, usable, reinterpret_cast<uintptr_t>(p), size);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   --tt.young_busy;
   return found;
@@ -801,6 +803,7 @@ size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals, uint8_t
   ForEachArenaRecord([&](const ArenaCopy& c) {
     for (const ArenaGroup& g : c.groups) {
       if (c.open && g.blocks != 0) add(ArenaBlockStack(c.open_stack, g.ra), g.flags, g.blocks, g.bytes, 0);
+      if (c.open && (g.flags & kBlockPooled)) totals->arena_pooled_bytes += g.bytes;
     }
   });
   std::vector<LeakGroup> all;

@@ -46,8 +46,9 @@ void OnAlloc(void* p, size_t size, int skip, const track::StartFrame* from = nul
 // (pool::BlockInfo). Pooled blocks are not in the table: their pools' marks say which are live, so
 // their frees record nothing here, and the report finds them with the walk given to TrackingInit.
 uint32_t OnPooledAlloc(size_t size, int skip, const track::StartFrame* from = nullptr);
-// A logical free of a real block. Returns false when `p` was not in the table.
-bool OnFree(void* p);
+// A logical free of a real block. Returns false when `p` was not in the table; else sets *size (when
+// `size` is not null) to the size it was recorded with.
+bool OnFree(void* p, uint64_t* size = nullptr);
 // A hint, as early as possible before OnFree(p): starts loading the table lines it may touch.
 void PrefetchFree(void* p);
 // The stack id of the calling code (for errors), or of the stack above `from` (see OnAlloc).
@@ -72,8 +73,9 @@ ArenaTrack* OnArenaOpen(int skip, const track::StartFrame* from, uintptr_t ra);
 // A block of `size` bytes allocated in the arena (pooled, or on the regular path) by the call that
 // returns to `ra`.
 void OnArenaAlloc(ArenaTrack* arena, size_t size, uint8_t flags, uintptr_t ra);
-// The arena closed: its blocks are gone.
-void OnArenaClose(ArenaTrack* arena);
+// The arena closed: its blocks are gone. Adds their bytes to *pooled_bytes and *real_bytes (when not
+// null), as OnArenaAlloc's flags said.
+void OnArenaClose(ArenaTrack* arena, uint64_t* pooled_bytes = nullptr, uint64_t* real_bytes = nullptr);
 
 // The calling thread has ended (its exit handler): counts it kept back are added now.
 void TrackingThreadExit();
@@ -103,6 +105,7 @@ struct SiteCounters {
 };
 struct LiveTotals {
   uint64_t blocks, bytes, pooled_blocks, pooled_bytes, real_blocks, real_bytes;
+  uint64_t arena_pooled_bytes;  // of pooled_bytes, the open arenas' blocks
 };
 // Fills `groups` (up to `max`, largest bytes first) and returns how many groups exist in all. Groups
 // are by (kind, stack): a block's kind is kind_of(ptr) (blocks without an address, an open arena's,

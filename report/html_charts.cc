@@ -329,24 +329,42 @@ std::string TimelineChart(const std::vector<std::pair<const json*, std::string>>
   // Per run: logical, real, resident set. A second run's lines are darker shades of the first's.
   static const char* const kColors[2][3] = {{kLogicalColor, kRealColor, "#6b7280"},
                                             {"#16365e", "#8a3f0a", "#111827"}};
+  auto points_of = [](const json& report) -> const json* {
+    const json* points = Find(report, "timeline.points");
+    return points != nullptr && points->is_array() && points->size() >= 2 ? points : nullptr;
+  };
+  // Live bytes (track=1) when every run drawn has them at two points or more, so that one left axis
+  // serves every line; live blocks otherwise.
+  bool bytes = false;
+  for (const auto& run : runs) {
+    const json* points = points_of(*run.first);
+    if (points == nullptr) continue;
+    size_t with_bytes = 0;
+    for (const json& p : *points) with_bytes += Count(p, "real_live_bytes").has_value() ? 1 : 0;
+    bytes = with_bytes >= 2;
+    if (!bytes) break;
+  }
   std::vector<Series> series;
-  int64_t max_t = 1, max_blocks = 1, max_rss = 1;
+  int64_t max_t = 1, max_left = 1, max_rss = 1;
   for (size_t r = 0; r < runs.size(); ++r) {
-    const json* points = Find(*runs[r].first, "timeline.points");
-    if (points == nullptr || !points->is_array() || points->size() < 2) continue;
+    const json* points = points_of(*runs[r].first);
+    if (points == nullptr) continue;
     const std::string prefix = runs[r].second.empty() ? "" : runs[r].second + ": ";
     const char* const* colors = kColors[r % 2];
-    const std::pair<const char*, const char*> keys[] = {{"logical_live_blocks", "logical live blocks"},
-                                                        {"real_live_blocks", "real live blocks"},
-                                                        {"rss_kib", "resident set (right axis)"}};
+    const std::pair<const char*, const char*> keys[] = {
+        bytes ? std::make_pair("logical_live_bytes", "logical live bytes")
+              : std::make_pair("logical_live_blocks", "logical live blocks"),
+        bytes ? std::make_pair("real_live_bytes", "real live bytes")
+              : std::make_pair("real_live_blocks", "real live blocks"),
+        {"rss_kib", "resident set (right axis)"}};
     for (int k = 0; k < 3; ++k) {
       Series s{prefix + keys[k].second, colors[k], k == 2, {}};
       for (const json& p : *points) {
         std::optional<int64_t> t = Count(p, "t_ms"), v = Count(p, keys[k].first);
-        if (!t || !v) continue;
+        if (!t || !v) continue;  // (a null: the point is left out of that line)
         s.xy.emplace_back(*t, *v);
         max_t = std::max(max_t, *t);
-        (s.right ? max_rss : max_blocks) = std::max(s.right ? max_rss : max_blocks, *v);
+        (s.right ? max_rss : max_left) = std::max(s.right ? max_rss : max_left, *v);
       }
       series.push_back(std::move(s));
     }
@@ -377,13 +395,13 @@ std::string TimelineChart(const std::vector<std::pair<const json*, std::string>>
     std::string line;
     for (const auto& [t, v] : s.xy) {
       line += fmt::format("{}{:.1f},{:.1f}", line.empty() ? "" : " ", x_of(t),
-                          y_of(v, s.right ? max_rss : max_blocks));
+                          y_of(v, s.right ? max_rss : max_left));
     }
     svg += fmt::format("<polyline class=\"series\" fill=\"none\" stroke=\"{}\" "
                        "stroke-width=\"2\"{} points=\"{}\"><title>{}</title></polyline>\n",
                        s.color, s.right ? " stroke-dasharray=\"5 3\"" : "", line, E(s.label));
   }
-  // Axes: time below, blocks left, resident set right.
+  // Axes: time below, live bytes or blocks left, resident set right.
   svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#8a93a3\"/>\n", left,
                      bottom, left + plot_width);
   svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#8a93a3\"/>\n", left,
@@ -391,7 +409,7 @@ std::string TimelineChart(const std::vector<std::pair<const json*, std::string>>
   svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#8a93a3\"/>\n",
                      left + plot_width, top, bottom);
   svg += fmt::format("<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", left - 6,
-                     top + 4, E(Thousands(max_blocks)));
+                     top + 4, E(bytes ? Bytes(max_left) : Thousands(max_left)));
   svg += fmt::format("<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\">0</text>\n", left - 6,
                      bottom);
   svg += fmt::format("<text class=\"tick\" x=\"{}\" y=\"{}\">{}</text>\n", left + plot_width + 6, top + 4,
@@ -402,13 +420,13 @@ std::string TimelineChart(const std::vector<std::pair<const json*, std::string>>
   svg += fmt::format("<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
                      left + plot_width, bottom + 16, E(Seconds(static_cast<double>(max_t) / 1000)));
   svg += fmt::format("<text class=\"axis-title\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">"
-                     "time since the library started</text>\n",
+                     "time since the library started (seconds)</text>\n",
                      left + plot_width / 2, bottom + 40);
   svg += fmt::format("<text class=\"axis-title\" x=\"{0}\" y=\"{1}\" text-anchor=\"middle\" "
-                     "transform=\"rotate(-90 {0} {1})\">live blocks</text>\n",
-                     left - 60, (top + bottom) / 2);
+                     "transform=\"rotate(-90 {0} {1})\">{2}</text>\n",
+                     left - 60, (top + bottom) / 2, bytes ? "live bytes" : "live blocks (count)");
   svg += fmt::format("<text class=\"axis-title\" x=\"{0}\" y=\"{1}\" text-anchor=\"middle\" "
-                     "transform=\"rotate(90 {0} {1})\">resident set</text>\n",
+                     "transform=\"rotate(90 {0} {1})\">resident set (bytes)</text>\n",
                      left + plot_width + 64, (top + bottom) / 2);
   return svg + "</svg>\n";
 }

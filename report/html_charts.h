@@ -31,9 +31,10 @@ std::string LiveChart(const nlohmann::json& report);
 // are ordered by bytes, largest first, and a frame is as wide as its bytes in 1000 px.
 std::string FlameGraph(const nlohmann::json& report);
 
-// Memory over time (the reports' `timeline`s): live blocks of both ledgers against time, and the
-// resident set on its own scale (right axis, dashed), for one run or for several on one chart (each
-// run's lines in its own shade, named by its label). Empty when no run has two points or more.
+// Memory over time (the reports' `timeline`s): live bytes of both ledgers against time when every run
+// drawn has them (track=1), else live blocks, and the resident set on its own scale (right axis,
+// dashed), for one run or for several on one chart (each run's lines in its own shade, named by its
+// label). Empty when no run has two points or more.
 std::string TimelineChart(const std::vector<std::pair<const nlohmann::json*, std::string>>& runs);
 
 }  // namespace poolscope::report

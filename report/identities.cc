@@ -153,6 +153,8 @@ class IdentityCheck {
   void DetectorView();
   void Internal();
   void Timeline();
+  void TimelineBytes();
+  std::optional<Sum> LastPoint(const nlohmann::json& points, const char* field) const;
   void Sizes();
   void Threads();
   void LeakCheck();
@@ -261,16 +263,30 @@ void IdentityCheck::Timeline() {
            fmt::format("timeline.points[{}].t_ms = {} < {} (the point before it)", i, IntOf(*t), previous));
     previous = IntOf(*t);
   }
-  const json& last = points->back();
-  const std::string at = fmt::format("timeline.points[{}].", points->size() - 1);
-  auto last_field = [&](const char* field) -> std::optional<Sum> {
-    const json* n = Find(last, field);
-    if (!IsInt(n)) return std::nullopt;
-    return Sum{{at + field, IntOf(*n)}};
-  };
-  Equal(last_field("logical_live_blocks"), Fields({"logical.live_blocks"}));
-  Equal(last_field("real_live_blocks"), Fields({"real.live_blocks"}));
-  Equal(last_field("pools"), Fields({"pool.pools_cached_at_exit", "pool.pools_in_use_at_exit"}));
+  Equal(LastPoint(*points, "logical_live_blocks"), Fields({"logical.live_blocks"}));
+  Equal(LastPoint(*points, "real_live_blocks"), Fields({"real.live_blocks"}));
+  Equal(LastPoint(*points, "pools"), Fields({"pool.pools_cached_at_exit", "pool.pools_in_use_at_exit"}));
+}
+
+// A field of the timeline's last point (`points` not empty), as a Sum; none when it is not an integer
+// (null).
+std::optional<Sum> IdentityCheck::LastPoint(const json& points, const char* field) const {
+  const json* n = Find(points.back(), field);
+  if (!IsInt(n)) return std::nullopt;
+  return Sum{{fmt::format("timeline.points[{}].{}", points.size() - 1, field), IntOf(*n)}};
+}
+
+// The timeline's last point's live bytes, when known, are the report's own (counted apart: the point's
+// from the per-thread byte counts and the pools' marks, the report's from the live-block table). Not
+// in a fork() child of a process with other threads: one of them may have been stopped between
+// recording a block and counting its bytes.
+void IdentityCheck::TimelineBytes() {
+  std::optional<int64_t> lost = Int("threads_lost_at_fork");
+  if (lost && *lost != 0) return;
+  const json* points = Find(doc_, "timeline.points");
+  if (points == nullptr || !points->is_array() || points->empty()) return;
+  Equal(LastPoint(*points, "logical_live_bytes"), Fields({"logical.live_bytes"}));
+  Equal(LastPoint(*points, "real_live_bytes"), Fields({"real.live_bytes"}));
 }
 
 void IdentityCheck::Sizes() {
@@ -528,6 +544,7 @@ CheckResult IdentityCheck::Run() {
   if (exact == nullptr || *exact != false) {
     CrossLedger();
     LeakGroups();
+    TimelineBytes();
     Verdict();
   }
   return std::move(result_);

@@ -8,6 +8,16 @@
 #     the churn rather than at its free; points before and after the peak are at the blocks live at
 #     exit + 1 or + 2 likewise;
 #   - the resident set at the peak is above the first point's by at least N's bytes over two;
+#   - with track=1, the live bytes: the program's blocks are N/2 of 24 bytes and N/2 of 200, its array
+#     8 N, the churn's block 1,000; so at every point that holds the N blocks (by its block count)
+#     logical live bytes are the bytes live at exit + 8 N + 112 N (+ 1,000 when the sample caught a
+#     churn block), and at every point before or after them the bytes live at exit + 8 N (+ 1,000);
+#     some of each with logical bytes (a sample may skip reading the pools: docs/report-schema.md).
+#     Real live bytes count the pools whole instead of their blocks: with pool=1 (pools of 64 bytes:
+#     the 24-byte blocks are pooled, the others too large) the real bytes less the point's pools at
+#     64 bytes each are the unpooled bytes live at exit + 8 N + 100 N while the N blocks are held
+#     (+ 1,000); with pool=0 they are the logical bytes. With track=0 every point's bytes are null
+#     (frees are not sized);
 #   - a longer run's points span it, from its start to its end (how they thin out past 200 samples:
 #     //interpose:timeline_series_test);
 #   - the program's stdout and status are the bare run's;
@@ -45,6 +55,32 @@ if not any(v - base in (1, 2) for v in live[:at]):
     problems.append("no point before the peak at live at exit (%d) + 1 or 2: %s" % (base, live[:at]))
 if not any(v - base in (1, 2) for v in live[at:]):
     problems.append("no point after the peak at live at exit (%d) + 1 or 2: %s" % (base, live[at:]))
+track, pool = int(mode[-1]), int(mode[4])
+if track == 0:
+    for i, p in enumerate(pts):
+        if p["logical_live_bytes"] is not None or p["real_live_bytes"] is not None:
+            problems.append("point %d has live bytes with track=0: %s" % (i, p))
+else:
+    pool_bytes = 64  # pool_size=64, rounded to 64
+    base_bytes = d["logical"]["live_bytes"]
+    # The real bytes live at exit that are not pools.
+    base_real = d["real"]["live_bytes"] - pts[-1]["pools"] * pool_bytes
+    def real_unpooled(p):
+        return p["real_live_bytes"] - p["pools"] * pool_bytes
+    held_real = (108 if pool else 120) * n
+    # Every point held N blocks (the peak's count, the churn's block aside) or none of them.
+    held = [p for p in pts if p["logical_live_blocks"] - base - n in (1, 2)]
+    free = [p for p in pts if p["logical_live_blocks"] - base in (1, 2)]
+    for name, span, logical, real in (("holding N", held, 120 * n, held_real), ("not holding N", free, 8 * n, 8 * n)):
+        known = [p for p in span if p["logical_live_bytes"] is not None]
+        if not known:
+            problems.append("no point %s has logical live bytes: %s" % (name, span[:3]))
+        bad = [p for p in known if p["logical_live_bytes"] - base_bytes - logical not in (0, 1000)]
+        bad += [p for p in span if real_unpooled(p) - base_real - real not in (0, 1000)]
+        if bad:
+            problems.append("points %s not at the bytes live at exit + %d logical (%d), + %d real "
+                            "(%d, less the pools) (+ 1000): %s" % (name, logical, base_bytes, real, base_real, bad[:3]))
+        print("%s: %d points %s, %d with logical bytes" % (mode, len(span), name, len(known)))
 rss0, rss_peak = pts[0]["rss_kib"], pts[at]["rss_kib"]
 if rss0 is None or rss_peak is None or rss_peak - rss0 < n * 112 // 2 // 1024:
     problems.append("resident set at the peak %s KiB, first point %s KiB" % (rss_peak, rss0))

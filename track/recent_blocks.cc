@@ -83,18 +83,30 @@ void RecentBlocks::PrefetchInsert(const Node* self, uintptr_t ptr) const {
   if (v != 0) table_->Prefetch(Unhide(v));
 }
 
-bool RecentBlocks::EraseElsewhere(Node* self, uintptr_t ptr) {
-  if (!IsAddress(ptr)) return table_->Erase(ptr, nullptr);
+bool RecentBlocks::EraseElsewhere(Node* self, uintptr_t ptr, uint64_t* size) {
+  LiveEntry e;
+  auto from_table = [&]() {
+    if (!table_->Erase(ptr, &e)) return false;
+    if (size != nullptr) *size = e.size;
+    return true;
+  };
+  if (!IsAddress(ptr)) return from_table();
   const size_t i = SlotOf(ptr);
   const uintptr_t hidden = Hide(ptr);
-  if (table_->Erase(ptr, nullptr)) return true;
+  if (from_table()) return true;
   for (Node* n = all_.load(std::memory_order_acquire); n != nullptr; n = n->next_all) {
     if (n == self) continue;  // its slot was looked at above (or must not be)
     Slot& s = n->slots[i];
     uintptr_t v = s.addr.load(std::memory_order_acquire);
     for (;;) {
       if (v == hidden) {
-        if (s.addr.compare_exchange_weak(v, 0, std::memory_order_acq_rel)) return true;
+        // The slot's size is this block's while its address word names it (the owner refills a
+        // slot only once it is empty).
+        const uint64_t n_bytes = s.size.load(std::memory_order_relaxed);
+        if (s.addr.compare_exchange_weak(v, 0, std::memory_order_acq_rel)) {
+          if (size != nullptr) *size = n_bytes;
+          return true;
+        }
         continue;  // v reloaded
       }
       if (v != (hidden | kMoving)) break;
@@ -103,7 +115,7 @@ bool RecentBlocks::EraseElsewhere(Node* self, uintptr_t ptr) {
     }
   }
   // It may have moved to the table while the slots were looked at.
-  return table_->Erase(ptr, nullptr);
+  return from_table();
 }
 
 void RecentBlocks::ForEach(void (*fn)(const LiveEntry& entry, void* arg), void* arg) const {

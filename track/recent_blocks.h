@@ -100,15 +100,17 @@ class RecentBlocks {
   // block in the caller's own slot: only this thread moves its blocks, and another thread changes
   // the slot only to erase this very block, which would be the program freeing it twice at once; so
   // it is erased with a store, not a compare-and-swap (a locked instruction on every free).
-  bool Erase(Node* self, bool self_usable, uintptr_t ptr) {
+  // `size`, when not null, receives the block's size when it is found.
+  bool Erase(Node* self, bool self_usable, uintptr_t ptr, uint64_t* size = nullptr) {
     if (self != nullptr && self_usable && IsAddress(ptr)) {
       Slot& s = self->slots[SlotOf(ptr)];
       if (s.addr.load(std::memory_order_relaxed) == Hide(ptr)) {
+        if (size != nullptr) *size = s.size.load(std::memory_order_relaxed);
         s.addr.store(0, std::memory_order_release);
         return true;
       }
     }
-    return EraseElsewhere(self, ptr);
+    return EraseElsewhere(self, ptr, size);
   }
 
   // Calls fn(entry, arg) for every block in a slot (the table's own blocks are not visited).
@@ -149,7 +151,7 @@ class RecentBlocks {
   // Insert when ptr is not an address or its slot holds a block.
   void InsertSlow(Node* self, uintptr_t ptr, uint64_t size, uint32_t stack_id, uint8_t flags);
   // Erase when the block is not in the caller's own slot (or that cannot be used).
-  bool EraseElsewhere(Node* self, uintptr_t ptr);
+  bool EraseElsewhere(Node* self, uintptr_t ptr, uint64_t* size);
   // Moves slot s's block (seen as `v`, not 0, not moving) to the table; false when another thread
   // freed it first. Leaves the slot moving (v | 1): the caller stores its next value.
   bool MoveToTable(Slot& s, uintptr_t v);

@@ -80,6 +80,28 @@ TEST(RecentBlocksTest, ANewBlockMovesTheSlotsOldOneToTheTable) {
   EXPECT_TRUE(f.All().empty());
 }
 
+// Erase gives the freed block's size wherever the block was: the caller's own slot, the table, or
+// another thread's slot.
+TEST(RecentBlocksTest, EraseGivesTheBlocksSize) {
+  Fixture f;
+  RecentBlocks::Node* owner = f.recent.Acquire();
+  RecentBlocks::Node* other = f.recent.Acquire();
+  auto [a, b] = Colliding();
+  f.recent.Insert(owner, a, 100, 3, 0);
+  f.recent.Insert(owner, b, 200, 4, 0);  // a moves to the table
+  uint64_t size = 0;
+  ASSERT_TRUE(f.recent.Erase(owner, true, b, &size));
+  EXPECT_EQ(size, 200u) << "own slot";
+  ASSERT_TRUE(f.recent.Erase(owner, true, a, &size));
+  EXPECT_EQ(size, 100u) << "table";
+  f.recent.Insert(owner, 0x5000, 56, 1, 0);
+  ASSERT_TRUE(f.recent.Erase(other, true, 0x5000, &size));
+  EXPECT_EQ(size, 56u) << "another thread's slot";
+  size = 7;
+  EXPECT_FALSE(f.recent.Erase(owner, true, 0x5000, &size));
+  EXPECT_EQ(size, 7u) << "not found: left alone";
+}
+
 TEST(RecentBlocksTest, AnotherThreadFreesABlockInTheOwnersSlot) {
   Fixture f;
   RecentBlocks::Node* owner = f.recent.Acquire();

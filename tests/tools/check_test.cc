@@ -276,7 +276,9 @@ std::vector<Breakage> Breakages() {
                         {"real_live_blocks", d["real"]["live_blocks"]},
                         {"pools", d["pool"]["pools_cached_at_exit"].get<int64_t>() +
                                       d["pool"]["pools_in_use_at_exit"].get<int64_t>()},
-                        {"rss_kib", nullptr}});
+                        {"rss_kib", nullptr},
+                        {"logical_live_bytes", d["logical"]["live_bytes"]},
+                        {"real_live_bytes", d["real"]["live_bytes"]}});
     }
     d["timeline"] = {{"interval_ms", 5}, {"points", points}};
   };
@@ -298,6 +300,15 @@ std::vector<Breakage> Breakages() {
                      Add(d, "/timeline/points/1/pools", 1);
                    },
                    {"timeline.points[1].pools = "}});
+  for (const char* field : {"logical", "real"}) {
+    const std::string bytes = std::string(field) + "_live_bytes";
+    cases.push_back({"demo_on.json",
+                     [timeline, bytes](json& d) {
+                       timeline(d, 2);
+                       Add(d, "/timeline/points/1/" + bytes, 1);
+                     },
+                     {"timeline.points[1]." + bytes + " = ", std::string(" != ") + field + ".live_bytes = "}});
+  }
   cases.push_back({"demo_on.json", [timeline](json& d) { timeline(d, 202); },
                    {"timeline.points has 202 points, more than 201"}});
   for (const char* field : {"hits", "pools_created", "pools_reused", "pools_released",
@@ -353,6 +364,30 @@ TEST(CheckCommandTest, InexactCountersSkipOnlyTheCrossLedgerIdentities) {
   Outcome outcome = CheckDoc(doc);
   EXPECT_EQ(outcome.status, kExitDifference);
   EXPECT_NE(outcome.out.find("logical.allocs - logical.frees"), std::string::npos) << outcome.out;
+}
+
+// The timeline's last point's bytes are held to the report's own when known, and not in a report
+// whose counters were read while threads ran or in a fork child that lost threads.
+TEST(CheckCommandTest, TimelineBytesCheckedWhenKnownAndExact) {
+  json doc = Recorded("demo_on.json");
+  json point = {{"t_ms", 0},
+                {"logical_live_blocks", doc["logical"]["live_blocks"]},
+                {"real_live_blocks", doc["real"]["live_blocks"]},
+                {"pools", doc["pool"]["pools_cached_at_exit"].get<int64_t>() +
+                              doc["pool"]["pools_in_use_at_exit"].get<int64_t>()},
+                {"rss_kib", nullptr},
+                {"logical_live_bytes", doc["logical"]["live_bytes"].get<int64_t>() + 1},
+                {"real_live_bytes", nullptr}};
+  doc["timeline"] = {{"interval_ms", 5}, {"points", json::array({point})}};
+  EXPECT_EQ(CheckDoc(doc).status, kExitDifference);
+  json lost = doc;
+  lost["threads_lost_at_fork"] = 2;
+  EXPECT_EQ(CheckDoc(lost).status, kExitOk) << CheckDoc(lost).out;
+  json inexact = doc;
+  inexact["process"]["counters_exact"] = false;
+  EXPECT_EQ(CheckDoc(inexact).status, kExitOk) << CheckDoc(inexact).out;
+  doc["timeline"]["points"][0]["logical_live_bytes"] = nullptr;  // unknown: nothing to hold
+  EXPECT_EQ(CheckDoc(doc).status, kExitOk) << CheckDoc(doc).out;
 }
 
 TEST(CheckCommandTest, UnreadableInputIsStatus2WithOneLine) {

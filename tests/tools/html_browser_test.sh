@@ -4,11 +4,13 @@
 # Renders `poolscope report --format=html` of the recorded pooled demo run in headless Chromium.
 # Checks the DOM Chromium built from the page: every section is there (the two charts with their
 # axis titles, the flame graph's SVG with its frames, the leak table's folded <details> stacks, the
-# call-site table with its rows, the timeline's lines, given to a copy of the report) and nothing
-# scripted; then the comparison page of `diff --html` (its table, both runs' lines on one chart). Then checks the screenshot: the PNG exists,
-# is 1200x1600 (read from its IHDR), and is not blank (its decoded pixels hold many distinct
-# colours). With SCREENSHOT_OUT=PATH set, the screenshot is also copied there (README's image is
-# made so). Fails, not skips, when chromium is missing: install it with `apt-get install -y chromium`.
+# call-site table with its rows, the timeline's live-bytes lines and axis titles, given to a copy of
+# the report; in live blocks for a copy without bytes) and nothing scripted; then the comparison
+# page of `diff --html` (its table, both runs' lines on one chart). Then checks the screenshot: the
+# PNG exists, is 1200x1600 (read from its IHDR), and is not blank (its decoded pixels hold many
+# distinct colours). With SCREENSHOT_OUT=PATH set, the screenshot is also copied there (README's
+# image is made so). Fails, not skips, when chromium is missing: install it with
+# `apt-get install -y chromium`.
 set -u
 POOLSCOPE="$PWD/tools/poolscope"
 REPORT="$PWD/tests/testdata/demo_on.json"
@@ -18,17 +20,37 @@ if [ -z "$CHROMIUM" ]; then
   echo "FAIL: chromium is not installed (apt-get install -y chromium)" >&2
   exit 1
 fi
-# The recorded report predates the timeline: give a copy one (a rise and a fall of live blocks).
-python3 - "$REPORT" "$T/report.json" <<'PY'
+# The recorded report predates the timeline: give a copy one (a rise and a fall of live blocks and
+# bytes), and another copy the same timeline without bytes (a track=0 run's).
+python3 - "$REPORT" "$T/report.json" "$T/blocks.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 live, real = d["logical"]["live_blocks"], d["real"]["live_blocks"]
 pools = d["pool"]["pools_cached_at_exit"] + d["pool"]["pools_in_use_at_exit"]
 points = [{"t_ms": 20 * i, "logical_live_blocks": live + 4000 * min(i, 20 - i),
            "real_live_blocks": real + 1500 * min(i, 20 - i), "pools": pools + 500 * min(i, 20 - i),
-           "rss_kib": 4096 + 600 * min(i, 20 - i)} for i in range(21)]
+           "rss_kib": 4096 + 600 * min(i, 20 - i),
+           "logical_live_bytes": 64 * (live + 4000 * min(i, 20 - i)),
+           "real_live_bytes": 80 * (real + 1500 * min(i, 20 - i))} for i in range(21)]
 d["timeline"] = {"interval_ms": 20, "points": points}
 json.dump(d, open(sys.argv[2], "w"))
+for p in points:
+    p["logical_live_bytes"] = p["real_live_bytes"] = None
+json.dump(d, open(sys.argv[3], "w"))
+PY
+# Without bytes the chart draws live blocks (checked in the page as written: Chromium is for the
+# rest).
+"$POOLSCOPE" report --format=html "$T/blocks.json" >"$T/blocks.html" || { echo "FAIL: poolscope report" >&2; exit 1; }
+python3 - "$T/blocks.html" <<'PY' || exit 1
+import sys
+page = open(sys.argv[1], encoding="utf-8").read()
+chart = page[page.find('id="timeline"'):]
+chart = chart[:chart.find("</section>")]
+for want in ("logical live blocks", "real live blocks", ">live blocks (count)<"):
+    if want not in chart:
+        sys.exit(f"FAIL: a timeline without bytes is not drawn in blocks: no {want!r}")
+if "live bytes" in chart:
+    sys.exit("FAIL: a timeline without bytes draws bytes")
 PY
 REPORT="$T/report.json"
 "$POOLSCOPE" report --format=html "$REPORT" >"$T/report.html" || { echo "FAIL: poolscope report" >&2; exit 1; }
@@ -56,6 +78,10 @@ checks = [
     ('id="sites"', '<table class="sites">', "the call-site table"),
     ('id="timeline"', '<polyline class="series"', "the timeline's lines"),
     ('id="timeline"', 'class="axis-title"', "the timeline's axis titles"),
+    ('id="timeline"', '<title>logical live bytes</title>', "the timeline's logical live bytes"),
+    ('id="timeline"', '<title>real live bytes</title>', "the timeline's real live bytes"),
+    ('id="timeline"', '>live bytes</text>', "the timeline's bytes axis title"),
+    ('id="timeline"', '>resident set (bytes)</text>', "the timeline's resident-set axis title"),
 ]
 for marker, inner, what in checks:
     if inner not in section(marker):
@@ -136,7 +162,7 @@ if table < 0 or "logical allocations" not in dom[table:chart]:
     sys.exit("FAIL: the comparison page has no table")
 if chart < 0 or dom[chart:].count("<polyline") != 6:
     sys.exit("FAIL: the comparison page's chart lacks the two runs' six lines")
-for label in ("A: logical live blocks", "B: resident set (right axis)"):
+for label in ("A: logical live bytes", "B: real live bytes", "B: resident set (right axis)"):
     if label not in dom[chart:]:
         sys.exit(f"FAIL: the comparison page's chart lacks {label!r}")
 if "<script" in dom.lower():

@@ -366,7 +366,23 @@ TEST(HtmlReportTest, TimelineDrawnWhenTheReportHasOne) {
       << section;
   EXPECT_NE(section.find(">4,000</text>"), std::string::npos);  // the blocks axis
   EXPECT_NE(section.find(">6.0 MiB</text>"), std::string::npos) << section;  // the resident-set axis
-  EXPECT_NE(section.find(">time since the library started</text>"), std::string::npos);
+  EXPECT_NE(section.find(">time since the library started (seconds)</text>"), std::string::npos);
+  EXPECT_NE(section.find(">live blocks (count)</text>"), std::string::npos);
+  // With live bytes at every point (track=1) the two ledgers' lines are bytes, on a bytes axis.
+  for (json& p : points) {
+    p["logical_live_bytes"] = 1024 * p["logical_live_blocks"].get<int64_t>();
+    p["real_live_bytes"] = 1024 * p["real_live_blocks"].get<int64_t>();
+  }
+  doc["timeline"]["points"] = points;
+  html = HtmlReport(doc, "r.json");
+  at = html.find("<section id=\"timeline\">");
+  ASSERT_NE(at, std::string::npos);
+  section = html.substr(at, html.find("</section>", at) - at);
+  EXPECT_NE(section.find(" 960.0,34.0\"><title>logical live bytes</title>"), std::string::npos) << section;
+  EXPECT_NE(section.find("<title>real live bytes</title>"), std::string::npos) << section;
+  EXPECT_EQ(section.find("live blocks"), std::string::npos) << section;
+  EXPECT_NE(section.find(">3.9 MiB</text>"), std::string::npos) << section;  // 4,000 KiB, the most
+  EXPECT_NE(section.find(">live bytes</text>"), std::string::npos) << section;
 }
 
 TEST(HtmlReportTest, ProgramLostBlocksHeadlineAndDetectorViewLabelled) {
