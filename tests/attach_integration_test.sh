@@ -5,13 +5,16 @@
 # counts the allocations made after the attach, blocks from before it only as attach.preexisting_*.
 # ^C detaches (the report then; the process goes on to its normal end). Processes that cannot be
 # attached: one line, exit status 2, the process untouched.
-# Args: LIB CHECKER POOLSCOPE ATTACH_STEADY STATIC_SLEEPER PY_STEADY.py
+# A thread that gdb stops inside libc's memset (which keeps the fill byte in an AVX-512 register) goes on
+# to write what it would have written.
+# Args: LIB CHECKER POOLSCOPE ATTACH_STEADY STATIC_SLEEPER PY_STEADY.py ATTACH_IN_MEMSET
 source "$(dirname "$0")/integration_lib.sh"
 integration_init "$1" "$2"
 POOLSCOPE=$(abspath "$3")
 STEADY=$(abspath "$4")
 SLEEPER=$(abspath "$5")
 PYWORK=$(abspath "$6")
+INMEMSET=$(abspath "$7")
 export TMPDIR=$WORK
 [ -x /usr/bin/gdb ] || fail "/usr/bin/gdb is required"
 
@@ -95,6 +98,31 @@ for pool in on off; do
   else
     expect "$r" 'get("pool.hits") == 0 and get("real.allocs") == get("logical.allocs")' "not pooled"
   fi
+done
+
+# ---- the main thread stopped inside libc's memset ------------------------------------------------------
+# attach_in_memset waits at a store inside memset until poolscope is loaded (or 5 s have passed); gdb
+# calls functions in the process only once the thread has left memset, so the range ends up filled.
+for pool in on off; do
+  dir=$WORK/in_memset/pool_$pool
+  mkdir -p "$dir"
+  "$INMEMSET" >"$dir/stdout" 2>"$dir/stderr" &
+  pid=$!
+  for _ in $(seq 100); do
+    grep -q "waiting in memset" "$dir/stdout" && break
+    sleep 0.1
+  done
+  grep -q "waiting in memset" "$dir/stdout" || fail "in_memset: not waiting in memset: $(cat "$dir/stdout" "$dir/stderr")"
+  astatus=0
+  timeout -k 5 "$RUN_TIMEOUT" "$POOLSCOPE" attach --pool="$pool" -o "$dir/report.json" "$pid" \
+      2>"$dir/attach.stderr" || astatus=$?
+  status=0
+  wait "$pid" || status=$?
+  note "in_memset/pool_$pool: attach exit $astatus, process exit $status: $(tail -1 "$dir/stdout")"
+  sed 's/^/    /' "$dir/attach.stderr"
+  [ "$astatus" = 0 ] || fail "in_memset/pool_$pool: poolscope attach exited $astatus"
+  [ "$status" = 0 ] && [ "$(tail -1 "$dir/stdout")" = intact ] ||
+    fail "in_memset/pool_$pool: memset wrote other bytes after the attach: $(tail -1 "$dir/stdout")"
 done
 
 # ---- four threads allocating while the attach happens ----------------------------------------------------

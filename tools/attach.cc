@@ -170,7 +170,12 @@ std::string FindGdb() {
 
 // Lines that leave the process's main thread outside the allocator and outside poolscope before
 // anything is called in it: a thread stopped inside malloc may hold the arena's lock, which the calls
-// below would wait for, and one stopped inside poolscope may be between two counts of one call.
+// below would wait for, and one stopped inside poolscope may be between two counts of one call. The
+// thread is also taken out of libc's functions that have no symbol (libc's debug symbols are not read):
+// malloc's internals, and the vector variants of memset, memcpy, strlen and the like, which keep
+// values in the AVX-512 registers; some gdb versions (13, on AMD CPUs with AVX-512) put those back
+// wrong after a call, and the function would go on with them. A thread that sits right after a
+// syscall instruction is waiting in the kernel, not in such a function, and is left there.
 constexpr char kLeaveAllocator[] = R"(python
 import re
 def _poolscope_in_allocator():
@@ -179,6 +184,11 @@ def _poolscope_in_allocator():
                          r"tcache_.*|arena_get2|_mid_memalign)$")
     try:
         frame = gdb.newest_frame()
+        pc = frame.pc()
+        lib = gdb.solib_name(pc) or ""
+        if frame.name() is None and "/libc.so" in lib:
+            if bytes(gdb.selected_inferior().read_memory(pc - 2, 2)) != b"\x0f\x05":
+                return True
         for _ in range(40):
             if frame is None:
                 return False
@@ -192,7 +202,10 @@ def _poolscope_in_allocator():
 for _ in range(40):
     if not _poolscope_in_allocator():
         break
-    gdb.execute("finish", to_string=True)
+    try:
+        gdb.execute("finish", to_string=True)
+    except gdb.error:
+        break
 end
 )";
 
