@@ -104,22 +104,7 @@ class Domain {
   // carved meanwhile may show its slot's previous size and id); a walk while nothing else runs is exact.
   template <typename F>
   void ForEachLiveBlock(F&& fn) const {
-    for (const MetaChunk* c = chunks_.load(std::memory_order_acquire); c != nullptr; c = c->next) {
-      const size_t used = c->used.load(std::memory_order_acquire);
-      for (size_t i = 0; i < used; ++i) {
-        const PoolHeader* h = c->slot(i, meta_bytes_);
-        char* const base = h->walk_base.load(std::memory_order_acquire);
-        if (base == nullptr) continue;
-        for (uint32_t g = 0; g < granules_; ++g) {
-          if (h->mark(g).load(std::memory_order_relaxed) != kMarkBlock ||
-              h->remote(g).load(std::memory_order_relaxed) != 0) {
-            continue;
-          }
-          fn(static_cast<void*>(base + g * kGranule),
-             config_.block_info ? LoadBlockInfo(InfoOf(h, g)) : BlockInfo{0, 0});
-        }
-      }
-    }
+    ForEachPoolWithBlocks([](char*, bool) {}, fn);
   }
 
   // Calls fn(base, explicit_arena) for every pool that exists (created and not yet released), with
@@ -136,8 +121,8 @@ class Domain {
     }
   }
 
-  // One walk for both of the above: for every pool that exists, on_pool(base, explicit_arena), then
-  // on_block(block, BlockInfo) for each of its live blocks, in address order. Same guarantees.
+  // For every pool that exists, on_pool(base, explicit_arena), then on_block(block, BlockInfo) for each
+  // of its live blocks, in address order: ForEachPool and ForEachLiveBlock in one walk. Same guarantees.
   template <typename P, typename B>
   void ForEachPoolWithBlocks(P&& on_pool, B&& on_block) const {
     for (const MetaChunk* c = chunks_.load(std::memory_order_acquire); c != nullptr; c = c->next) {
