@@ -3,6 +3,7 @@
 // mmap-backed memory for poolscope's own needs; see internal.h.
 #include "interpose/internal.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -207,6 +208,21 @@ void InternalSnapshot(InternalCounters* out) {
   out->nmmaps = g_mmaps.load(std::memory_order_relaxed);
   out->nmunmaps = g_munmaps.load(std::memory_order_relaxed);
   out->mapped_bytes = g_mapped.load(std::memory_order_relaxed);
+}
+
+bool ReadSelfStatus(char* buf, size_t size) {
+  const int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  size_t n = 0;
+  while (n < size - 1) {
+    const ssize_t k = read(fd, buf + n, size - 1 - n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;
+    n += static_cast<size_t>(k);
+  }
+  close(fd);
+  buf[n] = '\0';
+  return true;
 }
 
 void RawWrite(int fd, const char* s, size_t n) {

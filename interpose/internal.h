@@ -42,6 +42,10 @@ void InternalForkChild();
 struct InternalCounters;
 void InternalSnapshot(InternalCounters* out);
 
+// Reads /proc/self/status into buf without allocating: at most size - 1 bytes, NUL-terminated. False
+// (buf unset) when it cannot be opened.
+bool ReadSelfStatus(char* buf, size_t size);
+
 // Writes to stderr without allocating. Lines are written whole with one write(2).
 void RawWrite(int fd, const char* s, size_t n);
 void RawLine(const char* line);  // "poolscope: " is not added; a newline is

@@ -142,22 +142,8 @@ namespace {
 // Whether the kernel counts one thread in this process (read without allocating). False when it
 // cannot tell.
 bool OnlyThread() {
-  int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
   char buf[4096];
-  size_t n = 0;
-  for (;;) {
-    ssize_t k = read(fd, buf + n, sizeof buf - 1 - n);
-    if (k > 0) {
-      n += static_cast<size_t>(k);
-      if (n < sizeof buf - 1) continue;
-    } else if (k < 0 && errno == EINTR) {
-      continue;
-    }
-    break;
-  }
-  close(fd);
-  buf[n] = '\0';
+  if (!ReadSelfStatus(buf, sizeof buf)) return false;
   const char* line = strstr(buf, "\nThreads:");
   return line != nullptr && strtol(line + 9, nullptr, 10) == 1;
 }

@@ -3,7 +3,6 @@
 // See side_thread.h.
 #include "interpose/side_thread.h"
 
-#include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
@@ -31,18 +30,8 @@ bool SideThread::Usable() {
   if (RUNNING_ON_VALGRIND != 0) return false;
   cpu_set_t cpus;
   if (sched_getaffinity(0, sizeof cpus, &cpus) != 0 || CPU_COUNT(&cpus) < 2) return false;
-  const int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
   char buf[8192];
-  size_t n = 0;
-  for (;;) {
-    const ssize_t got = read(fd, buf + n, sizeof buf - 1 - n);
-    if (got <= 0) break;
-    n += static_cast<size_t>(got);
-  }
-  close(fd);
-  buf[n] = '\0';
-  return !SeccompFiltered(buf);
+  return ReadSelfStatus(buf, sizeof buf) && !SeccompFiltered(buf);
 }
 
 bool SideThread::Start(int (*fn)(void*), void* arg) {
