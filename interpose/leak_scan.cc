@@ -153,14 +153,6 @@ void MergeByStart(size_t na, GetA&& a, size_t nb, GetB&& b, ScanBlock* out) {
   for (; j < nb; ++j) out[k++] = b(j);
 }
 
-// Fills `out` (empty) with n blocks made by fill(ScanBlock*); false when there is no memory.
-template <typename F>
-bool FillArray(Array<ScanBlock>& out, size_t n, F&& fill) {
-  if (!out.Resize(n)) return false;
-  fill(out.data());
-  return true;
-}
-
 struct DetectorJob {
   ScanBlock* blocks;
   size_t n;
@@ -223,23 +215,21 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     if (!tracked[i].pooled()) c.ok = unpooled.Push(tracked[i]);
   }
   const size_t real_bytes = c.pool_real_bytes;
-  c.ok = c.ok && FillArray(blocks, tracked.size() + pooled.size(), [&](ScanBlock* to) {
-    // The pools' blocks in pool order, then merged with the live table's.
-    ScanBlock* mid = to + tracked.size();
+  c.ok = c.ok && blocks.Resize(tracked.size() + pooled.size()) && dblocks.Resize(unpooled.size() + pools.size());
+  if (c.ok) {
+    // The pools' blocks in pool order, after room for the live table's; then both merged from the
+    // front into that room (the merge never overtakes what it has yet to read).
+    ScanBlock* mid = blocks.data() + tracked.size();
     size_t k = 0;
     for (size_t i = 0; i < pools.size(); ++i) {
       for (uint32_t j = 0; j < pools[i].count; ++j) mid[k++] = pooled[pools[i].first + j];
     }
-    if (tracked.size() == 0) return;
-    // Merged from the front into the room before the pools' blocks: it never overtakes them.
     MergeByStart(
-        tracked.size(), [&](size_t i) { return tracked[i]; }, k, [&](size_t j) { return mid[j]; }, to);
-  });
-  c.ok = c.ok && FillArray(dblocks, unpooled.size() + pools.size(), [&](ScanBlock* to) {
+        tracked.size(), [&](size_t i) { return tracked[i]; }, k, [&](size_t j) { return mid[j]; }, blocks.data());
     MergeByStart(
         unpooled.size(), [&](size_t i) { return unpooled[i]; }, pools.size(),
-        [&](size_t j) { return ScanBlock::Of(pools[j].real, real_bytes); }, to);
-  });
+        [&](size_t j) { return ScanBlock::Of(pools[j].real, real_bytes); }, dblocks.data());
+  }
   tracked.Free();
   pooled.Free();
   unpooled.Free();
@@ -288,15 +278,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     return;
   }
   // Every address the real allocator handed out: a mapping holding one is the allocator's heap.
-  // (dblocks are in address order, as the maps are: one pass over both.)
-  for (size_t i = 0, m = 0; i < dblocks.size() && m < maps.size();) {
-    if (dblocks[i].start >= maps[m].end) {
-      ++m;
-    } else {
-      if (dblocks[i].start >= maps[m].start) hit[m] = 1;
-      ++i;
-    }
-  }
+  track::MarkMappingsHoldingBlocks(maps, dblocks.data(), dblocks.size(), hit.data());
   OwnObject self_object = {};
   dl_iterate_phdr(FindOwnObject, &self_object);
   // Offsets from a thread's ThreadState to its thread pointer and to its TLS block of ours.

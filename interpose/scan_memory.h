@@ -107,30 +107,19 @@ template <typename T>
 class Array {
  public:
   explicit Array(InternalScratch& m) : m_(m) {}
-  ~Array() {
-    if (p_ != nullptr) m_.Unmap(p_, cap_ * sizeof(T));
-  }
+  ~Array() { Free(); }
   bool Push(const T& v) {
-    if (n_ == cap_) {
-      size_t cap = cap_ == 0 ? 4096 : 2 * cap_;
-      T* q = static_cast<T*>(p_ == nullptr ? m_.Map(cap * sizeof(T)) : m_.Grow(p_, cap_ * sizeof(T), cap * sizeof(T)));
-      if (q == nullptr) return false;
-      p_ = q;
-      cap_ = cap;
-    }
+    if (n_ == cap_ && !Reserve(cap_ == 0 ? 4096 : 2 * cap_)) return false;
     p_[n_++] = v;
     return true;
   }
-  // Grows to n elements (new ones unset); false when there is no memory.
+  // Grows to n elements (new ones unset); false when there is no memory. A first size is taken as it
+  // is (an array filled once); growth doubles.
   bool Resize(size_t n) {
     if (n > cap_) {
-      // A first size is taken as it is (an array filled once); growth doubles.
       size_t cap = cap_ == 0 ? std::max<size_t>(n, 4096) : cap_;
       while (cap < n) cap *= 2;
-      T* q = static_cast<T*>(p_ == nullptr ? m_.Map(cap * sizeof(T)) : m_.Grow(p_, cap_ * sizeof(T), cap * sizeof(T)));
-      if (q == nullptr) return false;
-      p_ = q;
-      cap_ = cap;
+      if (!Reserve(cap)) return false;
     }
     n_ = n;
     return true;
@@ -151,6 +140,14 @@ class Array {
   }
 
  private:
+  // Room for `cap` elements, the contents kept (Grow remaps without copying); false when there is none.
+  bool Reserve(size_t cap) {
+    T* q = static_cast<T*>(p_ == nullptr ? m_.Map(cap * sizeof(T)) : m_.Grow(p_, cap_ * sizeof(T), cap * sizeof(T)));
+    if (q == nullptr) return false;
+    p_ = q;
+    cap_ = cap;
+    return true;
+  }
   InternalScratch& m_;
   T* p_ = nullptr;
   size_t n_ = 0, cap_ = 0;

@@ -200,17 +200,15 @@ size_t BuildRootRanges(const ProcMaps& maps, const RootRange* exclude, size_t ne
   return count;
 }
 
-void MarkMappingContaining(const ProcMaps& maps, uintptr_t addr, uint8_t* hit) {
-  size_t lo = 0, hi = maps.size();
-  while (lo < hi) {
-    const size_t mid = lo + (hi - lo) / 2;
-    if (maps[mid].end <= addr) {
-      lo = mid + 1;
+void MarkMappingsHoldingBlocks(const ProcMaps& maps, const ScanBlock* blocks, size_t n, uint8_t* hit) {
+  for (size_t i = 0, m = 0; i < n && m < maps.size();) {
+    if (blocks[i].start >= maps[m].end) {
+      ++m;
     } else {
-      hi = mid;
+      if (blocks[i].start >= maps[m].start) hit[m] = 1;
+      ++i;
     }
   }
-  if (lo < maps.size() && maps[lo].start <= addr) hit[lo] = 1;
 }
 
 namespace {

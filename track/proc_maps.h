@@ -85,10 +85,10 @@ size_t BuildRootRanges(const ProcMaps& maps, const RootRange* exclude, size_t ne
 template <typename Emit>
 void ForEachTouchedRun(int pagemap_fd, uintptr_t begin, uintptr_t end, Emit&& emit);
 
-// Sets hit[i] to 1 for the mapping i that contains `addr`, if any, and leaves every other entry as it
-// is (hit has maps.size() entries). A binary search: mappings are in address order, as the kernel
-// lists them.
-void MarkMappingContaining(const ProcMaps& maps, uintptr_t addr, uint8_t* hit);
+// Sets hit[i] to 1 for each mapping i that contains the start of one of blocks[0..n), sorted by start,
+// and leaves every other entry as it is (hit has maps.size() entries). One pass over both: mappings are
+// in address order, as the kernel lists them.
+void MarkMappingsHoldingBlocks(const ProcMaps& maps, const ScanBlock* blocks, size_t n, uint8_t* hit);
 
 // Reads the process's own memory with process_vm_readv on its own pid, one remote iovec per page, so a
 // read that meets an unmapped or unreadable page returns the bytes before that page instead of

@@ -101,7 +101,8 @@ TEST(ProcMapsTest, ReadsItsOwnMapsAndFindsItsStackAndData) {
   uintptr_t addrs[] = {reinterpret_cast<uintptr_t>(&global_data), reinterpret_cast<uintptr_t>(&local)};
   if (addrs[0] > addrs[1]) std::swap(addrs[0], addrs[1]);
   std::vector<uint8_t> hit(maps.size());
-  for (uintptr_t a : addrs) MarkMappingContaining(maps, a, hit.data());
+  const ScanBlock blocks[] = {ScanBlock::Of(addrs[0], 8), ScanBlock::Of(addrs[1], 8)};
+  MarkMappingsHoldingBlocks(maps, blocks, 2, hit.data());
   int hits = 0;
   for (size_t i = 0; i < maps.size(); ++i) {
     if (!hit[i]) continue;
@@ -157,7 +158,7 @@ TEST(ProcMapsTest, RootRangesSubtractExclusions) {
   unlink(path.c_str());
 }
 
-TEST(ProcMapsTest, MarkMappingContainingMarksOnlyTheHoldingMapping) {
+TEST(ProcMapsTest, MarkMappingsHoldingBlocksMarksOnlyTheHoldingMappings) {
   std::string path = WriteFile(
       "1000-2000 rw-p 00000000 00:00 0\n"
       "2000-3000 rw-p 00000000 00:00 0\n"
@@ -166,21 +167,25 @@ TEST(ProcMapsTest, MarkMappingContainingMarksOnlyTheHoldingMapping) {
   MmapScratchMemory scratch;
   ProcMaps maps(scratch);
   ASSERT_TRUE(maps.Read(path.c_str()));
-  // In no particular order; 0x3000 and 0x6000 are ends (exclusive), 0x10, 0x4000 and 0x9000 in no
-  // mapping.
-  uintptr_t addrs[] = {0x7000, 0x1fff, 0x10, 0x4000, 0x3000, 0x1fff, 0x6000, 0x9000};
+  // In address order; 0x3000 and 0x6000 are ends (exclusive), 0x10, 0x4000 and 0x9000 in no mapping;
+  // 0x1ff0 and 0x1ff8 two blocks in one mapping.
+  auto mark = [&](std::vector<uintptr_t> starts, uint8_t* hit) {
+    std::vector<ScanBlock> blocks;
+    for (uintptr_t s : starts) blocks.push_back(ScanBlock::Of(s, 8));
+    MarkMappingsHoldingBlocks(maps, blocks.data(), blocks.size(), hit);
+  };
   uint8_t hit[4] = {0, 0, 0, 0};
-  for (uintptr_t a : addrs) MarkMappingContaining(maps, a, hit);
+  mark({0x10, 0x1ff0, 0x1ff8, 0x3000, 0x4000, 0x6000, 0x7000, 0x9000}, hit);
   EXPECT_EQ(hit[0], 1);
   EXPECT_EQ(hit[1], 0);
   EXPECT_EQ(hit[2], 0);
   EXPECT_EQ(hit[3], 1);
-  MarkMappingContaining(maps, 0x2000, hit);  // a start (inclusive)
+  mark({0x2000}, hit);  // a start (inclusive)
   EXPECT_EQ(hit[1], 1);
-  MarkMappingContaining(maps, 0x5fff, hit);
+  mark({0x5fff}, hit);
   EXPECT_EQ(hit[2], 1);
   uint8_t untouched[4] = {7, 7, 7, 7};
-  MarkMappingContaining(maps, 0x4000, untouched);
+  mark({0x4000}, untouched);
   EXPECT_EQ(std::count(untouched, untouched + 4, 7), 4);
   unlink(path.c_str());
 }
