@@ -91,28 +91,28 @@ void* NewForm(Api api, size_t n, size_t align, bool nothrow, void* ra);
 void DeleteForm(Api api, void* p, size_t size, size_t align, bool nothrow);
 
 // The C API. `ra`: the return address of the program's call (a tracked arena counts its blocks by it,
-// and its open captures the stack from that frame). The exported poolscope_impl_arena_* functions are these inline paths; each leaves through
-// its slow path (in c_api.cc) unless arena_limit says the thread may take it. They assume what
-// arena_limit != 0 says (an active thread, pooling on, no tracking) and that the arena is this thread's.
-// Open pops a kept struct; a block that fits is a carve and one count in the carve table (an arena
-// without a pool takes one from the cache); close, for an arena whose blocks all came from its pool
-// and lie in the pool's first line, zeroes that line and keeps the struct with its pool. Open also hands the program the arena's view (poolscope.h): the
-// thread's carve-table row for arena blocks and arena_limit, so that a program built with that header
-// carves and counts exactly as ArenaAlloc does, without the call; a closed struct keeps its empty pool
-// (TryCloseArena), so the next open's blocks are all carved in the program. A round of
-// bench/arena_loop (open, an int and 20 bytes, close), with the client library's jumps and the loop
-// itself: 97 instructions (bench/callgrind_pair.sh).
+// and its open captures the stack from that frame). The exported poolscope_impl_arena_* functions are
+// these inline paths; each leaves through its slow path (in c_api.cc) unless the thread may take it:
+// arena_limit != 0 for an allocation, the thread cache's arena slot for open and close (open only while
+// arena_limit != 0: an active thread, pooling on, no tracking). They assume the arena is this thread's.
+// Open takes the struct the slot keeps; a block that fits is a carve and one count in the carve table
+// (an arena without a pool takes one from the cache); close, for an arena whose blocks all came from its
+// pool and lie in the pool's first line, zeroes that line and keeps the struct, with its pool, in the
+// slot when that is free. Open also hands the program the arena's view (poolscope.h): the thread's
+// carve-table row for arena blocks and arena_limit, so that a program built with that header carves and
+// counts exactly as ArenaAlloc does, without the call; the kept struct's empty pool means the next
+// open's blocks are all carved in the program. A round of bench/arena_loop (open, an int and 20 bytes,
+// close), with the client library's jumps and the loop itself: 77 instructions
+// (bench/callgrind_pair.sh).
 void* ArenaOpenSlow(void* ra);
 void* ArenaAllocSlow(void* arena, size_t size, size_t align, void* ra);
 void ArenaCloseSlow(void* arena);
 
 POOLSCOPE_ALWAYS_INLINE void* ArenaOpen(void* ra) {
-  ThreadState& ts = t_state;
-  if (POOLSCOPE_LIKELY(ts.arena_limit != 0)) {
-    // A kept struct was this thread's, and ArenaOpenSlow gave it the program's view (the carve table
-    // row and arena_limit, which do not change while the thread is active).
-    if (pool::Arena* a = ts.tc.TryReuseArena()) return a;
-  }
+  // The slot holds a struct only while arena_limit != 0 (SetLimits closes it otherwise), and a kept
+  // struct was this thread's, given the program's view by ArenaOpenSlow (the carve table row and
+  // arena_limit, which do not change while the thread is active).
+  if (pool::Arena* a = t_state.tc.TryReuseSlotArena()) return a;
   return ArenaOpenSlow(ra);
 }
 
@@ -133,11 +133,11 @@ POOLSCOPE_ALWAYS_INLINE void* ArenaAlloc(void* arena, size_t size, size_t align,
 POOLSCOPE_ALWAYS_INLINE void ArenaClose(void* arena) {
   ThreadState& ts = t_state;
   auto* a = static_cast<pool::Arena*>(arena);
-  // Nothing took the regular path: no real free to make. (A tracked arena closes on the slow path;
-  // arena_limit is 0 while tracking.)
-  if (POOLSCOPE_LIKELY(ts.arena_limit != 0 && a != nullptr && a->regular == nullptr)) {
+  // Nothing took the regular path: no real free to make. The slot is open only while arena_limit != 0
+  // (SetLimits), so an arena closed here is untracked and its thread active.
+  if (POOLSCOPE_LIKELY(a != nullptr && a->regular == nullptr)) {
     const uint64_t blocks = a->pooled_blocks;
-    if (POOLSCOPE_LIKELY(ts.tc.TryCloseArena(a))) {
+    if (POOLSCOPE_LIKELY(ts.tc.TryCloseArenaInSlot(a))) {
       ++ts.c.logical.ncalls[kArenaClose];
       ts.c.logical.nfrees += blocks;
       return;

@@ -103,6 +103,7 @@ void SetLimits(ThreadState& ts) {
   ts.fast_limit = FastLimitFor(ts.pool_limit);
   ts.regular_miss = RegularMissFor(ts);
   ts.arena_limit = ArenaLimitFor(ts);
+  ts.tc.AllowArenaSlot(ts.arena_limit != 0);  // (ArenaOpen and ArenaClose rely on it)
 }
 
 void WarnLine(void*, const char* line) {

@@ -669,14 +669,18 @@ void OnArenaAlloc(ArenaTrack* t, size_t size, uint8_t flags, uintptr_t ra) {
 void OnArenaClose(ArenaTrack* t, uint64_t* pooled_bytes, uint64_t* real_bytes) {
   TrackThread& tt = t_track;
   BeginWrite(t);
-  for (uint32_t i = 0; i < kArenaGroups + 2; ++i) {
-    ArenaGroup& g = t->groups[i];
+  const auto close_group = [pooled_bytes, real_bytes](ArenaGroup& g) {
     uint64_t* bytes = (g.flags & kBlockPooled) ? pooled_bytes : real_bytes;
     if (bytes != nullptr) *bytes += g.bytes;
     g.site_blocks += g.blocks;
     g.site_bytes += g.bytes;
     g.blocks = g.bytes = 0;
-  }
+  };
+  // The groups in use (GroupInUse); the others hold no block.
+  const uint32_t n = t->ngroups < kArenaGroups ? t->ngroups : kArenaGroups;
+  for (uint32_t i = 0; i < n; ++i) close_group(t->groups[i]);
+  close_group(t->groups[kArenaGroups]);
+  close_group(t->groups[kArenaGroups + 1]);
   t->open = false;
   EndWrite(t);
   if (!tt.ended) {

@@ -677,6 +677,78 @@ TEST(ArenaTest, InlineCloseLeavesTheRestToTheLongWay) {
   EXPECT_EQ(t.backend.live_pools(), 0);
 }
 
+// The open-close loop keeps its struct in the slot: off the list and its counts, given back by the next
+// open before anything on the list. A second arena closed while the slot is taken goes onto the list;
+// a closed slot (AllowArenaSlot(false)) moves its struct there and refuses more, and opens again.
+TEST(ArenaTest, SlotKeepsTheLastClosedStructApartFromTheList) {
+  TestDomain t(Cfg());
+  ThreadCache tc(&t.domain);
+  Arena* a = tc.NewArena();
+  Arena* b = tc.NewArena();
+  ASSERT_NE(a, b);
+  int reason = -1;
+  char* pa = static_cast<char*>(tc.ArenaCarve(a, 8, 8, &reason));
+  char* pb = static_cast<char*>(tc.ArenaCarve(b, 8, 8, &reason));
+  ASSERT_NE(pa, nullptr);
+  ASSERT_NE(pb, nullptr);
+  memset(pa, 0x5A, 8);
+  memset(pb, 0x5A, 8);
+  ASSERT_TRUE(tc.TryCloseArenaInSlot(b));
+  EXPECT_TRUE(AllZero(pb, 8));
+  EXPECT_EQ(tc.free_arenas(), 1);
+  EXPECT_EQ(tc.cached(), 1);  // b's pool, kept with it
+  EXPECT_FALSE(tc.TryCloseArenaInSlot(a));  // the slot is taken
+  EXPECT_EQ(a->pooled_blocks, 1u);          // and a untouched
+  ASSERT_TRUE(tc.TryCloseArena(a));         // onto the list
+  EXPECT_EQ(tc.free_arenas(), 2);
+  EXPECT_EQ(tc.cached(), 2);
+  EXPECT_EQ(tc.stats().pooled_frees, 2u);
+  EXPECT_EQ(tc.TryReuseSlotArena(), b);
+  EXPECT_EQ(tc.TryReuseSlotArena(), nullptr);  // the list is not the slot's
+  EXPECT_EQ(tc.free_arenas(), 1);
+  EXPECT_EQ(tc.cached(), 1);
+  EXPECT_EQ(tc.NewArena(), a);
+  EXPECT_EQ(tc.free_arenas(), 0);
+  EXPECT_EQ(tc.cached(), 0);
+  // Closed slot: its struct goes onto the list, and a close there is refused until it opens again.
+  ASSERT_TRUE(tc.TryCloseArenaInSlot(b));
+  tc.AllowArenaSlot(false);
+  EXPECT_EQ(tc.TryReuseSlotArena(), nullptr);
+  EXPECT_EQ(tc.free_arenas(), 1);
+  EXPECT_EQ(tc.cached(), 1);
+  EXPECT_FALSE(tc.TryCloseArenaInSlot(a));
+  ASSERT_TRUE(tc.TryCloseArena(a));  // the list still takes it
+  EXPECT_EQ(tc.free_arenas(), 2);
+  tc.AllowArenaSlot(true);
+  EXPECT_EQ(tc.NewArena(), a);  // the list's head, LIFO
+  ASSERT_TRUE(tc.TryCloseArenaInSlot(a));
+  EXPECT_EQ(tc.TryReuseSlotArena(), a);
+  ASSERT_TRUE(tc.TryCloseArenaInSlot(a));
+  // The thread's end releases both structs and both pools.
+  tc.Shutdown();
+  EXPECT_EQ(tc.free_arenas(), 0);
+  EXPECT_EQ(tc.cached(), 0);
+  EXPECT_EQ(t.backend.live_pools(), 0);
+  EXPECT_EQ(t.backend.meta_frees, t.backend.meta_allocs.load());
+  EXPECT_EQ(tc.TryReuseSlotArena(), nullptr);
+  tc.AllowArenaSlot(true);  // a dead thread's slot stays closed
+  Arena* c = tc.NewArena();
+  EXPECT_FALSE(tc.TryCloseArenaInSlot(c));
+  tc.DeleteArena(c);
+  EXPECT_EQ(t.backend.meta_frees, t.backend.meta_allocs.load());
+}
+
+// With pools=0 the slot is closed: no arena keeps a pool.
+TEST(ArenaTest, NoPoolsNoSlot) {
+  TestDomain t(Cfg(64, 0));
+  ThreadCache tc(&t.domain);
+  Arena* a = tc.NewArena();
+  EXPECT_FALSE(tc.TryCloseArenaInSlot(a));
+  tc.DeleteArena(a);
+  EXPECT_EQ(tc.TryReuseSlotArena(), nullptr);
+  EXPECT_EQ(tc.NewArena(), a);
+}
+
 // Once its thread is ending, a cache keeps neither pools nor arena structs: an arena closed after that
 // (from a later thread-exit destructor) releases both, and the inline close leaves it to the long way.
 TEST(ArenaTest, ArenaClosedAfterShutdownReleasesItsPoolAndStruct) {

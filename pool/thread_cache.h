@@ -53,6 +53,7 @@ class ThreadCache {
     // Pooling off: no arena ever finds room (pools are never cached either; this keeps it obvious).
     pool_size_ = domain->config().enabled ? domain->config().pool_size : 0;
     max_cached_ = domain->config().max_cached;
+    AllowArenaSlot(true);
   }
   ThreadCache(const ThreadCache&) = delete;
   ThreadCache& operator=(const ThreadCache&) = delete;
@@ -61,7 +62,7 @@ class ThreadCache {
   PoolStats& stats() { return stats_; }
   const PoolStats& stats() const { return stats_; }
   // Pools cached, and those kept by closed arenas for their next open (TryCloseArena).
-  int cached() const { return ncached_ + kept_pools_; }
+  int cached() const { return ncached_ + kept_pools_ + (SlotArena() != nullptr && SlotArena()->pool != nullptr); }
   bool dead() const { return dead_; }
   PoolHeader* current() const { return pool_; }
 
@@ -272,25 +273,51 @@ class ThreadCache {
   // ArenaClosePool and DeleteArena in one, inline, for an arena with no regular block, when its carved
   // bytes lie in its pool's first line and this thread keeps the struct; otherwise changes nothing and
   // returns false (the caller takes the long way). Counts the pooled frees. No call: the line zeroed in
-  // four 16-byte stores, the struct on the list with its pool still attached, empty, so that the next
-  // open's first block is carved at once (counted among the cached pools meanwhile, cached(), and
-  // within the cache's limit).
-  POOLSCOPE_ALWAYS_INLINE bool TryCloseArena(Arena* arena) {
+  // four 16-byte stores, the struct kept with its pool still attached, empty, so that the next open's
+  // first block is carved at once (counted among the cached pools meanwhile, cached()). The struct
+  // goes to the slot (TryCloseArenaInSlot) when it is free, else onto the list, where its pool counts
+  // against the cache's limit.
+  bool TryCloseArena(Arena* arena) {
+    if (TryCloseArenaInSlot(arena)) return true;
     if (POOLSCOPE_UNLIKELY(nfree_arenas_ >= max_free_arenas_)) return false;
     if (PoolHeader* h = arena->pool) {
-      // (Pools kept by arenas count against the cache's limit: pools=0 keeps none.)
+      // (Pools kept on the list count against the cache's limit: pools=0 keeps none.)
       if (POOLSCOPE_UNLIKELY(arena->cur - h->base > static_cast<ptrdiff_t>(kLine) ||
                              ncached_ + kept_pools_ >= max_cached_)) {
         return false;
       }
-      stats_.pooled_frees += arena->pooled_blocks;
-      ZeroFirstLine(h);
-      arena->cur = h->base;
-      arena->pooled_blocks = 0;
+      EmptyKeptArena(arena, h);
       ++kept_pools_;
     }
     KeepArena(arena);
     return true;
+  }
+  // TryCloseArena's inline case, for the open-close loop: the slot (last_arena_) is free, so the struct
+  // is kept there: one load and one store each way (TryReuseArena), no count to keep. The slot's pool is
+  // beyond the cache's limit (one pool; pools=0 closes the slot, AllowArenaSlot).
+  POOLSCOPE_ALWAYS_INLINE bool TryCloseArenaInSlot(Arena* arena) {
+    if (POOLSCOPE_UNLIKELY(last_arena_ != nullptr)) return false;
+    if (PoolHeader* h = arena->pool) {
+      if (POOLSCOPE_UNLIKELY(arena->cur - h->base > static_cast<ptrdiff_t>(kLine))) return false;
+      EmptyKeptArena(arena, h);
+    }
+    last_arena_ = arena;
+    return true;
+  }
+  // Opens or closes the slot: closed, it holds no struct (one it held goes onto the list, which may
+  // exceed its limit by that one until Shutdown) and TryCloseArenaInSlot refuses. Closed at Init with
+  // pools=0, and once the thread is dead, for good; the layer above closes it while its inline arena
+  // paths are off.
+  void AllowArenaSlot(bool allow) {
+    if (allow && max_cached_ > 0 && !dead_) {
+      if (last_arena_ == NoSlot()) last_arena_ = nullptr;
+      return;
+    }
+    if (Arena* a = SlotArena()) {
+      kept_pools_ += a->pool != nullptr;
+      KeepArena(a);
+    }
+    last_arena_ = NoSlot();
   }
   // An arena struct, empty: a closed one of this thread's when it keeps
   // any (no lock, no call), else poolscope's own memory from the backend. nullptr when out of memory.
@@ -301,14 +328,22 @@ class ThreadCache {
     *a = Arena{};
     return a;
   }
-  // NewArena's common case, inline: a closed arena struct of this thread's, else nullptr. A kept
-  // struct is empty already (KeepArena), and may hold an empty pool (TryCloseArena).
-  POOLSCOPE_ALWAYS_INLINE Arena* TryReuseArena() {
+  // A closed arena struct of this thread's, else nullptr: the slot's, else the list's. A kept struct is
+  // empty already (KeepArena, EmptyKeptArena), and may hold an empty pool (TryCloseArena).
+  Arena* TryReuseArena() {
+    if (Arena* a = TryReuseSlotArena()) return a;
     Arena* a = free_arenas_;
-    if (POOLSCOPE_UNLIKELY(a == nullptr)) return nullptr;
+    if (a == nullptr) return nullptr;
     free_arenas_ = a->next_free;
     --nfree_arenas_;
     kept_pools_ -= a->pool != nullptr;
+    return a;
+  }
+  // NewArena's common case, inline: the slot's struct (no count to keep), else nullptr.
+  POOLSCOPE_ALWAYS_INLINE Arena* TryReuseSlotArena() {
+    Arena* a = last_arena_;
+    if (POOLSCOPE_UNLIKELY(reinterpret_cast<uintptr_t>(a) <= reinterpret_cast<uintptr_t>(NoSlot()))) return nullptr;
+    last_arena_ = nullptr;
     return a;
   }
   // Takes back a closed arena (its pool closed and its regular blocks freed by the caller).
@@ -324,7 +359,7 @@ class ThreadCache {
       domain_->backend()->FreeMeta(a, sizeof(Arena));
     }
   }
-  int free_arenas() const { return nfree_arenas_; }
+  int free_arenas() const { return nfree_arenas_ + (SlotArena() != nullptr); }
 
   // Takes a pool into this cache (or releases it when the cache is full or the thread is ending).
   void Adopt(PoolHeader* h) {
@@ -450,6 +485,7 @@ class ThreadCache {
   // The thread is ending (or gone, after fork): pools and arena structs it is given from now on are
   // released, not kept (the caches' limits drop to 0, so their fast paths need no test of their own).
   void MarkDead() {
+    AllowArenaSlot(false);
     dead_ = true;
     max_cached_ = 0;
     max_free_arenas_ = 0;
@@ -463,8 +499,18 @@ class ThreadCache {
   }
   // Zeroes the first line of an explicit pool: every pool has one (pool bytes are whole lines) and no
   // one else's data lies in it, so a carve that ended inside it is zeroed with fixed stores.
-  static void ZeroFirstLine(PoolHeader* h) {
-    memset(__builtin_assume_aligned(h->base, kLine), 0, kLine);
+  static void ZeroFirstLine(PoolHeader* h) { ZeroLine(h->base); }
+  POOLSCOPE_ALWAYS_INLINE static void ZeroLine(char* line) {
+    memset(__builtin_assume_aligned(line, kLine), 0, kLine);
+  }
+  // Empties a closed arena whose carved bytes lie in its pool's first line, keeping the pool: counts
+  // its blocks' frees and zeroes the line.
+  POOLSCOPE_ALWAYS_INLINE void EmptyKeptArena(Arena* arena, PoolHeader* h) {
+    char* const base = h->base;  // (read once: the stores below could alias the header)
+    stats_.pooled_frees += arena->pooled_blocks;
+    ZeroLine(base);
+    arena->cur = base;
+    arena->pooled_blocks = 0;
   }
 
   void* CarveSlow(size_t n);
@@ -480,9 +526,12 @@ class ThreadCache {
   static constexpr uintptr_t kNoBlock = ~uintptr_t{0} << 31;
 
   Domain* domain_ = nullptr;
+  // (Fields ordered to leave no padding: this struct is static TLS, whose room a library loaded by dlopen
+  // (poolscope attach) has to find in glibc's small reserve.)
   bool align8_ = false;  // a copy of the domain's, to keep the carve free of a dependent load
-  size_t pool_size_ = 0;  // likewise (0 when pooling is off)
+  bool dead_ = false;
   int max_cached_ = 0;
+  size_t pool_size_ = 0;  // like align8_ (0 when pooling is off)
   uintptr_t cur_ = 0;   // next free byte of the current pool
   uintptr_t end_ = 0;   // base + pool_size of the current pool
   uintptr_t start_off_ = 0;  // Config::carve_offset
@@ -506,15 +555,22 @@ class ThreadCache {
   int64_t live_ = 0;    // the current pool's live count (its header's `live` is stale meanwhile)
   PoolHeader* pool_ = nullptr;
   PoolHeader* cache_[kMaxCachedPools] = {};
-  int ncached_ = 0;
   // Closed arena structs kept for the next open (a program that opens and closes arenas in a loop
   // never reaches the backend), at most kMaxFreeArenas; given back at Shutdown.
   static constexpr int kMaxFreeArenas = 16;
+  // The slot: the struct closed last, when TryCloseArenaInSlot found it free (nullptr); not on
+  // free_arenas_ nor in its counts (nfree_arenas_, kept_pools_), which the open-close loop then never
+  // touches. NoSlot() while closed (AllowArenaSlot).
+  static Arena* NoSlot() { return reinterpret_cast<Arena*>(uintptr_t{1}); }
+  Arena* SlotArena() const {
+    return reinterpret_cast<uintptr_t>(last_arena_) > reinterpret_cast<uintptr_t>(NoSlot()) ? last_arena_ : nullptr;
+  }
+  Arena* last_arena_ = nullptr;
   Arena* free_arenas_ = nullptr;
+  int ncached_ = 0;
   int nfree_arenas_ = 0;
   int max_free_arenas_ = kMaxFreeArenas;  // 0 once the thread is dead, like max_cached_
   int kept_pools_ = 0;                      // pools attached to arenas on free_arenas_
-  bool dead_ = false;
   PoolStats stats_ = {};
 };
 

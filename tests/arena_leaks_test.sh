@@ -38,6 +38,7 @@ assert by_fn.get("leak_large_in_arena") == [(1, 500)], by_fn
 for g in leaks:
     names = [f["function"] for f in g["stack"]]
     assert "rounds_of_closed_arenas" not in names, ("a closed arena's block is reported live", g)
+    assert "rounds_of_small_arenas" not in names, ("a closed arena's block is reported live", g)
     if names and names[0] in ("leak_pooled_in_arena", "leak_large_in_arena"):
         # The allocating call's frame, then the stack of the open (in main): whole, and nothing of
         # poolscope's or the client library's between them.
@@ -66,6 +67,9 @@ for st in r["sites"]:
 closed = sites["rounds_of_closed_arenas"]
 assert closed["logical_allocs"] == 400, closed
 assert closed["real_allocs"] >= 200, closed  # the 700-byte blocks take the regular path
+small = sites["rounds_of_small_arenas"]
+assert small["logical_allocs"] == 400, small
+assert small["pool_hits"] == (0 if mode == "pool0" else 400), small
 print("ok", mode, by_fn)
 PY
 done

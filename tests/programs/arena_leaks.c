@@ -8,6 +8,8 @@
  * leak_pooled_in_arena: 3 blocks of 16 bytes (a pool serves them when pooling is on).
  * leak_large_in_arena:  1 block of 500 bytes (larger than a pool: the regular path).
  * rounds_of_closed_arenas: 200 arenas opened, filled and closed: nothing of theirs is live at exit.
+ * rounds_of_small_arenas: the same with small blocks only (an int and 20 bytes, the inline open and
+ * close's rounds when nothing is tracked): nothing of theirs is live at exit either.
  * Prints one line that depends only on the work done. */
 #include <stdio.h>
 #include <string.h>
@@ -50,8 +52,24 @@ __attribute__((noinline)) int rounds_of_closed_arenas(void) {
   return sum;
 }
 
+__attribute__((noinline)) int rounds_of_small_arenas(void) {
+  int sum = 0;
+  for (int r = 0; r < 200; ++r) {
+    poolscope_arena* a = poolscope_arena_open();
+    if (a == NULL) return -1000;
+    int* x = poolscope_arena_alloc(a, sizeof(int), sizeof(int));
+    char* s = poolscope_arena_alloc(a, 20, 1);
+    if (x == NULL || s == NULL) return -1000;
+    *x = r;
+    s[19] = 2;
+    sum += *x % 5 + s[19];
+    poolscope_arena_close(a);
+  }
+  return sum;
+}
+
 int main(void) {
-  int closed = rounds_of_closed_arenas();
+  int closed = rounds_of_closed_arenas() + rounds_of_small_arenas();
   poolscope_arena* a = poolscope_arena_open();  /* never closed */
   if (a == NULL) return 2;
   int pooled = leak_pooled_in_arena(a);
