@@ -525,13 +525,13 @@ class ThreadCache {
   // so that clearing last_ is one store.
   static constexpr uintptr_t kNoBlock = ~uintptr_t{0} << 31;
 
+  // (Static TLS, whose room a library loaded by dlopen (poolscope attach) finds in glibc's small reserve:
+  // no padding to spare. The fields up to cache_ are the hot paths', placed as they are on purpose.)
   Domain* domain_ = nullptr;
-  // (Fields ordered to leave no padding: this struct is static TLS, whose room a library loaded by dlopen
-  // (poolscope attach) has to find in glibc's small reserve.)
   bool align8_ = false;  // a copy of the domain's, to keep the carve free of a dependent load
   bool dead_ = false;
+  size_t pool_size_ = 0;  // likewise (0 when pooling is off)
   int max_cached_ = 0;
-  size_t pool_size_ = 0;  // like align8_ (0 when pooling is off)
   uintptr_t cur_ = 0;   // next free byte of the current pool
   uintptr_t end_ = 0;   // base + pool_size of the current pool
   uintptr_t start_off_ = 0;  // Config::carve_offset
