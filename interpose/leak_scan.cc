@@ -26,6 +26,7 @@
 #include "interpose/tracking.h"
 #include "track/frame_rules.h"
 #include "track/proc_maps.h"
+#include "track/radix_sort.h"
 
 namespace poolscope {
 namespace {
@@ -205,11 +206,19 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     return;
   }
   // Both views' arrays in address order with one sort of the pools (a pool's blocks lie inside its
-  // real block, in order) and one of the live table's blocks; the classifier then sorts nothing.
-  auto by_start = [](const ScanBlock& a, const ScanBlock& b) { return a.start < b.start; };
-  std::sort(tracked.data(), tracked.data() + tracked.size(), by_start);
-  std::sort(pools.data(), pools.data() + pools.size(),
-            [](const PoolEntry& a, const PoolEntry& b) { return a.real < b.real; });
+  // real block, in order) and one of the live table's blocks, each a radix sort (scratch for the larger
+  // of the two; both records are 16 bytes); the classifier then sorts nothing.
+  static_assert(sizeof(PoolEntry) == sizeof(ScanBlock), "the sorts share one scratch array");
+  {
+    Array<ScanBlock> scratch(g_scratch);
+    if (!scratch.Resize(std::max(tracked.size(), pools.size()))) {
+      out->not_scanned_why = "no memory for the scan";
+      return;
+    }
+    track::RadixSortBy(tracked.data(), scratch.data(), tracked.size(), [](const ScanBlock& b) { return b.start; });
+    track::RadixSortBy(pools.data(), reinterpret_cast<PoolEntry*>(scratch.data()), pools.size(),
+                       [](const PoolEntry& e) { return uint64_t{e.real}; });
+  }
   Array<ScanBlock> blocks(g_scratch), dblocks(g_scratch), unpooled(g_scratch);
   for (size_t i = 0; i < tracked.size() && c.ok; ++i) {
     if (!tracked[i].pooled()) c.ok = unpooled.Push(tracked[i]);
