@@ -20,7 +20,9 @@
 #include "pool/pool.h"
 
 #include <sched.h>
+#include <sys/mman.h>
 
+#include <algorithm>
 #include <new>
 
 #include "pool/thread_cache.h"
@@ -93,6 +95,10 @@ Domain::Domain(const Config& config, Backend* backend, std::atomic<PoolMap::Leaf
   if (chunk_bytes_ < min_chunk) chunk_bytes_ = min_chunk;
 }
 
+namespace {
+constexpr int kPopulateWrite = 23;  // MADV_POPULATE_WRITE (Linux 5.14), which older headers lack
+}  // namespace
+
 PoolHeader* Domain::NewHeader() {
   LockMeta();
   PoolHeader* h = free_headers_;
@@ -117,10 +123,22 @@ PoolHeader* Domain::NewHeader() {
       c->used.store(0, std::memory_order_relaxed);
       c->capacity = (chunk_bytes_ - kLine) / meta_bytes_;
       chunk_ = c;
+      meta_populated_ = reinterpret_cast<uintptr_t>(c);
       chunks_.store(c, std::memory_order_release);
     }
     const size_t i = chunk_->used.load(std::memory_order_relaxed);
     h = chunk_->slot(i, meta_bytes_);
+    // Slots are taken in order and written at once: their pages are faulted in kMetaPopulate bytes
+    // at a time (a program that makes a million pools would take 30,000 faults otherwise). Where the
+    // kernel lacks the advice (before 5.14) they fault in one by one, as without it.
+    const uintptr_t end = reinterpret_cast<uintptr_t>(h) + meta_bytes_;
+    if (end > meta_populated_) {
+      const uintptr_t chunk_end = reinterpret_cast<uintptr_t>(chunk_) + chunk_bytes_;
+      const uintptr_t from = std::max(meta_populated_, reinterpret_cast<uintptr_t>(h) & ~uintptr_t{4095});
+      const uintptr_t to = std::min(chunk_end, ((end + 4095) & ~uintptr_t{4095}) + kMetaPopulate);
+      madvise(reinterpret_cast<void*>(from), to - from, kPopulateWrite);
+      meta_populated_ = to;
+    }
     // (walk_base is null in a slot never used: the chunk's memory comes zeroed.)
     chunk_->used.store(i + 1, std::memory_order_release);
   }
