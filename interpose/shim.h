@@ -102,7 +102,7 @@ void DeleteForm(Api api, void* p, size_t size, size_t align, bool nothrow);
 // carve-table row for arena blocks and arena_limit, so that a program built with that header carves and
 // counts exactly as ArenaAlloc does, without the call; the kept struct's empty pool means the next
 // open's blocks are all carved in the program. A round of bench/arena_loop (open, an int and 20 bytes,
-// close), with the client library's jumps and the loop itself: 77 instructions
+// close), with the client library's jumps and the loop itself: 76 instructions
 // (bench/callgrind_pair.sh).
 void* ArenaOpenSlow(void* ra);
 void* ArenaAllocSlow(void* arena, size_t size, size_t align, void* ra);

@@ -95,10 +95,6 @@ Domain::Domain(const Config& config, Backend* backend, std::atomic<PoolMap::Leaf
   if (chunk_bytes_ < min_chunk) chunk_bytes_ = min_chunk;
 }
 
-namespace {
-constexpr int kPopulateWrite = 23;  // MADV_POPULATE_WRITE (Linux 5.14), which older headers lack
-}  // namespace
-
 PoolHeader* Domain::NewHeader() {
   LockMeta();
   PoolHeader* h = free_headers_;
@@ -135,8 +131,8 @@ PoolHeader* Domain::NewHeader() {
     if (end > meta_populated_) {
       const uintptr_t chunk_end = reinterpret_cast<uintptr_t>(chunk_) + chunk_bytes_;
       const uintptr_t from = std::max(meta_populated_, reinterpret_cast<uintptr_t>(h) & ~uintptr_t{4095});
-      const uintptr_t to = std::min(chunk_end, ((end + 4095) & ~uintptr_t{4095}) + kMetaPopulate);
-      madvise(reinterpret_cast<void*>(from), to - from, kPopulateWrite);
+      const uintptr_t to = std::min(chunk_end, RoundUp(end, 4096) + kMetaPopulate);
+      madvise(reinterpret_cast<void*>(from), to - from, MADV_POPULATE_WRITE);
       meta_populated_ = to;
     }
     // (walk_base is null in a slot never used: the chunk's memory comes zeroed.)

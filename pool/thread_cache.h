@@ -263,7 +263,7 @@ class ThreadCache {
     // carved bytes and giving it back its implicit identity is the whole reset.
     const size_t used = static_cast<size_t>(arena->cur - h->base);
     if (POOLSCOPE_LIKELY(used <= kLine)) {
-      ZeroFirstLine(h);
+      ZeroLine(h->base);
     } else {
       memset(h->base, 0, used);
     }
@@ -341,8 +341,8 @@ class ThreadCache {
   }
   // NewArena's common case, inline: the slot's struct (no count to keep), else nullptr.
   POOLSCOPE_ALWAYS_INLINE Arena* TryReuseSlotArena() {
-    Arena* a = last_arena_;
-    if (POOLSCOPE_UNLIKELY(reinterpret_cast<uintptr_t>(a) <= reinterpret_cast<uintptr_t>(NoSlot()))) return nullptr;
+    Arena* a = SlotArena();
+    if (POOLSCOPE_UNLIKELY(a == nullptr)) return nullptr;
     last_arena_ = nullptr;
     return a;
   }
@@ -497,9 +497,8 @@ class ThreadCache {
     free_arenas_ = a;
     ++nfree_arenas_;
   }
-  // Zeroes the first line of an explicit pool: every pool has one (pool bytes are whole lines) and no
-  // one else's data lies in it, so a carve that ended inside it is zeroed with fixed stores.
-  static void ZeroFirstLine(PoolHeader* h) { ZeroLine(h->base); }
+  // Zeroes the first line of an explicit pool (its base): every pool has one (pool bytes are whole
+  // lines) and no one else's data lies in it, so a carve that ended inside it is zeroed with fixed stores.
   POOLSCOPE_ALWAYS_INLINE static void ZeroLine(char* line) {
     memset(__builtin_assume_aligned(line, kLine), 0, kLine);
   }
