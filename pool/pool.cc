@@ -115,12 +115,17 @@ PoolHeader* Domain::NewHeader() {
         UnlockMeta();
         return nullptr;
       }
-      c->next = chunks_.load(std::memory_order_relaxed);
+      c->next.store(nullptr, std::memory_order_relaxed);
       c->used.store(0, std::memory_order_relaxed);
       c->capacity = (chunk_bytes_ - kLine) / meta_bytes_;
+      // Appended: a walk reads `next` with acquire, so it sees the chunk's fields set.
+      if (chunk_ == nullptr) {
+        chunks_.store(c, std::memory_order_release);
+      } else {
+        chunk_->next.store(c, std::memory_order_release);
+      }
       chunk_ = c;
       meta_populated_ = reinterpret_cast<uintptr_t>(c);
-      chunks_.store(c, std::memory_order_release);
     }
     const size_t i = chunk_->used.load(std::memory_order_relaxed);
     h = chunk_->slot(i, meta_bytes_);

@@ -111,7 +111,8 @@ class Domain {
   // the same guarantees as ForEachLiveBlock.
   template <typename F>
   void ForEachPool(F&& fn) const {
-    for (const MetaChunk* c = chunks_.load(std::memory_order_acquire); c != nullptr; c = c->next) {
+    for (const MetaChunk* c = chunks_.load(std::memory_order_acquire); c != nullptr;
+         c = c->next.load(std::memory_order_acquire)) {
       const size_t used = c->used.load(std::memory_order_acquire);
       for (size_t i = 0; i < used; ++i) {
         const PoolHeader* h = c->slot(i, meta_bytes_);
@@ -125,7 +126,8 @@ class Domain {
   // of its live blocks, in address order: ForEachPool and ForEachLiveBlock in one walk. Same guarantees.
   template <typename P, typename B>
   void ForEachPoolWithBlocks(P&& on_pool, B&& on_block) const {
-    for (const MetaChunk* c = chunks_.load(std::memory_order_acquire); c != nullptr; c = c->next) {
+    for (const MetaChunk* c = chunks_.load(std::memory_order_acquire); c != nullptr;
+         c = c->next.load(std::memory_order_acquire)) {
       const size_t used = c->used.load(std::memory_order_acquire);
       for (size_t i = 0; i < used; ++i) {
         const PoolHeader* h = c->slot(i, meta_bytes_);
@@ -160,8 +162,10 @@ class Domain {
   // Pool metadata (meta_bytes_ each: header, mark words, BlockInfo words) is carved in slots from chunks
   // of poolscope's own memory that are never returned (LeafSource) and reused through a free list, so
   // that ForEachLiveBlock can walk every pool's metadata with no list of pools kept on their paths.
+  // Chunks are listed oldest first: the walks see pools mostly in the order they were made, which is
+  // mostly the order of their addresses (the exit scan's sort relies on it for speed, not for truth).
   struct MetaChunk {
-    const MetaChunk* next;
+    std::atomic<const MetaChunk*> next;  // set once, when the next chunk is made
     std::atomic<size_t> used;  // slots carved so far
     size_t capacity;
     PoolHeader* slot(size_t i, size_t bytes) const {
@@ -189,7 +193,7 @@ class Domain {
   size_t info_offset_;   // from a pool's header to its first BlockInfo word (wide_info_)
   bool wide_info_;       // block_info with pools of kWideInfoPoolSize or more: a BlockInfo array
   uint32_t granules_;
-  // The metadata slab: chunks (newest first), the free slots, the lock over both and the chunk size.
+  // The metadata slab: chunks (oldest first), the free slots, the lock over both and the chunk size.
   std::atomic<const MetaChunk*> chunks_{nullptr};
   MetaChunk* chunk_ = nullptr;  // the newest chunk, where new slots are carved
   PoolHeader* free_headers_ = nullptr;

@@ -976,6 +976,25 @@ TEST(BlockInfoTest, TheWalkCoversEveryChunkAndReusedSlots) {
   EXPECT_EQ(old_blocks, static_cast<size_t>(kBlocks / 2));
 }
 
+// The walk lists pools in the order they were made, chunk after chunk (the exit scan sorts the pools,
+// and their blocks, by address in one pass when they come mostly in order).
+TEST(BlockInfoTest, TheWalkListsPoolsInTheOrderTheyWereMade) {
+  TestDomain t(TrackedCfg(64, 0));
+  ThreadCache tc(&t.domain);
+  constexpr int kBlocks = 12000;  // one pool each, about three chunks of metadata slots
+  std::vector<void*> made;
+  for (int i = 0; i < kBlocks; ++i) {
+    void* p = tc.Carve(48);
+    ASSERT_NE(p, nullptr);
+    made.push_back(p);
+  }
+  ASSERT_GE(t.backend.leaves, 3);
+  std::vector<void*> walked;
+  t.domain.ForEachLiveBlock([&](void* p, BlockInfo) { walked.push_back(p); });
+  ASSERT_EQ(walked.size(), made.size());
+  for (size_t i = 0; i < made.size(); ++i) ASSERT_EQ(walked[i], made[i]) << "at " << i;
+}
+
 // A pool goes from implicit use to the cache, to an arena, and back: the walk relies on a cached
 // pool having no live mark left, so a pool an arena takes lists nothing of its implicit past, and
 // one that comes back lists only what is carved from it afterwards.
