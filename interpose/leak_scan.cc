@@ -18,6 +18,7 @@
 #include <valgrind/valgrind.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "interpose/internal.h"
@@ -27,6 +28,7 @@
 #include "track/frame_rules.h"
 #include "track/proc_maps.h"
 #include "track/radix_sort.h"
+#include "track/sorted_search.h"
 
 namespace poolscope {
 namespace {
@@ -119,39 +121,39 @@ void PushRange(uintptr_t b, uintptr_t e, void* arg) {
   *s->ok = *s->ok && s->ranges->Push(RootRange{b, e});
 }
 
-// A pool as the scan collects it: its real block, and where its live blocks lie in the array of
-// pooled blocks (appended pool by pool, each pool's in address order).
-struct PoolEntry {
-  uintptr_t real;
-  uint32_t first;
-  uint32_t count;
-};
-
 struct Collect {
   Array<ScanBlock>* tracked;  // the live table's blocks
-  Array<ScanBlock>* pooled;   // the pools' live blocks
-  Array<PoolEntry>* pools;
+  Array<ScanBlock>* blocks;   // the pools' live blocks, pool by pool in the walk's order
+  Array<ScanBlock>* pools;    // the pools' real blocks
   Array<RootRange>* arena_roots;
-  size_t pool_real_bytes;
   bool ok;
 };
 
-// Merges a and b (each sorted by start, no start in both) into out, which has room for both.
-template <typename GetA, typename GetB>
-void MergeByStart(size_t na, GetA&& a, size_t nb, GetB&& b, ScanBlock* out) {
-  size_t i = 0, j = 0, k = 0;
-  while (i < na && j < nb) {
-    const ScanBlock x = a(i), y = b(j);
-    if (x.start < y.start) {
-      out[k++] = x;
-      ++i;
+// Sorts a[0, n) by start. A list made mostly in address order (`mostly_in_order`) moves only where it
+// is out of order, with room for an eighth of its records; otherwise it takes a radix sort.
+bool SortByStart(ScanBlock* a, size_t n, bool mostly_in_order) {
+  auto start_of = [](const ScanBlock& b) { return uint64_t{b.start}; };
+  Array<ScanBlock> scratch(g_scratch);
+  if (mostly_in_order) {
+    if (!scratch.Resize(n / 8 + 4096)) return false;
+    if (track::SortNearlyInOrder(a, n, start_of, scratch.data(), scratch.size())) return true;
+  }
+  if (!scratch.Resize(n)) return false;
+  track::RadixSortBy(a, scratch.data(), n, start_of);
+  return true;
+}
+
+// Merges b[0, nb) (sorted by start, a copy kept elsewhere) into a[0, na) (sorted, with room for nb
+// more after it) from the end: the merge never overwrites a record it has yet to move.
+void MergeInto(ScanBlock* a, size_t na, const ScanBlock* b, size_t nb) {
+  size_t i = na, j = nb, out = na + nb;
+  while (j > 0) {
+    if (i > 0 && a[i - 1].start > b[j - 1].start) {
+      a[--out] = a[--i];
     } else {
-      out[k++] = y;
-      ++j;
+      a[--out] = b[--j];
     }
   }
-  for (; i < na; ++i) out[k++] = a(i);
-  for (; j < nb; ++j) out[k++] = b(j);
 }
 
 struct DetectorJob {
@@ -174,12 +176,11 @@ int ClassifyForDetector(void* arg) {
 
 void Classify(const ScanInputs& in, ScanOutcome* out) {
   const uint64_t t0 = NowMs();
-  Array<ScanBlock> tracked(g_scratch), pooled(g_scratch);
-  Array<PoolEntry> pools(g_scratch);
+  Array<ScanBlock> tracked(g_scratch), blocks(g_scratch), pools(g_scratch);
   // Explicit arenas' blocks are not blocks of the scan: their pools' carved bytes are the program's
   // memory, read as roots (the pools' real blocks are in the heap, left out of the roots).
   Array<RootRange> arena_roots(g_scratch);
-  Collect c{&tracked, &pooled, &pools, &arena_roots, 0, true};
+  Collect c{&tracked, &blocks, &pools, &arena_roots, true};
   ForEachTrackedBlockInfo(
       [](uintptr_t p, uint64_t size, bool is_pooled, void* arg) {
         auto* c = static_cast<Collect*>(arg);
@@ -190,67 +191,36 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     in.for_each_pool(
         [](uintptr_t r, size_t rb, uintptr_t base, size_t bytes, bool arena, void* arg) {
           auto* c = static_cast<Collect*>(arg);
-          c->pool_real_bytes = rb;
-          c->ok = c->ok && c->pools->Push(PoolEntry{r, static_cast<uint32_t>(c->pooled->size()), 0}) &&
+          c->ok = c->ok && c->pools->Push(ScanBlock::Of(r, rb)) &&
                   (!arena || c->arena_roots->Push(RootRange{base, base + bytes}));
         },
         [](uintptr_t p, uint64_t size, void* arg) {
           auto* c = static_cast<Collect*>(arg);
-          c->ok = c->ok && c->pooled->Push(ScanBlock::Of(p, size, true));
-          if (c->ok) ++(*c->pools)[c->pools->size() - 1].count;
+          c->ok = c->ok && c->blocks->Push(ScanBlock::Of(p, size, true));
         },
         &c);
   }
-  if (!c.ok || pooled.size() >= ~uint32_t{0}) {
-    out->not_scanned_why = "no memory for the scan";
-    return;
-  }
-  // Both views' arrays in address order with one sort of the pools (a pool's blocks lie inside its
-  // real block, in order) and one of the live table's blocks, each a radix sort (scratch for the larger
-  // of the two; both records are 16 bytes); the classifier then sorts nothing.
-  static_assert(sizeof(PoolEntry) == sizeof(ScanBlock), "the sorts share one scratch array");
-  {
-    Array<ScanBlock> scratch(g_scratch);
-    if (!scratch.Resize(std::max(tracked.size(), pools.size()))) {
-      out->not_scanned_why = "no memory for the scan";
-      return;
-    }
-    track::RadixSortBy(tracked.data(), scratch.data(), tracked.size(), [](const ScanBlock& b) { return b.start; });
-    track::RadixSortBy(pools.data(), reinterpret_cast<PoolEntry*>(scratch.data()), pools.size(),
-                       [](const PoolEntry& e) { return uint64_t{e.real}; });
-  }
-  Array<ScanBlock> blocks(g_scratch), dblocks(g_scratch), unpooled(g_scratch);
+  // Both views' arrays go in address order here; the classifier then sorts nothing. The pools were
+  // made, and are walked, mostly in address order, and so are their blocks (a pool's lie inside it,
+  // in order); the live table's blocks, in hash order, take a radix sort.
+  // The detector's view first, in the pools' array: the pools' real blocks and the unpooled blocks.
+  Array<ScanBlock> unpooled(g_scratch);
   for (size_t i = 0; i < tracked.size() && c.ok; ++i) {
     if (!tracked[i].pooled()) c.ok = unpooled.Push(tracked[i]);
   }
-  const size_t real_bytes = c.pool_real_bytes;
-  c.ok = c.ok && blocks.Resize(tracked.size() + pooled.size()) && dblocks.Resize(unpooled.size() + pools.size());
-  if (c.ok) {
-    // The pools' blocks in pool order, after room for the live table's; then both merged from the
-    // front into that room (the merge never overtakes what it has yet to read).
-    ScanBlock* mid = blocks.data() + tracked.size();
-    size_t k = 0;
-    for (size_t i = 0; i < pools.size(); ++i) {
-      for (uint32_t j = 0; j < pools[i].count; ++j) mid[k++] = pooled[pools[i].first + j];
-    }
-    MergeByStart(
-        tracked.size(), [&](size_t i) { return tracked[i]; }, k, [&](size_t j) { return mid[j]; }, blocks.data());
-    MergeByStart(
-        unpooled.size(), [&](size_t i) { return unpooled[i]; }, pools.size(),
-        [&](size_t j) { return ScanBlock::Of(pools[j].real, real_bytes); }, dblocks.data());
-  }
-  tracked.Free();
-  pooled.Free();
-  unpooled.Free();
   const size_t npools = pools.size();
-  pools.Free();
-  if (!c.ok) {
+  c.ok = c.ok && SortByStart(unpooled.data(), unpooled.size(), false) && SortByStart(pools.data(), npools, true) &&
+         pools.Resize(npools + unpooled.size());
+  if (c.ok) MergeInto(pools.data(), npools, unpooled.data(), unpooled.size());
+  unpooled.Free();
+  Array<ScanBlock>& dblocks = pools;
+  if (!c.ok || blocks.size() + tracked.size() >= ~uint32_t{0}) {
     out->not_scanned_why = "no memory for the scan";
     return;
   }
 
   // Nothing live, no pool: every class is empty in both views, with no memory to read.
-  if (blocks.size() == 0 && npools == 0) {
+  if (blocks.size() + tracked.size() == 0 && npools == 0) {
     out->scanned = true;
     out->scan_ms = NowMs() - t0;
     return;
@@ -426,9 +396,15 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
                   &own_reader, &heap_reader, {}, false};
   SideThread side;
   const bool parallel = SideThread::Usable() && side.Start(ClassifyForDetector, &job);
-  const bool program_ok =
-      track::ClassifyReachability(blocks.data(), blocks.size(), program_roots.data(), program_roots.size(),
-                                  root_reader, heap_reader, g_scratch, &out->program);
+  // Meanwhile the program's view: the pools' blocks and the live table's, in the pooled blocks' array.
+  const size_t npooled = blocks.size();
+  bool program_ok = SortByStart(tracked.data(), tracked.size(), false) && SortByStart(blocks.data(), npooled, true) &&
+                    blocks.Resize(npooled + tracked.size());
+  if (program_ok) MergeInto(blocks.data(), npooled, tracked.data(), tracked.size());
+  tracked.Free();
+  program_ok = program_ok &&
+               track::ClassifyReachability(blocks.data(), blocks.size(), program_roots.data(), program_roots.size(),
+                                           root_reader, heap_reader, g_scratch, &out->program);
   if (parallel) {
     side.Join();
   } else if (program_ok) {
@@ -510,16 +486,13 @@ void ReleaseScan() {
 const ScanOutcome* LastScan() { return g_done ? &g_outcome : nullptr; }
 
 LeakKind ScannedKind(uintptr_t p) {
-  size_t lo = 0, hi = g_nblocks;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (g_blocks[mid].start < p) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  if (lo < g_nblocks && g_blocks[lo].start == p) return g_blocks[lo].kind();
+  // The report asks while it walks the pools, nearly in address order: from where the last answer was.
+  // A hint only, so a relaxed atomic is enough.
+  static std::atomic<size_t> last{0};
+  const size_t i = track::LowerBoundFrom(g_blocks, g_nblocks, last.load(std::memory_order_relaxed), p,
+                                         [](const ScanBlock& b) { return uint64_t{b.start}; });
+  last.store(i, std::memory_order_relaxed);
+  if (i < g_nblocks && g_blocks[i].start == p) return g_blocks[i].kind();
   return LeakKind::kStillReachable;
 }
 

@@ -6,6 +6,12 @@
 // the keys less the smallest, less the low bits every key shares (16-byte aligned addresses sort on
 // their other bits), in passes of at most 8 bits, each pass stable, so the result is the stable sort.
 // Allocates nothing: the caller gives scratch room for n records, and the counts take 1 KiB of stack.
+//
+// SortNearlyInOrder: for an array whose records are nearly all in order already (the pools, listed in
+// the order they were made, which is mostly the order of their addresses): moves the few out of order
+// aside, sorts those, and merges them back; one pass over the array and scratch room for the displaced
+// records only. At a large program's exit it saves the radix sort's passes and, more, the fresh pages
+// of its scratch array, which cost more than the sort on a virtual machine.
 #ifndef POOLSCOPE_TRACK_RADIX_SORT_H_
 #define POOLSCOPE_TRACK_RADIX_SORT_H_
 
@@ -61,6 +67,48 @@ void RadixSortBy(T* a, T* tmp, size_t n, Key key) {
     std::swap(src, dst);
   }
   if (src != a) memcpy(static_cast<void*>(a), src, n * sizeof(T));
+}
+
+// Sorts a[0, n) by key(a[i]), ascending, when few records are out of order: those that break the order
+// move to side[0, room / 2) (each time a record is below the last one kept, it and the last one kept
+// move), are sorted there with side[room / 2, room) as scratch, and are merged back from the end.
+// Returns false when more than room / 2 records would move: a[0, n) then holds its records in some
+// order, none lost, and the caller sorts in full. Ties end in an unspecified order. n below 2^32.
+template <typename T, typename Key>
+bool SortNearlyInOrder(T* a, size_t n, Key key, T* side, size_t room) {
+  static_assert(std::is_trivially_copyable<T>::value, "records are moved with plain copies");
+  if (n < 2) return true;
+  const size_t cap = room / 2;
+  size_t kept = 1, moved = 0;
+  uint64_t top = key(a[0]);
+  for (size_t i = 1; i < n; ++i) {
+    const uint64_t k = key(a[i]);
+    if (top <= k) {
+      a[kept++] = a[i];
+      top = k;
+      continue;
+    }
+    if (moved + 2 > cap) {
+      // a[0, kept) and side[0, moved) hold a[0, i)'s records: put them all back.
+      memmove(static_cast<void*>(a + kept), a + i, (n - i) * sizeof(T));
+      memcpy(static_cast<void*>(a + kept + (n - i)), side, moved * sizeof(T));
+      return false;
+    }
+    side[moved++] = a[--kept];
+    side[moved++] = a[i];
+    top = kept > 0 ? key(a[kept - 1]) : 0;
+  }
+  RadixSortBy(side, side + cap, moved, key);
+  // kept + moved == n: fill a from its end with the larger of the two tails.
+  size_t i = kept, j = moved, out = n;
+  while (j > 0) {
+    if (i > 0 && key(a[i - 1]) > key(side[j - 1])) {
+      a[--out] = a[--i];
+    } else {
+      a[--out] = side[--j];
+    }
+  }
+  return true;
 }
 
 }  // namespace track
