@@ -129,6 +129,16 @@ struct Collect {
   bool ok;
 };
 
+void CollectPool(uintptr_t r, size_t rb, uintptr_t base, size_t bytes, bool arena, void* arg) {
+  auto* c = static_cast<Collect*>(arg);
+  c->ok = c->ok && c->pools->Push(ScanBlock::Of(r, rb)) && (!arena || c->arena_roots->Push(RootRange{base, base + bytes}));
+}
+
+void CollectPooledBlock(uintptr_t p, uint64_t size, void* arg) {
+  auto* c = static_cast<Collect*>(arg);
+  c->ok = c->ok && c->blocks->Push(ScanBlock::Of(p, size, true));
+}
+
 // Sorts a[0, n) by start. A list made mostly in address order (`mostly_in_order`) moves only where it
 // is out of order, with room for an eighth of its records; otherwise it takes a radix sort.
 bool SortByStart(ScanBlock* a, size_t n, bool mostly_in_order) {
@@ -187,22 +197,12 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
         c->ok = c->ok && c->tracked->Push(ScanBlock::Of(p, size, is_pooled));
       },
       &c);
-  if (in.for_each_pool != nullptr) {
-    in.for_each_pool(
-        [](uintptr_t r, size_t rb, uintptr_t base, size_t bytes, bool arena, void* arg) {
-          auto* c = static_cast<Collect*>(arg);
-          c->ok = c->ok && c->pools->Push(ScanBlock::Of(r, rb)) &&
-                  (!arena || c->arena_roots->Push(RootRange{base, base + bytes}));
-        },
-        [](uintptr_t p, uint64_t size, void* arg) {
-          auto* c = static_cast<Collect*>(arg);
-          c->ok = c->ok && c->blocks->Push(ScanBlock::Of(p, size, true));
-        },
-        &c);
-  }
-  // Both views' arrays go in address order here; the classifier then sorts nothing. The pools were
-  // made, and are walked, mostly in address order, and so are their blocks (a pool's lie inside it,
-  // in order); the live table's blocks, in hash order, take a radix sort.
+  // The pools first, from their headers alone: the detector's view needs no more, and starts as soon
+  // as it has them; the pools' blocks are read while it runs.
+  if (in.for_each_pool != nullptr) in.for_each_pool(CollectPool, nullptr, &c);
+  // Both views' arrays go in address order; the classifier then sorts nothing. The pools were made,
+  // and are walked, mostly in address order, and so are their blocks (a pool's lie inside it, in
+  // order); the live table's blocks, in hash order, take a radix sort.
   // The detector's view first, in the pools' array: the pools' real blocks and the unpooled blocks.
   Array<ScanBlock> unpooled(g_scratch);
   for (size_t i = 0; i < tracked.size() && c.ok; ++i) {
@@ -214,13 +214,13 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   if (c.ok) MergeInto(pools.data(), npools, unpooled.data(), unpooled.size());
   unpooled.Free();
   Array<ScanBlock>& dblocks = pools;
-  if (!c.ok || blocks.size() + tracked.size() >= ~uint32_t{0}) {
+  if (!c.ok || dblocks.size() >= ~uint32_t{0}) {
     out->not_scanned_why = "no memory for the scan";
     return;
   }
 
   // Nothing live, no pool: every class is empty in both views, with no memory to read.
-  if (blocks.size() + tracked.size() == 0 && npools == 0) {
+  if (tracked.size() == 0 && npools == 0) {
     out->scanned = true;
     out->scan_ms = NowMs() - t0;
     return;
@@ -397,9 +397,12 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   SideThread side;
   const bool parallel = SideThread::Usable() && side.Start(ClassifyForDetector, &job);
   // Meanwhile the program's view: the pools' blocks and the live table's, in the pooled blocks' array.
+  if (in.for_each_pool != nullptr) {
+    in.for_each_pool([](uintptr_t, size_t, uintptr_t, size_t, bool, void*) {}, CollectPooledBlock, &c);
+  }
   const size_t npooled = blocks.size();
-  bool program_ok = SortByStart(tracked.data(), tracked.size(), false) && SortByStart(blocks.data(), npooled, true) &&
-                    blocks.Resize(npooled + tracked.size());
+  bool program_ok = c.ok && npooled + tracked.size() < ~uint32_t{0} && SortByStart(tracked.data(), tracked.size(), false) &&
+                    SortByStart(blocks.data(), npooled, true) && blocks.Resize(npooled + tracked.size());
   if (program_ok) MergeInto(blocks.data(), npooled, tracked.data(), tracked.size());
   tracked.Free();
   program_ok = program_ok &&

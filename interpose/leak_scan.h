@@ -39,7 +39,8 @@ struct ScanInputs {
   uintptr_t self_state;  // the exiting thread's ThreadState (each thread's static TLS block of
                          // libpoolscope.so and thread pointer lie at the same offsets from its own)
   // Pools: calls pool_fn(real_block, real_bytes, base, pool_bytes, explicit_arena, arg) for each, then
-  // block_fn(block, size, arg) for each live block in it, in address order.
+  // block_fn(block, size, arg) for each live block in it, in address order; with block_fn null, reads
+  // only the pools' headers. Pools come in the order they were made.
   void (*for_each_pool)(void (*pool_fn)(uintptr_t real, size_t real_bytes, uintptr_t base, size_t pool_bytes,
                                         bool explicit_arena, void* arg),
                         void (*block_fn)(uintptr_t block, uint64_t size, void* arg), void* arg);

@@ -136,14 +136,18 @@ void ForEachPoolForScan(void (*pool_fn)(uintptr_t real, size_t real_bytes, uintp
                         void (*block_fn)(uintptr_t block, uint64_t size, void* arg), void* arg) {
   if (g_domain == nullptr) return;
   const size_t bytes = g_domain->pool_bytes();
+  auto on_pool = [&](char* base, bool explicit_arena) {
+    uintptr_t real = reinterpret_cast<uintptr_t>(base);
+    if (g_pool_by_malloc) memcpy(&real, base + bytes, sizeof real);
+    pool_fn(real, g_pool_by_malloc ? bytes + kPoolSlack : bytes, reinterpret_cast<uintptr_t>(base), bytes,
+            explicit_arena, arg);
+  };
+  if (block_fn == nullptr) {
+    g_domain->ForEachPool(on_pool);
+    return;
+  }
   g_domain->ForEachPoolWithBlocks(
-      [&](char* base, bool explicit_arena) {
-        uintptr_t real = reinterpret_cast<uintptr_t>(base);
-        if (g_pool_by_malloc) memcpy(&real, base + bytes, sizeof real);
-        pool_fn(real, g_pool_by_malloc ? bytes + kPoolSlack : bytes, reinterpret_cast<uintptr_t>(base), bytes,
-                explicit_arena, arg);
-      },
-      [&](void* p, pool::BlockInfo info) { block_fn(reinterpret_cast<uintptr_t>(p), info.size, arg); });
+      on_pool, [&](void* p, pool::BlockInfo info) { block_fn(reinterpret_cast<uintptr_t>(p), info.size, arg); });
 }
 
 // reachability=1: classifies the live blocks before the exit report is written (once).

@@ -95,6 +95,7 @@ struct Candidate {
 };
 
 constexpr size_t kQueue = 1024;
+constexpr size_t kAheadWords = 1024;  // 8 KiB
 constexpr uint32_t kBatch = 16;
 
 class Classifier {
@@ -140,20 +141,34 @@ class Classifier {
   }
 
  private:
-  // Pops up to kBatch blocks at a time, prefetches them, scans them, and resolves what they point to;
-  // until the stack is empty.
+  // Pops up to kBatch blocks at a time and prefetches them, then scans the batch popped before and
+  // resolves what it points to (so that a batch's memory loads while the one before is scanned); until
+  // the stack is empty.
   void DrainMarks(MemoryReader& heap_reader) {
-    uint32_t batch[kBatch];
-    while (top_ > 0) {
-      uint32_t k = 0;
-      while (k < kBatch && top_ > 0) {
-        uint32_t i = stack_[--top_];
-        __builtin_prefetch(reinterpret_cast<const void*>(blocks_[i].start));
-        batch[k++] = i;
-      }
-      ScanBatch(heap_reader, batch, k);
+    uint32_t batch[2][kBatch];
+    uint32_t k[2];
+    int cur = 0;
+    k[cur] = Pop(batch[cur]);
+    while (k[cur] > 0) {
+      k[cur ^ 1] = Pop(batch[cur ^ 1]);
+      ScanBatch(heap_reader, batch[cur], k[cur]);
       Flush();
+      cur ^= 1;
+      if (k[cur] == 0) k[cur] = Pop(batch[cur]);  // the scan may have pushed more
     }
+  }
+
+  // Pops up to kBatch blocks into batch, prefetching the first and last line of each; returns how many.
+  uint32_t Pop(uint32_t* batch) {
+    uint32_t k = 0;
+    while (k < kBatch && top_ > 0) {
+      const uint32_t i = stack_[--top_];
+      const ScanBlock& b = blocks_[i];
+      __builtin_prefetch(reinterpret_cast<const void*>(b.start));
+      if (b.size() > 8) __builtin_prefetch(reinterpret_cast<const void*>(b.start + b.size() - 8));
+      batch[k++] = i;
+    }
+    return k;
   }
 
   // Scans the blocks batch[0..k). Small blocks that a reader would copy are read together (one system
@@ -212,7 +227,17 @@ class Classifier {
     if (a >= e) return;
     if (const uint64_t* in_place = reader.InPlace(a, e - a)) {
       const size_t words = (e - a) / 8;
-      for (size_t k = 0; k < words; ++k) {
+      size_t k = 0;
+      // A long range (a root) a line at a time, loading a few pages ahead: the hardware's prefetch stops
+      // at each page's end. A block's words are prefetched when it is popped.
+      for (; k + kAheadWords + 8 <= words; k += 8) {
+        __builtin_prefetch(in_place + k + kAheadWords);
+        for (size_t w = k; w < k + 8; ++w) {
+          const uint64_t v = in_place[w];
+          if (v - lo_ < span_) Queue(v, definite);
+        }
+      }
+      for (; k < words; ++k) {
         const uint64_t v = in_place[k];
         if (v - lo_ < span_) Queue(v, definite);
       }
