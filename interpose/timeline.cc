@@ -27,9 +27,9 @@ uint64_t g_start_ns = 0;
 std::atomic<uint64_t> g_next_ns{0};
 std::atomic<bool> g_busy{false};  // one sampler (or reader) at a time; other samplers skip
 TimelineSeries g_series;
-// How long the last sample's read of the pools took (under g_busy; WalkAffordable), halved at each
-// sample that does not read them.
+// How long the last sample's read of the pools took, and when it began (under g_busy; WalkAffordable).
 uint64_t g_walk_ns = 0;
+uint64_t g_walk_at_ns = 0;
 
 uint64_t Now() {
   struct timespec t;
@@ -114,9 +114,9 @@ void Sample(uint64_t now) {
     pool::AddStats(&pool, stats);
   }
   g_registry_lock.Unlock();
-  const bool walk = WalkAffordable(g_walk_ns, g_series.interval_ns());
+  const bool walk = WalkAffordable(g_walk_ns, now - g_walk_at_ns, g_series.interval_ns());
+  if (walk) g_walk_at_ns = now;
   g_series.Add(PointOf(totals, bytes, pool, now - g_start_ns, g_pool_size, walk, &g_walk_ns));
-  if (!walk) g_walk_ns /= 2;  // read them again after a few samples (one slow read: a few without)
   g_next_ns.store(now + g_series.interval_ns(), std::memory_order_relaxed);
 }
 

@@ -48,14 +48,15 @@ inline void SetLiveBytes(TimelinePoint* p, const LiveByteCounts& c) {
 }
 
 // A sample's logical live bytes (track=1) read the pooled blocks' sizes from every pool's marks, which
-// takes time in proportion to the pools (about 0.5 ms at 60,000). A sample reads them when the last
-// read took at most 1/kTimelineWalkShare of the interval, that time halved for each sample since that
-// did not read them: reads then cost the program about that share of its time at most, and the
-// samples between them leave the logical bytes unknown. (The report's own last point reads them
+// takes time in proportion to the pools (about 0.5 ms at 60,000; 80 ms at 3.6 million). A sample reads
+// them when the last read took at most 1/kTimelineWalkShare of the time since it began (or of the
+// interval, when that is longer): reads then cost the program that share of its time at most, and
+// the samples between them leave the logical bytes unknown. (The report's own last point reads them
 // always.)
 constexpr uint64_t kTimelineWalkShare = 32;
-inline bool WalkAffordable(uint64_t last_walk_ns, uint64_t interval_ns) {
-  return last_walk_ns * kTimelineWalkShare <= interval_ns;
+inline bool WalkAffordable(uint64_t last_walk_ns, uint64_t since_last_walk_ns, uint64_t interval_ns) {
+  const uint64_t budget = since_last_walk_ns > interval_ns ? since_last_walk_ns : interval_ns;
+  return last_walk_ns * kTimelineWalkShare <= budget;
 }
 
 class TimelineSeries {

@@ -92,11 +92,26 @@ TEST(TimelineSeriesTest, LogicalLiveBytesUnknownWithoutThePoolsBytes) {
 }
 
 TEST(TimelineSeriesTest, PoolsAreReadWhileTheLastReadTookAShareOfTheInterval) {
-  EXPECT_TRUE(WalkAffordable(0, kTimelineFirstIntervalNs));  // the first sample reads them
-  const uint64_t share = kTimelineFirstIntervalNs / kTimelineWalkShare;
-  EXPECT_TRUE(WalkAffordable(share, kTimelineFirstIntervalNs));
-  EXPECT_FALSE(WalkAffordable(share + 1, kTimelineFirstIntervalNs));
-  EXPECT_TRUE(WalkAffordable(share + 1, 2 * kTimelineFirstIntervalNs));  // once the interval doubled
+  const uint64_t interval = kTimelineFirstIntervalNs;
+  EXPECT_TRUE(WalkAffordable(0, 0, interval));  // the first sample reads them
+  const uint64_t share = interval / kTimelineWalkShare;
+  EXPECT_TRUE(WalkAffordable(share, interval, interval));
+  EXPECT_FALSE(WalkAffordable(share + 1, interval, interval));
+  EXPECT_TRUE(WalkAffordable(share + 1, interval, 2 * interval));  // once the interval doubled
+}
+
+// A read that took many intervals is made again only once the program has run 32 times as long: the
+// reads never take more than a 32nd of its time, however many samples fall between them.
+TEST(TimelineSeriesTest, ASlowReadWaitsInProportionToItsCost) {
+  const uint64_t interval = kTimelineFirstIntervalNs;
+  const uint64_t slow = 16 * interval;  // 80 ms, as 3.6 million pools take
+  uint64_t since = 0, samples = 0;
+  while (samples < 1000000 && !WalkAffordable(slow, since, interval)) {
+    since += interval;
+    ++samples;
+  }
+  EXPECT_EQ(since, slow * kTimelineWalkShare);
+  EXPECT_EQ(samples, 16 * kTimelineWalkShare);
 }
 
 }  // namespace
