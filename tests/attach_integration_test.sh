@@ -126,8 +126,10 @@ for pool in on off; do
 done
 
 # ---- four threads allocating while the attach happens ----------------------------------------------------
-bare threads "$STEADY" 12000000 4
-attached threads pool_on on "$STEADY" 12000000 4
+# 40M operations a thread: every thread still allocates when the attach (half a second, then gdb)
+# takes effect, on a loaded machine too (12M a thread ended within about a second).
+bare threads "$STEADY" 40000000 4
+attached threads pool_on on "$STEADY" 40000000 4
 r=$WORK/threads/pool_on/report.json
 expect "$r" 'len(get("threads")) >= 4' "every allocating thread is in the report"
 expect "$r" 'get("logical.allocs") >= 1000000 and get("logical.live_blocks") <= 2' "counted and balanced"
