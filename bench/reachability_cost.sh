@@ -1,12 +1,14 @@
 #!/bin/bash
 # What the exit reachability scan costs: python3 (PYTHONMALLOC=malloc) keeping 1.2M (int, str) tuples
-# live at exit (a heap of about 180 MB scanned), and sqlite3 filling an in-memory table, each run N
-# times with reachability=1 and reachability=0, the two interleaved. Prints the medians of the
-# report's reachability.scan_ms and heap_bytes_scanned, and of the whole run's wall time; the
-# difference of the wall medians is what the scan adds to the exit.
+# live at exit (a heap of about 180 MB scanned, 3.6M pools), and sqlite3 filling an in-memory table,
+# each run N times with reachability=1 and reachability=0, every setting once a round, in turn.
+# Prints the medians of the report's reachability.scan_ms, heap_bytes_scanned and process.report_ms,
+# of python3's exit (from os._exit to the parent's wait returning: the scan, the report and the
+# process's end) and of the whole run's wall time.
 #
 #   bench/reachability_cost.sh              builds with -c opt, then runs (a few minutes)
 #   SKIP_BUILD=1 LIB=/path/libpoolscope.so bench/reachability_cost.sh
+#   LIB2=/path/other/libpoolscope.so        a second library, measured in the same rounds
 #   N=5                                     runs of each setting (default 5)
 # Needs python3 and sqlite3.
 set -euo pipefail
@@ -17,14 +19,16 @@ if [[ -z "${SKIP_BUILD:-}" ]]; then
   bazel build -c opt //interpose:libpoolscope.so
 fi
 LIB=$(realpath "${LIB:-bazel-bin/interpose/libpoolscope.so}")
+LIB2=${LIB2:+$(realpath "$LIB2")}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/reachability_cost.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 # The interpreter itself, not a wrapper script (pyenv's shims start other processes).
 PY=$(python3 -c 'import sys; print(sys.executable)')
 
 cat >"$WORK/big.py" <<'SRC'
-import os
+import os, time
 keep = [(i, str(i)) for i in range(1200000)]
+os.write(int(os.environ["EXIT_FD"]), repr(time.monotonic()).encode())
 os._exit(0)
 SRC
 {
@@ -34,30 +38,43 @@ SRC
   echo "SELECT count(*), sum(length(b)) FROM t;"
 } >"$WORK/fill.sql"
 
-"$PY" - "$LIB" "$WORK" "$N" "$PY" <<'RUN'
+"$PY" - "$WORK" "$N" "$PY" "$LIB" ${LIB2:+"$LIB2"} <<'RUN'
 import json, os, statistics, subprocess, sys, time
-lib, work, n, py = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+work, n, py, libs = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
 programs = {
     "python3": ([py, os.path.join(work, "big.py")], {"PYTHONMALLOC": "malloc"}, None),
     "sqlite3": (["sqlite3", ":memory:"], {}, os.path.join(work, "fill.sql")),
 }
+med = statistics.median
 for name, (argv, extra, stdin_path) in programs.items():
-    results = {0: [], 1: []}
+    results = {(lib, reach): [] for lib in libs for reach in (1, 0)}
     for _ in range(n):
-        for reach in (1, 0):
+        for lib, reach in results:
             report = os.path.join(work, "r.json")
-            env = dict(os.environ, LD_PRELOAD=lib, **extra,
+            rfd, wfd = os.pipe()
+            env = dict(os.environ, LD_PRELOAD=lib, EXIT_FD=str(wfd), **extra,
                        POOLSCOPE_OPTIONS="reachability=%d:report=%s" % (reach, report))
             stdin = open(stdin_path) if stdin_path else subprocess.DEVNULL
             t0 = time.monotonic()
             subprocess.run(argv, env=env, stdin=stdin, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, check=True)
-            wall = time.monotonic() - t0
-            r = json.load(open(report))["reachability"]
-            results[reach].append((wall, r.get("scan_ms", 0), r.get("heap_bytes_scanned", 0)))
+                           stderr=subprocess.DEVNULL, check=True, pass_fds=(wfd,))
+            t1 = time.monotonic()
+            os.close(wfd)
+            said = os.read(rfd, 64)
+            os.close(rfd)
+            exit_ms = (t1 - float(said)) * 1000 if said else 0
+            j = json.load(open(report))
+            r = j["reachability"]
+            results[(lib, reach)].append((t1 - t0, r.get("scan_ms", 0), r.get("heap_bytes_scanned", 0),
+                                          j["process"]["report_ms"], exit_ms))
             os.unlink(report)
-    med = lambda xs: statistics.median(xs)
-    w1, w0 = med([x[0] for x in results[1]]), med([x[0] for x in results[0]])
-    print("%s (%d runs each): scan_ms %d, heap_bytes_scanned %d, wall %.2f s with the scan, "
-          "%.2f s without" % (name, n, med([x[1] for x in results[1]]), med([x[2] for x in results[1]]), w1, w0))
+    for lib in libs:
+        on, off = results[(lib, 1)], results[(lib, 0)]
+        col = lambda rs, i: med([x[i] for x in rs])
+        print("%s%s (%d runs each): scan_ms %d, heap_bytes_scanned %d, report_ms %d and %d, "
+              "wall %.2f s with the scan, %.2f s without" %
+              (name, " " + lib if len(libs) > 1 else "", n, col(on, 1), col(on, 2), col(on, 3), col(off, 3),
+               col(on, 0), col(off, 0)))
+        if name == "python3":
+            print("  exit %d ms with the scan, %d ms without" % (col(on, 4), col(off, 4)))
 RUN
