@@ -395,19 +395,26 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
     return RegularAllocated(ts, api, total, q, from);
   }
   if (h == nullptr) {
-    // A real block: the next allocator resizes it.
+    // A real block: the next allocator resizes it. Its record goes first, as a free's does: once the
+    // next allocator has moved the block, another thread may be handed its old address, and record it,
+    // before this one could erase it.
     ++ts.c.regular.ncalls[api];
+    uint64_t old_size = 0;
+    const bool recorded = POOLSCOPE_UNLIKELY(g_tracking) && OnFree(p, &old_size);
+    if (recorded) TrackedBytesOf(ts)->unpooled_freed_bytes += old_size;
     void* q = real_call();
     if (q != nullptr) {
       ++ts.c.regular.nreallocs;
       if (POOLSCOPE_UNLIKELY(g_tracking)) {
-        TrackFree(ts, p);
         OnAlloc(q, total, 0, from);
         TrackedBytesOf(ts)->unpooled_bytes += total;
       }
     } else if (total == 0 && !overflow) {
       ++ts.c.regular.nfrees;  // glibc: realloc(p, 0) frees p
-      TrackFree(ts, p);
+    } else if (recorded) {
+      // The block stays where it was (no memory to resize it): recorded again, under this call's stack.
+      OnAlloc(p, old_size, 0, from);
+      TrackedBytesOf(ts)->unpooled_bytes += old_size;
     }
     return q;
   }
