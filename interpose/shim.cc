@@ -112,21 +112,30 @@ inline void CountRegular(ThreadState& ts, Api api, size_t n, bool ok) {
   TimelineCount(ts.c.regular.ncalls[api]);
 }
 
-// The same, and recorded in the live-block table (track=1).
-inline void* RegularAllocated(ThreadState& ts, Api api, size_t n, void* p,
-                              const track::StartFrame* from = nullptr) {
-  CountRegular(ts, api, n, p != nullptr);
+// A real block enters the live-block table (track=1), its size counted as recorded.
+inline void TrackAlloc(ThreadState& ts, void* p, size_t n, const track::StartFrame* from) {
   if (POOLSCOPE_UNLIKELY(g_tracking) && p != nullptr) {
     OnAlloc(p, n, 0, from);
     TrackedBytesOf(ts)->unpooled_bytes += n;
   }
+}
+
+// The same, and recorded in the live-block table (track=1).
+inline void* RegularAllocated(ThreadState& ts, Api api, size_t n, void* p,
+                              const track::StartFrame* from = nullptr) {
+  CountRegular(ts, api, n, p != nullptr);
+  TrackAlloc(ts, p, n, from);
   return p;
 }
 
-// A real block leaves the live-block table (track=1), its size counted as freed.
-inline void TrackFree(ThreadState& ts, void* p) {
-  uint64_t size;
-  if (POOLSCOPE_UNLIKELY(g_tracking) && p != nullptr && OnFree(p, &size)) TrackedBytesOf(ts)->unpooled_freed_bytes += size;
+// A real block leaves the live-block table (track=1), its size counted as freed. Returns whether it
+// was there, and sets *size (when not null) to the size it was recorded with.
+inline bool TrackFree(ThreadState& ts, void* p, uint64_t* size = nullptr) {
+  uint64_t n;
+  if (POOLSCOPE_LIKELY(!g_tracking) || p == nullptr || !OnFree(p, &n)) return false;
+  TrackedBytesOf(ts)->unpooled_freed_bytes += n;
+  if (size != nullptr) *size = n;
+  return true;
 }
 
 
@@ -400,21 +409,16 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
     // before this one could erase it.
     ++ts.c.regular.ncalls[api];
     uint64_t old_size = 0;
-    const bool recorded = POOLSCOPE_UNLIKELY(g_tracking) && OnFree(p, &old_size);
-    if (recorded) TrackedBytesOf(ts)->unpooled_freed_bytes += old_size;
+    const bool recorded = TrackFree(ts, p, &old_size);
     void* q = real_call();
     if (q != nullptr) {
       ++ts.c.regular.nreallocs;
-      if (POOLSCOPE_UNLIKELY(g_tracking)) {
-        OnAlloc(q, total, 0, from);
-        TrackedBytesOf(ts)->unpooled_bytes += total;
-      }
+      TrackAlloc(ts, q, total, from);
     } else if (total == 0 && !overflow) {
       ++ts.c.regular.nfrees;  // glibc: realloc(p, 0) frees p
     } else if (recorded) {
       // The block stays where it was (no memory to resize it): recorded again, under this call's stack.
-      OnAlloc(p, old_size, 0, from);
-      TrackedBytesOf(ts)->unpooled_bytes += old_size;
+      TrackAlloc(ts, p, old_size, from);
     }
     return q;
   }
@@ -474,10 +478,7 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
   ts.tc.Free(h, p);
   if (!spill) --ts.tc.stats().pooled_frees;  // the block moved within the pools
   ++ts.c.logical.nreallocs;
-  if (POOLSCOPE_UNLIKELY(g_tracking) && spill) {
-    OnAlloc(q, total, 0, from);
-    TrackedBytesOf(ts)->unpooled_bytes += total;
-  }
+  if (spill) TrackAlloc(ts, q, total, from);
   return q;
 }
 
@@ -615,10 +616,7 @@ void* NewForm(Api api, size_t n, size_t align, bool nothrow, void* ra) {
   if (p != nullptr) {
     ++ts.c.regular.nallocs;
     ts.c.regular.nbytes += n;
-    if (POOLSCOPE_UNLIKELY(g_tracking)) {
-      OnAlloc(p, n, 0, from);
-      TrackedBytesOf(ts)->unpooled_bytes += n;
-    }
+    TrackAlloc(ts, p, n, from);
   }
   return p;
 }
