@@ -203,14 +203,15 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // Both views' arrays go in address order; the classifier then sorts nothing. The pools were made,
   // and are walked, mostly in address order, and so are their blocks (a pool's lie inside it, in
   // order); the live table's blocks, in hash order, take a radix sort.
-  // The detector's view first, in the pools' array: the pools' real blocks and the unpooled blocks.
+  // The detector's view first, in the pools' array: the pools' real blocks and the unpooled blocks
+  // (taken from the live table's, sorted once for both views).
   Array<ScanBlock> unpooled(g_scratch);
+  c.ok = c.ok && SortByStart(tracked.data(), tracked.size(), false);
   for (size_t i = 0; i < tracked.size() && c.ok; ++i) {
     if (!tracked[i].pooled()) c.ok = unpooled.Push(tracked[i]);
   }
   const size_t npools = pools.size();
-  c.ok = c.ok && SortByStart(unpooled.data(), unpooled.size(), false) && SortByStart(pools.data(), npools, true) &&
-         pools.Resize(npools + unpooled.size());
+  c.ok = c.ok && SortByStart(pools.data(), npools, true) && pools.Resize(npools + unpooled.size());
   if (c.ok) MergeInto(pools.data(), npools, unpooled.data(), unpooled.size());
   unpooled.Free();
   Array<ScanBlock>& dblocks = pools;
@@ -401,8 +402,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     in.for_each_pool([](uintptr_t, size_t, uintptr_t, size_t, bool, void*) {}, CollectPooledBlock, &c);
   }
   const size_t npooled = blocks.size();
-  bool program_ok = c.ok && npooled + tracked.size() < ~uint32_t{0} && SortByStart(tracked.data(), tracked.size(), false) &&
-                    SortByStart(blocks.data(), npooled, true) && blocks.Resize(npooled + tracked.size());
+  bool program_ok = c.ok && SortByStart(blocks.data(), npooled, true) && blocks.Resize(npooled + tracked.size());
   if (program_ok) MergeInto(blocks.data(), npooled, tracked.data(), tracked.size());
   tracked.Free();
   program_ok = program_ok &&
