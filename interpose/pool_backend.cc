@@ -6,13 +6,11 @@
 // pools and pooled blocks to memcheck.
 #include "interpose/shim.h"
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <valgrind/memcheck.h>
 #include <valgrind/valgrind.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -129,25 +127,24 @@ void UsePoolMemory(pool::Backend* memory) { g_pool_memory = memory; }
 bool g_pool_by_malloc = false;
 
 namespace {
+
 // How far the main heap's pages are faulted in (PopulateHeapAhead).
 std::atomic<uintptr_t> g_heap_populated{0};
 constexpr uintptr_t kHeapPopulate = uintptr_t{64} << 10;
-}  // namespace
 
-// Pools made one after another grow the main heap a block at a time, and each of its new pages
-// faults on its first store (several microseconds each in some virtual machines): a pool whose block
-// ends past the pages faulted in so far has the next 64 KiB, up to the heap's end (the program break),
-// faulted in with one call. Nothing for a block outside the main heap (a thread's arena, a mapping).
+// Pools made one after another grow the main heap a block at a time, each new page faulting on its
+// first store: a pool whose block ends past the pages faulted in so far has the next 64 KiB, up to the
+// heap's end (the program break), faulted in with one call (pool::PopulateAhead). Nothing for a block
+// outside the main heap (a thread's arena, a mapping).
 void PopulateHeapAhead(uintptr_t end) {
   const uintptr_t done = g_heap_populated.load(std::memory_order_relaxed);
   if (end <= done || g_valgrind) return;
   const uintptr_t brk = reinterpret_cast<uintptr_t>(sbrk(0));
   if (end > brk) return;  // not in the main heap (a thread's arena or a mapping lies above it)
-  const uintptr_t from = std::max(done, (end - 1) & ~uintptr_t{4095});
-  const uintptr_t to = std::min(brk, ((end + 4095) & ~uintptr_t{4095}) + kHeapPopulate);
-  if (from < to) madvise(reinterpret_cast<void*>(from), to - from, MADV_POPULATE_WRITE);
-  g_heap_populated.store(to, std::memory_order_relaxed);
+  g_heap_populated.store(pool::PopulateAhead(done, end - 1, end, brk, kHeapPopulate), std::memory_order_relaxed);
 }
+
+}  // namespace
 
 void* PoolFromMalloc(size_t pool_bytes) {
   char* raw = static_cast<char*>(g_real.malloc(pool_bytes + kPoolSlack));

@@ -95,6 +95,13 @@ Domain::Domain(const Config& config, Backend* backend, std::atomic<PoolMap::Leaf
   if (chunk_bytes_ < min_chunk) chunk_bytes_ = min_chunk;
 }
 
+uintptr_t PopulateAhead(uintptr_t done, uintptr_t begin, uintptr_t end, uintptr_t limit, size_t ahead) {
+  const uintptr_t from = std::max(done, begin & ~uintptr_t{4095});
+  const uintptr_t to = std::min(limit, RoundUp(end, 4096) + ahead);
+  if (from < to) madvise(reinterpret_cast<void*>(from), to - from, MADV_POPULATE_WRITE);
+  return to;
+}
+
 PoolHeader* Domain::NewHeader() {
   LockMeta();
   PoolHeader* h = free_headers_;
@@ -130,15 +137,11 @@ PoolHeader* Domain::NewHeader() {
     const size_t i = chunk_->used.load(std::memory_order_relaxed);
     h = chunk_->slot(i, meta_bytes_);
     // Slots are taken in order and written at once: their pages are faulted in kMetaPopulate bytes
-    // at a time (a program that makes a million pools would take 30,000 faults otherwise). Where the
-    // kernel lacks the advice (before 5.14) they fault in one by one, as without it.
+    // at a time (a program that makes a million pools would take 30,000 faults otherwise).
     const uintptr_t end = reinterpret_cast<uintptr_t>(h) + meta_bytes_;
     if (end > meta_populated_) {
-      const uintptr_t chunk_end = reinterpret_cast<uintptr_t>(chunk_) + chunk_bytes_;
-      const uintptr_t from = std::max(meta_populated_, reinterpret_cast<uintptr_t>(h) & ~uintptr_t{4095});
-      const uintptr_t to = std::min(chunk_end, RoundUp(end, 4096) + kMetaPopulate);
-      madvise(reinterpret_cast<void*>(from), to - from, MADV_POPULATE_WRITE);
-      meta_populated_ = to;
+      meta_populated_ = PopulateAhead(meta_populated_, reinterpret_cast<uintptr_t>(h), end,
+                                      reinterpret_cast<uintptr_t>(chunk_) + chunk_bytes_, kMetaPopulate);
     }
     // (walk_base is null in a slot never used: the chunk's memory comes zeroed.)
     chunk_->used.store(i + 1, std::memory_order_release);
