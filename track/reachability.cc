@@ -164,8 +164,16 @@ class Classifier {
     while (k < kBatch && top_ > 0) {
       const uint32_t i = stack_[--top_];
       const ScanBlock& b = blocks_[i];
-      __builtin_prefetch(reinterpret_cast<const void*>(b.start));
-      if (b.size() > 8) __builtin_prefetch(reinterpret_cast<const void*>(b.start + b.size() - 8));
+      // Every line of a small block (a block of 120 bytes spans three lines at most offsets); the
+      // first and last of a larger one, whose scan reads ahead.
+      const uintptr_t first = b.start & ~uintptr_t{63};
+      const uintptr_t last = (b.start + (b.size() > 8 ? b.size() - 8 : 0)) & ~uintptr_t{63};
+      __builtin_prefetch(reinterpret_cast<const void*>(first));
+      if (last - first <= 3 * 64) {
+        for (uintptr_t l = first + 64; l <= last; l += 64) __builtin_prefetch(reinterpret_cast<const void*>(l));
+      } else {
+        __builtin_prefetch(reinterpret_cast<const void*>(last));
+      }
       batch[k++] = i;
     }
     return k;
