@@ -143,7 +143,7 @@ void CollectPooledBlock(uintptr_t p, uint64_t size, void* arg) {
 // is out of order, with room for an eighth of its records; otherwise it takes a radix sort.
 bool SortByStart(ScanBlock* a, size_t n, bool mostly_in_order) {
   auto start_of = [](const ScanBlock& b) { return uint64_t{b.start}; };
-  Array<ScanBlock> scratch(g_scratch);
+  Array<ScanBlock> scratch(g_scratch, /*sparse=*/mostly_in_order);
   if (mostly_in_order) {
     if (!scratch.Resize(n / 8 + 4096)) return false;
     if (track::SortNearlyInOrder(a, n, start_of, scratch.data(), scratch.size())) return true;

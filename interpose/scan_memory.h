@@ -33,20 +33,8 @@ using track::RootRange;
 // Each request is a mapping of its own, listed here while it lives.
 class InternalScratch : public track::ScratchMemory {
  public:
-  void* Map(size_t bytes) override {
-    void* p = InternalAlloc(Round(bytes));
-    if (p != nullptr) {
-      Populate(p, 0, Round(bytes));
-      SpinLockHolder h(&lock_);
-      for (RootRange& r : live_) {
-        if (r.begin == 0) {
-          r = RootRange{reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + Round(bytes)};
-          break;
-        }
-      }
-    }
-    return p;
-  }
+  void* Map(size_t bytes) override { return MapWith(bytes, true); }
+  void* MapSparse(size_t bytes) override { return MapWith(bytes, false); }
   void Unmap(void* p, size_t bytes) override {
     {
       SpinLockHolder h(&lock_);
@@ -83,6 +71,20 @@ class InternalScratch : public track::ScratchMemory {
   }
 
  private:
+  void* MapWith(size_t bytes, bool populate) {
+    void* p = InternalAlloc(Round(bytes));
+    if (p != nullptr) {
+      if (populate) Populate(p, 0, Round(bytes));
+      SpinLockHolder h(&lock_);
+      for (RootRange& r : live_) {
+        if (r.begin == 0) {
+          r = RootRange{reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + Round(bytes)};
+          break;
+        }
+      }
+    }
+    return p;
+  }
   SpinLock lock_;  // the scan's two threads map and unmap at once
   static constexpr size_t kRoom = 256;
   RootRange live_[kRoom] = {};
@@ -106,7 +108,9 @@ class InternalScratch : public track::ScratchMemory {
 template <typename T>
 class Array {
  public:
-  explicit Array(InternalScratch& m) : m_(m) {}
+  // A sparse array is room of which only a part may be written: its first mapping is not faulted in
+  // ahead (InternalScratch::MapSparse).
+  explicit Array(InternalScratch& m, bool sparse = false) : m_(m), sparse_(sparse) {}
   ~Array() { Free(); }
   bool Push(const T& v) {
     if (n_ == cap_ && !Reserve(cap_ == 0 ? 4096 : 2 * cap_)) return false;
@@ -142,13 +146,16 @@ class Array {
  private:
   // Room for `cap` elements, the contents kept (Grow remaps without copying); false when there is none.
   bool Reserve(size_t cap) {
-    T* q = static_cast<T*>(p_ == nullptr ? m_.Map(cap * sizeof(T)) : m_.Grow(p_, cap_ * sizeof(T), cap * sizeof(T)));
+    T* q = static_cast<T*>(p_ != nullptr ? m_.Grow(p_, cap_ * sizeof(T), cap * sizeof(T))
+                           : sparse_    ? m_.MapSparse(cap * sizeof(T))
+                                        : m_.Map(cap * sizeof(T)));
     if (q == nullptr) return false;
     p_ = q;
     cap_ = cap;
     return true;
   }
   InternalScratch& m_;
+  const bool sparse_;
   T* p_ = nullptr;
   size_t n_ = 0, cap_ = 0;
 };

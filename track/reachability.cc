@@ -60,7 +60,8 @@ struct Region {
 // One mapping of scratch memory, given back when the classifier returns.
 class ScratchArray {
  public:
-  ScratchArray(ScratchMemory& m, size_t bytes) : m_(m), bytes_(bytes), p_(m.Map(bytes)) {}
+  ScratchArray(ScratchMemory& m, size_t bytes, bool sparse = false)
+      : m_(m), bytes_(bytes), p_(sparse ? m.MapSparse(bytes) : m.Map(bytes)) {}
   ~ScratchArray() { m_.Unmap(p_, bytes_); }
   ScratchArray(const ScratchArray&) = delete;
   ScratchArray& operator=(const ScratchArray&) = delete;
@@ -382,19 +383,28 @@ class Classifier {
   uint32_t leader_ = 0;
 };
 
-// Pages that regions split at kRegionGap would need at 2^shift bytes a page, sentinels included.
-size_t PagesNeeded(const ScanBlock* blocks, uint32_t n, unsigned shift, uint32_t* nregions) {
-  size_t pages = 0;
-  uint32_t regions = 0;
-  uint32_t i = 0;
-  while (i < n) {
-    uintptr_t base = blocks[i].start & ~((uintptr_t{1} << shift) - 1);
+// The regions: runs of blocks whose gaps are all below kRegionGap. Sets each one's `first` and `end`
+// (its `base` and `index` depend on the page size, chosen later) in regions[], unless it is null, and
+// returns how many there are.
+uint32_t FindRegions(const ScanBlock* blocks, uint32_t n, Region* regions) {
+  uint32_t count = 0;
+  for (uint32_t i = 0; i < n;) {
+    const uint32_t first = i;
     uintptr_t end = BlockEnd(blocks[i]);
     for (++i; i < n && blocks[i].start < end + kRegionGap; ++i) end = std::max(end, BlockEnd(blocks[i]));
-    pages += ((end - base - 1) >> shift) + 2;
-    ++regions;
+    if (regions != nullptr) regions[count] = Region{0, end, first, 0};
+    ++count;
   }
-  *nregions = regions;
+  return count;
+}
+
+// The page index's entries, sentinels included, with pages of 2^shift bytes.
+size_t PagesNeeded(const ScanBlock* blocks, const Region* regions, uint32_t nregions, unsigned shift) {
+  size_t pages = 0;
+  for (uint32_t r = 0; r < nregions; ++r) {
+    const uintptr_t base = blocks[regions[r].first].start & ~((uintptr_t{1} << shift) - 1);
+    pages += ((regions[r].end - base - 1) >> shift) + 2;
+  }
   return pages;
 }
 
@@ -417,45 +427,39 @@ bool ClassifyReachability(ScanBlock* blocks, size_t n, const RootRange* roots, s
   }
 
   // The page index: the finest pages that take at most one index entry per block.
+  const uint32_t nregions = FindRegions(blocks, count, nullptr);
+  ScratchArray regions_mem(scratch, (nregions + 1) * sizeof(Region));
+  if (!regions_mem.ok()) return false;
+  Region* regions = regions_mem.as<Region>();
+  FindRegions(blocks, count, regions);
   unsigned shift = 4;
-  uint32_t nregions = 0;
-  size_t npages = PagesNeeded(blocks, count, shift, &nregions);
+  size_t npages = PagesNeeded(blocks, regions, nregions, shift);
   while (npages > size_t{count} + 2 * size_t{nregions} + 1024 && shift < 40) {
     ++shift;
-    npages = PagesNeeded(blocks, count, shift, &nregions);
+    npages = PagesNeeded(blocks, regions, nregions, shift);
   }
-  ScratchArray regions_mem(scratch, (nregions + 1) * sizeof(Region));
   ScratchArray pages_mem(scratch, (npages + 1) * sizeof(uint32_t));
-  ScratchArray stack_mem(scratch, (2 * n + 1) * sizeof(uint32_t));
+  // Room for the worst case; a scan seldom touches more than a fraction of it.
+  ScratchArray stack_mem(scratch, (2 * n + 1) * sizeof(uint32_t), /*sparse=*/true);
   ScratchArray buffer_mem(scratch, kReadBuffer);
   ScratchArray queue_mem(scratch, kQueue * sizeof(Candidate));
-  if (!queue_mem.ok() || !regions_mem.ok() || !pages_mem.ok() || !stack_mem.ok() ||
-      !buffer_mem.ok()) {
-    return false;
-  }
-  Region* regions = regions_mem.as<Region>();
+  if (!queue_mem.ok() || !pages_mem.ok() || !stack_mem.ok() || !buffer_mem.ok()) return false;
   uint32_t* pages = pages_mem.as<uint32_t>();
   const uintptr_t page_mask = (uintptr_t{1} << shift) - 1;
-  uint32_t r = 0;
   uint32_t next_page = 0;
-  for (uint32_t i = 0; i < count;) {
-    Region& reg = regions[r++];
-    reg.first = i;
-    reg.base = blocks[i].start & ~page_mask;
+  for (uint32_t r = 0; r < nregions; ++r) {
+    Region& reg = regions[r];
+    const uint32_t j = r + 1 < nregions ? regions[r + 1].first : count;
+    reg.base = blocks[reg.first].start & ~page_mask;
     reg.index = next_page;
-    uintptr_t end = BlockEnd(blocks[i]);
-    uint32_t j = i + 1;
-    for (; j < count && blocks[j].start < end + kRegionGap; ++j) end = std::max(end, BlockEnd(blocks[j]));
-    reg.end = end;
-    // pages[index + p] = first block of [i, j) starting at or after base + p * page.
-    uint32_t npg = static_cast<uint32_t>(((end - reg.base - 1) >> shift) + 1);
-    uint32_t k = i;
+    // pages[index + p] = first block of the region starting at or after base + p * page.
+    const uint32_t npg = static_cast<uint32_t>(((reg.end - reg.base - 1) >> shift) + 1);
+    uint32_t k = reg.first;
     for (uint32_t p = 0; p <= npg; ++p) {
-      uintptr_t page_start = reg.base + (uintptr_t{p} << shift);
+      const uintptr_t page_start = reg.base + (uintptr_t{p} << shift);
       while (k < j && blocks[k].start < page_start) ++k;
       pages[next_page++] = k;
     }
-    i = j;
   }
 
   Classifier c(blocks, count, regions, nregions, pages, shift, stack_mem.as<uint32_t>(),

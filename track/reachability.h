@@ -42,11 +42,14 @@ namespace poolscope {
 namespace track {
 
 // Page-granular memory for the classifier and the maps parser. Map returns zero-filled memory aligned
-// to 4096 bytes, or nullptr when there is none; Unmap gives back exactly what Map(bytes) returned.
+// to 4096 bytes, or nullptr when there is none; Unmap gives back exactly what Map(bytes) or
+// MapSparse(bytes) returned. Map is for memory the caller writes nearly all of (an implementation may
+// fault it all in at once); MapSparse for room of which only a part may ever be touched.
 class ScratchMemory {
  public:
   virtual ~ScratchMemory() = default;
   virtual void* Map(size_t bytes) = 0;
+  virtual void* MapSparse(size_t bytes) { return Map(bytes); }
   virtual void Unmap(void* p, size_t bytes) = 0;
 };
 
