@@ -349,6 +349,11 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // Pages of the program's anonymous mappings that were never touched hold no pointer: the roots leave
   // them out (reserved address space is most of a large program's roots).
   const int pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  // `extra` first: the classes do not depend on the roots' order, but the work does. The detector's
+  // extra roots are poolscope's memory, which points into every pool: read first, they mark each pool
+  // once, in address order, and the program's pointers then mostly find pools already marked (read
+  // last, they make most pools possibly lost, and those the metadata points to the start of are read
+  // again when they become reachable).
   auto roots_of = [&](Array<RootRange>& exclude, Array<RootRange>& extra, Array<RootRange>* roots) {
     size_t cap = 1024;
     for (;;) {
@@ -357,8 +362,8 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
       size_t n = track::BuildRootRanges(maps, exclude.data(), exclude.size(), r, cap, pagemap);
       if (n <= cap) {
         bool ok = true;
-        for (size_t i = 0; i < n && ok; ++i) ok = roots->Push(r[i]);
         for (size_t i = 0; i < extra.size() && ok; ++i) ok = roots->Push(extra[i]);
+        for (size_t i = 0; i < n && ok; ++i) ok = roots->Push(r[i]);
         g_scratch.Unmap(r, cap * sizeof(RootRange));
         return ok;
       }
