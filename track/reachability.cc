@@ -8,6 +8,8 @@
 // costs a binary search over the (few) regions, one load from the page index and a short binary search
 // over the blocks starting in its page.
 //
+// A word that falls in the block found last or the next one is resolved there and then (the finger).
+//
 // The heap is scanned in random order, so every lookup is a cache miss or three. Scanning is therefore
 // pipelined: words that pass the filter are queued with their page-index slot prefetched; the queue is
 // resolved in two more passes (load the slot and prefetch the entry, then decide), so that many misses
@@ -280,6 +282,20 @@ class Classifier {
     if (v == last_v_ && definite == last_definite_) return;
     last_v_ = v;
     last_definite_ = definite;
+    // A word from the start of the block found last to the start of the second block after it is
+    // resolved at once, with no search: words read in address order (poolscope's metadata, a
+    // structure's pointers to what was allocated after it) mostly fall there.
+    const uint32_t f = finger_;
+    if (v >= blocks_[f].start) {
+      uint32_t i = f;
+      if (f + 1 < n_ && v >= blocks_[f + 1].start) i = f + 1;
+      if (i + 1 >= n_ || v < blocks_[i + 1].start) {
+        ScanBlock& e = blocks_[i];
+        finger_ = i;
+        Resolve(i, e, v, definite);
+        return;
+      }
+    }
     uint32_t r = 0;
     if (nregions_ > 1) {
       uint32_t lo = 0, count = nregions_;  // last region with base <= v
@@ -323,17 +339,22 @@ class Classifier {
         }
       }
       if (a == c.first) continue;
-      const uint32_t i = a - 1;
-      ScanBlock& e = blocks_[i];
-      const uint64_t size = e.size();
-      if (!(c.v - e.start < size || (size == 0 && c.v == e.start))) continue;
-      if (cliques_) {
-        Join(i);
-      } else {
-        Mark(i, e, c.v, c.definite);
-      }
+      finger_ = a - 1;
+      Resolve(a - 1, blocks_[a - 1], c.v, c.definite);
     }
     nqueued_ = 0;
+  }
+
+  // v lies at or after the start of block i and before the next block's: marks (or joins) block i if
+  // v is inside it.
+  inline void Resolve(uint32_t i, ScanBlock& e, uint64_t v, bool definite) {
+    const uint64_t size = e.size();
+    if (!(v - e.start < size || (size == 0 && v == e.start))) return;
+    if (cliques_) {
+      Join(i);
+    } else {
+      Mark(i, e, v, definite);
+    }
   }
 
   inline void Mark(uint32_t i, ScanBlock& e, uint64_t v, bool definite) {
@@ -379,6 +400,7 @@ class Classifier {
   CliqueTotals* const totals_;
   bool cliques_ = false;
   uint64_t last_v_ = 0;  // the word queued last (0 is never queued: it is below every block)
+  uint32_t finger_ = 0;  // the block a word was last found in (Queue is called only when n_ > 0)
   bool last_definite_ = false;
   uint32_t leader_ = 0;
 };
