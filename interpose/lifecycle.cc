@@ -172,6 +172,12 @@ void ScanBeforeExitReport() {
   in.exit_sp = g_exit_sp;
   in.self_state = reinterpret_cast<uintptr_t>(&t_state);
   in.for_each_pool = ForEachPoolForScan;
+  {
+    SnapshotNow now;
+    if (const Snapshot* s = now.get()) {
+      in.pooled_blocks_hint = s->pool.hits > s->pool.pooled_frees ? s->pool.hits - s->pool.pooled_frees : 0;
+    }
+  }
   ScanAtExit(in);
   InternalFree(threads, sizeof(ScanThread) * (n + 1));
 }

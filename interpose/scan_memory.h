@@ -57,6 +57,10 @@ class InternalScratch : public track::ScratchMemory {
     }
     return q;
   }
+  // Faults in [p, p + bytes) of a mapping made here (pages already in memory stay as they are).
+  static void FaultIn(void* p, size_t bytes) {
+    if (p != nullptr) Populate(p, 0, Round(bytes));
+  }
   // Its mappings now (a mapping beyond the list's room is not listed: the roots then include it).
   template <typename F>
   void ForEachLive(F&& fn) {
@@ -113,7 +117,7 @@ class Array {
   explicit Array(InternalScratch& m, bool sparse = false) : m_(m), sparse_(sparse) {}
   ~Array() { Free(); }
   bool Push(const T& v) {
-    if (n_ == cap_ && !Reserve(cap_ == 0 ? 4096 : 2 * cap_)) return false;
+    if (n_ == cap_ && !Grow(cap_ == 0 ? 4096 : 2 * cap_)) return false;
     p_[n_++] = v;
     return true;
   }
@@ -123,11 +127,15 @@ class Array {
     if (n > cap_) {
       size_t cap = cap_ == 0 ? std::max<size_t>(n, 4096) : cap_;
       while (cap < n) cap *= 2;
-      if (!Reserve(cap)) return false;
+      if (!Grow(cap)) return false;
     }
     n_ = n;
     return true;
   }
+  // Room for at least n elements (faulted in, unless the array is sparse); false when there is none.
+  bool Reserve(size_t n) { return n <= cap_ || Grow(n); }
+  // Faults in whatever of the room is not yet (a sparse array about to be filled).
+  void FaultIn() { InternalScratch::FaultIn(p_, cap_ * sizeof(T)); }
   // Gives the memory back now.
   void Free() {
     if (p_ != nullptr) m_.Unmap(p_, cap_ * sizeof(T));
@@ -144,8 +152,9 @@ class Array {
   }
 
  private:
-  // Room for `cap` elements, the contents kept (Grow remaps without copying); false when there is none.
-  bool Reserve(size_t cap) {
+  // Room for `cap` elements, the contents kept (InternalScratch::Grow remaps without copying); false
+  // when there is none.
+  bool Grow(size_t cap) {
     T* q = static_cast<T*>(p_ != nullptr ? m_.Grow(p_, cap_ * sizeof(T), cap * sizeof(T))
                            : sparse_    ? m_.MapSparse(cap * sizeof(T))
                                         : m_.Map(cap * sizeof(T)));
