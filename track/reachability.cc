@@ -8,7 +8,8 @@
 // costs a binary search over the (few) regions, one load from the page index and a short binary search
 // over the blocks starting in its page.
 //
-// A word that falls in the block found last or the next one is resolved there and then (the finger).
+// A word that falls in a block next to the finger (the block being scanned, or the one a word was found
+// in last) is resolved there and then, with no search.
 //
 // The heap is scanned in random order, so every lookup is a cache miss or three. Scanning is therefore
 // pipelined: words that pass the filter are queued with their page-index slot prefetched; the queue is
@@ -211,6 +212,7 @@ class Classifier {
     for (; j < ngrouped && at + ranges[j].n <= got; ++j) {
       const ScanBlock& e = blocks_[grouped[j]];
       const bool definite = cliques_ || StateOf(e) != kPossible;
+      finger_ = grouped[j];
       const uint64_t* words = buffer_ + at / 8;
       for (size_t w = 0, nw = ranges[j].n / 8; w < nw; ++w) {
         const uint64_t v = words[w];
@@ -225,6 +227,7 @@ class Classifier {
   void ScanOne(MemoryReader& reader, const ScanBlock& e) {
     // While cliques form, every pointer counts alike; while marking, a Possible block is not a
     // definite source.
+    finger_ = static_cast<uint32_t>(&e - blocks_);
     Scan(reader, e.start, e.start + e.size(), cliques_ || StateOf(e) != kPossible, &result_->heap_bytes_scanned,
          &result_->heap_bytes_unreadable);
   }
@@ -282,19 +285,14 @@ class Classifier {
     if (v == last_v_ && definite == last_definite_) return;
     last_v_ = v;
     last_definite_ = definite;
-    // A word from the start of the block found last to the start of the second block after it is
-    // resolved at once, with no search: words read in address order (poolscope's metadata, a
-    // structure's pointers to what was allocated after it) mostly fall there.
-    const uint32_t f = finger_;
-    if (v >= blocks_[f].start) {
-      uint32_t i = f;
-      if (f + 1 < n_ && v >= blocks_[f + 1].start) i = f + 1;
-      if (i + 1 >= n_ || v < blocks_[i + 1].start) {
-        ScanBlock& e = blocks_[i];
-        finger_ = i;
-        Resolve(i, e, v, definite);
-        return;
-      }
+    // A word near the finger (the block being scanned, or the one a word was found in last) is resolved
+    // at once, with no search: words read in address order (poolscope's metadata) and a structure's
+    // pointers to what was allocated just before or after it mostly fall there.
+    uint32_t i;
+    if (Near(v, &i)) {
+      finger_ = i;
+      Resolve(i, blocks_[i], v, definite);
+      return;
     }
     uint32_t r = 0;
     if (nregions_ > 1) {
@@ -343,6 +341,26 @@ class Classifier {
       Resolve(a - 1, blocks_[a - 1], c.v, c.definite);
     }
     nqueued_ = 0;
+  }
+
+  // Whether v lies from the start of the second block before the finger to the start of the second
+  // after it; then *i is the last of those blocks that starts at or before v.
+  inline bool Near(uint64_t v, uint32_t* i) const {
+    const uint32_t f = finger_;
+    if (v >= blocks_[f].start) {
+      *i = f;
+      if (f + 1 < n_ && v >= blocks_[f + 1].start) *i = f + 1;
+      return *i + 1 >= n_ || v < blocks_[*i + 1].start;
+    }
+    if (f >= 1 && v >= blocks_[f - 1].start) {
+      *i = f - 1;
+      return true;
+    }
+    if (f >= 2 && v >= blocks_[f - 2].start) {
+      *i = f - 2;
+      return true;
+    }
+    return false;
   }
 
   // v lies at or after the start of block i and before the next block's: marks (or joins) block i if
@@ -400,7 +418,7 @@ class Classifier {
   CliqueTotals* const totals_;
   bool cliques_ = false;
   uint64_t last_v_ = 0;  // the word queued last (0 is never queued: it is below every block)
-  uint32_t finger_ = 0;  // the block a word was last found in (Queue is called only when n_ > 0)
+  uint32_t finger_ = 0;  // the block being scanned or a word was last found in (Queue runs only when n_ > 0)
   bool last_definite_ = false;
   uint32_t leader_ = 0;
 };
