@@ -4,7 +4,12 @@
  * with status 3. `attach_steady [OPS] [THREADS]`: OPS operations (default 12,000,000) on each of
  * THREADS threads (default 1, the main thread alone), each with its own window.
  * With STEADY_GAP_FILE set, writes there the longest time (ms) between two batches of 1,000 operations
- * of the main loop: how long the process stood still (an attach stops it). */
+ * of the main loop: how long the process stood still (an attach stops it).
+ * With STEADY_UNTIL_ATTACHED set, each thread, its OPS done, goes on allocating (outside the checksum)
+ * until libpoolscope.so is in the process and half a second more, or 60 s have passed: every thread
+ * then still allocates after an attach, however late it comes. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +20,7 @@ enum { kWindow = 1024, kBatch = 1000 };
 
 struct Work {
   unsigned long ops;
+  int until_attached;
   unsigned long seed;
   unsigned long sum;
   double max_gap;
@@ -51,6 +57,19 @@ static void* Run(void* arg) {
       last = t;
     }
   }
+  if (w->until_attached) {
+    const double give_up = Now() + 60;
+    double seen = 0;
+    for (unsigned long n = 0;; ++n) {
+      char* p = malloc(1 + n % 200);
+      memset(p, (int)(n & 0xff), 1 + n % 200);
+      free(p);
+      if (n % kBatch != 0) continue;
+      const double t = Now();
+      if (seen == 0 && dlsym(RTLD_DEFAULT, "poolscope_attach_start") != NULL) seen = t;
+      if ((seen != 0 && t - seen > 0.5) || t > give_up) break;
+    }
+  }
   for (int i = 0; i < kWindow; ++i) {
     if (win[i] != NULL) sum += (unsigned char)win[i][sizes[i] - 1];
     free(win[i]);
@@ -68,7 +87,7 @@ int main(int argc, char** argv) {
   struct Work work[64];
   pthread_t tid[64];
   for (int t = 0; t < threads; ++t) {
-    work[t] = (struct Work){ops, (unsigned long)t * 7919, 0, 0};
+    work[t] = (struct Work){ops, getenv("STEADY_UNTIL_ATTACHED") != NULL, (unsigned long)t * 7919, 0, 0};
     if (t > 0) pthread_create(&tid[t], NULL, Run, &work[t]);
   }
   Run(&work[0]);
