@@ -8,8 +8,8 @@
 // costs a binary search over the (few) regions, one load from the page index and a short binary search
 // over the blocks starting in its page.
 //
-// A word that falls in a block next to the finger (the block being scanned, or the one a word was found
-// in last) is resolved there and then, with no search.
+// A word that falls in a block next to the finger (the block being scanned, or the last block that
+// starts at or before the word looked up last) is resolved there and then, with no search.
 //
 // The heap is scanned in random order, so every lookup is a cache miss or three. Scanning is therefore
 // pipelined: words that pass the filter are queued with their page-index slot prefetched; the queue is
@@ -285,7 +285,7 @@ class Classifier {
     if (v == last_v_ && definite == last_definite_) return;
     last_v_ = v;
     last_definite_ = definite;
-    // A word near the finger (the block being scanned, or the one a word was found in last) is resolved
+    // A word near the finger (the block being scanned, or the one the last lookup ended at) is resolved
     // at once, with no search: words read in address order (poolscope's metadata) and a structure's
     // pointers to what was allocated just before or after it mostly fall there.
     uint32_t i;
@@ -418,7 +418,7 @@ class Classifier {
   CliqueTotals* const totals_;
   bool cliques_ = false;
   uint64_t last_v_ = 0;  // the word queued last (0 is never queued: it is below every block)
-  uint32_t finger_ = 0;  // the block being scanned or a word was last found in (Queue runs only when n_ > 0)
+  uint32_t finger_ = 0;  // the block being scanned or the last lookup ended at (Queue runs only when n_ > 0)
   bool last_definite_ = false;
   uint32_t leader_ = 0;
 };
