@@ -22,6 +22,7 @@
 #include <cstring>
 
 #include "interpose/internal.h"
+#include "interpose/real.h"
 #include "interpose/scan_memory.h"
 #include "interpose/side_thread.h"
 #include "interpose/tracking.h"
@@ -109,6 +110,30 @@ int FindLowestTls(struct dl_phdr_info* info, size_t, void* arg) {
   const uintptr_t tls = reinterpret_cast<uintptr_t>(info->dlpi_tls_data);
   if (tls != 0 && tls < *lowest) *lowest = tls;
   return 0;
+}
+
+// Whether the allocator below is glibc's: its block headers are then read to tell a block mmap'd for
+// itself from one carved from a heap.
+bool RealAllocatorIsGlibc() {
+  Dl_info info;
+  return g_real.malloc != nullptr && dladdr(reinterpret_cast<void*>(g_real.malloc), &info) != 0 &&
+         info.dli_fname != nullptr && strstr(info.dli_fname, "/libc.so") != nullptr;
+}
+
+// For a block of glibc's malloc that is a mapping of its own (its chunk header's IS_MMAPPED bit, 0x2),
+// that mapping: from the chunk's start less its alignment offset (the header's prev_size) to the
+// chunk's end, page-aligned at both ends. The header is checked for that shape before it is believed.
+// Blocks under a page never are (the smallest mmap threshold glibc takes is a page).
+bool GlibcMappedChunk(track::MemoryReader& reader, const ScanBlock& b, RootRange* extent) {
+  constexpr uint64_t kPage = 4096, kIsMmapped = 0x2, kFlags = 0x7;
+  if (b.size() + 16 < kPage || b.start < 16 + kPage) return false;
+  uint64_t header[2];  // prev_size, size | flags
+  if (reader.Read(b.start - 16, header, sizeof header) != sizeof header) return false;
+  const uint64_t chunk = b.start - 16, offset = header[0], size = header[1] & ~kFlags;
+  if ((header[1] & kFlags) != kIsMmapped || size < b.size() + 16 || offset > chunk) return false;
+  if ((chunk - offset) % kPage != 0 || (offset + size) % kPage != 0) return false;
+  *extent = RootRange{chunk - offset, chunk + size};
+  return true;
 }
 
 struct RangeSink {
@@ -308,8 +333,17 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     out->not_scanned_why = "no memory for the scan";
     return;
   }
-  // Every address the real allocator handed out: a mapping holding one is the allocator's heap.
-  track::MarkMappingsHoldingBlocks(maps, dblocks.data(), dblocks.size(), hit.data());
+  // Every address the real allocator handed out: a mapping holding one is the allocator's heap, but
+  // for glibc's large blocks, each a mapping of its own, which the kernel merges with an anonymous
+  // mapping of the program's beside it (python's arenas) whenever they land next to each other: those
+  // leave out their own extent alone, so the program's memory stays a root wherever the block lands.
+  const bool glibc_below = RealAllocatorIsGlibc();
+  track::MarkMappingsHoldingBlocks(maps, dblocks.data(), dblocks.size(), hit.data(), [&](const ScanBlock& b) {
+    RootRange extent;
+    if (!glibc_below || !GlibcMappedChunk(heap_reader, b, &extent)) return false;
+    c.ok = c.ok && both.Push(extent);
+    return true;
+  });
   OwnObject self_object = {};
   dl_iterate_phdr(FindOwnObject, &self_object);
   // Offsets from a thread's ThreadState to its thread pointer and to its TLS block of ours.

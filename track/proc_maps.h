@@ -89,6 +89,21 @@ void ForEachTouchedRun(int pagemap_fd, uintptr_t begin, uintptr_t end, Emit&& em
 // and leaves every other entry as it is (hit has maps.size() entries). One pass over both: mappings are
 // in address order, as the kernel lists them.
 void MarkMappingsHoldingBlocks(const ProcMaps& maps, const ScanBlock* blocks, size_t n, uint8_t* hit);
+// The same, but a block for which apart(block) is true marks nothing: a block that is a mapping of its
+// own (an allocator's large block mmap'd for it alone), which the kernel may have merged with the
+// program's memory beside it, is left out of the roots by its own extent (the caller's to record),
+// not by the whole mapping it ended up in.
+template <typename Apart>
+void MarkMappingsHoldingBlocks(const ProcMaps& maps, const ScanBlock* blocks, size_t n, uint8_t* hit, Apart&& apart) {
+  for (size_t i = 0, m = 0; i < n && m < maps.size();) {
+    if (blocks[i].start >= maps[m].end) {
+      ++m;
+    } else {
+      if (blocks[i].start >= maps[m].start && hit[m] == 0 && !apart(blocks[i])) hit[m] = 1;
+      ++i;
+    }
+  }
+}
 
 // Reads the process's own memory with process_vm_readv on its own pid, one remote iovec per page, so a
 // read that meets an unmapped or unreadable page returns the bytes before that page instead of

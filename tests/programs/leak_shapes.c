@@ -12,6 +12,9 @@
  *                 own: still reachable 1 (80 B)
  *   shared_mmap   the same, in a shared anonymous mapping (MAP_SHARED | MAP_ANONYMOUS, which the
  *                 kernel lists as /dev/zero): still reachable 1 (80 B)
+ *   merged_mmap   the same, in an anonymous mapping of the program's placed right below a 1 MiB block
+ *                 (which glibc mmaps for itself: the kernel merges the two mappings into one), the
+ *                 large block kept in a global: still reachable 2 (1 MiB + 80 B)
  *   thread_ended  a thread that allocates 5 blocks of 40 bytes, drops them, and ends (joined):
  *                 definitely lost 5 (200 B)
  *   thread_blocked  a thread that holds the only pointer to a 120-byte block on its stack and blocks
@@ -24,7 +27,9 @@
  * No pointer to a block survives in a register or a stack slot at exit: blocks are made and dropped
  * in noinline functions, through volatile globals that are cleared, and main's frame holds none.
  * Prints one line; exits 0 (2 on a bad mode). */
+#define _GNU_SOURCE
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +102,31 @@ __attribute__((noinline)) static void make_mmap(int shared) {
   mapped_holder = (void* volatile*)area;
 }
 
+static void* volatile large_kept;
+
+__attribute__((noinline)) static void make_merged_mmap(void) {
+  const size_t large = 1 << 20;
+  char* big = malloc(large);
+  memset(big, 0x37, large);
+  large_kept = big;
+  /* Where glibc's mapping of the large block begins (its chunk header's 16 bytes before the block):
+   * the page below it is free, as the kernel hands out addresses downwards. Under another allocator
+   * the page may be taken, or the block not page-aligned, and the mapping then lands wherever the
+   * kernel puts it (the same classes). */
+  uintptr_t below = (((uintptr_t)big - 16) & ~(uintptr_t)4095) - 4096;
+  void** area = mmap((void*)below, 4096, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  if (area == MAP_FAILED || (uintptr_t)area != below) {
+    if (area != MAP_FAILED) munmap(area, 4096);
+    area = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (area == MAP_FAILED) exit(1);
+  }
+  void* p = malloc(80);
+  memset(p, 0x33, 80);
+  area[100] = p;
+  mapped_holder = (void* volatile*)area;
+}
+
 __attribute__((noinline)) static void* thread_leaks(void* arg) {
   (void)arg;
   for (int i = 0; i < 5; ++i) {
@@ -151,7 +181,8 @@ __attribute__((noinline)) static void make_interleaved(void) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    fprintf(stderr, "usage: leak_shapes none|list|cycle|global|interior|mmap|shared_mmap|thread_ended|"
+    fprintf(stderr, "usage: leak_shapes none|list|cycle|global|interior|mmap|shared_mmap|merged_mmap|"
+                    "thread_ended|"
                     "thread_blocked|interleaved\n");
     return 2;
   }
@@ -169,6 +200,8 @@ int main(int argc, char** argv) {
     make_mmap(0);
   } else if (strcmp(m, "shared_mmap") == 0) {
     make_mmap(1);
+  } else if (strcmp(m, "merged_mmap") == 0) {
+    make_merged_mmap();
   } else if (strcmp(m, "thread_ended") == 0) {
     make_thread_ended();
   } else if (strcmp(m, "thread_blocked") == 0) {
