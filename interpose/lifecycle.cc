@@ -38,6 +38,16 @@ const char* const kVersion = "0.1.0";
 namespace {
 void OnQuickExit() { OnExitCall(); }
 
+// A report signal that stopped this thread while poolscope worked on it (perhaps inside the allocator
+// below, or holding a lock of tracking's): taken over, its report written when the outermost Guard
+// or Busy ends (signals.h).
+bool DeferSignalReport(int sig) {
+  ThreadState& ts = t_state;
+  if (ts.guard == 0 && ts.busy == 0) return false;
+  ts.pending_signal = sig;
+  return true;
+}
+
 // The object `fn` lies in, and whether it defines `fn` there (a symbol of a section, not an undefined one).
 bool DefinedIn(void* fn, Dl_info* info, struct link_map** map) {
   void* sym_entry = nullptr;  // a const ElfW(Sym)*
@@ -112,7 +122,10 @@ void OnLoad() {
     // and its calls reach poolscope through the GOT entries attach.cc rewrites, not by symbol lookup.
     if (AttachMode()) return;
     // SIGTERM, SIGINT and SIGHUP with their default action write the exit report first (signals.h).
-    if (strcmp(g_options.report, "none") != 0) InstallSignalReport(OnExitCall);
+    if (strcmp(g_options.report, "none") != 0) {
+      g_pending_signal_report = RunDeferredSignalReport;
+      InstallSignalReport(OnExitCall, DeferSignalReport);
+    }
     WarnIfShadowed();
   }
 }

@@ -50,6 +50,12 @@ __attribute__((noinline, cold)) int PoolingExhausted(ThreadState& ts) {
   return pool::kMissDisabled;
 }
 
+// A pooled block's stack id, its site charged (track=1).
+inline uint32_t PooledStackId(ThreadState& ts, size_t n, const track::StartFrame* from) {
+  Busy busy(ts);
+  return OnPooledAlloc(n, 0, from);
+}
+
 // -1: pool it; otherwise the miss reason.
 // `align`: what the caller needs beyond malloc's own guarantee (0 for the malloc family).
 inline int Decide(const ThreadState& ts, size_t n, size_t align, const void* ra) {
@@ -78,7 +84,7 @@ inline void* TryPool(ThreadState& ts, Api api, size_t n, size_t align, const voi
     if (p != nullptr) {
       if (POOLSCOPE_UNLIKELY(g_tracking)) {
         pool::InfoRef slot = ts.tc.InfoSlot(p);  // before the capture (see InfoSlot)
-        pool::StoreBlockInfo(slot, static_cast<uint32_t>(n), OnPooledAlloc(n, 0, from));
+        pool::StoreBlockInfo(slot, static_cast<uint32_t>(n), PooledStackId(ts, n, from));
       }
       if (POOLSCOPE_UNLIKELY(g_valgrind)) {
         ts.tc.ForgetLast();  // frees must come through FreePooled, which tells memcheck
@@ -115,6 +121,7 @@ inline void CountRegular(ThreadState& ts, Api api, size_t n, bool ok) {
 // A real block enters the live-block table (track=1), its size counted as recorded.
 inline void TrackAlloc(ThreadState& ts, void* p, size_t n, const track::StartFrame* from) {
   if (POOLSCOPE_UNLIKELY(g_tracking) && p != nullptr) {
+    Busy busy(ts);
     OnAlloc(p, n, 0, from);
     TrackedBytesOf(ts)->unpooled_bytes += n;
   }
@@ -132,7 +139,11 @@ inline void* RegularAllocated(ThreadState& ts, Api api, size_t n, void* p,
 // was there, and sets *size (when not null) to the size it was recorded with.
 inline bool TrackFree(ThreadState& ts, void* p, uint64_t* size = nullptr) {
   uint64_t n;
-  if (POOLSCOPE_LIKELY(!g_tracking) || p == nullptr || !OnFree(p, &n)) return false;
+  if (POOLSCOPE_LIKELY(!g_tracking) || p == nullptr) return false;
+  {
+    Busy busy(ts);
+    if (!OnFree(p, &n)) return false;
+  }
   TrackedBytesOf(ts)->unpooled_freed_bytes += n;
   if (size != nullptr) *size = n;
   return true;
@@ -212,7 +223,7 @@ __attribute__((noinline)) void* MallocTracked(size_t n, void* ra) {
     p = ts.tc.Carve(n);
     if (POOLSCOPE_UNLIKELY(p == nullptr)) return AllocSlow(kMalloc, n, ra);
     pool::InfoRef slot = ts.tc.InfoSlot(p);  // before the capture (see InfoSlot)
-    pool::StoreBlockInfo(slot, static_cast<uint32_t>(n), OnPooledAlloc(n, 0, from));
+    pool::StoreBlockInfo(slot, static_cast<uint32_t>(n), PooledStackId(ts, n, from));
     CountPooled(ts, kMalloc, n);
     return p;
   }
@@ -444,7 +455,7 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
   if (total <= old) {
     ++ts.c.logical.nreallocs;
     if (POOLSCOPE_UNLIKELY(g_tracking)) {
-      g_domain->NoteBlock(h, p, static_cast<uint32_t>(total), OnPooledAlloc(total, 0, from));
+      g_domain->NoteBlock(h, p, static_cast<uint32_t>(total), PooledStackId(ts, total, from));
     }
     return p;
   }
@@ -455,7 +466,7 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
       --ts.tc.stats().hits;  // a move, not a logical allocation
       if (POOLSCOPE_UNLIKELY(g_tracking)) {
         pool::InfoRef slot = ts.tc.InfoSlot(q);  // before the capture (see InfoSlot)
-        pool::StoreBlockInfo(slot, static_cast<uint32_t>(total), OnPooledAlloc(total, 0, from));
+        pool::StoreBlockInfo(slot, static_cast<uint32_t>(total), PooledStackId(ts, total, from));
       }
       if (POOLSCOPE_UNLIKELY(g_valgrind)) {
         ts.tc.ForgetLast();

@@ -66,6 +66,7 @@ Managed g_table[] = {{SIGTERM, false, {}}, {SIGINT, false, {}}, {SIGHUP, false, 
 std::atomic<bool> g_installed{false};
 std::atomic<bool> g_table_lock{false};
 void (*g_write_report)() = nullptr;
+bool (*g_defer)(int sig) = nullptr;
 
 std::atomic<int> g_report_signal{0};
 bool g_interrupted_poolscope = false;
@@ -224,6 +225,11 @@ void OnSignal(int sig, siginfo_t*, void* context) {
     const auto* uc = static_cast<const ucontext_t*>(context);
     const uintptr_t pc = uc != nullptr ? static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]) : 0;
     g_interrupted_poolscope = pc - g_text_begin < g_text_end - g_text_begin;
+    if (g_defer != nullptr && g_defer(sig)) {
+      g_interrupted_poolscope = true;
+      errno = saved_errno;
+      return;
+    }
     WriteReport();
   }
   Die(sig);
@@ -248,8 +254,14 @@ int FindText(struct dl_phdr_info* info, size_t, void*) {
 
 }  // namespace
 
-void InstallSignalReport(void (*write_report)()) {
+void RunDeferredSignalReport(int sig) {
+  if (g_write_report != nullptr) WriteReport();
+  Die(sig);
+}
+
+void InstallSignalReport(void (*write_report)(), bool (*defer)(int sig)) {
   if (g_installed.load(std::memory_order_acquire) || write_report == nullptr) return;
+  g_defer = defer;
   if (Next(g_sigaction, "sigaction") == nullptr) return;
   Next(g_signal, "signal");
   Next(g_sysv_signal, "sysv_signal");

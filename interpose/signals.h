@@ -20,6 +20,14 @@
 // still ends in death by the signal, without a report; the signal arriving again, or another of the
 // three, ends the process at once. The report is written on a stack mapped for it.
 //
+// Where the signal lands matters: writing the report calls the allocator below poolscope, which must
+// not be re-entered by a thread the signal stopped inside it (glibc's malloc, in a process of one
+// thread, takes no lock: re-entered, it corrupts its heap and aborts), nor may the report wait for a
+// lock of poolscope's that the same thread holds. So when the signal stops a thread while poolscope
+// works on it (`defer` says so: its reentrancy guard is taken, as it is around every call poolscope
+// makes to the allocator below), the handler only notes the signal and returns; the report is written,
+// and the process ended, when that work is done (RunDeferredSignalReport), well within the deadline.
+//
 // Thread-safety: the interposed functions may be called from any thread and from signal handlers
 // (they block every signal while they read and change the dispositions, under a lock of their own).
 // Nothing here is on an allocation path.
@@ -35,7 +43,12 @@ constexpr int kReportDeadlineSeconds = 2;
 // Takes SIGTERM, SIGINT and SIGHUP where their default action is in place; later calls do nothing.
 // `write_report` writes the exit report; the handler calls it on a stack of its own, with the
 // signal recorded for ReportSignal. Called once, at load, after poolscope is initialised.
-void InstallSignalReport(void (*write_report)());
+// `defer(sig)` is asked first, on the thread the signal stopped: true when it took the signal over
+// (poolscope was at work there, and RunDeferredSignalReport will run once that work ends).
+void InstallSignalReport(void (*write_report)(), bool (*defer)(int sig) = nullptr);
+// A signal that `defer` took over: writes its report (counters marked not exact) and ends the process
+// with it.
+void RunDeferredSignalReport(int sig);
 
 // The signal whose exit report is being written, 0 when none.
 int ReportSignal();

@@ -42,9 +42,13 @@ struct ThreadState {
   // (MallocPooled counts there too); nullptr before, after the thread's end, and if it could not be had.
   FastCarves* carves;
   int guard;          // > 0 while poolscope itself runs on this thread
+  int busy;           // > 0 while tracking's bookkeeping runs on this thread (Busy)
   int phase;          // ThreadPhase
   int tag_depth;      // poolscope_tag_push nesting
   int tid;
+  // SIGTERM, SIGINT or SIGHUP that arrived while poolscope ran on this thread (guard > 0), perhaps
+  // inside the allocator below: its report is written when the outermost Guard ends (signals.h).
+  int pending_signal;
   ThreadCounters c;
   pool::ThreadCache tc;
   ThreadState* next;  // the registry of live threads
@@ -57,6 +61,11 @@ extern __thread ThreadState t_state __attribute__((tls_model("initial-exec")));
 
 inline ThreadState& CurrentThread() { return t_state; }
 
+// The report of a signal deferred on this thread (pending_signal), once poolscope's work there is
+// done: it writes the report and ends the process with the signal. Cold; set up by the signal code.
+void RunPendingSignal(ThreadState& ts);
+extern void (*g_pending_signal_report)(int sig);
+
 // Marks poolscope's own work on this thread: calls it makes into libc pass straight through.
 class Guard {
  public:
@@ -68,9 +77,9 @@ class Guard {
     ts_.regular_miss = 0;
   }
   ~Guard() {
-    --ts_.guard;
     ts_.fast_limit = limit_;
     ts_.regular_miss = reason_;
+    if (--ts_.guard == 0 && __builtin_expect(ts_.pending_signal != 0, 0) && ts_.busy == 0) RunPendingSignal(ts_);
   }
   Guard(const Guard&) = delete;
   Guard& operator=(const Guard&) = delete;
@@ -79,6 +88,23 @@ class Guard {
   ThreadState& ts_;
   size_t limit_;
   int reason_;
+};
+
+// Marks tracking's bookkeeping on this thread, which may hold a lock of its tables that the report
+// needs: a report signal that lands meanwhile is written when it ends, as under a Guard. Unlike a
+// Guard it leaves the thread's allocations alone: a signal handler of the program's that allocates
+// meanwhile is still counted and tracked.
+class Busy {
+ public:
+  explicit Busy(ThreadState& ts) : ts_(ts) { ++ts_.busy; }
+  ~Busy() {
+    if (--ts_.busy == 0 && __builtin_expect(ts_.pending_signal != 0, 0) && ts_.guard == 0) RunPendingSignal(ts_);
+  }
+  Busy(const Busy&) = delete;
+  Busy& operator=(const Busy&) = delete;
+
+ private:
+  ThreadState& ts_;
 };
 
 // For a thread poolscope makes for itself: everything the thread does from now on to its end passes
