@@ -35,6 +35,7 @@ namespace poolscope {
 namespace {
 
 using scan::Array;
+using scan::CheckedReader;
 using scan::InternalScratch;
 using scan::MemcheckViewReader;
 using scan::OwnInPlaceReader;
@@ -316,10 +317,30 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // Other threads may free (and unmap) blocks while they run.
   track::MemoryReader& safe_heap_reader =
       alone || !vm_reader ? static_cast<track::MemoryReader&>(direct_reader) : safe_reader;
-  MemcheckViewReader memcheck_roots(safe_root_reader), memcheck_heap(safe_heap_reader);
+  // Blocks are read only where the maps say they can be (a live block may hold a page the program
+  // made inaccessible): one reader for each view's thread.
+  Array<RootRange> readable(g_scratch);
+  for (size_t i = 0; i < maps.size() && c.ok; ++i) {
+    if (!maps[i].readable()) continue;
+    if (readable.size() > 0 && readable[readable.size() - 1].end == maps[i].start) {
+      readable[readable.size() - 1].end = maps[i].end;
+    } else {
+      c.ok = readable.Push(RootRange{maps[i].start, maps[i].end});
+    }
+  }
+  if (!c.ok) {
+    out->not_scanned_why = "no memory for the scan";
+    return;
+  }
+  CheckedReader checked_heap(safe_heap_reader, readable.data(), readable.size());
+  CheckedReader detector_checked_heap(safe_heap_reader, readable.data(), readable.size());
+  MemcheckViewReader memcheck_roots(safe_root_reader), memcheck_heap(checked_heap),
+      detector_memcheck_heap(detector_checked_heap);
   const bool on_valgrind = RUNNING_ON_VALGRIND != 0;
   track::MemoryReader& root_reader = on_valgrind ? static_cast<track::MemoryReader&>(memcheck_roots) : safe_root_reader;
-  track::MemoryReader& heap_reader = on_valgrind ? static_cast<track::MemoryReader&>(memcheck_heap) : safe_heap_reader;
+  track::MemoryReader& heap_reader = on_valgrind ? static_cast<track::MemoryReader&>(memcheck_heap) : checked_heap;
+  track::MemoryReader& detector_heap_reader =
+      on_valgrind ? static_cast<track::MemoryReader&>(detector_memcheck_heap) : detector_checked_heap;
   out->threads_stopped = 0;
   out->threads_not_stopped = tasks > 1 ? tasks - 1 : 0;
 
@@ -484,7 +505,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   std::sort(own_roots.data(), own_roots.data() + own_roots.size(), by_begin);
   OwnInPlaceReader own_reader(root_reader, own_roots.data(), alone && !on_valgrind ? own_roots.size() : 0);
   DetectorJob job{dblocks.data(), dblocks.size(), detector_roots.data(), detector_roots.size(),
-                  &own_reader, &heap_reader, {}, false};
+                  &own_reader, &detector_heap_reader, {}, false};
   SideThread side;
   const bool parallel = SideThread::Usable() && side.Start(ClassifyForDetector, &job);
   // Meanwhile the program's view: the pools' blocks and the live table's, in the pooled blocks' array.
@@ -511,6 +532,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     out->not_scanned_why = "no memory for the scan";
     return;
   }
+  out->unreadable_bytes = checked_heap.unreadable();
   // The program's lost blocks that sit in pools: what a detector below cannot see.
   for (size_t i = 0; i < blocks.size(); ++i) {
     const ScanBlock& b = blocks[i];

@@ -56,6 +56,7 @@ struct ScanOutcome {
   track::ReachabilityResult detector;  // the real blocks, as a detector below sees them
   track::LeakTotal hidden_in_pools;    // the program's lost blocks that sit in pools
   uint64_t roots_bytes;
+  uint64_t unreadable_bytes;  // of the program's blocks, read as zeros: not readable (a PROT_NONE page)
   uint64_t scan_ms;
   int threads_stopped;
   int threads_not_stopped;

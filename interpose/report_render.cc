@@ -247,6 +247,7 @@ void WriteReachability(report::JsonWriter& w, const track::ReachabilityResult* r
   if (scan != nullptr) {
     w.Field("roots_bytes", scan->roots_bytes);
     w.Field("heap_bytes_scanned", r->heap_bytes_scanned);
+    w.Field("unreadable_bytes", scan->unreadable_bytes);
     w.Field("scan_ms", scan->scan_ms);
     w.FieldInt("scan_threads", scan->parallel ? 2 : 1);
     w.FieldInt("threads_stopped", scan->threads_stopped);

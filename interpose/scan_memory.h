@@ -212,6 +212,84 @@ class MemcheckViewReader : public track::MemoryReader {
   track::MemoryReader& base_;
 };
 
+// Reads through `base` only what is readable by the process's maps as read before the scan (sorted,
+// disjoint ranges); anything else (a page the program made PROT_NONE inside a live block, a hole
+// between mappings) reads as zeros and is counted, as memcheck skips what it cannot read. A read that
+// `base` cuts short (a page another thread unmapped meanwhile, for a base that cannot fault) is
+// zero-filled and counted the same way. So no read of the program's memory turns into a signal.
+// Belongs to one thread (it keeps the range it found last).
+class CheckedReader : public track::MemoryReader {
+ public:
+  CheckedReader(track::MemoryReader& base, const RootRange* readable, size_t n)
+      : base_(base), readable_(readable), n_(n) {}
+  size_t Read(uintptr_t addr, void* buf, size_t n) override {
+    char* out = static_cast<char*>(buf);
+    for (size_t done = 0; done < n;) {
+      const uintptr_t a = addr + done;
+      const RootRange* r = Find(a);
+      if (r == nullptr) {
+        const size_t len = static_cast<size_t>(std::min<uintptr_t>(n - done, NextReadable(a) - a));
+        memset(out + done, 0, len);
+        unreadable_ += len;
+        done += len;
+        continue;
+      }
+      const size_t len = static_cast<size_t>(std::min<uintptr_t>(n - done, r->end - a));
+      const size_t got = base_.Read(a, out + done, len);
+      if (got < len) {
+        memset(out + done + got, 0, len - got);
+        unreadable_ += len - got;
+      }
+      done += len;
+    }
+    return n;
+  }
+  const uint64_t* InPlace(uintptr_t addr, size_t n) override {
+    const RootRange* r = Find(addr);
+    return r != nullptr && n <= r->end - addr ? base_.InPlace(addr, n) : nullptr;
+  }
+  size_t ReadMany(const Range* ranges, size_t k, void* buf) override {
+    for (size_t i = 0; i < k; ++i) {
+      const RootRange* r = Find(ranges[i].addr);
+      if (r == nullptr || ranges[i].n > r->end - ranges[i].addr) return MemoryReader::ReadMany(ranges, k, buf);
+    }
+    return base_.ReadMany(ranges, k, buf);
+  }
+  // Bytes read as zeros because they could not be read.
+  uint64_t unreadable() const { return unreadable_; }
+
+ private:
+  // The readable range holding a, or nullptr.
+  const RootRange* Find(uintptr_t a) {
+    if (last_ != nullptr && last_->begin <= a && a < last_->end) return last_;
+    const size_t i = FirstEndingAfter(a);
+    if (i < n_ && readable_[i].begin <= a) return last_ = &readable_[i];
+    return nullptr;
+  }
+  // The start of the first readable range above a (a lies in none), or the end of the address space.
+  uintptr_t NextReadable(uintptr_t a) const {
+    const size_t i = FirstEndingAfter(a);
+    return i < n_ ? readable_[i].begin : ~uintptr_t{0};
+  }
+  size_t FirstEndingAfter(uintptr_t a) const {
+    size_t lo = 0, hi = n_;
+    while (lo < hi) {
+      const size_t mid = (lo + hi) / 2;
+      if (readable_[mid].end <= a) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    return lo;
+  }
+  track::MemoryReader& base_;
+  const RootRange* readable_;
+  size_t n_;
+  const RootRange* last_ = nullptr;
+  uint64_t unreadable_ = 0;
+};
+
 // Reads through `base`, but hands out in place the ranges listed (sorted, disjoint): poolscope's own
 // memory, which nothing unmaps while the scan runs when the exiting thread is the process's only one,
 // so that the detector's view reads it without copying it through the kernel.

@@ -45,6 +45,7 @@ check interior         0 0       0 0       1 64      0 0        1
 check mmap             0 0       0 0       0 0       1 80       0
 check shared_mmap      0 0       0 0       0 0       1 80       0
 check merged_mmap      0 0       0 0       0 0       2 1048656  0
+check guard_page       0 0       0 0       0 0       3 20592    0
 check thread_ended     5 200     0 0       1 ?       0 0        2
 check thread_blocked   0 0       0 0       1 ?       1 120      1
 check interleaved      10 1348   0 0       0 0       0 0        1

@@ -39,7 +39,7 @@ if not bad:
 sys.exit(1 if bad else 0)
 PY
 }
-for mode in list cycle global interior mmap shared_mmap merged_mmap interleaved thread_ended thread_blocked; do
+for mode in list cycle global interior mmap shared_mmap merged_mmap guard_page interleaved thread_ended thread_blocked; do
   possible_bytes=1
   case $mode in thread_*) possible_bytes=0 ;; esac
   /usr/bin/python3 "$summary" -- "$prog" "$mode" > "$work/$mode.memcheck.json"
@@ -73,6 +73,17 @@ if not bad:
 sys.exit(1 if bad else 0)
 PY
 done
+# A live block with a page the program made PROT_NONE: the scan skips that page and counts it, the
+# program's output and status stay its own.
+rm -f "$work"/r.*.json
+LD_PRELOAD="$lib" POOLSCOPE_OPTIONS="quiet=1:report=$work/r.%p.json" "$prog" guard_page > "$work/guard.out"
+grep -qx "leak_shapes: guard_page done" "$work/guard.out" || { echo "FAIL: guard_page: the output was lost"; fail=1; }
+/usr/bin/python3 - "$(ls "$work"/r.*.json)" <<'PY' || fail=1
+import json, sys
+r = json.load(open(sys.argv[1]))["reachability"]
+assert r.get("unreadable_bytes") == 4096, f"FAIL: guard_page: unreadable_bytes {r.get('unreadable_bytes')}, the program made 4096 unreadable"
+print("ok: guard_page: the PROT_NONE page skipped and counted")
+PY
 # The prediction, in one run: memcheck below poolscope, and poolscope's report of that run.
 for mode in list interleaved cycle; do
   rm -f "$work"/r.*.json

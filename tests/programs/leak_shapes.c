@@ -15,6 +15,9 @@
  *   merged_mmap   the same, in an anonymous mapping of the program's placed right below a 1 MiB block
  *                 (which glibc mmaps for itself: the kernel merges the two mappings into one), the
  *                 large block kept in a global: still reachable 2 (1 MiB + 80 B)
+ *   guard_page    a 20 KiB block kept in a global, one page of it made PROT_NONE, holding pointers to a
+ *                 64-byte block before that page and to a 48-byte block after it: still reachable 3
+ *                 (20,592 B); a scan must skip the page, not fault on it
  *   thread_ended  a thread that allocates 5 blocks of 40 bytes, drops them, and ends (joined):
  *                 definitely lost 5 (200 B)
  *   thread_blocked  a thread that holds the only pointer to a 120-byte block on its stack and blocks
@@ -127,6 +130,20 @@ __attribute__((noinline)) static void make_merged_mmap(void) {
   mapped_holder = (void* volatile*)area;
 }
 
+__attribute__((noinline)) static void make_guard_page(void) {
+  char* b = malloc(5 * 4096);
+  memset(b, 0, 5 * 4096);
+  char* page = (char*)(((uintptr_t)b + 2 * 4096) & ~(uintptr_t)4095);
+  void* before = malloc(64);
+  memset(before, 0x38, 64);
+  ((void**)b)[0] = before;
+  void* after = malloc(48);
+  memset(after, 0x39, 48);
+  ((void**)(page + 4096))[3] = after;
+  if (mprotect(page, 4096, PROT_NONE) != 0) exit(1);
+  large_kept = b;
+}
+
 __attribute__((noinline)) static void* thread_leaks(void* arg) {
   (void)arg;
   for (int i = 0; i < 5; ++i) {
@@ -181,7 +198,7 @@ __attribute__((noinline)) static void make_interleaved(void) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    fprintf(stderr, "usage: leak_shapes none|list|cycle|global|interior|mmap|shared_mmap|merged_mmap|"
+    fprintf(stderr, "usage: leak_shapes none|list|cycle|global|interior|mmap|shared_mmap|merged_mmap|guard_page|"
                     "thread_ended|"
                     "thread_blocked|interleaved\n");
     return 2;
@@ -202,6 +219,8 @@ int main(int argc, char** argv) {
     make_mmap(1);
   } else if (strcmp(m, "merged_mmap") == 0) {
     make_merged_mmap();
+  } else if (strcmp(m, "guard_page") == 0) {
+    make_guard_page();
   } else if (strcmp(m, "thread_ended") == 0) {
     make_thread_ended();
   } else if (strcmp(m, "thread_blocked") == 0) {
