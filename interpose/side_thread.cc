@@ -26,12 +26,20 @@ bool SeccompFiltered(const char* status) {
   return !(line[0] == '0' && (line[1] == '\n' || line[1] == '\0'));
 }
 
+bool Traced(const char* status) {
+  const char* line = strstr(status, "\nTracerPid:");
+  if (line == nullptr) return false;
+  line += strlen("\nTracerPid:");
+  while (*line == ' ' || *line == '\t') ++line;
+  return !(line[0] == '0' && (line[1] == '\n' || line[1] == '\0'));
+}
+
 bool SideThread::Usable() {
   if (RUNNING_ON_VALGRIND != 0) return false;
   cpu_set_t cpus;
   if (sched_getaffinity(0, sizeof cpus, &cpus) != 0 || CPU_COUNT(&cpus) < 2) return false;
   char buf[8192];
-  return ReadSelfStatus(buf, sizeof buf) && !SeccompFiltered(buf);
+  return ReadSelfStatus(buf, sizeof buf) && !SeccompFiltered(buf) && !Traced(buf);
 }
 
 bool SideThread::Start(int (*fn)(void*), void* arg) {

@@ -20,7 +20,7 @@ class SideThread {
  public:
   // Whether a second thread may help: not under valgrind (which runs one thread at a time), not in a
   // process with a seccomp filter (which may kill a process for a clone it does not expect), not with
-  // one CPU.
+  // one CPU, not while a tracer is attached (a debugger would show the thread start and end).
   static bool Usable();
   // Starts fn(arg); false when it could not (then nothing runs).
   bool Start(int (*fn)(void*), void* arg);
@@ -36,6 +36,8 @@ class SideThread {
 // Whether the text of /proc/self/status says a seccomp filter applies: anything but "Seccomp:" followed
 // by 0 (and the line's end) counts as filtered, a missing line included.
 bool SeccompFiltered(const char* status);
+// Whether it says a tracer (gdb, strace) is attached: a TracerPid other than 0.
+bool Traced(const char* status);
 
 }  // namespace poolscope
 

@@ -39,6 +39,14 @@ int Record(void* arg) {
   return 0;
 }
 
+TEST(TracedTest, OnlyTracerPidZeroIsUntraced) {
+  EXPECT_FALSE(Traced("Name:\tx\nTracerPid:\t0\nUid:\t0\n"));
+  EXPECT_FALSE(Traced("Name:\tx\nTracerPid:\t0"));
+  EXPECT_FALSE(Traced("Name:\tx\n"));  // no line: nothing says a tracer is there
+  EXPECT_TRUE(Traced("Name:\tx\nTracerPid:\t4242\nUid:\t0\n"));
+  EXPECT_TRUE(Traced("Name:\tx\nTracerPid:\t01\n"));
+}
+
 TEST(SideThreadTest, RunsOnAnotherThreadWithEverySignalBlockedAndJoins) {
   sigset_t before, after;
   ASSERT_EQ(pthread_sigmask(SIG_SETMASK, nullptr, &before), 0);

@@ -84,6 +84,19 @@ r = json.load(open(sys.argv[1]))["reachability"]
 assert r.get("unreadable_bytes") == 4096, f"FAIL: guard_page: unreadable_bytes {r.get('unreadable_bytes')}, the program made 4096 unreadable"
 print("ok: guard_page: the PROT_NONE page skipped and counted")
 PY
+# Under a debugger the scan makes no thread of its own (gdb would show it start and end).
+if command -v gdb > /dev/null; then
+  rm -f "$work"/r.*.json
+  gdb -q -batch -ex "set environment LD_PRELOAD=$lib" -ex "set environment POOLSCOPE_OPTIONS=quiet=1:report=$work/r.%p.json" \
+    -ex run --args "$prog" list > "$work/gdb.out" 2>&1
+  grep -q "New Thread\|LWP" "$work/gdb.out" && { echo "FAIL: gdb saw a thread start: $(grep -m1 'New Thread\|LWP' "$work/gdb.out")"; fail=1; }
+  /usr/bin/python3 - "$(ls "$work"/r.*.json)" <<'PY' || fail=1
+import json, sys
+r = json.load(open(sys.argv[1]))["reachability"]
+assert r["scanned"] and r["scan_threads"] == 1, f"FAIL: under gdb: scanned {r['scanned']}, scan_threads {r.get('scan_threads')}"
+print("ok: under gdb the scan ran on the exiting thread alone")
+PY
+fi
 # The prediction, in one run: memcheck below poolscope, and poolscope's report of that run.
 for mode in list interleaved cycle; do
   rm -f "$work"/r.*.json
