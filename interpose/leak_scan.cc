@@ -552,17 +552,47 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
 
 }  // namespace
 
+namespace {
+
+// libc's exit(): [begin, end) of its code, or {0, 0} when it cannot be told.
+RootRange ExitFunction() {
+  Dl_info info;
+  void* sym = nullptr;
+  // From libc itself: a program that takes exit's address makes RTLD_DEFAULT answer with its own
+  // PLT entry.
+  void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+  if (libc == nullptr) return RootRange{0, 0};
+  void* fn = dlsym(libc, "exit");
+  dlclose(libc);
+  if (fn == nullptr || dladdr1(fn, &info, &sym, RTLD_DL_SYMENT) == 0 || sym == nullptr) return RootRange{0, 0};
+  const auto* entry = static_cast<const ElfW(Sym)*>(sym);
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(info.dli_saddr);
+  return RootRange{begin, begin + entry->st_size};
+}
+
+}  // namespace
+
 uintptr_t ExitPathSp(const track::StartFrame& from) {
+  // A detector that follows the stack pointer reads the exiting thread's stack from the program's
+  // call into exit() up: the frames of exit's own work below it were the program's dead frames before
+  // (left by functions that returned; memcheck holds them undefined), so they are no roots. The walk
+  // goes up to exit()'s frame, whose CFA is the caller's stack pointer at the call; a return from main
+  // calls exit() too. When exit() is not met, the first frame of libc's exit path.
+  const RootRange exit_fn = ExitFunction();
   uintptr_t pc = from.ra, sp = from.sp, bp = from.bp;
-  for (int step = 0; step < 12 && pc != 0; ++step) {
-    Dl_info info;
-    if (dladdr(reinterpret_cast<void*>(pc - 1), &info) != 0 && info.dli_fname != nullptr &&
-        strstr(info.dli_fname, "/libc.so") != nullptr) {
-      return sp;
+  uintptr_t first_libc = 0;
+  for (int step = 0; step < 48 && pc != 0; ++step) {
+    if (first_libc == 0) {
+      Dl_info info;
+      if (dladdr(reinterpret_cast<void*>(pc - 1), &info) != 0 && info.dli_fname != nullptr &&
+          strstr(info.dli_fname, "/libc.so") != nullptr) {
+        first_libc = sp;
+      }
     }
     const track::FrameRule rule = track::LookupFrameRule(pc - 1);
     if (track::RuleKind(rule) != track::kRuleStep || (rule & track::kRuleCfaDeref) != 0) break;
     const uintptr_t cfa = ((rule & track::kRuleCfaOnRbp) != 0 ? bp : sp) + track::RuleCfaOffset(rule);
+    if (pc - 1 - exit_fn.begin < exit_fn.end - exit_fn.begin) return cfa;
     switch (track::RuleRbp(rule)) {
       case track::kRbpAtCfa:
         bp = *reinterpret_cast<const uintptr_t*>(cfa + track::RuleRbpOffset(rule));
@@ -576,7 +606,7 @@ uintptr_t ExitPathSp(const track::StartFrame& from) {
     pc = *reinterpret_cast<const uintptr_t*>(cfa - 8);
     sp = cfa;
   }
-  return from.sp;
+  return first_libc != 0 ? first_libc : from.sp;
 }
 
 const ScanOutcome& ScanAtExit(const ScanInputs& in) {

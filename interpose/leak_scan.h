@@ -63,10 +63,10 @@ struct ScanOutcome {
   bool parallel;  // the detector's view was classified on a second thread
 };
 
-// Where the exiting thread's live stack begins when the process ends: from `from` (the frame of
-// poolscope's exit hook), up through the frames of the dynamic loader's and poolscope's exit work,
-// which are gone when a detector that follows the stack pointer looks, to the first frame of libc's
-// exit path; its stack pointer. from.sp when the walk cannot tell.
+// Where the exiting thread's live stack begins when the process ends, as a detector that follows the
+// stack pointer sees it: the stack pointer of the program's call into libc's exit() (a return from
+// main calls it as well), found by walking up from `from` (the frame of poolscope's exit hook); else
+// the stack pointer of the first frame of libc's exit path; from.sp when the walk cannot tell.
 uintptr_t ExitPathSp(const track::StartFrame& from);
 
 // Scans once; later calls return the first outcome.

@@ -18,6 +18,10 @@
  *   guard_page    a 20 KiB block kept in a global, one page of it made PROT_NONE, holding pointers to a
  *                 64-byte block before that page and to a 48-byte block after it: still reachable 3
  *                 (20,592 B); a scan must skip the page, not fault on it
+ *   dead_frame    a 72-byte block whose only pointers are copies left in the frame of a function that
+ *                 returned (below the stack pointer when main calls exit(), which reuses that stack
+ *                 for its own frames): definitely lost 1 (72 B); main does not wipe its stack here
+ *   dead_frame_return  the same, and main returns instead of calling exit()
  *   thread_ended  a thread that allocates 5 blocks of 40 bytes, drops them, and ends (joined):
  *                 definitely lost 5 (200 B)
  *   thread_blocked  a thread that holds the only pointer to a 120-byte block on its stack and blocks
@@ -144,6 +148,16 @@ __attribute__((noinline)) static void make_guard_page(void) {
   large_kept = b;
 }
 
+/* Fills a frame of its own with copies of a fresh block's address, then returns: the copies stay in
+ * the dead stack below main's frame. */
+__attribute__((noinline)) static void make_dead_frame(void) {
+  void* volatile copies[512];
+  void* p = malloc(72);
+  memset(p, 0x3a, 72);
+  for (int i = 0; i < 512; ++i) copies[i] = p;
+  __asm__ volatile("" : : "r"(copies) : "memory");
+}
+
 __attribute__((noinline)) static void* thread_leaks(void* arg) {
   (void)arg;
   for (int i = 0; i < 5; ++i) {
@@ -198,7 +212,8 @@ __attribute__((noinline)) static void make_interleaved(void) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    fprintf(stderr, "usage: leak_shapes none|list|cycle|global|interior|mmap|shared_mmap|merged_mmap|guard_page|"
+    fprintf(stderr, "usage: leak_shapes none|list|cycle|global|interior|mmap|shared_mmap|merged_mmap|guard_page|dead_frame|"
+                    "dead_frame_return|"
                     "thread_ended|"
                     "thread_blocked|interleaved\n");
     return 2;
@@ -221,6 +236,16 @@ int main(int argc, char** argv) {
     make_merged_mmap();
   } else if (strcmp(m, "guard_page") == 0) {
     make_guard_page();
+  } else if (strcmp(m, "dead_frame") == 0) {
+    make_dead_frame();
+    printf("leak_shapes: %s done\n", m);
+    fflush(stdout);
+    exit(0);
+  } else if (strcmp(m, "dead_frame_return") == 0) {
+    make_dead_frame();
+    printf("leak_shapes: %s done\n", m);
+    fflush(stdout);
+    return 0;
   } else if (strcmp(m, "thread_ended") == 0) {
     make_thread_ended();
   } else if (strcmp(m, "thread_blocked") == 0) {
