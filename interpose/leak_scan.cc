@@ -137,6 +137,63 @@ bool GlibcMappedChunk(track::MemoryReader& reader, const ScanBlock& b, RootRange
   return true;
 }
 
+// glibc's main arena (its struct malloc_state, in libc's data) as laid out on x86-64 since 2.27: the
+// pointers at its top chunk, its last remainder and its bins point at chunk headers, which lie in the
+// last 8 bytes of the block before them; read as a root, the arena would make that block possibly
+// lost. memcheck replaces the allocator and never sees it. Offsets in bytes.
+constexpr uintptr_t kArenaBins = 112, kArenaBinsEnd = 2144, kArenaNext = 2160, kArenaBytes = 2200;
+
+// libc's writable segments (data and bss), where the main arena lies.
+int FindLibcData(struct dl_phdr_info* info, size_t, void* arg) {
+  auto* ranges = static_cast<Array<RootRange>*>(arg);
+  if (info->dlpi_name == nullptr || strstr(info->dlpi_name, "/libc.so") == nullptr) return 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_W) == 0) continue;
+    const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+    if (!ranges->Push(RootRange{lo & ~uintptr_t{15}, lo + ph.p_memsz})) return 1;
+  }
+  return 1;
+}
+
+// Where glibc's main arena starts in [lo, lo + 8 * n), a copy of which is words[0, n): at a 16-byte
+// boundary, with at least 16 of its bins empty (each a pair of pointers at the pair's own address less
+// 16) and its list of arenas (`next`, through arenas that live in their heaps and are read through
+// `reader`) coming back to it within 64 steps. 0 when there is none.
+uintptr_t FindMainArena(uintptr_t lo, const uint64_t* words, size_t n, track::MemoryReader& reader) {
+  const uintptr_t hi = lo + 8 * n;
+  auto word = [&](uintptr_t addr) { return words[(addr - lo) / 8]; };
+  for (uintptr_t a = lo; a + kArenaBytes <= hi; a += 16) {
+    uint64_t next = word(a + kArenaNext);
+    if (next != a && (next % 16 != 0 || (next >= lo && next < hi))) continue;
+    int empty = 0;
+    for (uintptr_t bin = a + kArenaBins; bin < a + kArenaBinsEnd && empty < 16; bin += 16) {
+      if (word(bin) == bin - 16 && word(bin + 8) == bin - 16) ++empty;
+    }
+    if (empty < 16) continue;
+    for (int step = 0; step < 64 && next != a && next != 0; ++step) {
+      if (reader.Read(next + kArenaNext, &next, sizeof next) != sizeof next) next = 0;
+    }
+    if (next == a) return a;
+  }
+  return 0;
+}
+
+// glibc's main arena, or 0 when it cannot be found.
+uintptr_t MainArena(track::MemoryReader& reader) {
+  Array<RootRange> data(g_scratch);
+  dl_iterate_phdr(FindLibcData, &data);
+  uintptr_t found = 0;
+  for (size_t i = 0; i < data.size() && found == 0; ++i) {
+    const size_t n = (data[i].end - data[i].begin) / 8;
+    Array<uint64_t> copy(g_scratch);
+    if (n == 0 || !copy.Resize(n)) continue;
+    if (reader.Read(data[i].begin, copy.data(), 8 * n) != 8 * n) continue;
+    found = FindMainArena(data[i].begin, copy.data(), n, reader);
+  }
+  return found;
+}
+
 struct RangeSink {
   Array<RootRange>* ranges;
   bool* ok;
@@ -365,6 +422,11 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     c.ok = c.ok && both.Push(extent);
     return true;
   });
+  // The allocator's own state is no root: glibc's main arena (the others live in its heaps).
+  if (glibc_below) {
+    const uintptr_t arena = MainArena(root_reader);
+    if (arena != 0) c.ok = c.ok && both.Push(RootRange{arena, arena + kArenaBytes});
+  }
   OwnObject self_object = {};
   dl_iterate_phdr(FindOwnObject, &self_object);
   // Offsets from a thread's ThreadState to its thread pointer and to its TLS block of ours.
@@ -558,19 +620,24 @@ namespace {
 RootRange ExitFunction() {
   Dl_info info;
   void* sym = nullptr;
-  // From libc itself: a program that takes exit's address makes RTLD_DEFAULT answer with its own
-  // PLT entry.
-  void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
-  if (libc == nullptr) return RootRange{0, 0};
-  void* fn = dlsym(libc, "exit");
-  dlclose(libc);
+  // Through this library's own reference, which allocates nothing (dlopen and dlsym would, and the
+  // blocks they keep would be live at exit); only libc's (a non-PIE program that takes exit's address
+  // makes the reference its own PLT entry: the walk then stops at libc's first frame).
+  void* fn = reinterpret_cast<void*>(&exit);
   if (fn == nullptr || dladdr1(fn, &info, &sym, RTLD_DL_SYMENT) == 0 || sym == nullptr) return RootRange{0, 0};
+  if (info.dli_fname == nullptr || strstr(info.dli_fname, "/libc.so") == nullptr) return RootRange{0, 0};
   const auto* entry = static_cast<const ElfW(Sym)*>(sym);
   const uintptr_t begin = reinterpret_cast<uintptr_t>(info.dli_saddr);
   return RootRange{begin, begin + entry->st_size};
 }
 
+RootRange g_exit_fn = {0, 0};
+
 }  // namespace
+
+void PrepareScan() {
+  if (g_exit_fn.end == 0) g_exit_fn = ExitFunction();
+}
 
 uintptr_t ExitPathSp(const track::StartFrame& from) {
   // A detector that follows the stack pointer reads the exiting thread's stack from the program's
@@ -578,7 +645,8 @@ uintptr_t ExitPathSp(const track::StartFrame& from) {
   // (left by functions that returned; memcheck holds them undefined), so they are no roots. The walk
   // goes up to exit()'s frame, whose CFA is the caller's stack pointer at the call; a return from main
   // calls exit() too. When exit() is not met, the first frame of libc's exit path.
-  const RootRange exit_fn = ExitFunction();
+  // Looked up at load: looking it up now would allocate, and move the heap's top the scan reads.
+  const RootRange exit_fn = g_exit_fn;
   uintptr_t pc = from.ra, sp = from.sp, bp = from.bp;
   uintptr_t first_libc = 0;
   for (int step = 0; step < 48 && pc != 0; ++step) {

@@ -69,6 +69,9 @@ struct ScanOutcome {
 // the stack pointer of the first frame of libc's exit path; from.sp when the walk cannot tell.
 uintptr_t ExitPathSp(const track::StartFrame& from);
 
+// Looks up, at load, what the scan needs and must not allocate for at exit (libc's exit()).
+void PrepareScan();
+
 // Scans once; later calls return the first outcome.
 const ScanOutcome& ScanAtExit(const ScanInputs& in);
 // Gives back the scan's memory once the report is written: it holds every block's address, which a

@@ -111,6 +111,7 @@ void OnLoad() {
       SnapshotNow snap;
       if (snap.get() != nullptr) TakeLeakBaseline(LogicalLive(*snap.get()));
     }
+    if (g_tracking && g_options.reachability) PrepareScan();
     TimelineStart(strcmp(g_options.report, "none") != 0);
     StartSnapshots(g_options);
     // quick_exit() runs the at_quick_exit handlers, then glibc's internal _exit (which the interposed

@@ -22,6 +22,9 @@
  *                 returned (below the stack pointer when main calls exit(), which reuses that stack
  *                 for its own frames): definitely lost 1 (72 B); main does not wipe its stack here
  *   dead_frame_return  the same, and main returns instead of calling exit()
+ *   arena_top     a dropped 2,664-byte block (8 mod 16), the last one carved from glibc's heap before
+ *                 exit, so that the allocator's own record of its heap's top points into it: definitely
+ *                 lost 1 (2,664 B); prints its line before it allocates
  *   thread_ended  a thread that allocates 5 blocks of 40 bytes, drops them, and ends (joined):
  *                 definitely lost 5 (200 B)
  *   thread_blocked  a thread that holds the only pointer to a 120-byte block on its stack and blocks
@@ -148,6 +151,12 @@ __attribute__((noinline)) static void make_guard_page(void) {
   large_kept = b;
 }
 
+__attribute__((noinline)) static void make_arena_top(void) {
+  sink = malloc(2664);
+  memset(sink, 0x3b, 2664);
+  sink = NULL;
+}
+
 /* Fills a frame of its own with copies of a fresh block's address, then returns: the copies stay in
  * the dead stack below main's frame. */
 __attribute__((noinline)) static void make_dead_frame(void) {
@@ -213,7 +222,7 @@ __attribute__((noinline)) static void make_interleaved(void) {
 int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: leak_shapes none|list|cycle|global|interior|mmap|shared_mmap|merged_mmap|guard_page|dead_frame|"
-                    "dead_frame_return|"
+                    "dead_frame_return|arena_top|"
                     "thread_ended|"
                     "thread_blocked|interleaved\n");
     return 2;
@@ -246,6 +255,12 @@ int main(int argc, char** argv) {
     printf("leak_shapes: %s done\n", m);
     fflush(stdout);
     return 0;
+  } else if (strcmp(m, "arena_top") == 0) {
+    printf("leak_shapes: %s done\n", m);
+    fflush(stdout);
+    make_arena_top();
+    wipe_stack();
+    exit(0);
   } else if (strcmp(m, "thread_ended") == 0) {
     make_thread_ended();
   } else if (strcmp(m, "thread_blocked") == 0) {
