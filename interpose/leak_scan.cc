@@ -36,6 +36,8 @@ namespace {
 
 using scan::Array;
 using scan::CheckedReader;
+using scan::DeadlineReader;
+using scan::ScanDeadline;
 using scan::InternalScratch;
 using scan::MemcheckViewReader;
 using scan::OwnInPlaceReader;
@@ -566,8 +568,12 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // second thread where one may help, while this one classifies the program's blocks.
   std::sort(own_roots.data(), own_roots.data() + own_roots.size(), by_begin);
   OwnInPlaceReader own_reader(root_reader, own_roots.data(), alone && !on_valgrind ? own_roots.size() : 0);
+  // A signal's report cuts the scan off at its deadline: each view's reads through readers that stop.
+  ScanDeadline deadline(in.deadline_ns);
+  DeadlineReader program_root_reader(root_reader, deadline), program_heap_reader(heap_reader, deadline),
+      detector_root_reader(own_reader, deadline), detector_block_reader(detector_heap_reader, deadline);
   DetectorJob job{dblocks.data(), dblocks.size(), detector_roots.data(), detector_roots.size(),
-                  &own_reader, &detector_heap_reader, {}, false};
+                  &detector_root_reader, &detector_block_reader, {}, false};
   SideThread side;
   const bool parallel = SideThread::Usable() && side.Start(ClassifyForDetector, &job);
   // Meanwhile the program's view: the pools' blocks and the live table's, in the pooled blocks' array.
@@ -580,7 +586,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   tracked.Free();
   program_ok = program_ok &&
                track::ClassifyReachability(blocks.data(), blocks.size(), program_roots.data(), program_roots.size(),
-                                           root_reader, heap_reader, g_scratch, &out->program);
+                                           program_root_reader, program_heap_reader, g_scratch, &out->program);
   if (parallel) {
     side.Join();
   } else if (program_ok) {
@@ -592,6 +598,12 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     out->program = {};
     out->detector = {};
     out->not_scanned_why = "no memory for the scan";
+    return;
+  }
+  if (deadline.passed()) {
+    out->program = {};
+    out->detector = {};
+    out->not_scanned_why = "cut off at the deadline of the signal's report";
     return;
   }
   out->unreadable_bytes = checked_heap.unreadable();

@@ -47,6 +47,8 @@ struct ScanInputs {
   // How many pooled blocks the counters say are live: the room the program's view's array starts
   // with (a wrong figure costs time, not truth).
   size_t pooled_blocks_hint;
+  // CLOCK_MONOTONIC ns past which the scan gives up (scanned false), for a signal's report; 0: none.
+  uint64_t deadline_ns;
 };
 
 struct ScanOutcome {

@@ -11,11 +11,13 @@
 #define POOLSCOPE_INTERPOSE_SCAN_MEMORY_H_
 
 #include <sys/mman.h>
+#include <time.h>
 
 #include <valgrind/memcheck.h>
 #include <valgrind/valgrind.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -210,6 +212,50 @@ class MemcheckViewReader : public track::MemoryReader {
     }
   }
   track::MemoryReader& base_;
+};
+
+// A point in time (CLOCK_MONOTONIC, ns; 0: none) past which the scan reads nothing more: a scan for a
+// signal's report must end in time for the report. Read by both of the scan's threads; the clock is
+// looked at once every 256 questions.
+class ScanDeadline {
+ public:
+  explicit ScanDeadline(uint64_t at_ns) : at_ns_(at_ns) {}
+  bool Passed(uint32_t* asked) {
+    if (at_ns_ == 0) return false;
+    if (passed_.load(std::memory_order_relaxed)) return true;
+    if ((++*asked & 255) != 1) return false;
+    timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if (static_cast<uint64_t>(t.tv_sec) * 1000000000 + static_cast<uint64_t>(t.tv_nsec) < at_ns_) return false;
+    passed_.store(true, std::memory_order_relaxed);
+    return true;
+  }
+  bool passed() const { return passed_.load(std::memory_order_relaxed); }
+
+ private:
+  const uint64_t at_ns_;
+  std::atomic<bool> passed_{false};
+};
+
+// Reads through `base` until `deadline` passes, then nothing (the classifier then ends soon, its
+// classes meaningless). One per thread.
+class DeadlineReader : public track::MemoryReader {
+ public:
+  DeadlineReader(track::MemoryReader& base, ScanDeadline& deadline) : base_(base), deadline_(deadline) {}
+  size_t Read(uintptr_t addr, void* buf, size_t n) override {
+    return deadline_.Passed(&asked_) ? 0 : base_.Read(addr, buf, n);
+  }
+  const uint64_t* InPlace(uintptr_t addr, size_t n) override {
+    return deadline_.Passed(&asked_) ? nullptr : base_.InPlace(addr, n);
+  }
+  size_t ReadMany(const Range* ranges, size_t k, void* buf) override {
+    return deadline_.Passed(&asked_) ? 0 : base_.ReadMany(ranges, k, buf);
+  }
+
+ private:
+  track::MemoryReader& base_;
+  ScanDeadline& deadline_;
+  uint32_t asked_ = 0;
 };
 
 // Reads through `base` only what is readable by the process's maps as read before the scan (sorted,

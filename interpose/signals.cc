@@ -69,6 +69,7 @@ void (*g_write_report)() = nullptr;
 bool (*g_defer)(int sig) = nullptr;
 
 std::atomic<int> g_report_signal{0};
+uint64_t g_report_signal_ns = 0;
 bool g_interrupted_poolscope = false;
 uintptr_t g_text_begin = 0, g_text_end = 0;  // poolscope's executable segment
 
@@ -218,6 +219,9 @@ void OnSignal(int sig, siginfo_t*, void* context) {
     errno = saved_errno;
     return;
   }
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  g_report_signal_ns = static_cast<uint64_t>(now.tv_sec) * 1000000000 + static_cast<uint64_t>(now.tv_nsec);
   // From here the signal kills at once if it comes again (SIG_DFL, unblocked), and the watchdog
   // sends it once the deadline passes.
   RestoreDefault(sig);
@@ -285,6 +289,8 @@ void InstallSignalReport(void (*write_report)(), bool (*defer)(int sig)) {
 }
 
 int ReportSignal() { return g_report_signal.load(std::memory_order_acquire); }
+
+uint64_t ReportSignalNs() { return ReportSignal() != 0 ? g_report_signal_ns : 0; }
 
 bool SignalInterruptedPoolscope() { return ReportSignal() != 0 && g_interrupted_poolscope; }
 

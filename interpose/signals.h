@@ -36,6 +36,8 @@
 
 #include <signal.h>
 
+#include <cstdint>
+
 namespace poolscope {
 
 constexpr int kReportDeadlineSeconds = 2;
@@ -52,6 +54,10 @@ void RunDeferredSignalReport(int sig);
 
 // The signal whose exit report is being written, 0 when none.
 int ReportSignal();
+// When it arrived (CLOCK_MONOTONIC, ns); 0 when none did. The report must be done within
+// kReportDeadlineSeconds of it: the reachability scan is cut off sooner (kScanBudgetMs).
+uint64_t ReportSignalNs();
+constexpr uint64_t kScanBudgetMs = 1000;
 // "SIGTERM", "SIGINT", "SIGHUP", else "SIG<number>".
 const char* SignalName(int sig);
 // Whether the signal of ReportSignal() interrupted poolscope's own code, which may have stopped

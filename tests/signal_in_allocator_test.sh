@@ -5,13 +5,16 @@
 # entered again meanwhile; every configuration must die of SIGTERM (143) with a report that
 # check_report.py accepts, nothing on stderr but the shell's. Then SIGTERM at random moments into
 # alloc_storm (one thread and four, malloc and free without end) with the defaults, pool=0 and
-# track=0: every run dies of SIGTERM with a checked report, and glibc says nothing.
-# Args: LIB CHECKER PROBE_LIB ALLOC_STORM
+# track=0: every run dies of SIGTERM with a checked report, and glibc says nothing. Last, SIGTERM to a
+# process holding 4 GiB: it dies of it within the report's deadline (2 s, and some for the machine's
+# load), with a checked report whose scan either finished or says why it was cut off.
+# Args: LIB CHECKER PROBE_LIB ALLOC_STORM BIG_HEAP
 set -euo pipefail
 source "$(dirname "$0")/integration_lib.sh"
 integration_init "$1" "$2"
 probe=$(abspath "$3")
 storm=$(abspath "$4")
+big=$(abspath "$5")
 failures=0
 
 # one_run DIR OPTIONS (DIR without ':', which would end the report option) PRELOAD DELAY -- CMD...: runs CMD, sends SIGTERM DELAY seconds after it printed
@@ -24,10 +27,12 @@ one_run() {
   POOLSCOPE_OPTIONS="$options:quiet=1:report=$dir/r.%p.json" LD_PRELOAD="$preload" "$@" > "$dir/out" 2> "$dir/err" &
   local pid=$! status
   if [ "$delay" != - ]; then
-    for _ in $(seq 1 1000); do grep -q started "$dir/out" && break; sleep 0.01; done
+    for _ in $(seq 1 3000); do grep -q started "$dir/out" && break; sleep 0.01; done
     sleep "$delay"
     kill -TERM "$pid" 2> /dev/null || true
   fi
+  local t0
+  t0=$(date +%s%N)
   # A run that outlives the report's deadline by far has hung.
   for _ in $(seq 1 300); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
   if kill -0 "$pid" 2> /dev/null; then
@@ -40,6 +45,7 @@ one_run() {
   wait "$pid"
   status=$?
   set -e
+  echo $((($(date +%s%N) - t0) / 1000000)) > "$dir/ms"
   local report
   report=$(ls "$dir"/r.*.json 2> /dev/null | head -1 || true)
   if [ "$status" -ne 143 ] || [ -z "$report" ] || [ -s "$dir/err" ]; then
@@ -68,5 +74,23 @@ for threads in 1 4; do
     done
   done
 done
+
+dir=$WORK/big
+one_run "$dir" pool=1 "$LIB" 0 -- "$big" 4
+if [ "$failures" -eq 0 ]; then
+  "$PY" - "$(ls "$dir"/r.*.json)" "$dir/ms" <<'PY' || failures=$((failures + 1))
+import json, sys
+r = json.load(open(sys.argv[1]))["reachability"]
+if r["scanned"]:
+    print(f"--- 4 GiB heap: scanned in {r['scan_ms']} ms")
+elif "deadline" in r.get("not_scanned_why", ""):
+    print(f"--- 4 GiB heap: the scan was cut off: {r['not_scanned_why']}")
+else:
+    print(f"FAIL: 4 GiB heap: not scanned, and not for the deadline: {r}")
+    sys.exit(1)
+PY
+  ms=$(cat "$dir/ms")
+  [ "$ms" -le 4000 ] || { echo "FAIL: 4 GiB heap: ${ms} ms from SIGTERM to death"; failures=$((failures + 1)); }
+fi
 [ "$failures" -eq 0 ] || fail "$failures runs did not end as they should"
 echo "PASS: SIGTERM at $((2 * 3 * runs)) random moments and inside the allocator below: every run died of it with a checked report"

@@ -1,0 +1,115 @@
+// File: interpose/scan_memory_test.cc
+//
+// The exit scan's readers: what the maps call unreadable reads as zeros and is counted, never read;
+// a deadline that passed stops every read.
+#include "interpose/scan_memory.h"
+
+#include <sys/mman.h>
+#include <time.h>
+
+#include <cstring>
+
+#include "gtest/gtest.h"
+
+namespace poolscope {
+namespace scan {
+namespace {
+
+// Three pages, the middle one PROT_NONE: a read of it would fault.
+class GuardedPages : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    base_ = static_cast<char*>(mmap(nullptr, 3 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    ASSERT_NE(base_, MAP_FAILED);
+    memset(base_, 0x11, 3 * 4096);
+    ASSERT_EQ(mprotect(base_ + 4096, 4096, PROT_NONE), 0);
+    const uintptr_t b = reinterpret_cast<uintptr_t>(base_);
+    readable_[0] = RootRange{b, b + 4096};
+    readable_[1] = RootRange{b + 2 * 4096, b + 3 * 4096};
+  }
+  void TearDown() override { munmap(base_, 3 * 4096); }
+  uintptr_t at(size_t off) const { return reinterpret_cast<uintptr_t>(base_) + off; }
+
+  char* base_ = nullptr;
+  RootRange readable_[2];
+  track::DirectMemoryReader direct_;
+};
+
+TEST_F(GuardedPages, ReadAcrossTheUnreadablePageZeroFillsItAndCountsIt) {
+  CheckedReader reader(direct_, readable_, 2);
+  static unsigned char buf[3 * 4096];
+  memset(buf, 0xee, sizeof buf);
+  ASSERT_EQ(reader.Read(at(0), buf, sizeof buf), sizeof buf);
+  for (size_t i = 0; i < 4096; ++i) ASSERT_EQ(buf[i], 0x11) << i;
+  for (size_t i = 4096; i < 2 * 4096; ++i) ASSERT_EQ(buf[i], 0) << i;
+  for (size_t i = 2 * 4096; i < 3 * 4096; ++i) ASSERT_EQ(buf[i], 0x11) << i;
+  EXPECT_EQ(reader.unreadable(), 4096u);
+}
+
+TEST_F(GuardedPages, InPlaceOnlyWithinOneReadableRange) {
+  CheckedReader reader(direct_, readable_, 2);
+  EXPECT_EQ(reader.InPlace(at(64), 64), reinterpret_cast<const uint64_t*>(at(64)));
+  EXPECT_EQ(reader.InPlace(at(4096 - 32), 64), nullptr);  // runs into the unreadable page
+  EXPECT_EQ(reader.InPlace(at(4096 + 8), 8), nullptr);
+  EXPECT_EQ(reader.InPlace(at(2 * 4096), 4096), reinterpret_cast<const uint64_t*>(at(2 * 4096)));
+  EXPECT_EQ(reader.unreadable(), 0u);
+}
+
+TEST_F(GuardedPages, ReadManyFallsBackToReadsWhenARangeIsNotReadable) {
+  CheckedReader reader(direct_, readable_, 2);
+  const track::MemoryReader::Range ranges[2] = {{at(0), 16}, {at(4096 + 16), 16}};
+  uint64_t buf[4];
+  memset(buf, 0xee, sizeof buf);
+  ASSERT_EQ(reader.ReadMany(ranges, 2, buf), 32u);
+  EXPECT_EQ(buf[0], 0x1111111111111111u);
+  EXPECT_EQ(buf[2], 0u);
+  EXPECT_EQ(reader.unreadable(), 16u);
+}
+
+uint64_t NowNs() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<uint64_t>(t.tv_sec) * 1000000000 + static_cast<uint64_t>(t.tv_nsec);
+}
+
+TEST(DeadlineReaderTest, NoDeadlineReadsEverything) {
+  track::DirectMemoryReader direct;
+  ScanDeadline none(0);
+  DeadlineReader reader(direct, none);
+  uint64_t word = 42, out = 0;
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(reader.Read(reinterpret_cast<uintptr_t>(&word), &out, 8), 8u);
+  EXPECT_EQ(out, 42u);
+  EXPECT_FALSE(none.passed());
+}
+
+TEST(DeadlineReaderTest, APassedDeadlineStopsEveryReadOfEveryReader) {
+  track::DirectMemoryReader direct;
+  ScanDeadline past(NowNs() - 1);
+  DeadlineReader first(direct, past), second(direct, past);
+  uint64_t word = 42, out = 0;
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(&word);
+  EXPECT_EQ(first.Read(addr, &out, 8), 0u);  // the first question looks at the clock
+  EXPECT_TRUE(past.passed());
+  EXPECT_EQ(second.InPlace(addr, 8), nullptr);
+  const track::MemoryReader::Range r = {addr, 8};
+  EXPECT_EQ(second.ReadMany(&r, 1, &out), 0u);
+  EXPECT_EQ(out, 0u);
+}
+
+TEST(DeadlineReaderTest, AFutureDeadlineReadsUntilItPasses) {
+  track::DirectMemoryReader direct;
+  ScanDeadline soon(NowNs() + 50 * 1000000);
+  DeadlineReader reader(direct, soon);
+  uint64_t word = 42, out = 0;
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(&word);
+  EXPECT_EQ(reader.Read(addr, &out, 8), 8u);
+  size_t reads = 0;
+  const uint64_t give_up = NowNs() + 30ull * 1000000000;
+  while (reader.Read(addr, &out, 8) == 8 && NowNs() < give_up) ++reads;
+  EXPECT_TRUE(soon.passed());
+  EXPECT_GT(reads, 0u);
+}
+
+}  // namespace
+}  // namespace scan
+}  // namespace poolscope
