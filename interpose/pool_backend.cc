@@ -111,6 +111,12 @@ class ShimBackend : public pool::Backend {
     Guard guard(ts);
     g_real.free(p);
   }
+  void* RealBlockOf(void* p) override {
+    if (g_pool_memory != nullptr || !g_pool_by_malloc) return p;
+    void* raw;
+    memcpy(&raw, static_cast<char*>(p) + g_domain->pool_bytes(), sizeof raw);
+    return raw;
+  }
   void* AllocMeta(size_t bytes) override { return InternalAlloc(bytes); }
   void FreeMeta(void* p, size_t bytes) override { InternalFree(p, bytes); }
   void* ReserveLeaf(size_t bytes) override { return InternalReserve(bytes); }

@@ -185,7 +185,7 @@ PoolHeader* Domain::CreatePool(PoolStats* stats) {
   h->remote_pending.store(0, std::memory_order_relaxed);
   h->live_shared.store(0, std::memory_order_relaxed);
   h->used_end.store(nullptr, std::memory_order_relaxed);
-  h->next_free = nullptr;
+  h->real_block = backend_->RealBlockOf(mem);
   h->base = static_cast<char*>(mem);
   h->kind = kImplicit;
   for (uint32_t i = 0; i < granules_; ++i) {

@@ -63,6 +63,9 @@ class Backend : public LeafSource {
   // A real allocation of `bytes` (a multiple of 64), 64-byte aligned; nullptr when out of memory.
   virtual void* AllocPool(size_t bytes) = 0;
   virtual void FreePool(void* p) = 0;
+  // Where the real allocation that holds the pool `p` (from AllocPool) starts: p itself, unless the
+  // backend carves the pool out of a larger block.
+  virtual void* RealBlockOf(void* p) { return p; }
   // poolscope's own memory, zeroed, never from the program's allocator.
   virtual void* AllocMeta(size_t bytes) = 0;
   virtual void FreeMeta(void* p, size_t bytes) = 0;
@@ -116,7 +119,14 @@ struct alignas(kLine) PoolHeader {
   // may read any slot of the metadata slab at any time, reads instead of the plain fields.
   std::atomic<char*> walk_base;
   std::atomic<char*> used_end;            // end of the carved bytes, published at retire
-  PoolHeader* next_free;                  // in the domain's list of free metadata slots
+  union {
+    PoolHeader* next_free;  // while the slot is free: the next in the domain's list of free slots
+    // While its pool lives: where the pool's real allocation starts (Backend::RealBlockOf). Nothing
+    // of the pool's reads it: it is there so that a leak detector below poolscope, which scans this
+    // memory, finds each pool's real block pointed to at its start, whatever the allocator's
+    // alignment made of the pool's own start (`base` lies inside the block, or is its start).
+    void* real_block;
+  };
   int32_t live;         // live blocks, as the owner sees them (remote frees not yet folded in count)
   PoolKind kind;        // kExplicit while an explicit arena holds it
   std::atomic<int> state;                 // PoolState

@@ -39,7 +39,7 @@ if not bad:
 sys.exit(1 if bad else 0)
 PY
 }
-for mode in list cycle global interior mmap shared_mmap merged_mmap guard_page dead_frame dead_frame_return arena_top interleaved thread_ended thread_blocked; do
+for mode in list cycle global interior mmap shared_mmap merged_mmap guard_page dead_frame dead_frame_return arena_top many_lost interleaved thread_ended thread_blocked; do
   possible_bytes=1
   case $mode in thread_*) possible_bytes=0 ;; esac
   /usr/bin/python3 "$summary" -- "$prog" "$mode" > "$work/$mode.memcheck.json"
@@ -98,13 +98,18 @@ print("ok: under gdb the scan ran on the exiting thread alone")
 PY
 fi
 # The prediction, in one run: memcheck below poolscope, and poolscope's report of that run.
-for mode in list interleaved cycle; do
+for mode in list interleaved cycle many_lost; do
   rm -f "$work"/r.*.json
   LD_PRELOAD="$lib" POOLSCOPE_OPTIONS="pool=1:valgrind=0:quiet=1:report=$work/r.%p.json" \
     valgrind --soname-synonyms=somalloc=nouserintercepts --leak-check=full --leak-check-heuristics=none \
     --run-libc-freeres=no --run-cxx-freeres=no "$prog" "$mode" > /dev/null 2> "$work/$mode.below.log"
   /usr/bin/python3 "$summary" --log "$work/$mode.below.log" > "$work/$mode.below.json"
   compare "$mode below poolscope" "$work/$mode.below.json" "$(ls "$work"/r.*.json)" detector 1
+  # The same prediction from a normal run, which is what users read: the allocator below is then
+  # glibc's, whose alignment differs from memcheck's, and the classes must not depend on it.
+  rm -f "$work"/r.*.json
+  LD_PRELOAD="$lib" POOLSCOPE_OPTIONS="pool=1:quiet=1:report=$work/r.%p.json" "$prog" "$mode" > /dev/null
+  compare "$mode below poolscope, predicted by a normal run" "$work/$mode.below.json" "$(ls "$work"/r.*.json)" detector 1
   # The list's nodes are small: pooled, every lost one is hidden from the detector below.
   if [ "$mode" = list ]; then
     /usr/bin/python3 - "$(ls "$work"/r.*.json)" <<'PY' || fail=1

@@ -25,6 +25,11 @@
  *   arena_top     a dropped 2,664-byte block (8 mod 16), the last one carved from glibc's heap before
  *                 exit, so that the allocator's own record of its heap's top points into it: definitely
  *                 lost 1 (2,664 B); prints its line before it allocates
+ *   many_lost     1,000 dropped blocks of 24 bytes, in rounds of 100, 200, 300 and 400, each followed by a
+ *                 40,000-byte block kept in a global (which moves where the allocator serves its next
+ *                 blocks, so that their alignment differs from round to round, and differs between
+ *                 glibc's allocator and memcheck's): definitely lost 1,000 (24,000 B), still reachable 4
+ *                 (160,000 B)
  *   thread_ended  a thread that allocates 5 blocks of 40 bytes, drops them, and ends (joined):
  *                 definitely lost 5 (200 B)
  *   thread_blocked  a thread that holds the only pointer to a 120-byte block on its stack and blocks
@@ -157,6 +162,20 @@ __attribute__((noinline)) static void make_arena_top(void) {
   sink = NULL;
 }
 
+static void* volatile kept_between[4];
+
+__attribute__((noinline)) static void make_many_lost(void) {
+  for (int round = 0; round < 4; ++round) {
+    for (int i = 0; i < 100 * (round + 1); ++i) {
+      sink = malloc(24);
+      memset(sink, 0x3c, 24);
+    }
+    kept_between[round] = malloc(40000);
+    memset(kept_between[round], 0x3d, 40000);
+  }
+  sink = NULL;
+}
+
 /* Fills a frame of its own with copies of a fresh block's address, then returns: the copies stay in
  * the dead stack below main's frame. */
 __attribute__((noinline)) static void make_dead_frame(void) {
@@ -222,7 +241,7 @@ __attribute__((noinline)) static void make_interleaved(void) {
 int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: leak_shapes none|list|cycle|global|interior|mmap|shared_mmap|merged_mmap|guard_page|dead_frame|"
-                    "dead_frame_return|arena_top|"
+                    "dead_frame_return|arena_top|many_lost|"
                     "thread_ended|"
                     "thread_blocked|interleaved\n");
     return 2;
@@ -261,6 +280,8 @@ int main(int argc, char** argv) {
     make_arena_top();
     wipe_stack();
     exit(0);
+  } else if (strcmp(m, "many_lost") == 0) {
+    make_many_lost();
   } else if (strcmp(m, "thread_ended") == 0) {
     make_thread_ended();
   } else if (strcmp(m, "thread_blocked") == 0) {
