@@ -89,7 +89,7 @@ class ShimBackend : public pool::Backend {
     // chunk), and no chunk it keeps overlaps a pooled block, so each pointer it finds names one block.
     if (g_valgrind) VALGRIND_MEMPOOL_ALLOC(&g_valgrind_anchor, p, kValgrindPoolHead);
     ++ts.c.real.nallocs;
-    ts.c.real.nbytes += g_pool_by_malloc && g_pool_memory == nullptr ? bytes + kPoolSlack : bytes;
+    ts.c.real.nbytes += PoolRealBytes(bytes);
     TimelineCount(ts.c.real.nallocs);
     return p;
   }
@@ -164,6 +164,11 @@ void* PoolFromMalloc(size_t pool_bytes) {
   }
   memcpy(reinterpret_cast<char*>(base) + pool_bytes, &raw, sizeof raw);
   return reinterpret_cast<void*>(base);
+}
+
+uint64_t PoolRealBytes(uint64_t pool_size) {
+  const uint64_t bytes = (pool_size + 63) & ~uint64_t{63};
+  return g_pool_by_malloc && g_pool_memory == nullptr ? bytes + kPoolSlack : bytes;
 }
 
 pool::PoolMap g_pool_map(g_map_root, &g_backend);

@@ -424,7 +424,7 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   const Ledger logical = Logical(t);
   const Ledger real = Real(t);
   uint64_t pools_existing = s.pool.pools_created - s.pool.pools_released;
-  uint64_t pool_bytes = (s.pool_size + 63) & ~uint64_t{63};
+  const uint64_t pool_bytes = PoolRealBytes(s.pool_size);
   int64_t real_live_bytes =
       tracked ? static_cast<int64_t>(live.real_bytes + pools_existing * pool_bytes) : -1;
   WriteLedger(w, "logical", logical, true, tracked ? static_cast<int64_t>(live.bytes) : -1);

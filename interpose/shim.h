@@ -174,6 +174,9 @@ namespace poolscope {
 constexpr size_t kPoolSlack = 48 + sizeof(void*);  // 16-byte aligned malloc: at most 48 to a boundary
 extern bool g_pool_by_malloc;
 void* PoolFromMalloc(size_t pool_bytes);
+// The bytes the allocator below holds for one pool of `pool_size` usable bytes: what its real
+// allocation asked for (the slack included), as the real ledger counts it.
+uint64_t PoolRealBytes(uint64_t pool_size);
 }  // namespace poolscope
 
 namespace poolscope {
