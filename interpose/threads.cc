@@ -5,7 +5,7 @@
 // of ended ones (thread exit), and the fork() handlers.
 //
 // Lock order: the table of docs/design.md ("Lock order"). ForkPrepare takes g_registry_lock, then
-// tracking's locks (TrackingForkPrepare), the internal memory locks and the Domain's metadata lock.
+// the timeline's sampler flag, then tracking's locks (TrackingForkPrepare), the internal memory locks and the Domain's metadata lock.
 #include "interpose/shim.h"
 
 #include <pthread.h>
@@ -215,6 +215,7 @@ void FoldDead(ThreadState& ts) {
 
 void ForkPrepare() {
   g_registry_lock.Lock();
+  TimelineForkPrepare();
   TrackingForkPrepare();
   InternalForkPrepare();
   if (g_domain != nullptr) g_domain->ForkPrepare();
@@ -224,6 +225,7 @@ void ForkParent() {
   if (g_domain != nullptr) g_domain->ForkParent();
   InternalForkParent();
   TrackingForkParent();
+  TimelineForkParent();
   g_registry_lock.Unlock();
 }
 

@@ -150,6 +150,14 @@ void TimelineTick() {
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
+void TimelineForkPrepare() {
+  // A sample another thread is taking finishes first: the child would copy it half written. (The
+  // sampler holds no lock while it waits: it gives up when the registry's lock, held now, is taken.)
+  while (g_busy.exchange(true, std::memory_order_acquire)) sched_yield();
+}
+
+void TimelineForkParent() { g_busy.store(false, std::memory_order_release); }
+
 void TimelineForkChild() { g_busy.store(false, std::memory_order_relaxed); }
 
 size_t TimelineRead(TimelinePoint* out, uint64_t* interval_ns) {

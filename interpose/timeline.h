@@ -37,6 +37,10 @@ inline void TimelineCount(uint64_t calls) {
 
 // fork() child: a sample the forking thread did not take may have been in progress in a thread the
 // child does not have. The samples so far stay: they are the history of the counters it inherits.
+// fork(): no sample is half taken when the child copies the series (prepare, after the registry's
+// lock), and the sampler is free again on both sides.
+void TimelineForkPrepare();
+void TimelineForkParent();
 void TimelineForkChild();
 
 // Copies the samples taken so far (at most kTimelinePoints) into `out`; returns how many, and sets
