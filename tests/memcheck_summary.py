@@ -4,6 +4,9 @@
     memcheck_summary.py -- PROGRAM [ARGS...]   runs valgrind --leak-check=full
         --leak-check-heuristics=none --run-libc-freeres=no --run-cxx-freeres=no on it
     memcheck_summary.py --log FILE             parses a log memcheck wrote before
+    --as-reachable FUNC (first, either form)   counts the possibly lost blocks of every loss record
+        whose stack names FUNC as still reachable (a block whose class depends on the allocator's
+        alignment: its owner keeps a pointer to an aligned address inside it)
 
 Prints one JSON object: {"definitely_lost": {"blocks": N, "bytes": N}, "indirectly_lost": ...,
 "possibly_lost": ..., "still_reachable": ..., "suppressed": ..., "errors": N}. A run whose heap was
@@ -30,6 +33,21 @@ def number(text):
     return int(text.replace(",", ""))
 
 
+RECORD = re.compile(r"==\d+== ([\d,]+) bytes in ([\d,]+) blocks are possibly lost in loss record [\d,]+ of [\d,]+\n"
+                    r"((?:==\d+==    (?:at|by) .*\n)+)")
+
+
+def as_reachable(summary, log, func):
+    """Moves the possibly lost blocks of the loss records whose stack names func to still reachable."""
+    for m in RECORD.finditer(log):
+        if re.search(r"(?:at|by) 0x[0-9A-Fa-f]+: " + re.escape(func) + r" ", m.group(3)) is None:
+            continue
+        nbytes, blocks = number(m.group(1)), number(m.group(2))
+        for kind, sign in (("possibly_lost", -1), ("still_reachable", 1)):
+            summary[kind]["blocks"] += sign * blocks
+            summary[kind]["bytes"] += sign * nbytes
+
+
 def parse(log):
     """The summary of a memcheck log, or None when it has none."""
     summary = {k: {"blocks": 0, "bytes": 0} for k in KINDS}
@@ -45,6 +63,10 @@ def parse(log):
 
 
 def main(argv):
+    reachable_from = None
+    if len(argv) >= 3 and argv[1] == "--as-reachable":
+        reachable_from = argv[2]
+        argv = argv[:1] + argv[3:]
     if len(argv) == 3 and argv[1] == "--log":
         with open(argv[2], errors="replace") as f:
             log = f.read()
@@ -62,6 +84,8 @@ def main(argv):
     if summary is None:
         print(f"memcheck_summary: {source}: no leak summary in memcheck's output", file=sys.stderr)
         return 1
+    if reachable_from is not None:
+        as_reachable(summary, log, reachable_from)
     print(json.dumps(summary))
     return 0
 
