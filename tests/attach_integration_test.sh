@@ -81,6 +81,41 @@ PYEOF
 OPS=40000000
 bare steady "$STEADY" "$OPS"
 [ "$(cat "$WORK/steady/bare/status")" = 3 ] || fail "the bare run exited $(cat "$WORK/steady/bare/status")"
+
+# ---- a gdb that cannot call into processes here --------------------------------------------------------
+# Some gdb and kernel pairs fail every call gdb makes into a process (gdb 13 on a kernel that wants a
+# CPU's whole AMX state written back: "Couldn't write extended state status"), and the stopped thread's
+# system call then fails with errno 516. Asked here of gdb directly, on a process of the test's own: if
+# so, attach must refuse before it touches the program (one line naming gdb's problem, exit status 2,
+# the program's output and status its own), and nothing else of attach can run on this machine.
+probe_dir=$WORK/gdb_probe
+mkdir -p "$probe_dir"
+sleep 60 2> /dev/null &
+probe_pid=$!
+gdb -nx -batch -iex "set debuginfod enabled off" -p "$probe_pid" -ex 'printf "PROBE %d\n", (int)getpid()' -ex detach \
+  > "$probe_dir/gdb.out" 2>&1 || true
+kill "$probe_pid" 2> /dev/null || true
+wait "$probe_pid" 2> /dev/null || true
+if ! grep -qx "PROBE $probe_pid" "$probe_dir/gdb.out"; then
+  note "gdb cannot call into a process here: $(grep -v warning: "$probe_dir/gdb.out" | grep -m1 "Couldn't\|Cannot")"
+  dir=$WORK/steady/refused
+  mkdir -p "$dir"
+  "$STEADY" "$OPS" > "$dir/stdout" 2> "$dir/stderr" &
+  pid=$!
+  sleep 0.5
+  astatus=0
+  timeout -k 5 "$RUN_TIMEOUT" "$POOLSCOPE" attach -o "$dir/report.json" "$pid" 2> "$dir/attach.stderr" || astatus=$?
+  status=0
+  wait "$pid" || status=$?
+  echo "$status" > "$dir/status"
+  [ "$astatus" = 2 ] || fail "attach with a gdb that cannot call: exit $astatus, want 2"
+  [ "$(wc -l < "$dir/attach.stderr")" = 1 ] && grep -q "gdb.*cannot call functions in a process" "$dir/attach.stderr" ||
+    fail "attach with a gdb that cannot call: stderr: $(cat "$dir/attach.stderr")"
+  [ ! -e "$dir/report.json" ] || fail "attach with a gdb that cannot call wrote a report"
+  same_as_bare steady refused
+  echo "PASS: gdb cannot call into processes on this machine; attach refused at once and left the program alone"
+  exit 0
+fi
 for pool in on off; do
   attached steady "pool_$pool" "$pool" "$STEADY" "$OPS"
   r=$WORK/steady/pool_$pool/report.json

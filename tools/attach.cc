@@ -9,6 +9,7 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -255,6 +256,37 @@ std::optional<std::string> Marked(const std::string& output, const std::string& 
   return output.substr(at, end == std::string::npos ? std::string::npos : end - at);
 }
 
+// Some gdb and kernel pairs cannot call a function in a process and put its registers back (gdb 13
+// with a kernel that needs the whole extended state of a CPU with AMX written at once: "Couldn't write
+// extended state status"): every call fails, and the thread it stopped is left in a system call that
+// can no longer restart (the program sees errno 516). Tried on a child of this command's own, never on
+// the program: the problem in gdb's words, or empty when the call worked.
+std::string GdbCallProblem(const std::string& gdb, const std::string& work) {
+  pid_t child = fork();
+  if (child < 0) return "";
+  if (child == 0) {
+    prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+    for (;;) pause();
+  }
+  const std::string script = work + "/probe.gdb";
+  {
+    std::ofstream s(script);
+    s << "set confirm off\nset pagination off\nprintf \"POOLSCOPE-PROBE %d\\n\", (int)getpid()\ndetach\nquit\n";
+  }
+  GdbRun probe = RunGdb(gdb, child, script, work + "/probe.out");
+  kill(child, SIGKILL);
+  while (waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  if (Marked(probe.output, "POOLSCOPE-PROBE") == std::to_string(child)) return "";
+  std::istringstream lines(probe.output);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.find("warning:") != std::string::npos) continue;  // (no index cache in a sandbox, and the like)
+    if (line.find("Couldn't") != std::string::npos || line.find("Cannot") != std::string::npos) return OneLine(line);
+  }
+  return "";  // gdb could not attach to its probe at all: the attach itself will say why
+}
+
 // gdb's own words for a failed attach (ptrace refused and the like).
 std::string GdbProblem(const GdbRun& run) {
   std::istringstream lines(run.output);
@@ -354,6 +386,10 @@ int Attach(const std::vector<std::string>& args, std::ostream& out, std::ostream
   const std::string gdb = FindGdb();
 
   const std::string work = MakeTempDirectory("poolscope-attach");
+  if (const std::string problem = GdbCallProblem(gdb, work); !problem.empty()) {
+    throw CliError{gdb, "cannot call functions in a process on this machine (" + problem +
+                            "): attaching would break the process, which is left alone; a newer gdb can"};
+  }
   // The report is written by the process, as its owner.
   if (geteuid() == 0 && uid != 0 && chown(work.c_str(), uid, gid) != 0) {
     throw CliError{work, std::string("cannot hand the directory to the process's owner: ") + std::strerror(errno)};
