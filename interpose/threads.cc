@@ -8,6 +8,7 @@
 // the timeline's sampler flag, then tracking's locks (TrackingForkPrepare), the internal memory locks and the Domain's metadata lock.
 #include "interpose/shim.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -276,11 +277,52 @@ void ForkChild() {
   NoteStarted();
 }
 
+namespace {
+
+// getenv, also before libc has set the environment up: a program built with a sanitizer (liblsan,
+// libasan) runs its runtime's initialiser from the executable's preinit_array, ahead of libc's, and
+// that initialiser allocates, so poolscope starts while `environ` is still null. The environment is
+// then read from /proc/self/environ, into memory kept for good (the options keep pointers into
+// their text). nullptr when the variable is not set or cannot be read.
+const char* StartupGetenv(const char* name) {
+  if (environ != nullptr) return getenv(name);
+  const int fd = open("/proc/self/environ", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  size_t cap = size_t{256} << 10, used = 0;
+  char* buf = static_cast<char*>(InternalAlloc(cap));
+  while (buf != nullptr) {
+    if (used + 1 == cap) {  // room for the final NUL
+      char* bigger = cap < (size_t{64} << 20) ? static_cast<char*>(InternalRealloc(buf, cap, 2 * cap)) : nullptr;
+      if (bigger == nullptr) {
+        InternalFree(buf, cap);
+        buf = nullptr;
+        break;
+      }
+      buf = bigger;
+      cap *= 2;
+    }
+    const ssize_t got = read(fd, buf + used, cap - 1 - used);
+    if (got <= 0) break;
+    used += static_cast<size_t>(got);
+  }
+  close(fd);
+  if (buf == nullptr) return nullptr;
+  buf[used] = '\0';
+  const size_t len = strlen(name);
+  for (size_t at = 0; at < used; at += strlen(buf + at) + 1) {
+    if (strncmp(buf + at, name, len) == 0 && buf[at + len] == '=') return buf + at + len + 1;
+  }
+  InternalFree(buf, cap);
+  return nullptr;
+}
+
+}  // namespace
+
 void InitGlobal(ThreadState& ts) {
   Guard guard(ts);
   // Loaded by `poolscope attach`: the options it gave, not the process's environment.
   const char* text = AttachOptionsText();
-  if (text == nullptr) text = getenv("POOLSCOPE_OPTIONS");
+  if (text == nullptr) text = StartupGetenv("POOLSCOPE_OPTIONS");
   Options parsed;
   // quiet applies to the warnings of the same string, wherever it stands in it.
   if (text != nullptr && (strstr(text, "quiet=1") != nullptr)) g_options.quiet = 1;
