@@ -130,6 +130,8 @@ inline void TrackAlloc(ThreadState& ts, void* p, size_t n, const track::StartFra
 // The same, and recorded in the live-block table (track=1).
 inline void* RegularAllocated(ThreadState& ts, Api api, size_t n, void* p,
                               const track::StartFrame* from = nullptr) {
+  // One step for a report signal (Busy): the ledger never counts the block without the table.
+  Busy busy(ts);
   CountRegular(ts, api, n, p != nullptr);
   TrackAlloc(ts, p, n, from);
   return p;
@@ -418,6 +420,9 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
     // A real block: the next allocator resizes it. Its record goes first, as a free's does: once the
     // next allocator has moved the block, another thread may be handed its old address, and record it,
     // before this one could erase it.
+    // One step for a report signal (Busy), the next allocator's call included: its record is out of
+    // the table until the new one is in.
+    Busy busy(ts);
     ++ts.c.regular.ncalls[api];
     uint64_t old_size = 0;
     const bool recorded = TrackFree(ts, p, &old_size);
