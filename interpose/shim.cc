@@ -50,9 +50,10 @@ __attribute__((noinline, cold)) int PoolingExhausted(ThreadState& ts) {
   return pool::kMissDisabled;
 }
 
-// A pooled block's stack id, its site charged (track=1).
-inline uint32_t PooledStackId(ThreadState& ts, size_t n, const track::StartFrame* from) {
-  Busy busy(ts);
+// A pooled block's stack id, its site charged (track=1). Not a Busy step: the exit report takes none
+// of the locks this may hold (the stack depot's is taken only to add a stack), and the pooled tracked
+// path's cost is counted in instructions.
+inline uint32_t PooledStackId(ThreadState&, size_t n, const track::StartFrame* from) {
   return OnPooledAlloc(n, 0, from);
 }
 

@@ -42,17 +42,18 @@ struct ThreadState {
   // (MallocPooled counts there too); nullptr before, after the thread's end, and if it could not be had.
   FastCarves* carves;
   int guard;          // > 0 while poolscope itself runs on this thread
-  int busy;           // > 0 while tracking's bookkeeping runs on this thread (Busy)
   int phase;          // ThreadPhase
   int tag_depth;      // poolscope_tag_push nesting
   int tid;
-  // SIGTERM, SIGINT or SIGHUP that arrived while poolscope ran on this thread (guard > 0), perhaps
-  // inside the allocator below: its report is written when the outermost Guard ends (signals.h).
-  int pending_signal;
   ThreadCounters c;
   pool::ThreadCache tc;
   ThreadState* next;  // the registry of live threads
   ThreadState* prev;
+  int busy;  // > 0 while tracking's bookkeeping runs on this thread (Busy)
+  // SIGTERM, SIGINT or SIGHUP that arrived while poolscope ran on this thread (guard or busy > 0),
+  // perhaps inside the allocator below: its report is written when the outermost Guard or Busy ends
+  // (signals.h).
+  int pending_signal;
 };
 
 // __thread, not thread_local: the state is constant-initialised (all zero), and __thread tells every
