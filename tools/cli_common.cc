@@ -73,6 +73,25 @@ std::string AbsolutePath(const std::string& path) {
   return std::string(cwd) + "/" + path;
 }
 
+void EnsureWritableDirectory(const std::string& dir, const std::string& what) {
+  if (dir.empty()) return;
+  struct stat info;
+  for (size_t at = 1; at <= dir.size(); ++at) {
+    if (at != dir.size() && dir[at] != '/') continue;
+    const std::string prefix = dir.substr(0, at);
+    if (stat(prefix.c_str(), &info) == 0) {
+      if (!S_ISDIR(info.st_mode)) throw CliError{what, prefix + ": not a directory"};
+      continue;
+    }
+    if (mkdir(prefix.c_str(), 0777) != 0 && errno != EEXIST) {
+      throw CliError{what, fmt::format("{}: cannot be created: {}", prefix, std::strerror(errno))};
+    }
+  }
+  if (access(dir.c_str(), W_OK | X_OK) != 0) {
+    throw CliError{what, fmt::format("{}: reports cannot be written there: {}", dir, std::strerror(errno))};
+  }
+}
+
 std::string MakeTempDirectory(std::string_view prefix) {
   const char* tmp = getenv("TMPDIR");
   std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/" +

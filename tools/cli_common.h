@@ -107,6 +107,11 @@ std::string CommandLine(const std::vector<std::string>& argv);
 // `path` made absolute against the working directory (unchanged when it cannot be read).
 std::string AbsolutePath(const std::string& path);
 
+// Makes `dir` and any missing parent (as mkdir -p), and checks that files can be made in it: a
+// CliError naming `what` (the flag) when not. Called before a program starts, so that its run is not
+// lost to a report that cannot be written.
+void EnsureWritableDirectory(const std::string& dir, const std::string& what);
+
 // A new directory $TMPDIR/PREFIX.XXXXXX (/tmp without TMPDIR); a CliError when it cannot be made.
 std::string MakeTempDirectory(std::string_view prefix);
 

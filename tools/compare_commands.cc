@@ -267,10 +267,7 @@ int CompareCommand(const std::vector<std::string>& args, std::ostream& out, std:
   if (report_dir.empty()) {
     report_dir = MakeTempDirectory("poolscope");
   } else {
-    struct stat info;
-    if (stat(report_dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
-      throw CliError{"--report-dir", report_dir + ": not a directory"};
-    }
+    EnsureWritableDirectory(AbsolutePath(report_dir), "--report-dir");
   }
   report_dir = AbsolutePath(report_dir);
 

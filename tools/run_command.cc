@@ -89,6 +89,8 @@ int RunCommand(const std::vector<std::string>& args, std::ostream& out, std::ost
   bool temporary = report.empty();
   if (temporary) report = MakeTempDirectory("poolscope") + "/report.json";
   if (report != "none") report = AbsolutePath(report);
+  // The report's folder before the program runs: a run is not lost to a report that cannot be written.
+  if (report != "none") EnsureWritableDirectory(report.substr(0, report.rfind('/')), output.empty() ? "report=" : "-o");
   if (report != "none") RemoveTreeReports(report);
 
   // A program the preload cannot reach still runs (its status is run's), but leaves no report.

@@ -291,6 +291,14 @@ TEST(RunCommandTest, UsageErrorsBeforeAnythingRuns) {
   ExpectUsageError({"run", "--frob", "--", "true"},
                    "poolscope: --frob: unknown flag (see poolscope run --help)");
   ExpectUsageError({"run", "-o"}, "poolscope: -o: needs a value");
+  // A report that could not be written is refused before the program runs (it would make the file).
+  const std::string marker = ::testing::TempDir() + "/run_ran";
+  // (--lib: any file will do, the program never starts.)
+  ExpectUsageError({"run", "--lib=/bin/true", "-o", "/etc/passwd/sub/r.json", "--", "touch", marker},
+                   "poolscope: -o: /etc/passwd: not a directory");
+  ExpectUsageError({"run", "--lib=/bin/true", "--options=report=/etc/passwd/r.json", "--", "touch", marker},
+                   "poolscope: report=: /etc/passwd: not a directory");
+  EXPECT_NE(access(marker.c_str(), F_OK), 0) << "the program ran";
 }
 
 TEST(CompareCommandTest, UsageErrorsBeforeAnythingRuns) {
@@ -299,6 +307,8 @@ TEST(CompareCommandTest, UsageErrorsBeforeAnythingRuns) {
   ExpectUsageError({"compare", "--lib=/nonexistent/libpoolscope.so"},
                    "poolscope: --lib: /nonexistent/libpoolscope.so: no such file");
   ExpectUsageError({"compare", "--fail-on-leak=1"}, "poolscope: --fail-on-leak: takes no value");
+  ExpectUsageError({"compare", "--lib=/bin/true", "--report-dir=/etc/passwd/out", "--", "true"},
+                   "poolscope: --report-dir: /etc/passwd: not a directory");
 }
 
 // Checked before any process is looked at (pid 1 is never reached).

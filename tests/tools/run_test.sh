@@ -55,6 +55,11 @@ want="$T/tpl/r[%].bash.$(cat "$T/out2b").json"
 [ "$(ls "$T/tpl" | wc -l)" = 1 ] || fail "template: more than one file: $(ls "$T/tpl")"
 grep -qxF "poolscope: exit 0; report $want" "$T/err2b" || fail "template summary: $(cat "$T/err2b")"
 
+# 2c. A report folder that does not exist yet is made before the program runs.
+"$POOLSCOPE" run --options=quiet=1 -o "$T/new/sub/r.json" -- /bin/true >/dev/null 2>"$T/err2c"
+check_rc $? 0 "run into a missing folder"
+[ -s "$T/new/sub/r.json" ] || fail "no report in the folder run was to make: $(cat "$T/err2c")"
+
 # 3. Killed by a signal: 128 + 15.
 "$POOLSCOPE" run -- /bin/sh -c 'kill -TERM $$' >/dev/null 2>"$T/err3"
 check_rc $? 143 "run killed by SIGTERM"
