@@ -34,14 +34,17 @@ char g_valgrind_anchor;
 // The client request that describes a block keeps the block's address in its argument array on the
 // stack; once popped, such a stale copy can sit in a frame of the exit path at the final leak check
 // and make a leaked block look reachable. So the request runs in its own frame, which is then wiped.
-__attribute__((noinline)) void ValgrindDescribeAlloc(void* p, size_t n) {
-  VALGRIND_MALLOCLIKE_BLOCK(p, n, 0, 1);
+__attribute__((noinline)) void ValgrindDescribeAlloc(void* p, size_t n, bool zeroed) {
+  VALGRIND_MALLOCLIKE_BLOCK(p, n, 0, zeroed ? 1 : 0);
+  const size_t end = (n + 15) & ~size_t{15};
+  if (end > n) VALGRIND_MAKE_MEM_NOACCESS(static_cast<char*>(p) + n, end - n);
 }
 
 // A pooled block's free, told to memcheck before the pool sees it: the free may release the pool, and
 // memcheck must already count the block as freed then. A block that is not live is still described:
-// memcheck then reports the program's invalid or double free as it would without poolscope. A live
-// block's memory stays addressable and defined, since it is back in the pool, which zeroes and reuses it.
+// memcheck then reports the program's invalid or double free as it would without poolscope. The
+// block's memory is no-access from then on, as a freed block is bare; the pool's own zeroing of it
+// runs with memcheck's reports off (ValgrindQuiet), and the next carve describes it again.
 void ValgrindDescribeFree(const pool::PoolHeader* h, void* p);
 
 __attribute__((noinline)) void WipeStackBelow() {
@@ -52,10 +55,14 @@ __attribute__((noinline)) void WipeStackBelow() {
 alignas(pool::Domain) char g_domain_storage[sizeof(pool::Domain)];
 pool::Domain* g_domain = nullptr;
 
-void ValgrindDescribeFree(const pool::PoolHeader* h, void* p) {
-  size_t usable = g_domain->UsableSize(h, p);
-  VALGRIND_FREELIKE_BLOCK(p, 0);
-  if (usable != 0) VALGRIND_MAKE_MEM_DEFINED(p, usable);
+void ValgrindDescribeFree(const pool::PoolHeader*, void* p) { VALGRIND_FREELIKE_BLOCK(p, 0); }
+
+void ValgrindOpenUsable(void* p, size_t usable) {
+  char* const b = static_cast<char*>(p);
+  for (size_t i = 0; i < usable; ++i) {
+    unsigned char vbits;
+    if (VALGRIND_GET_VBITS(b + i, &vbits, 1) != 1) VALGRIND_MAKE_MEM_UNDEFINED(b + i, 1);
+  }
 }
 
 // The live pooled blocks, for tracking (TrackingInit).

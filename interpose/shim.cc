@@ -4,6 +4,7 @@
 #include "interpose/shim.h"
 
 #include <unistd.h>
+#include <valgrind/memcheck.h>
 
 #include <cerrno>
 #include <cstring>
@@ -81,7 +82,11 @@ inline void* TryPool(ThreadState& ts, Api api, size_t n, size_t align, const voi
                      const track::StartFrame* from = nullptr) {
   int reason = Decide(ts, n, align, ra);
   if (reason < 0) {
-    void* p = ts.tc.Carve(n == 0 ? 1 : n);
+    void* p;
+    {
+      ValgrindQuiet quiet(POOLSCOPE_UNLIKELY(g_valgrind));  // a carve may zero freed blocks
+      p = ts.tc.Carve(n == 0 ? 1 : n);
+    }
     if (p != nullptr) {
       if (POOLSCOPE_UNLIKELY(g_tracking)) {
         pool::InfoRef slot = ts.tc.InfoSlot(p);  // before the capture (see InfoSlot)
@@ -89,7 +94,7 @@ inline void* TryPool(ThreadState& ts, Api api, size_t n, size_t align, const voi
       }
       if (POOLSCOPE_UNLIKELY(g_valgrind)) {
         ts.tc.ForgetLast();  // frees must come through FreePooled, which tells memcheck
-        ValgrindDescribeAlloc(p, n == 0 ? 1 : n);
+        ValgrindDescribeAlloc(p, n == 0 ? 1 : n, api == kCalloc);
         WipeStackBelow();
       }
       if (n != 0) {
@@ -156,7 +161,11 @@ inline bool TrackFree(ThreadState& ts, void* p, uint64_t* size = nullptr) {
 // A pooled block released by free/delete (h from the pool map).
 void FreePooled(ThreadState& ts, Api api, void* p, pool::PoolHeader* h) {
   if (POOLSCOPE_UNLIKELY(g_valgrind)) ValgrindDescribeFree(h, p);
-  pool::Domain::FreeResult r = ts.tc.Free(h, p);
+  pool::Domain::FreeResult r;
+  {
+    ValgrindQuiet quiet(POOLSCOPE_UNLIKELY(g_valgrind));  // the pool zeroes what memcheck holds freed
+    r = ts.tc.Free(h, p);
+  }
   CountFree(ts.c.logical, api, r == pool::Domain::FreeResult::kFreed);
   if (r != pool::Domain::FreeResult::kFreed) RecordBadFree(p, r == pool::Domain::FreeResult::kDouble);
 }
@@ -451,6 +460,10 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
     return nullptr;
   }
   size_t old = g_domain->UsableSize(h, p);
+  // Under valgrind the block is as long as the program asked (memcheck holds the rest of its granule
+  // no-access), which poolscope does not know without tracking: the block always moves, and the copy,
+  // which may read that rest, runs with memcheck's reports off.
+  const bool valgrind_move = POOLSCOPE_UNLIKELY(g_valgrind) && old != 0;
   if (old == 0) {
     // Not a live block of ours: reported like a bad free, and nothing changes.
     ++ts.tc.stats().invalid_frees;
@@ -458,7 +471,7 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
     errno = EINVAL;
     return nullptr;
   }
-  if (total <= old) {
+  if (total <= old && !valgrind_move) {
     ++ts.c.logical.nreallocs;
     if (POOLSCOPE_UNLIKELY(g_tracking)) {
       g_domain->NoteBlock(h, p, static_cast<uint32_t>(total), PooledStackId(ts, total, from));
@@ -467,7 +480,10 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
   }
   void* q = nullptr;
   if (Decide(ts, total, 0, ra) < 0) {
-    q = ts.tc.Carve(total);
+    {
+      ValgrindQuiet quiet(POOLSCOPE_UNLIKELY(g_valgrind));
+      q = ts.tc.Carve(total);
+    }
     if (q != nullptr) {
       --ts.tc.stats().hits;  // a move, not a logical allocation
       if (POOLSCOPE_UNLIKELY(g_tracking)) {
@@ -476,7 +492,7 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
       }
       if (POOLSCOPE_UNLIKELY(g_valgrind)) {
         ts.tc.ForgetLast();
-        ValgrindDescribeAlloc(q, total);
+        ValgrindDescribeAlloc(q, total, false);
         WipeStackBelow();
       }
     }
@@ -490,9 +506,15 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
     ts.c.real.nbytes += total;
     ++ts.tc.stats().spills;
   }
-  memcpy(q, p, old);
+  {
+    ValgrindQuiet quiet(valgrind_move);
+    memcpy(q, p, old < total ? old : total);
+  }
   if (POOLSCOPE_UNLIKELY(g_valgrind)) ValgrindDescribeFree(h, p);
-  ts.tc.Free(h, p);
+  {
+    ValgrindQuiet quiet(POOLSCOPE_UNLIKELY(g_valgrind));
+    ts.tc.Free(h, p);
+  }
   if (!spill) --ts.tc.stats().pooled_frees;  // the block moved within the pools
   ++ts.c.logical.nreallocs;
   if (spill) TrackAlloc(ts, q, total, from);
@@ -564,7 +586,12 @@ void* AlignedEntry(Api api, size_t align, size_t n, void* ra) {
 size_t UsableSize(void* p) {
   if (p == nullptr) return 0;
   if (IsBootstrap(p)) return BootstrapSize(p);
-  if (pool::PoolHeader* h = g_pool_map.Find(p)) return g_domain->UsableSize(h, p);
+  if (pool::PoolHeader* h = g_pool_map.Find(p)) {
+    const size_t usable = g_domain->UsableSize(h, p);
+    // Under valgrind the program may now use all of it: memcheck's no-access rest of the granule opens.
+    if (POOLSCOPE_UNLIKELY(g_valgrind) && usable != 0) ValgrindOpenUsable(p, usable);
+    return usable;
+  }
   if (!RealResolved() && !ResolveReal()) return 0;
   return g_real.malloc_usable_size != nullptr ? g_real.malloc_usable_size(p) : 0;
 }

@@ -7,6 +7,7 @@
 #define POOLSCOPE_INTERPOSE_SHIM_INTERNAL_H_
 
 #include <pthread.h>
+#include <valgrind/valgrind.h>
 
 #include <atomic>
 #include <cstddef>
@@ -17,6 +18,7 @@
 #include "interpose/real.h"
 #include "interpose/shim.h"
 #include "interpose/snapshot.h"
+
 #include "interpose/thread_state.h"
 #include "interpose/timeline.h"
 #include "pool/pool.h"
@@ -47,8 +49,30 @@ pool::Backend* ShimPoolBackend();
 // Takes the pools' memory from `memory` (its AllocPool and FreePool) instead of the next allocator,
 // counted as before; for tests, before the first pool is made. nullptr: the next allocator again.
 void UsePoolMemory(pool::Backend* memory);
-__attribute__((noinline)) void ValgrindDescribeAlloc(void* p, size_t n);
+// A pooled block as memcheck sees it bare: `n` bytes, undefined until written (defined for calloc,
+// `zeroed`), the rest of its last 16-byte granule no-access (an overflow into it is reported).
+__attribute__((noinline)) void ValgrindDescribeAlloc(void* p, size_t n, bool zeroed);
+// Makes the bytes of [p, p + usable) that memcheck holds no-access addressable (undefined): the
+// program was told it may use them (malloc_usable_size; under valgrind only).
+void ValgrindOpenUsable(void* p, size_t usable);
+// Its free: no-access from then on (a use after free is reported).
 void ValgrindDescribeFree(const pool::PoolHeader* h, void* p);
+// poolscope's own work in pooled memory under valgrind (zeroing freed blocks and emptied pools, which
+// memcheck holds no-access): memcheck reports nothing of it. Nothing when not under valgrind.
+class ValgrindQuiet {
+ public:
+  explicit ValgrindQuiet(bool on) : on_(on) {
+    if (on_) VALGRIND_DISABLE_ERROR_REPORTING;
+  }
+  ~ValgrindQuiet() {
+    if (on_) VALGRIND_ENABLE_ERROR_REPORTING;
+  }
+  ValgrindQuiet(const ValgrindQuiet&) = delete;
+  ValgrindQuiet& operator=(const ValgrindQuiet&) = delete;
+
+ private:
+  const bool on_;
+};
 __attribute__((noinline)) void WipeStackBelow();
 // The live pooled blocks, for tracking (TrackingInit).
 void ForEachPooledBlock(void (*fn)(uintptr_t ptr, uint32_t size, uint32_t stack_id, void* arg), void* arg);
