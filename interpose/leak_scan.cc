@@ -391,15 +391,24 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     out->not_scanned_why = "no memory for the scan";
     return;
   }
-  CheckedReader checked_heap(safe_heap_reader, readable.data(), readable.size());
-  CheckedReader detector_checked_heap(safe_heap_reader, readable.data(), readable.size());
-  MemcheckViewReader memcheck_roots(safe_root_reader), memcheck_heap(checked_heap),
-      detector_memcheck_heap(detector_checked_heap);
+  const bool heap_direct = &safe_heap_reader == &direct_reader;
+  CheckedReader checked_heap(safe_heap_reader, readable.data(), readable.size(), heap_direct);
+  CheckedReader detector_checked_heap(safe_heap_reader, readable.data(), readable.size(), heap_direct);
+  // The check costs a lookup a block: only when some real block (the program's pooled blocks lie in
+  // pools, so in these) is not readable whole, as when the program made a page of one PROT_NONE.
+  const bool checked = !track::AllWithinRanges(dblocks.data(), dblocks.size(), readable.data(), readable.size());
+  track::MemoryReader& plain_heap = safe_heap_reader;
+  MemcheckViewReader memcheck_roots(safe_root_reader),
+      memcheck_heap(checked ? static_cast<track::MemoryReader&>(checked_heap) : plain_heap),
+      detector_memcheck_heap(checked ? static_cast<track::MemoryReader&>(detector_checked_heap) : plain_heap);
   const bool on_valgrind = RUNNING_ON_VALGRIND != 0;
   track::MemoryReader& root_reader = on_valgrind ? static_cast<track::MemoryReader&>(memcheck_roots) : safe_root_reader;
-  track::MemoryReader& heap_reader = on_valgrind ? static_cast<track::MemoryReader&>(memcheck_heap) : checked_heap;
-  track::MemoryReader& detector_heap_reader =
-      on_valgrind ? static_cast<track::MemoryReader&>(detector_memcheck_heap) : detector_checked_heap;
+  track::MemoryReader& heap_reader = on_valgrind ? static_cast<track::MemoryReader&>(memcheck_heap)
+                                     : checked   ? static_cast<track::MemoryReader&>(checked_heap)
+                                                 : plain_heap;
+  track::MemoryReader& detector_heap_reader = on_valgrind ? static_cast<track::MemoryReader&>(detector_memcheck_heap)
+                                              : checked   ? static_cast<track::MemoryReader&>(detector_checked_heap)
+                                                          : plain_heap;
   out->threads_stopped = 0;
   out->threads_not_stopped = tasks > 1 ? tasks - 1 : 0;
 
@@ -568,12 +577,20 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // second thread where one may help, while this one classifies the program's blocks.
   std::sort(own_roots.data(), own_roots.data() + own_roots.size(), by_begin);
   OwnInPlaceReader own_reader(root_reader, own_roots.data(), alone && !on_valgrind ? own_roots.size() : 0);
-  // A signal's report cuts the scan off at its deadline: each view's reads through readers that stop.
+  // A signal's report cuts the scan off at its deadline: each view's reads through readers that stop
+  // (only then: a layer of reader costs a call per block).
   ScanDeadline deadline(in.deadline_ns);
-  DeadlineReader program_root_reader(root_reader, deadline), program_heap_reader(heap_reader, deadline),
-      detector_root_reader(own_reader, deadline), detector_block_reader(detector_heap_reader, deadline);
+  DeadlineReader deadline_program_roots(root_reader, deadline), deadline_program_heap(heap_reader, deadline),
+      deadline_detector_roots(own_reader, deadline), deadline_detector_heap(detector_heap_reader, deadline);
+  const bool timed = in.deadline_ns != 0;
+  auto pick = [timed](track::MemoryReader& with_deadline, track::MemoryReader& plain) -> track::MemoryReader& {
+    return timed ? with_deadline : plain;
+  };
+  track::MemoryReader& program_root_reader = pick(deadline_program_roots, root_reader);
+  track::MemoryReader& program_heap_reader = pick(deadline_program_heap, heap_reader);
   DetectorJob job{dblocks.data(), dblocks.size(), detector_roots.data(), detector_roots.size(),
-                  &detector_root_reader, &detector_block_reader, {}, false};
+                  &pick(deadline_detector_roots, own_reader), &pick(deadline_detector_heap, detector_heap_reader),
+                  {}, false};
   SideThread side;
   const bool parallel = SideThread::Usable() && side.Start(ClassifyForDetector, &job);
   // Meanwhile the program's view: the pools' blocks and the live table's, in the pooled blocks' array.

@@ -266,8 +266,10 @@ class DeadlineReader : public track::MemoryReader {
 // Belongs to one thread (it keeps the range it found last).
 class CheckedReader : public track::MemoryReader {
  public:
-  CheckedReader(track::MemoryReader& base, const RootRange* readable, size_t n)
-      : base_(base), readable_(readable), n_(n) {}
+  // `direct`: base reads in place (a DirectMemoryReader): what the maps allow is then handed out
+  // without asking it.
+  CheckedReader(track::MemoryReader& base, const RootRange* readable, size_t n, bool direct = false)
+      : base_(base), readable_(readable), n_(n), direct_(direct) {}
   size_t Read(uintptr_t addr, void* buf, size_t n) override {
     char* out = static_cast<char*>(buf);
     for (size_t done = 0; done < n;) {
@@ -292,7 +294,8 @@ class CheckedReader : public track::MemoryReader {
   }
   const uint64_t* InPlace(uintptr_t addr, size_t n) override {
     const RootRange* r = Find(addr);
-    return r != nullptr && n <= r->end - addr ? base_.InPlace(addr, n) : nullptr;
+    if (r == nullptr || n > r->end - addr) return nullptr;
+    return direct_ ? reinterpret_cast<const uint64_t*>(addr) : base_.InPlace(addr, n);
   }
   size_t ReadMany(const Range* ranges, size_t k, void* buf) override {
     for (size_t i = 0; i < k; ++i) {
@@ -332,6 +335,7 @@ class CheckedReader : public track::MemoryReader {
   track::MemoryReader& base_;
   const RootRange* readable_;
   size_t n_;
+  const bool direct_;
   const RootRange* last_ = nullptr;
   uint64_t unreadable_ = 0;
 };

@@ -185,7 +185,10 @@ PoolHeader* Domain::CreatePool(PoolStats* stats) {
   h->remote_pending.store(0, std::memory_order_relaxed);
   h->live_shared.store(0, std::memory_order_relaxed);
   h->used_end.store(nullptr, std::memory_order_relaxed);
-  h->real_block = backend_->RealBlockOf(mem);
+  // Only when `base` is not the block's start already: a second pointer to the same block would cost
+  // a detector's scan one more lookup a pool for nothing.
+  void* const real = backend_->RealBlockOf(mem);
+  h->real_block = real != mem ? real : nullptr;
   h->base = static_cast<char*>(mem);
   h->kind = kImplicit;
   for (uint32_t i = 0; i < granules_; ++i) {
@@ -201,7 +204,7 @@ PoolHeader* Domain::CreatePool(PoolStats* stats) {
   }
   // The real allocator may hand back memory that held other data.
   memset(mem, 0, pool_bytes_);
-  h->walk_base.store(h->base, std::memory_order_release);
+  h->walk_base.store(HideBase(h->base), std::memory_order_release);
   ++stats->pools_created;
   return h;
 }

@@ -116,7 +116,7 @@ class Domain {
       const size_t used = c->used.load(std::memory_order_acquire);
       for (size_t i = 0; i < used; ++i) {
         const PoolHeader* h = c->slot(i, meta_bytes_);
-        char* const base = h->walk_base.load(std::memory_order_acquire);
+        char* const base = WalkBase(*h);
         if (base != nullptr) fn(base, h->kind == kExplicit);
       }
     }
@@ -131,7 +131,7 @@ class Domain {
       const size_t used = c->used.load(std::memory_order_acquire);
       for (size_t i = 0; i < used; ++i) {
         const PoolHeader* h = c->slot(i, meta_bytes_);
-        char* const base = h->walk_base.load(std::memory_order_acquire);
+        char* const base = WalkBase(*h);
         if (base == nullptr) continue;
         on_pool(base, h->kind == kExplicit);
         for (uint32_t g = 0; g < granules_; ++g) {

@@ -111,22 +111,26 @@ enum PoolKind : uint32_t { kImplicit = 0, kExplicit = 1 };
 // none of them (FreeOwn compares the pool with its current one), so the line is shared only by the
 // slow paths of a pool whose blocks other threads free.
 struct alignas(kLine) PoolHeader {
+  // First in the line: a detector below that scans this memory meets the pointer to the start of
+  // the pool's real block before `base` (inside it), and so reads each pool once.
+  union {
+    PoolHeader* next_free;  // while the slot is free: the next in the domain's list of free slots
+    // While its pool lives: where the pool's real allocation starts (Backend::RealBlockOf) when that
+    // is not `base`, else nullptr. Nothing of the pool's reads it: it is there so that a leak detector
+    // below poolscope, which scans this memory, finds each pool's real block pointed to at its start,
+    // whatever the allocator's alignment made of the pool's own start.
+    void* real_block;
+  };
   char* base;           // the real allocation; blocks are carved from [base, base + pool_size)
   // The thread whose implicit arena's current pool this is, else nullptr. Read by any thread (a free
   // compares it with its own cache), written by the owner.
   std::atomic<ThreadCache*> owner;
   // `base` from the pool's creation to its release, else nullptr: what Domain::ForEachLiveBlock, which
-  // may read any slot of the metadata slab at any time, reads instead of the plain fields.
+  // may read any slot of the metadata slab at any time, reads instead of the plain fields. Kept with
+  // bit 63 set (HideBase; WalkBase reads it): a leak detector below poolscope that scans this memory
+  // then sees no pointer in it, and looks each pool up once less.
   std::atomic<char*> walk_base;
   std::atomic<char*> used_end;            // end of the carved bytes, published at retire
-  union {
-    PoolHeader* next_free;  // while the slot is free: the next in the domain's list of free slots
-    // While its pool lives: where the pool's real allocation starts (Backend::RealBlockOf). Nothing
-    // of the pool's reads it: it is there so that a leak detector below poolscope, which scans this
-    // memory, finds each pool's real block pointed to at its start, whatever the allocator's
-    // alignment made of the pool's own start (`base` lies inside the block, or is its start).
-    void* real_block;
-  };
   int32_t live;         // live blocks, as the owner sees them (remote frees not yet folded in count)
   PoolKind kind;        // kExplicit while an explicit arena holds it
   std::atomic<int> state;                 // PoolState
@@ -143,6 +147,15 @@ struct alignas(kLine) PoolHeader {
 };
 
 static_assert(sizeof(PoolHeader) == kLine, "a pool header is one line");
+
+// walk_base's stored form of `base`, and back: bit 63, which no user address has, set; nullptr stays.
+inline char* HideBase(char* base) {
+  return base == nullptr ? nullptr : reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(base) | (uintptr_t{1} << 63));
+}
+inline char* WalkBase(const PoolHeader& h) {
+  return reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(h.walk_base.load(std::memory_order_acquire)) &
+                                 ~(uintptr_t{1} << 63));
+}
 // A pool's granule count fits the 32-bit counts (kMaxPoolSize / kGranule blocks at most).
 static_assert(kMaxPoolSize / kGranule < (size_t{1} << 30), "live counts are 32-bit");
 

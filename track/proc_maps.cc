@@ -200,6 +200,16 @@ size_t BuildRootRanges(const ProcMaps& maps, const RootRange* exclude, size_t ne
   return count;
 }
 
+bool AllWithinRanges(const ScanBlock* blocks, size_t n, const RootRange* ranges, size_t nranges) {
+  size_t r = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uintptr_t b = blocks[i].start, e = b + (blocks[i].size() > 0 ? blocks[i].size() : 1);
+    while (r < nranges && ranges[r].end <= b) ++r;
+    if (r == nranges || ranges[r].begin > b || ranges[r].end < e) return false;
+  }
+  return true;
+}
+
 void MarkMappingsHoldingBlocks(const ProcMaps& maps, const ScanBlock* blocks, size_t n, uint8_t* hit) {
   for (size_t i = 0, m = 0; i < n && m < maps.size();) {
     if (blocks[i].start >= maps[m].end) {

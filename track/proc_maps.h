@@ -105,6 +105,10 @@ void MarkMappingsHoldingBlocks(const ProcMaps& maps, const ScanBlock* blocks, si
   }
 }
 
+// Whether every block of blocks[0..n) (sorted by start) lies whole inside one of ranges[0..nranges)
+// (sorted, disjoint, adjacent ones merged). One pass over both.
+bool AllWithinRanges(const ScanBlock* blocks, size_t n, const RootRange* ranges, size_t nranges);
+
 // Reads the process's own memory with process_vm_readv on its own pid, one remote iovec per page, so a
 // read that meets an unmapped or unreadable page returns the bytes before that page instead of
 // faulting. Costs a system call per 64 KiB or less. A reader reads the memory of the process that
