@@ -196,6 +196,97 @@ uintptr_t MainArena(track::MemoryReader& reader) {
   return found;
 }
 
+// Every loaded object's writable segments (its globals, as LeakSanitizer scans them).
+int CollectWritableSegments(struct dl_phdr_info* info, size_t, void* arg) {
+  auto* ranges = static_cast<Array<RootRange>*>(arg);
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_W) == 0 || ph.p_memsz == 0) continue;
+    const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+    if (!ranges->Push(RootRange{lo & ~uintptr_t{7}, lo + ph.p_memsz})) return 1;
+  }
+  return 0;
+}
+
+// ranges (sorted by begin, disjoint) less `exclude` (sorted by begin, may overlap), into `out`.
+bool Subtract(const Array<RootRange>& ranges_in, Array<RootRange>& exclude, Array<RootRange>* out) {
+  Array<RootRange>& ranges = const_cast<Array<RootRange>&>(ranges_in);
+  size_t e = 0;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    uintptr_t b = ranges[i].begin;
+    const uintptr_t end = ranges[i].end;
+    while (e < exclude.size() && exclude[e].end <= b) ++e;
+    for (size_t k = e; k < exclude.size() && exclude[k].begin < end && b < end; ++k) {
+      if (exclude[k].end <= b) continue;
+      if (exclude[k].begin > b && !out->Push(RootRange{b, exclude[k].begin})) return false;
+      b = std::max(b, exclude[k].end);
+    }
+    if (b < end && !out->Push(RootRange{b, end})) return false;
+  }
+  return true;
+}
+
+// LeakSanitizer's view of the real blocks (ScanOutcome::lsan_*): classified by memcheck's rules over
+// LeakSanitizer's roots, its leaked blocks are memcheck's definitely and indirectly lost ones (an
+// interior pointer keeps a block for both); a leaked block that another leaked block points into
+// (anywhere in it) is indirect, the rest direct, as LeakSanitizer splits them (a cycle is all
+// indirect).
+bool ClassifyForLsan(const ScanBlock* dblocks, size_t n, const RootRange* roots, size_t nroots,
+                     track::MemoryReader& root_reader, track::MemoryReader& heap_reader, ScanOutcome* out) {
+  Array<ScanBlock> blocks(g_scratch);
+  if (!blocks.Resize(n)) return false;
+  memcpy(blocks.data(), dblocks, n * sizeof(ScanBlock));
+  track::ReachabilityResult r;
+  if (!track::ClassifyReachability(blocks.data(), n, roots, nroots, root_reader, heap_reader, g_scratch, &r)) {
+    return false;
+  }
+  auto leaked = [](const ScanBlock& b) {
+    return b.kind() == LeakKind::kDefinitelyLost || b.kind() == LeakKind::kIndirectlyLost;
+  };
+  Array<uint8_t> indirect(g_scratch);
+  if (!indirect.Resize(n)) return false;
+  memset(indirect.data(), 0, n);
+  uint64_t words[512];
+  for (size_t i = 0; i < n; ++i) {
+    if (!leaked(blocks[i])) continue;
+    for (uint64_t off = 0; off + 8 <= blocks[i].size();) {
+      const size_t len = static_cast<size_t>(std::min<uint64_t>(sizeof words, (blocks[i].size() - off) & ~uint64_t{7}));
+      const size_t got = heap_reader.Read(blocks[i].start + off, words, len);
+      for (size_t w = 0; w < got / 8; ++w) {
+        // The block holding words[w]: the last one starting at or before it.
+        size_t lo = 0, hi = n;
+        while (lo < hi) {
+          const size_t mid = (lo + hi) / 2;
+          if (blocks[mid].start <= words[w]) {
+            lo = mid + 1;
+          } else {
+            hi = mid;
+          }
+        }
+        if (lo == 0) continue;
+        const size_t j = lo - 1;
+        const uint64_t size = blocks[j].size() > 0 ? blocks[j].size() : 1;
+        if (j != i && words[w] - blocks[j].start < size && leaked(blocks[j])) indirect[j] = 1;
+      }
+      if (got < len) break;
+      off += len;
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!leaked(blocks[i])) continue;
+    track::LeakTotal& t = indirect[i] ? out->lsan_indirect : out->lsan_direct;
+    ++t.blocks;
+    t.bytes += blocks[i].size();
+    ++out->lsan_leaked.blocks;
+    out->lsan_leaked.bytes += blocks[i].size();
+  }
+  return true;
+}
+
+// Above this many real blocks LeakSanitizer's view is not computed: a third classification of the
+// heap would cost the exit about a third more.
+constexpr size_t kLsanViewMaxBlocks = size_t{1} << 20;
+
 struct RangeSink {
   Array<RootRange>* ranges;
   bool* ok;
@@ -622,6 +713,58 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     out->detector = {};
     out->not_scanned_why = "cut off at the deadline of the signal's report";
     return;
+  }
+  // LeakSanitizer's view: its roots are the loaded objects' globals and the threads' stacks and TLS
+  // (the mappings holding a thread's stack pointer or thread pointer), less what no detector scans.
+  if (dblocks.size() > kLsanViewMaxBlocks) {
+    out->lsan_not_scanned_why = "more than 1,048,576 real blocks: not computed (it would cost the exit a third more)";
+  } else if (timed) {
+    out->lsan_not_scanned_why = "not computed for a signal's report";
+  } else {
+    Array<RootRange> lsan_candidates(g_scratch), lsan_roots(g_scratch), exclude(g_scratch);
+    bool ok = true;
+    dl_iterate_phdr(CollectWritableSegments, &lsan_candidates);
+    for (size_t i = 0; i < maps.size() && ok; ++i) {
+      const track::Mapping& m = maps[i];
+      if (!m.readable() || !m.writable()) continue;
+      bool stack = strcmp(m.path, "[stack]") == 0 || (m.start <= in.exit_sp && in.exit_sp < m.end);
+      for (int t = 0; t < in.nthreads && !stack && m.path[0] == '\0'; ++t) {
+        const uintptr_t tp = static_cast<uintptr_t>(static_cast<intptr_t>(in.threads[t].state) + tp_off);
+        stack = m.start <= tp && tp < m.end;
+      }
+      if (stack) ok = lsan_candidates.Push(RootRange{m.start, m.end});
+    }
+    // The exiting thread's stack from where its exit work runs now, not from the program's call into
+    // exit(): LeakSanitizer checks from an exit handler and reads what its stack pointer leaves above
+    // it, dead frames included.
+    const uintptr_t here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+    for (size_t i = 0; i < both.size() && ok; ++i) {
+      RootRange x = both[i];
+      if (x.end == in.exit_sp && x.begin < here && here < in.exit_sp) x.end = here;
+      ok = exclude.Push(x);
+    }
+    if (ok) {
+      std::sort(lsan_candidates.data(), lsan_candidates.data() + lsan_candidates.size(), by_begin);
+      std::sort(exclude.data(), exclude.data() + exclude.size(), by_begin);
+      // Overlapping candidates (a segment inside a stack mapping cannot be, but be safe) merged.
+      size_t k = 0;
+      for (size_t i = 0; i < lsan_candidates.size(); ++i) {
+        if (k > 0 && lsan_candidates[i].begin <= lsan_candidates[k - 1].end) {
+          lsan_candidates[k - 1].end = std::max(lsan_candidates[k - 1].end, lsan_candidates[i].end);
+        } else {
+          lsan_candidates[k++] = lsan_candidates[i];
+        }
+      }
+      ok = lsan_candidates.Resize(k) && Subtract(lsan_candidates, exclude, &lsan_roots);
+    }
+    // (Through the detector's reader: its thread has ended, and the program's view counts what it
+    // could not read.)
+    out->lsan_scanned = ok && ClassifyForLsan(dblocks.data(), dblocks.size(), lsan_roots.data(), lsan_roots.size(),
+                                              root_reader, detector_heap_reader, out);
+    if (!out->lsan_scanned) {
+      out->lsan_leaked = out->lsan_direct = out->lsan_indirect = {};
+      out->lsan_not_scanned_why = "no memory for the scan";
+    }
   }
   out->unreadable_bytes = checked_heap.unreadable();
   // The program's lost blocks that sit in pools: what a detector below cannot see.

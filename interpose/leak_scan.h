@@ -57,6 +57,12 @@ struct ScanOutcome {
   track::ReachabilityResult program;   // the program's logical blocks
   track::ReachabilityResult detector;  // the real blocks, as a detector below sees them
   track::LeakTotal hidden_in_pools;    // the program's lost blocks that sit in pools
+  // LeakSanitizer below poolscope (its roots: loaded objects' globals, thread stacks and TLS; no other
+  // memory; any pointer into a block keeps it): the real blocks it reports leaked, and of those the
+  // ones another leaked block points into (indirect) and the rest (direct).
+  bool lsan_scanned;
+  const char* lsan_not_scanned_why;
+  track::LeakTotal lsan_leaked, lsan_direct, lsan_indirect;
   uint64_t roots_bytes;
   uint64_t unreadable_bytes;  // of the program's blocks, read as zeros: not readable (a PROT_NONE page)
   uint64_t scan_ms;

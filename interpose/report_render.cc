@@ -628,6 +628,19 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
              static_cast<unsigned long long>(d.possibly_lost.blocks), hidden);
     w.FieldStr("reachability_verdict", line);
   }
+  // What LeakSanitizer below poolscope reports at exit, by its own rules (leak_scan.h).
+  w.Key("lsan");
+  w.BeginObject();
+  const bool lsan = scanned && scan->lsan_scanned;
+  w.FieldBool("scanned", lsan);
+  if (lsan) {
+    WriteTotal(w, "leaked", scan->lsan_leaked);
+    WriteTotal(w, "direct", scan->lsan_direct);
+    WriteTotal(w, "indirect", scan->lsan_indirect);
+  } else if (scan != nullptr && scan->lsan_not_scanned_why != nullptr) {
+    w.FieldStr("not_scanned_why", scan->lsan_not_scanned_why);
+  }
+  w.EndObject();
   w.EndObject();
   w.EndObject();
   if (check != nullptr) WriteLeakCheck(w, *check);
