@@ -616,16 +616,23 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
     const track::ReachabilityResult& d = scan->detector;
     const unsigned long long lost = p.definitely_lost.blocks + p.indirectly_lost.blocks;
     const unsigned long long hidden = scan->hidden_in_pools.blocks;
-    char line[600];
+    char lsan_part[200] = "";
+    if (scan->lsan_scanned) {
+      snprintf(lsan_part, sizeof lsan_part, " LeakSanitizer below it would report %llu leaked (%llu direct, %llu indirect).",
+               static_cast<unsigned long long>(scan->lsan_leaked.blocks),
+               static_cast<unsigned long long>(scan->lsan_direct.blocks),
+               static_cast<unsigned long long>(scan->lsan_indirect.blocks));
+    }
+    char line[800];
     snprintf(line, sizeof line,
-             "The program loses %llu block%s (%llu definitely, %llu indirectly); a reachability detector "
-             "below poolscope would report %llu definitely, %llu indirectly and %llu possibly lost: %llu of "
-             "the program's lost blocks sit in pools, where it cannot see them.",
+             "The program loses %llu block%s (%llu definitely, %llu indirectly); memcheck below poolscope "
+             "would report %llu definitely, %llu indirectly and %llu possibly lost: %llu of the program's "
+             "lost blocks sit in pools, where it cannot see them.%s",
              lost, lost == 1 ? "" : "s", static_cast<unsigned long long>(p.definitely_lost.blocks),
              static_cast<unsigned long long>(p.indirectly_lost.blocks),
              static_cast<unsigned long long>(d.definitely_lost.blocks),
              static_cast<unsigned long long>(d.indirectly_lost.blocks),
-             static_cast<unsigned long long>(d.possibly_lost.blocks), hidden);
+             static_cast<unsigned long long>(d.possibly_lost.blocks), hidden, lsan_part);
     w.FieldStr("reachability_verdict", line);
   }
   // What LeakSanitizer below poolscope reports at exit, by its own rules (leak_scan.h).

@@ -2,7 +2,8 @@
 # detector_view.lsan predicts what LeakSanitizer below poolscope reports: leak_shapes built with
 # -fsanitize=leak (shared liblsan, whose allocator is then the one below poolscope) and preloaded with
 # pooling on; for each shape, LSan's direct and indirect leaks (objects and bytes, summed over its
-# records) equal the report's detector_view.lsan.direct and .indirect, and leaked is their sum.
+# records) equal the report's detector_view.lsan.direct and .indirect, leaked is their sum, and the
+# reachability verdict names them.
 # LeakSanitizer's own exceptions for the dynamic loader's thread-local blocks are not modelled: the
 # shapes with threads are left out here (docs/report-schema.md).
 # Args: LIB LEAK_SHAPES_LSAN
@@ -31,6 +32,10 @@ else:
         want = [l[k]["blocks"], l[k]["bytes"]]
         if want != got[k]:
             bad.append(f"{k}: predicted {want[0]} blocks, {want[1]} bytes; LeakSanitizer {got[k][0]}, {got[k][1]}")
+    verdict = report["reconciliation"]["detector_view"]["reachability_verdict"]
+    said = f"LeakSanitizer below it would report {l['leaked']['blocks']} leaked ({l['direct']['blocks']} direct, {l['indirect']['blocks']} indirect)"
+    if said not in verdict:
+        bad.append(f"the verdict does not name LeakSanitizer's figures: {verdict}")
     total = [l["direct"]["blocks"] + l["indirect"]["blocks"], l["direct"]["bytes"] + l["indirect"]["bytes"]]
     if [l["leaked"]["blocks"], l["leaked"]["bytes"]] != total:
         bad.append(f"leaked {l['leaked']} is not direct + indirect {total}")
