@@ -145,17 +145,24 @@ bool GlibcMappedChunk(track::MemoryReader& reader, const ScanBlock& b, RootRange
 // lost. memcheck replaces the allocator and never sees it. Offsets in bytes.
 constexpr uintptr_t kArenaBins = 112, kArenaBinsEnd = 2144, kArenaNext = 2160, kArenaBytes = 2200;
 
-// libc's writable segments (data and bss), where the main arena lies.
-int FindLibcData(struct dl_phdr_info* info, size_t, void* arg) {
-  auto* ranges = static_cast<Array<RootRange>*>(arg);
-  if (info->dlpi_name == nullptr || strstr(info->dlpi_name, "/libc.so") == nullptr) return 0;
+// Loaded objects' writable segments (their data and bss: globals, as LeakSanitizer scans them), of
+// every object, or of libc alone when `libc_only`.
+struct WritableSegments {
+  Array<RootRange>* ranges;
+  bool libc_only;
+};
+
+int CollectWritableSegments(struct dl_phdr_info* info, size_t, void* arg) {
+  auto* want = static_cast<WritableSegments*>(arg);
+  const bool libc = info->dlpi_name != nullptr && strstr(info->dlpi_name, "/libc.so") != nullptr;
+  if (want->libc_only && !libc) return 0;
   for (int i = 0; i < info->dlpi_phnum; ++i) {
     const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_W) == 0) continue;
+    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_W) == 0 || ph.p_memsz == 0) continue;
     const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
-    if (!ranges->Push(RootRange{lo & ~uintptr_t{15}, lo + ph.p_memsz})) return 1;
+    if (!want->ranges->Push(RootRange{lo & ~uintptr_t{15}, lo + ph.p_memsz})) return 1;
   }
-  return 1;
+  return want->libc_only ? 1 : 0;
 }
 
 // Where glibc's main arena starts in [lo, lo + 8 * n), a copy of which is words[0, n): at a 16-byte
@@ -184,7 +191,8 @@ uintptr_t FindMainArena(uintptr_t lo, const uint64_t* words, size_t n, track::Me
 // glibc's main arena, or 0 when it cannot be found.
 uintptr_t MainArena(track::MemoryReader& reader) {
   Array<RootRange> data(g_scratch);
-  dl_iterate_phdr(FindLibcData, &data);
+  WritableSegments libc{&data, true};
+  dl_iterate_phdr(CollectWritableSegments, &libc);
   uintptr_t found = 0;
   for (size_t i = 0; i < data.size() && found == 0; ++i) {
     const size_t n = (data[i].end - data[i].begin) / 8;
@@ -196,27 +204,15 @@ uintptr_t MainArena(track::MemoryReader& reader) {
   return found;
 }
 
-// Every loaded object's writable segments (its globals, as LeakSanitizer scans them).
-int CollectWritableSegments(struct dl_phdr_info* info, size_t, void* arg) {
-  auto* ranges = static_cast<Array<RootRange>*>(arg);
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_W) == 0 || ph.p_memsz == 0) continue;
-    const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
-    if (!ranges->Push(RootRange{lo & ~uintptr_t{7}, lo + ph.p_memsz})) return 1;
-  }
-  return 0;
-}
-
-// ranges (sorted by begin, disjoint) less `exclude` (sorted by begin, may overlap), into `out`.
-bool Subtract(const Array<RootRange>& ranges_in, Array<RootRange>& exclude, Array<RootRange>* out) {
-  Array<RootRange>& ranges = const_cast<Array<RootRange>&>(ranges_in);
+// ranges[0, n) (sorted by begin, disjoint) less exclude[0, nexclude) (sorted by begin, may overlap),
+// into `out`.
+bool Subtract(const RootRange* ranges, size_t n, const RootRange* exclude, size_t nexclude, Array<RootRange>* out) {
   size_t e = 0;
-  for (size_t i = 0; i < ranges.size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
     uintptr_t b = ranges[i].begin;
     const uintptr_t end = ranges[i].end;
-    while (e < exclude.size() && exclude[e].end <= b) ++e;
-    for (size_t k = e; k < exclude.size() && exclude[k].begin < end && b < end; ++k) {
+    while (e < nexclude && exclude[e].end <= b) ++e;
+    for (size_t k = e; k < nexclude && exclude[k].begin < end && b < end; ++k) {
       if (exclude[k].end <= b) continue;
       if (exclude[k].begin > b && !out->Push(RootRange{b, exclude[k].begin})) return false;
       b = std::max(b, exclude[k].end);
@@ -254,17 +250,10 @@ bool ClassifyForLsan(const ScanBlock* dblocks, size_t n, const RootRange* roots,
       const size_t got = heap_reader.Read(blocks[i].start + off, words, len);
       for (size_t w = 0; w < got / 8; ++w) {
         // The block holding words[w]: the last one starting at or before it.
-        size_t lo = 0, hi = n;
-        while (lo < hi) {
-          const size_t mid = (lo + hi) / 2;
-          if (blocks[mid].start <= words[w]) {
-            lo = mid + 1;
-          } else {
-            hi = mid;
-          }
-        }
-        if (lo == 0) continue;
-        const size_t j = lo - 1;
+        const ScanBlock* after = std::upper_bound(blocks.data(), blocks.data() + n, words[w],
+                                                  [](uint64_t v, const ScanBlock& b) { return v < b.start; });
+        if (after == blocks.data()) continue;
+        const size_t j = static_cast<size_t>(after - blocks.data()) - 1;
         const uint64_t size = blocks[j].size() > 0 ? blocks[j].size() : 1;
         if (j != i && words[w] - blocks[j].start < size && leaked(blocks[j])) indirect[j] = 1;
       }
@@ -723,7 +712,8 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   } else {
     Array<RootRange> lsan_candidates(g_scratch), lsan_roots(g_scratch), exclude(g_scratch);
     bool ok = true;
-    dl_iterate_phdr(CollectWritableSegments, &lsan_candidates);
+    WritableSegments globals{&lsan_candidates, false};
+    dl_iterate_phdr(CollectWritableSegments, &globals);
     for (size_t i = 0; i < maps.size() && ok; ++i) {
       const track::Mapping& m = maps[i];
       if (!m.readable() || !m.writable()) continue;
@@ -755,7 +745,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
           lsan_candidates[k++] = lsan_candidates[i];
         }
       }
-      ok = lsan_candidates.Resize(k) && Subtract(lsan_candidates, exclude, &lsan_roots);
+      ok = Subtract(lsan_candidates.data(), k, exclude.data(), exclude.size(), &lsan_roots);
     }
     // (Through the detector's reader: its thread has ended, and the program's view counts what it
     // could not read.)

@@ -211,14 +211,7 @@ bool AllWithinRanges(const ScanBlock* blocks, size_t n, const RootRange* ranges,
 }
 
 void MarkMappingsHoldingBlocks(const ProcMaps& maps, const ScanBlock* blocks, size_t n, uint8_t* hit) {
-  for (size_t i = 0, m = 0; i < n && m < maps.size();) {
-    if (blocks[i].start >= maps[m].end) {
-      ++m;
-    } else {
-      if (blocks[i].start >= maps[m].start) hit[m] = 1;
-      ++i;
-    }
-  }
+  MarkMappingsHoldingBlocks(maps, blocks, n, hit, [](const ScanBlock&) { return false; });
 }
 
 namespace {
