@@ -132,6 +132,10 @@ void TimelineStart(bool on) {
 
 void TimelineTick() {
   if (!g_on.load(std::memory_order_acquire)) return;
+  // The tick runs in the middle of a call's counting, in the vDSO and libc much of the time: a report
+  // signal landing here is poolscope's work interrupted (its report waits for the tick's end and says
+  // its counters are not exact), not the program's.
+  Busy busy(t_state);
   const uint64_t now = Now();
   if (now < g_next_ns.load(std::memory_order_relaxed)) return;
   // The signals whose report takes the registry's lock wait while the sample holds it: a handler
