@@ -145,24 +145,31 @@ bool GlibcMappedChunk(track::MemoryReader& reader, const ScanBlock& b, RootRange
 // lost. memcheck replaces the allocator and never sees it. Offsets in bytes.
 constexpr uintptr_t kArenaBins = 112, kArenaBinsEnd = 2144, kArenaNext = 2160, kArenaBytes = 2200;
 
-// Loaded objects' writable segments (their data and bss: globals, as LeakSanitizer scans them), of
-// every object, or of libc alone when `libc_only`.
+// Loaded objects' writable segments (their data and bss: globals, as LeakSanitizer scans them): of
+// every object, of libc alone, or of a sanitizer runtime (liblsan, libasan) alone.
+enum class Objects { kAll, kLibc, kSanitizerRuntime };
+
 struct WritableSegments {
   Array<RootRange>* ranges;
-  bool libc_only;
+  Objects which;
 };
+
+bool IsSanitizerRuntime(const char* name) {
+  return name != nullptr && (strstr(name, "/liblsan.so") != nullptr || strstr(name, "/libasan.so") != nullptr);
+}
 
 int CollectWritableSegments(struct dl_phdr_info* info, size_t, void* arg) {
   auto* want = static_cast<WritableSegments*>(arg);
   const bool libc = info->dlpi_name != nullptr && strstr(info->dlpi_name, "/libc.so") != nullptr;
-  if (want->libc_only && !libc) return 0;
+  if (want->which == Objects::kLibc && !libc) return 0;
+  if (want->which == Objects::kSanitizerRuntime && !IsSanitizerRuntime(info->dlpi_name)) return 0;
   for (int i = 0; i < info->dlpi_phnum; ++i) {
     const ElfW(Phdr)& ph = info->dlpi_phdr[i];
     if (ph.p_type != PT_LOAD || (ph.p_flags & PF_W) == 0 || ph.p_memsz == 0) continue;
     const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
     if (!want->ranges->Push(RootRange{lo & ~uintptr_t{15}, lo + ph.p_memsz})) return 1;
   }
-  return want->libc_only ? 1 : 0;
+  return want->which == Objects::kLibc ? 1 : 0;
 }
 
 // Where glibc's main arena starts in [lo, lo + 8 * n), a copy of which is words[0, n): at a 16-byte
@@ -191,7 +198,7 @@ uintptr_t FindMainArena(uintptr_t lo, const uint64_t* words, size_t n, track::Me
 // glibc's main arena, or 0 when it cannot be found.
 uintptr_t MainArena(track::MemoryReader& reader) {
   Array<RootRange> data(g_scratch);
-  WritableSegments libc{&data, true};
+  WritableSegments libc{&data, Objects::kLibc};
   dl_iterate_phdr(CollectWritableSegments, &libc);
   uintptr_t found = 0;
   for (size_t i = 0; i < data.size() && found == 0; ++i) {
@@ -227,18 +234,24 @@ bool Subtract(const RootRange* ranges, size_t n, const RootRange* exclude, size_
 // interior pointer keeps a block for both); a leaked block that another leaked block points into
 // (anywhere in it) is indirect, the rest direct, as LeakSanitizer splits them (a cycle is all
 // indirect).
+bool IsLost(const ScanBlock& b) {
+  return b.kind() == LeakKind::kDefinitelyLost || b.kind() == LeakKind::kIndirectlyLost;
+}
+
+// `from`'s blocks classified into `blocks` (a copy) over `roots`.
+bool ClassifyCopy(const ScanBlock* from, size_t n, const RootRange* roots, size_t nroots,
+                  track::MemoryReader& root_reader, track::MemoryReader& heap_reader, Array<ScanBlock>* blocks) {
+  if (!blocks->Resize(n)) return false;
+  memcpy(blocks->data(), from, n * sizeof(ScanBlock));
+  track::ReachabilityResult r;
+  return track::ClassifyReachability(blocks->data(), n, roots, nroots, root_reader, heap_reader, g_scratch, &r);
+}
+
 bool ClassifyForLsan(const ScanBlock* dblocks, size_t n, const RootRange* roots, size_t nroots,
                      track::MemoryReader& root_reader, track::MemoryReader& heap_reader, ScanOutcome* out) {
   Array<ScanBlock> blocks(g_scratch);
-  if (!blocks.Resize(n)) return false;
-  memcpy(blocks.data(), dblocks, n * sizeof(ScanBlock));
-  track::ReachabilityResult r;
-  if (!track::ClassifyReachability(blocks.data(), n, roots, nroots, root_reader, heap_reader, g_scratch, &r)) {
-    return false;
-  }
-  auto leaked = [](const ScanBlock& b) {
-    return b.kind() == LeakKind::kDefinitelyLost || b.kind() == LeakKind::kIndirectlyLost;
-  };
+  if (!ClassifyCopy(dblocks, n, roots, nroots, root_reader, heap_reader, &blocks)) return false;
+  auto leaked = IsLost;
   Array<uint8_t> indirect(g_scratch);
   if (!indirect.Resize(n)) return false;
   memset(indirect.data(), 0, n);
@@ -600,6 +613,11 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   Array<RootRange> program_exclude(g_scratch);
   for (size_t i = 0; i < both.size() && c.ok; ++i) c.ok = program_exclude.Push(both[i]);
   for (size_t i = 0; i < own.size() && c.ok; ++i) c.ok = program_exclude.Push(own[i]);
+  // Nor, for the program's view, a sanitizer runtime's globals: its allocator's state lies there, and
+  // its other pointers into the heap point at blocks poolscope allocated, which a run without
+  // poolscope does not have (the detector's view reads them, as LeakSanitizer below does).
+  WritableSegments runtime{&program_exclude, Objects::kSanitizerRuntime};
+  if (c.ok) dl_iterate_phdr(CollectWritableSegments, &runtime);
   if (!c.ok) {
     out->not_scanned_why = "no memory for the scan";
     return;
@@ -703,16 +721,18 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     out->not_scanned_why = "cut off at the deadline of the signal's report";
     return;
   }
+  // (What the program's view could not read; LeakSanitizer's view below reads some of it again.)
+  out->unreadable_bytes = checked_heap.unreadable();
   // LeakSanitizer's view: its roots are the loaded objects' globals and the threads' stacks and TLS
   // (the mappings holding a thread's stack pointer or thread pointer), less what no detector scans.
-  if (dblocks.size() > kLsanViewMaxBlocks) {
-    out->lsan_not_scanned_why = "more than 1,048,576 real blocks: not computed (it would cost the exit a third more)";
+  if (dblocks.size() > kLsanViewMaxBlocks || blocks.size() > kLsanViewMaxBlocks) {
+    out->lsan_not_scanned_why = "more than 1,048,576 blocks: not computed (it would cost the exit a third more)";
   } else if (timed) {
     out->lsan_not_scanned_why = "not computed for a signal's report";
   } else {
     Array<RootRange> lsan_candidates(g_scratch), lsan_roots(g_scratch), exclude(g_scratch);
     bool ok = true;
-    WritableSegments globals{&lsan_candidates, false};
+    WritableSegments globals{&lsan_candidates, Objects::kAll};
     dl_iterate_phdr(CollectWritableSegments, &globals);
     for (size_t i = 0; i < maps.size() && ok; ++i) {
       const track::Mapping& m = maps[i];
@@ -733,11 +753,11 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
       if (x.end == in.exit_sp && x.begin < here && here < in.exit_sp) x.end = here;
       ok = exclude.Push(x);
     }
+    size_t k = 0;
     if (ok) {
       std::sort(lsan_candidates.data(), lsan_candidates.data() + lsan_candidates.size(), by_begin);
       std::sort(exclude.data(), exclude.data() + exclude.size(), by_begin);
       // Overlapping candidates (a segment inside a stack mapping cannot be, but be safe) merged.
-      size_t k = 0;
       for (size_t i = 0; i < lsan_candidates.size(); ++i) {
         if (k > 0 && lsan_candidates[i].begin <= lsan_candidates[k - 1].end) {
           lsan_candidates[k - 1].end = std::max(lsan_candidates[k - 1].end, lsan_candidates[i].end);
@@ -751,16 +771,33 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     // could not read.)
     out->lsan_scanned = ok && ClassifyForLsan(dblocks.data(), dblocks.size(), lsan_roots.data(), lsan_roots.size(),
                                               root_reader, detector_heap_reader, out);
+    // The program's blocks by the same rules, poolscope's own memory no root and the exiting thread's
+    // stack from the program's call into exit() (below it lies poolscope's exit work, where
+    // LeakSanitizer run alone has its own): those it loses that sit in pools are what LeakSanitizer
+    // below cannot report.
+    Array<RootRange> program_lsan_roots(g_scratch);
+    Array<ScanBlock> program_lsan(g_scratch);
+    out->lsan_scanned = out->lsan_scanned &&
+                        Subtract(lsan_candidates.data(), k, program_exclude.data(), program_exclude.size(),
+                                 &program_lsan_roots) &&
+                        ClassifyCopy(blocks.data(), blocks.size(), program_lsan_roots.data(), program_lsan_roots.size(),
+                                     root_reader, heap_reader, &program_lsan);
+    for (size_t i = 0; i < program_lsan.size() && out->lsan_scanned; ++i) {
+      const ScanBlock& b = program_lsan[i];
+      if (b.pooled() && IsLost(b)) {
+        ++out->lsan_hidden_in_pools.blocks;
+        out->lsan_hidden_in_pools.bytes += b.size();
+      }
+    }
     if (!out->lsan_scanned) {
-      out->lsan_leaked = out->lsan_direct = out->lsan_indirect = {};
+      out->lsan_leaked = out->lsan_direct = out->lsan_indirect = out->lsan_hidden_in_pools = {};
       out->lsan_not_scanned_why = "no memory for the scan";
     }
   }
-  out->unreadable_bytes = checked_heap.unreadable();
   // The program's lost blocks that sit in pools: what a detector below cannot see.
   for (size_t i = 0; i < blocks.size(); ++i) {
     const ScanBlock& b = blocks[i];
-    if (b.pooled() && (b.kind() == LeakKind::kDefinitelyLost || b.kind() == LeakKind::kIndirectlyLost)) {
+    if (b.pooled() && IsLost(b)) {
       ++out->hidden_in_pools.blocks;
       out->hidden_in_pools.bytes += b.size();
     }

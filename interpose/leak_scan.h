@@ -59,10 +59,11 @@ struct ScanOutcome {
   track::LeakTotal hidden_in_pools;    // the program's lost blocks that sit in pools
   // LeakSanitizer below poolscope (its roots: loaded objects' globals, thread stacks and TLS; no other
   // memory; any pointer into a block keeps it): the real blocks it reports leaked, and of those the
-  // ones another leaked block points into (indirect) and the rest (direct).
+  // ones another leaked block points into (indirect) and the rest (direct); and the program's blocks
+  // it would call leaked that sit in pools, where it cannot see them.
   bool lsan_scanned;
   const char* lsan_not_scanned_why;
-  track::LeakTotal lsan_leaked, lsan_direct, lsan_indirect;
+  track::LeakTotal lsan_leaked, lsan_direct, lsan_indirect, lsan_hidden_in_pools;
   uint64_t roots_bytes;
   uint64_t unreadable_bytes;  // of the program's blocks, read as zeros: not readable (a PROT_NONE page)
   uint64_t scan_ms;

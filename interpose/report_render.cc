@@ -616,12 +616,15 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
     const track::ReachabilityResult& d = scan->detector;
     const unsigned long long lost = p.definitely_lost.blocks + p.indirectly_lost.blocks;
     const unsigned long long hidden = scan->hidden_in_pools.blocks;
-    char lsan_part[200] = "";
+    char lsan_part[300] = "";
     if (scan->lsan_scanned) {
-      snprintf(lsan_part, sizeof lsan_part, " LeakSanitizer below it would report %llu leaked (%llu direct, %llu indirect).",
+      snprintf(lsan_part, sizeof lsan_part,
+               " LeakSanitizer below it would report %llu leaked (%llu direct, %llu indirect); %llu of the blocks it "
+               "would report without poolscope sit in pools.",
                static_cast<unsigned long long>(scan->lsan_leaked.blocks),
                static_cast<unsigned long long>(scan->lsan_direct.blocks),
-               static_cast<unsigned long long>(scan->lsan_indirect.blocks));
+               static_cast<unsigned long long>(scan->lsan_indirect.blocks),
+               static_cast<unsigned long long>(scan->lsan_hidden_in_pools.blocks));
     }
     char line[800];
     snprintf(line, sizeof line,
@@ -644,6 +647,7 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
     WriteTotal(w, "leaked", scan->lsan_leaked);
     WriteTotal(w, "direct", scan->lsan_direct);
     WriteTotal(w, "indirect", scan->lsan_indirect);
+    WriteTotal(w, "hidden_in_pools", scan->lsan_hidden_in_pools);
   } else if (scan != nullptr && scan->lsan_not_scanned_why != nullptr) {
     w.FieldStr("not_scanned_why", scan->lsan_not_scanned_why);
   }

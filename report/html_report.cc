@@ -224,8 +224,8 @@ std::string ReachabilityHtml(const json& report) {
   constexpr std::string_view kDetector = "reconciliation.detector_view.reachability";
   const char* kinds[] = {"definitely_lost", "indirectly_lost", "possibly_lost", "still_reachable"};
   out += "<table><tr><th></th><th class=\"n\">program (blocks)</th><th class=\"n\">program "
-         "(bytes)</th><th class=\"n\">detector below poolscope (blocks)</th>"
-         "<th class=\"n\">detector below poolscope (bytes)</th></tr>\n";
+         "(bytes)</th><th class=\"n\">memcheck below poolscope (blocks)</th>"
+         "<th class=\"n\">memcheck below poolscope (bytes)</th></tr>\n";
   for (const char* kind : kinds) {
     std::string name = kind;
     std::replace(name.begin(), name.end(), '_', ' ');
@@ -238,10 +238,24 @@ std::string ReachabilityHtml(const json& report) {
   }
   out += "</table>\n";
   out += fmt::format(
-      "<p>Of the program's lost blocks, {} ({}) sit in pools, where a detector below poolscope "
+      "<p>Of the program's lost blocks, {} ({}) sit in pools, where memcheck below poolscope "
       "cannot see them.</p>\n",
       E(Thousands(Count(report, "reconciliation.detector_view.hidden_in_pools.blocks"))),
       E(Bytes(Count(report, "reconciliation.detector_view.hidden_in_pools.bytes"))));
+  constexpr std::string_view kLsan = "reconciliation.detector_view.lsan";
+  auto lsan_count = [&](std::string_view what, std::string_view unit) {
+    return Count(report, fmt::format("{}.{}.{}", kLsan, what, unit));
+  };
+  if (Bool(report, "reconciliation.detector_view.lsan.scanned").value_or(false)) {
+    out += fmt::format(
+        "<p>LeakSanitizer below poolscope reports {} leaked blocks ({}): {} direct, {} indirect. Of the "
+        "blocks it would report without poolscope, {} ({}) sit in pools.</p>\n",
+        E(Thousands(lsan_count("leaked", "blocks"))), E(Bytes(lsan_count("leaked", "bytes"))),
+        E(Thousands(lsan_count("direct", "blocks"))), E(Thousands(lsan_count("indirect", "blocks"))),
+        E(Thousands(lsan_count("hidden_in_pools", "blocks"))), E(Bytes(lsan_count("hidden_in_pools", "bytes"))));
+  } else if (std::optional<std::string> why = String(report, "reconciliation.detector_view.lsan.not_scanned_why")) {
+    out += "<p>LeakSanitizer below poolscope: not predicted (" + E(*why) + ").</p>\n";
+  }
   if (std::optional<std::string> sentence =
           String(report, "reconciliation.detector_view.reachability_verdict")) {
     out += "<div class=\"verdict\">" + E(*sentence) + "</div>\n";
@@ -289,7 +303,11 @@ std::string HtmlReport(const json& report, const std::string& path) {
   page += "<div class=\"cards detector\">\n";
   if (Find(report, "reconciliation.detector_view.reachability") != nullptr) {
     page += Card(Thousands(DetectorLostBlocks(report)),
-                 "detector view: lost blocks a reachability checker below poolscope reports");
+                 "detector view: lost blocks memcheck below poolscope reports");
+  }
+  if (Bool(report, "reconciliation.detector_view.lsan.scanned").value_or(false)) {
+    page += Card(Thousands(Count(report, "reconciliation.detector_view.lsan.leaked.blocks")),
+                 "detector view: leaked blocks LeakSanitizer below poolscope reports");
   }
   page += Card(Thousands(Count(report, "reconciliation.detector_view.unfreed_blocks")),
                "detector view: unfreed blocks a leak detector below poolscope sees");

@@ -257,14 +257,26 @@ std::string ReconciliationSection(const json& report) {
                             ReachabilityBytes(report, kDetector, kind));
     };
     out += fmt::format(
-        "  a reachability checker below poolscope (memcheck, LeakSanitizer) reports {} lost "
-        "blocks (definitely + indirectly)\n    definitely {}, indirectly {}, possibly {}, still "
-        "reachable {}\n",
+        "  memcheck below poolscope reports {} lost blocks (definitely + indirectly)\n"
+        "    definitely {}, indirectly {}, possibly {}, still reachable {}\n",
         Thousands(DetectorLostBlocks(report)), figure("definitely_lost"),
         figure("indirectly_lost"), figure("possibly_lost"), figure("still_reachable"));
-    out += fmt::format("  the program's lost blocks it cannot see, in pools: {}\n",
+    out += fmt::format("    the program's lost blocks it cannot see, in pools: {}\n",
                        BlocksAndBytes(Count(report, "reconciliation.detector_view.hidden_in_pools.blocks"),
                                       Count(report, "reconciliation.detector_view.hidden_in_pools.bytes")));
+  }
+  constexpr std::string_view kLsan = "reconciliation.detector_view.lsan";
+  auto lsan_figure = [&](std::string_view what) {
+    return BlocksAndBytes(Count(report, fmt::format("{}.{}.blocks", kLsan, what)),
+                          Count(report, fmt::format("{}.{}.bytes", kLsan, what)));
+  };
+  if (Bool(report, "reconciliation.detector_view.lsan.scanned").value_or(false)) {
+    out += fmt::format("  LeakSanitizer below poolscope reports {} leaked\n    direct {}, indirect {}\n",
+                       lsan_figure("leaked"), lsan_figure("direct"), lsan_figure("indirect"));
+    out += fmt::format("    the program's leaked blocks it cannot see, in pools: {}\n",
+                       lsan_figure("hidden_in_pools"));
+  } else if (std::optional<std::string> why = String(report, "reconciliation.detector_view.lsan.not_scanned_why")) {
+    out += fmt::format("  LeakSanitizer below poolscope: not predicted ({})\n", OneLine(*why));
   }
   if (std::optional<std::string> sentence =
           String(report, "reconciliation.detector_view.reachability_verdict")) {

@@ -3,7 +3,9 @@
 # -fsanitize=leak (shared liblsan, whose allocator is then the one below poolscope) and preloaded with
 # pooling on; for each shape, LSan's direct and indirect leaks (objects and bytes, summed over its
 # records) equal the report's detector_view.lsan.direct and .indirect, leaked is their sum, and the
-# reachability verdict names them.
+# reachability verdict names them. And lsan.hidden_in_pools equals what LeakSanitizer run without
+# poolscope reports leaked among the blocks poolscope pools (at most pool_size bytes; its
+# report_objects list gives each object's size).
 # LeakSanitizer's own exceptions for the dynamic loader's thread-local blocks are not modelled: the
 # shapes with threads are left out here (docs/report-schema.md).
 # Args: LIB LEAK_SHAPES_LSAN
@@ -16,9 +18,11 @@ for mode in list cycle global interior mmap merged_mmap many_lost interleaved ar
   rm -f "$work"/r.*.json
   LSAN_OPTIONS=exitcode=0 LD_PRELOAD="$lib" POOLSCOPE_OPTIONS="quiet=1:report=$work/r.%p.json" "$prog" "$mode" \
     > /dev/null 2> "$work/$mode.lsan"
-  /usr/bin/python3 - "$mode" "$work/$mode.lsan" "$(ls "$work"/r.*.json)" <<'PY' || fail=1
+  LSAN_OPTIONS=exitcode=0:report_objects=1 "$prog" "$mode" > /dev/null 2> "$work/$mode.bare"
+  /usr/bin/python3 - "$mode" "$work/$mode.lsan" "$(ls "$work"/r.*.json)" "$work/$mode.bare" <<'PY' || fail=1
 import json, re, sys
 mode, log, report = sys.argv[1], open(sys.argv[2]).read(), json.load(open(sys.argv[3]))
+bare = [int(n) for n in re.findall(r"^0x[0-9a-f]+ \((\d+) bytes\)$", open(sys.argv[4]).read(), re.M)]
 got = {"direct": [0, 0], "indirect": [0, 0]}
 for kind, nbytes, objects in re.findall(r"^(Direct|Indirect) leak of (\d+) byte\(s\) in (\d+) object\(s\)", log, re.M):
     got[kind.lower()][0] += int(objects)
@@ -36,13 +40,18 @@ else:
     said = f"LeakSanitizer below it would report {l['leaked']['blocks']} leaked ({l['direct']['blocks']} direct, {l['indirect']['blocks']} indirect)"
     if said not in verdict:
         bad.append(f"the verdict does not name LeakSanitizer's figures: {verdict}")
+    pooled = [n for n in bare if n <= report["options"]["pool_size"]]
+    hidden = [l["hidden_in_pools"]["blocks"], l["hidden_in_pools"]["bytes"]]
+    if hidden != [len(pooled), sum(pooled)]:
+        bad.append(f"hidden_in_pools {hidden}; LeakSanitizer without poolscope: {len(pooled)} blocks, "
+                   f"{sum(pooled)} bytes of at most pool_size")
     total = [l["direct"]["blocks"] + l["indirect"]["blocks"], l["direct"]["bytes"] + l["indirect"]["bytes"]]
     if [l["leaked"]["blocks"], l["leaked"]["bytes"]] != total:
         bad.append(f"leaked {l['leaked']} is not direct + indirect {total}")
 for b in bad:
     print(f"FAIL: {mode}: {b}")
 if not bad:
-    print(f"ok: {mode}: direct {got['direct']}, indirect {got['indirect']}, as LeakSanitizer")
+    print(f"ok: {mode}: direct {got['direct']}, indirect {got['indirect']}, hidden {len(pooled)}, as LeakSanitizer")
 sys.exit(1 if bad else 0)
 PY
 done

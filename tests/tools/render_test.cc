@@ -65,13 +65,49 @@ TEST(TextReportTest, ReachabilitySectionAndDetectorView) {
       << text;
   // The detector's figures are labelled as the detector's and come after the program's.
   size_t detector = text.find(
-      "  a reachability checker below poolscope (memcheck, LeakSanitizer) reports 0 lost blocks "
-      "(definitely + indirectly)\n    definitely 0 blocks (0 B), indirectly 0 blocks (0 B), "
+      "  memcheck below poolscope reports 0 lost blocks (definitely + indirectly)\n"
+      "    definitely 0 blocks (0 B), indirectly 0 blocks (0 B), "
       "possibly 5 blocks (600 B), still reachable 3 blocks (75.2 KiB)\n"
-      "  the program's lost blocks it cannot see, in pools: 10 blocks (320 B)\n"
+      "    the program's lost blocks it cannot see, in pools: 10 blocks (320 B)\n"
       "  reachability verdict: The program loses 10 blocks");
   EXPECT_NE(detector, std::string::npos) << text;
   EXPECT_LT(text.find("REACHABILITY"), detector);
+  // A report from before LeakSanitizer's view says nothing of it.
+  EXPECT_EQ(text.find("LeakSanitizer below poolscope"), std::string::npos) << text;
+}
+
+// LeakSanitizer's view, when the report has it, gets its own lines after memcheck's; when it was
+// not computed, the reason.
+TEST(TextReportTest, LeakSanitizerViewNamedApart) {
+  nlohmann::json report = LoadData("reach_list_on.json");
+  nlohmann::json& view = report["reconciliation"]["detector_view"];
+  view["lsan"] = nlohmann::json::parse(R"({"scanned": true, "leaked": {"blocks": 7, "bytes": 840},
+      "direct": {"blocks": 5, "bytes": 600}, "indirect": {"blocks": 2, "bytes": 240},
+      "hidden_in_pools": {"blocks": 10, "bytes": 320}})");
+  std::string text = TextReport(report, "r.json");
+  size_t lsan = text.find(
+      "  LeakSanitizer below poolscope reports 7 blocks (840 B) leaked\n"
+      "    direct 5 blocks (600 B), indirect 2 blocks (240 B)\n"
+      "    the program's leaked blocks it cannot see, in pools: 10 blocks (320 B)\n");
+  EXPECT_NE(lsan, std::string::npos) << text;
+  EXPECT_LT(text.find("  memcheck below poolscope reports"), lsan);
+  std::string html = HtmlReport(report, "r.json");
+  EXPECT_NE(html.find("<p>LeakSanitizer below poolscope reports 7 leaked blocks (840 B): 5 direct, 2 "
+                      "indirect. Of the blocks it would report without poolscope, 10 (320 B) sit in pools.</p>"),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("<div class=\"n\">7</div><div class=\"l\">detector view: leaked blocks "
+                      "LeakSanitizer below poolscope reports</div>"),
+            std::string::npos);
+
+  view["lsan"] = nlohmann::json::parse(R"({"scanned": false, "not_scanned_why": "not computed for a signal's report"})");
+  text = TextReport(report, "r.json");
+  EXPECT_NE(text.find("  LeakSanitizer below poolscope: not predicted (not computed for a signal's report)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(HtmlReport(report, "r.json").find("<p>LeakSanitizer below poolscope: not predicted (not computed for "
+                                              "a signal&#39;s report).</p>"),
+            std::string::npos);
 }
 
 TEST(TextReportTest, LostFirstMarkedInPoolsAndStillReachableInOneLine) {
@@ -392,7 +428,7 @@ TEST(HtmlReportTest, ProgramLostBlocksHeadlineAndDetectorViewLabelled) {
       "blocks (definitely + indirectly)</div></div>");
   size_t detector = html.find(
       "<div class=\"card\"><div class=\"n\">0</div><div class=\"l\">detector view: lost blocks "
-      "a reachability checker below poolscope reports</div></div>");
+      "memcheck below poolscope reports</div></div>");
   EXPECT_NE(headline, std::string::npos);
   EXPECT_NE(detector, std::string::npos);
   EXPECT_LT(headline, detector);
