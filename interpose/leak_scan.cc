@@ -41,6 +41,7 @@ using scan::ScanDeadline;
 using scan::InternalScratch;
 using scan::MemcheckViewReader;
 using scan::OwnInPlaceReader;
+using scan::PoolStartsReader;
 using track::LeakKind;
 using track::RootRange;
 using track::ScanBlock;
@@ -348,7 +349,8 @@ struct Collect {
 
 void CollectPool(uintptr_t r, size_t rb, uintptr_t base, size_t bytes, bool arena, void* arg) {
   auto* c = static_cast<Collect*>(arg);
-  c->ok = c->ok && c->pools->Push(ScanBlock::Of(r, rb)) && (!arena || c->arena_roots->Push(RootRange{base, base + bytes}));
+  // (Marked pooled: in the detector's view, the mark tells a pool's real block from an unpooled one.)
+  c->ok = c->ok && c->pools->Push(ScanBlock::Of(r, rb, true)) && (!arena || c->arena_roots->Push(RootRange{base, base + bytes}));
 }
 
 void CollectPooledBlock(uintptr_t p, uint64_t size, void* arg) {
@@ -654,16 +656,44 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // Much of it is address space reserved and never touched (the tables' room to grow): only its
   // touched pages are read (poolscope's memory is anonymous, and a page never touched reads as zeros),
   // found as the program's roots are (pagemap).
-  Array<RootRange> own_roots(g_scratch);
+  // The pool metadata is read as what it holds of the heap, a pointer at the start of each pool
+  // (PoolStartsReader, below), not byte by byte: at 128 bytes a pool, it is most of poolscope's memory.
+  Array<RootRange> own_roots(g_scratch), slab(g_scratch), own_pieces(g_scratch);
+  RangeSink slab_sink{&slab, &c.ok};
+  if (in.for_each_meta_chunk != nullptr) in.for_each_meta_chunk(PushRange, &slab_sink);
+  std::sort(slab.data(), slab.data() + slab.size(), by_begin);
+  // Those pointers, as words at addresses reserved for them (never touched: PoolStartsReader makes
+  // them up from the pools' array), read before the rest of poolscope's memory.
+  const size_t seed_bytes = (dblocks.size() * 8 + 4095) & ~size_t{4095};
+  void* const seed = slab.size() > 0 && c.ok ? g_scratch.MapSparse(seed_bytes) : nullptr;
+  struct Unmapped {
+    void* p;
+    size_t bytes;
+    ~Unmapped() {
+      if (p != nullptr) g_scratch.Unmap(p, bytes);
+    }
+  } seed_mapping{seed, seed_bytes};
+  Array<RootRange> detector_extra(g_scratch);
+  if (seed != nullptr) {
+    const uintptr_t b = reinterpret_cast<uintptr_t>(seed);
+    c.ok = detector_extra.Push(RootRange{b, b + 8 * dblocks.size()});
+  } else {
+    slab.Resize(0);  // no room for the words: the metadata read as it is
+  }
   for (size_t i = 0; i < own.size() && c.ok; ++i) {
     bool scratch = false;
     g_scratch.ForEachLive([&](const RootRange& r) { scratch = scratch || (own[i].begin < r.end && r.begin < own[i].end); });
     if (scratch) continue;
-    track::ForEachTouchedRun(pagemap, own[i].begin, own[i].end,
-                             [&](uintptr_t b, uintptr_t e) { c.ok = c.ok && own_roots.Push(RootRange{b, e}); });
+    own_pieces.Resize(0);
+    c.ok = Subtract(&own[i], 1, slab.data(), slab.size(), &own_pieces);
+    for (size_t k = 0; k < own_pieces.size() && c.ok; ++k) {
+      track::ForEachTouchedRun(pagemap, own_pieces[k].begin, own_pieces[k].end,
+                               [&](uintptr_t b, uintptr_t e) { c.ok = c.ok && own_roots.Push(RootRange{b, e}); });
+    }
   }
+  for (size_t i = 0; i < own_roots.size() && c.ok; ++i) c.ok = detector_extra.Push(own_roots[i]);
   const bool roots_ok = c.ok && roots_of(program_exclude, arena_roots, &program_roots) &&
-                        roots_of(program_exclude, own_roots, &detector_roots);
+                        roots_of(program_exclude, detector_extra, &detector_roots);
   if (pagemap >= 0) close(pagemap);
   if (!roots_ok) {
     out->not_scanned_why = "no memory for the scan";
@@ -674,7 +704,9 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // The detector's view (the real blocks: unpooled blocks and pools, poolscope's memory as roots) on a
   // second thread where one may help, while this one classifies the program's blocks.
   std::sort(own_roots.data(), own_roots.data() + own_roots.size(), by_begin);
-  OwnInPlaceReader own_reader(root_reader, own_roots.data(), alone && !on_valgrind ? own_roots.size() : 0);
+  OwnInPlaceReader own_in_place(root_reader, own_roots.data(), alone && !on_valgrind ? own_roots.size() : 0);
+  PoolStartsReader own_reader(own_in_place, reinterpret_cast<uintptr_t>(seed), dblocks.data(),
+                              seed != nullptr ? dblocks.size() : 0);
   // A signal's report cuts the scan off at its deadline: each view's reads through readers that stop
   // (only then: a layer of reader costs a call per block).
   ScanDeadline deadline(in.deadline_ns);

@@ -44,6 +44,9 @@ struct ScanInputs {
   void (*for_each_pool)(void (*pool_fn)(uintptr_t real, size_t real_bytes, uintptr_t base, size_t pool_bytes,
                                         bool explicit_arena, void* arg),
                         void (*block_fn)(uintptr_t block, uint64_t size, void* arg), void* arg);
+  // The pool metadata's chunks: calls fn(begin, end, arg) for each. The detector's view reads, for
+  // them, each pool's start (what they hold of the heap), not their bytes. Null: read as they are.
+  void (*for_each_meta_chunk)(void (*fn)(uintptr_t begin, uintptr_t end, void* arg), void* arg);
   // How many pooled blocks the counters say are live: the room the program's view's array starts
   // with (a wrong figure costs time, not truth).
   size_t pooled_blocks_hint;

@@ -164,6 +164,10 @@ void ForEachPoolForScan(void (*pool_fn)(uintptr_t real, size_t real_bytes, uintp
       on_pool, [&](void* p, pool::BlockInfo info) { block_fn(reinterpret_cast<uintptr_t>(p), info.size, arg); });
 }
 
+void ForEachMetaChunkForScan(void (*fn)(uintptr_t begin, uintptr_t end, void* arg), void* arg) {
+  if (g_domain != nullptr) g_domain->ForEachMetaChunk([&](uintptr_t b, uintptr_t e) { fn(b, e, arg); });
+}
+
 // reachability=1: classifies the live blocks before the exit report is written (once).
 void ScanBeforeExitReport() {
   const Options& o = g_options;
@@ -187,6 +191,7 @@ void ScanBeforeExitReport() {
   if (const uint64_t signalled = ReportSignalNs(); signalled != 0) in.deadline_ns = signalled + kScanBudgetMs * 1000000;
   in.self_state = reinterpret_cast<uintptr_t>(&t_state);
   in.for_each_pool = ForEachPoolForScan;
+  in.for_each_meta_chunk = ForEachMetaChunkForScan;
   {
     SnapshotNow now;
     if (const Snapshot* s = now.get()) {

@@ -152,6 +152,11 @@ PoolHeader* Domain::NewHeader() {
 
 void Domain::FreeHeader(PoolHeader* h) {
   // (walk_base is null already: ReleasePool clears it first, and a pool CreatePool gives up never set it.)
+  // Its pool's addresses go with it: a leak detector below that scans this memory must not find in a
+  // free slot a pointer at memory the allocator may have handed out again (nor does the exit scan,
+  // which reads the slab as the pools it lists: ForEachMetaChunk).
+  h->base = nullptr;
+  h->used_end.store(nullptr, std::memory_order_relaxed);
   LockMeta();
   h->next_free = free_headers_;
   free_headers_ = h;

@@ -146,6 +146,17 @@ class Domain {
     }
   }
 
+  // Calls fn(begin, end) for each chunk of the metadata slab, the address space reserved for it (its
+  // pages are touched as slots are carved). A live pool's slot points into the heap only at that pool
+  // (real_block, base, used_end); a free slot, nowhere (FreeHeader clears them).
+  template <typename F>
+  void ForEachMetaChunk(F&& fn) const {
+    for (const MetaChunk* c = chunks_.load(std::memory_order_acquire); c != nullptr;
+         c = c->next.load(std::memory_order_acquire)) {
+      fn(reinterpret_cast<uintptr_t>(c), reinterpret_cast<uintptr_t>(c) + chunk_bytes_);
+    }
+  }
+
   // fork(): the metadata slab's lock is taken before and released (or reset, in the child) after.
   void ForkPrepare() { LockMeta(); }
   void ForkParent() { UnlockMeta(); }

@@ -4,6 +4,7 @@
 #include "pool/pool.h"
 #include "pool/thread_cache.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -116,6 +117,40 @@ TEST(PoolTest, CacheFullReleases) {
   EXPECT_EQ(tc.cached(), 1);
   EXPECT_EQ(t.backend.pool_frees, 3);
   EXPECT_EQ(tc.stats().pools_released, 3u);
+}
+
+// A released pool's metadata slot keeps no pointer into it (a detector below that scans the slab
+// must not find one at memory the allocator hands out again); a live pool's slot points only into
+// its own pool, with its start among its words.
+TEST(PoolTest, TheMetadataPointsIntoLivePoolsAlone) {
+  TestDomain t(Cfg(64, 1));
+  ThreadCache tc(&t.domain);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 4 * 4; ++i) blocks.push_back(tc.Carve(16));  // fills 4 pools
+  void* live = tc.Carve(16);                                        // a fifth pool becomes current
+  for (int i = 0; i < 16; ++i) tc.Free(t.domain.Find(blocks[i]), blocks[i]);
+  ASSERT_EQ(tc.stats().pools_released, 3u);
+  std::vector<uintptr_t> existing, released;
+  t.domain.ForEachPool([&](char* base, bool) { existing.push_back(reinterpret_cast<uintptr_t>(base)); });
+  for (int i = 0; i < 16; i += 4) {
+    const uintptr_t base = reinterpret_cast<uintptr_t>(blocks[i]);
+    if (std::find(existing.begin(), existing.end(), base) == existing.end()) released.push_back(base);
+  }
+  ASSERT_EQ(released.size(), 3u);
+  const uintptr_t live_base = reinterpret_cast<uintptr_t>(live);
+  int chunks = 0, at_live_start = 0;
+  t.domain.ForEachMetaChunk([&](uintptr_t b, uintptr_t e) {
+    ++chunks;
+    // Only what has been carved of the chunk is touched; the rest of the reservation reads as zeros.
+    for (const uint64_t* w = reinterpret_cast<const uint64_t*>(b); reinterpret_cast<uintptr_t>(w) < e; ++w) {
+      if (*w == 0) continue;
+      for (uintptr_t r : released) EXPECT_FALSE(*w >= r && *w < r + 64) << std::hex << *w << " points into a released pool";
+      if (*w == live_base) ++at_live_start;
+    }
+  });
+  EXPECT_EQ(chunks, 1);
+  EXPECT_GE(at_live_start, 1);
+  tc.Free(t.domain.Find(live), live);
 }
 
 TEST(PoolTest, DoubleAndInteriorFreesAreCaughtAndChangeNothing) {
