@@ -36,7 +36,8 @@ char g_valgrind_anchor;
 // and make a leaked block look reachable. So the request runs in its own frame, which is then wiped.
 __attribute__((noinline)) void ValgrindDescribeAlloc(void* p, size_t n, bool zeroed) {
   VALGRIND_MALLOCLIKE_BLOCK(p, n, 0, zeroed ? 1 : 0);
-  const size_t end = (n + 15) & ~size_t{15};
+  // The rest of its granule (all of it for malloc(0), which takes one) is no-access.
+  const size_t end = ((n > 0 ? n : 1) + 15) & ~size_t{15};
   if (end > n) VALGRIND_MAKE_MEM_NOACCESS(static_cast<char*>(p) + n, end - n);
 }
 

@@ -94,7 +94,7 @@ inline void* TryPool(ThreadState& ts, Api api, size_t n, size_t align, const voi
       }
       if (POOLSCOPE_UNLIKELY(g_valgrind)) {
         ts.tc.ForgetLast();  // frees must come through FreePooled, which tells memcheck
-        ValgrindDescribeAlloc(p, n == 0 ? 1 : n, api == kCalloc);
+        ValgrindDescribeAlloc(p, n, api == kCalloc);  // malloc(0): a block of 0 bytes, as memcheck's own
         WipeStackBelow();
       }
       if (n != 0) {

@@ -1,8 +1,8 @@
 /* File: tests/programs/heap_errors.c
  *
- * Three heap errors in small blocks, each once, for memcheck to find (valgrind_errors_test): a branch on
- * a byte of an 8-byte block never written, a one-byte write past a 5-byte block, and a write to a
- * 24-byte block after its free. Memory the program owns stays correct otherwise; prints one line and
+ * Four heap errors in small blocks, each once, for memcheck to find (valgrind_errors_test): a branch on
+ * a byte of an 8-byte block never written, a one-byte write past a 5-byte block, a write to a 24-byte
+ * block after its free, and a write to the first byte of a malloc(0) block. Memory the program owns stays correct otherwise; prints one line and
  * exits 0. -fno-builtin keeps every malloc and free. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +20,10 @@ int main(void) {
   free(freed);
   keep = freed;
   keep[0] = 'c'; /* after the free */
+  char* empty = malloc(0);
+  keep = empty;
+  keep[0] = 'd'; /* a block of 0 bytes has none */
+  free(empty);
   printf("heap_errors: %d\n", uninitialised == 2);
   free(never_written);
   free(small);
