@@ -235,6 +235,9 @@ bool Subtract(const RootRange* ranges, size_t n, const RootRange* exclude, size_
 // interior pointer keeps a block for both); a leaked block that another leaked block points into
 // (anywhere in it) is indirect, the rest direct, as LeakSanitizer splits them (a cycle is all
 // indirect).
+// A block's bytes as LeakSanitizer counts them: it serves malloc(0) with one byte.
+uint64_t LsanBytes(const ScanBlock& b) { return b.size() > 0 ? b.size() : 1; }
+
 bool IsLost(const ScanBlock& b) {
   return b.kind() == LeakKind::kDefinitelyLost || b.kind() == LeakKind::kIndirectlyLost;
 }
@@ -279,9 +282,9 @@ bool ClassifyForLsan(const ScanBlock* dblocks, size_t n, const RootRange* roots,
     if (!leaked(blocks[i])) continue;
     track::LeakTotal& t = indirect[i] ? out->lsan_indirect : out->lsan_direct;
     ++t.blocks;
-    t.bytes += blocks[i].size();
+    t.bytes += LsanBytes(blocks[i]);
     ++out->lsan_leaked.blocks;
-    out->lsan_leaked.bytes += blocks[i].size();
+    out->lsan_leaked.bytes += LsanBytes(blocks[i]);
   }
   return true;
 }
@@ -818,7 +821,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
       const ScanBlock& b = program_lsan[i];
       if (b.pooled() && IsLost(b)) {
         ++out->lsan_hidden_in_pools.blocks;
-        out->lsan_hidden_in_pools.bytes += b.size();
+        out->lsan_hidden_in_pools.bytes += LsanBytes(b);
       }
     }
     if (!out->lsan_scanned) {

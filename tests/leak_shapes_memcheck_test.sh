@@ -53,5 +53,13 @@ check many_lost        1000 24000 0 0      0 0       4 160000   1
 check thread_ended     5 200     0 0       1 ?       0 0        2
 check thread_blocked   0 0       0 0       1 ?       1 120      1
 check interleaved      10 1348   0 0       0 0       0 0        1
+check tree             1 32      6 192     0 0       0 0        1
+check self_pointer     1 40      0 0       0 0       0 0        1
+check data_global      0 0       0 0       0 0       1 88       0
+check tls              0 0       0 0       0 0       1 56       0
+check pthread_key      0 0       0 0       0 0       1 64       0
+check unaligned        1 24      0 0       0 0       0 0        1
+check malloc0          1 0       0 0       0 0       1 0        1
+check swapcontext      0 0       0 0       0 0       2 65584    0
 [ "$fail" = 0 ] || exit 1
 echo PASS

@@ -37,6 +37,22 @@
  *                 glibc keeps for a live thread (see tests/leak_shapes_memcheck_test.sh)
  *   interleaved   10 leaks, 7 small (16 to 64 bytes: 280 B) and 3 large (256, 300, 512 bytes),
  *                 between blocks of the same sizes that are freed: definitely lost 10 (1348 B)
+ *   tree          a dropped binary tree of 7 nodes of 32 bytes: definitely lost 1 (32 B), indirectly
+ *                 lost 6 (192 B)
+ *   self_pointer  a dropped 40-byte block whose first word points at itself: definitely lost 1 (40 B)
+ *   data_global   a pointer to an 88-byte block in an initialised global (.data, where `global` uses a
+ *                 zero one in .bss): still reachable 1 (88 B)
+ *   tls           a pointer to a 56-byte block in the main thread's static thread-local storage: still
+ *                 reachable 1 (56 B)
+ *   pthread_key   a 64-byte block set as the main thread's value of a pthread key: still reachable 1
+ *                 (64 B)
+ *   unaligned     the only copy of a 24-byte block's address stored 3 bytes into a global (detectors
+ *                 read aligned words): definitely lost 1 (24 B)
+ *   malloc0       two malloc(0) blocks, one dropped and one kept in a global: definitely lost 1 (0 B),
+ *                 still reachable 1 (0 B)
+ *   swapcontext   a 64 KiB block kept in a global, used as a context's stack; the context allocates a
+ *                 48-byte block, keeps its only pointer in a local there and swaps back: still reachable
+ *                 2 (65,584 B)
  *   none          nothing: what the C and C++ runtimes leave live at exit whatever the mode (stdout's
  *                 buffer, libstdc++'s emergency pool), which the other modes' figures include
  * No pointer to a block survives in a register or a stack slot at exit: blocks are made and dropped
@@ -49,6 +65,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 static void* volatile sink;         /* overwritten and cleared: never a root at exit */
@@ -238,12 +255,101 @@ __attribute__((noinline)) static void make_interleaved(void) {
   sink = NULL;
 }
 
+__attribute__((noinline)) static void make_tree(void) {
+  struct tnode {
+    struct tnode* left;
+    struct tnode* right;
+    char payload[16];
+  };
+  struct tnode* nodes[7];
+  for (int i = 0; i < 7; ++i) {
+    nodes[i] = malloc(sizeof(struct tnode));
+    memset(nodes[i], 0, sizeof(struct tnode));
+  }
+  for (int i = 0; i < 3; ++i) {
+    nodes[i]->left = nodes[2 * i + 1];
+    nodes[i]->right = nodes[2 * i + 2];
+  }
+  sink = nodes[0];
+  for (int i = 0; i < 7; ++i) ((void* volatile*)nodes)[i] = NULL;
+  sink = NULL;
+}
+
+__attribute__((noinline)) static void make_self_pointer(void) {
+  void** p = malloc(40);
+  memset(p, 0, 40);
+  p[0] = p;
+  sink = p;
+  sink = NULL;
+}
+
+static int data_anchor;
+static void* volatile data_kept = &data_anchor; /* initialised: .data */
+
+__attribute__((noinline)) static void make_data_global(void) {
+  void* p = malloc(88);
+  memset(p, 0x41, 88);
+  data_kept = p;
+}
+
+static __thread void* volatile tls_kept;
+
+__attribute__((noinline)) static void make_tls(void) {
+  void* p = malloc(56);
+  memset(p, 0x42, 56);
+  tls_kept = p;
+}
+
+__attribute__((noinline)) static void make_pthread_key(void) {
+  pthread_key_t key;
+  if (pthread_key_create(&key, NULL) != 0) exit(1);
+  void* p = malloc(64);
+  memset(p, 0x43, 64);
+  if (pthread_setspecific(key, p) != 0) exit(1);
+}
+
+static char unaligned_holder[32];
+
+__attribute__((noinline)) static void make_unaligned(void) {
+  void* p = malloc(24);
+  memset(p, 0x44, 24);
+  memcpy(unaligned_holder + 3, &p, sizeof p);
+}
+
+__attribute__((noinline)) static void make_malloc0(void) {
+  sink = malloc(0);
+  sink = NULL;
+  kept = malloc(0);
+}
+
+static ucontext_t main_context, side_context;
+
+__attribute__((noinline)) static void on_side_stack(void) {
+  void* volatile mine = malloc(48); /* its only copy: this frame, on the heap block used as a stack */
+  memset(mine, 0x45, 48);
+  swapcontext(&side_context, &main_context);
+}
+
+__attribute__((noinline)) static void make_swapcontext(void) {
+  const size_t bytes = 64 * 1024;
+  char* stack = malloc(bytes);
+  memset(stack, 0, bytes);
+  large_kept = stack;
+  if (getcontext(&side_context) != 0) exit(1);
+  side_context.uc_stack.ss_sp = stack;
+  side_context.uc_stack.ss_size = bytes;
+  side_context.uc_link = NULL;
+  makecontext(&side_context, on_side_stack, 0);
+  if (swapcontext(&main_context, &side_context) != 0) exit(1);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: leak_shapes none|list|cycle|global|interior|mmap|shared_mmap|merged_mmap|guard_page|dead_frame|"
                     "dead_frame_return|arena_top|many_lost|"
                     "thread_ended|"
-                    "thread_blocked|interleaved\n");
+                    "thread_blocked|interleaved|tree|self_pointer|data_global|tls|pthread_key|unaligned|"
+                    "malloc0|swapcontext\n");
     return 2;
   }
   const char* m = argv[1];
@@ -288,6 +394,22 @@ int main(int argc, char** argv) {
     make_thread_blocked();
   } else if (strcmp(m, "interleaved") == 0) {
     make_interleaved();
+  } else if (strcmp(m, "tree") == 0) {
+    make_tree();
+  } else if (strcmp(m, "self_pointer") == 0) {
+    make_self_pointer();
+  } else if (strcmp(m, "data_global") == 0) {
+    make_data_global();
+  } else if (strcmp(m, "tls") == 0) {
+    make_tls();
+  } else if (strcmp(m, "pthread_key") == 0) {
+    make_pthread_key();
+  } else if (strcmp(m, "unaligned") == 0) {
+    make_unaligned();
+  } else if (strcmp(m, "malloc0") == 0) {
+    make_malloc0();
+  } else if (strcmp(m, "swapcontext") == 0) {
+    make_swapcontext();
   } else {
     fprintf(stderr, "leak_shapes: unknown mode '%s'\n", m);
     return 2;
