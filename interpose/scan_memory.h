@@ -173,8 +173,9 @@ class Array {
 
 // Under valgrind, the process's maps include valgrind's own memory, which the program cannot address
 // and which memcheck never scans, and memcheck follows only words whose bits are all defined. This
-// reader reads as memcheck's leak check does: through `base`, a page at a time, stopping where memcheck
-// says the client cannot address the memory, and reading undefined words as zero.
+// reader reads as memcheck's leak check does: through `base`, a page at a time, reading words memcheck
+// says the client cannot address, and undefined words, as zero; a read stops at a page none of whose
+// words it finds addressable.
 class MemcheckViewReader : public track::MemoryReader {
  public:
   explicit MemcheckViewReader(track::MemoryReader& base) : base_(base) {}
@@ -185,13 +186,22 @@ class MemcheckViewReader : public track::MemoryReader {
       const uintptr_t a = addr + done;
       const size_t len = std::min(n - done, size_t{4096} - (a & 4095));
       if (!Addressable(a, vbits, len)) {
-        // Part of the page is not the client's: keep its addressable words, stop at the first other.
-        size_t k = 0;
-        while (k + 8 <= len && Addressable(a + k, vbits + k, 8)) k += 8;
-        if (k == 0) return done;
-        if (base_.Read(a, static_cast<char*>(buf) + done, k) != k) return done;
-        Undefine(static_cast<char*>(buf) + done, vbits, k);
-        return done + k;
+        // Part of the page is not the client's, or words of both kinds lie in any order, as in the page
+        // that holds a thread's stack pointer (memcheck makes the frames popped below it no-access, and
+        // leaves what lies deeper as it was): the addressable words, zeros for the others. Looked for
+        // word by word only when one of a few words spread over the page is addressable.
+        if (!SomeAddressable(a, vbits, len)) return done;
+        char* const out = static_cast<char*>(buf) + done;
+        for (size_t w = 0; w + 8 <= len; w += 8) {
+          if (Addressable(a + w, vbits + w, 8) && base_.Read(a + w, out + w, 8) == 8) {
+            Undefine(out + w, vbits + w, 8);
+          } else {
+            memset(out + w, 0, 8);
+          }
+        }
+        memset(out + (len & ~size_t{7}), 0, len & 7);
+        done += len;
+        continue;
       }
       if (base_.Read(a, static_cast<char*>(buf) + done, len) != len) return done;
       Undefine(static_cast<char*>(buf) + done, vbits, len);
@@ -203,6 +213,13 @@ class MemcheckViewReader : public track::MemoryReader {
  private:
   static bool Addressable(uintptr_t a, unsigned char* vbits, size_t len) {
     return VALGRIND_GET_VBITS(reinterpret_cast<const char*>(a), reinterpret_cast<char*>(vbits), len) == 1;
+  }
+  // Whether one of the words at every 512th byte of [a, a + len), or its last word, is addressable.
+  static bool SomeAddressable(uintptr_t a, unsigned char* vbits, size_t len) {
+    for (size_t w = 0; w + 8 <= len; w += 512) {
+      if (Addressable(a + w, vbits + w, 8)) return true;
+    }
+    return len >= 8 && Addressable(a + ((len - 8) & ~size_t{7}), vbits + ((len - 8) & ~size_t{7}), 8);
   }
   static void Undefine(char* out, const unsigned char* vbits, size_t len) {
     for (size_t w = 0; w + 8 <= len; w += 8) {

@@ -133,6 +133,17 @@ print(f"ok: list: {h['blocks']} lost blocks hidden in pools")
 PY
   fi
 done
+# The program's classes from a run under valgrind (memcheck's view of memory: what it holds no-access
+# or undefined is no pointer) are memcheck's: a thread blocked in a system call keeps its block on
+# its stack, in the page that holds its stack pointer.
+for mode in thread_blocked list tls; do
+  possible_bytes=1
+  case $mode in thread_*) possible_bytes=0 ;; esac
+  rm -f "$work"/r.*.json
+  LD_PRELOAD="$lib" POOLSCOPE_OPTIONS="pool=1:quiet=1:report=$work/r.%p.json" \
+    valgrind -q --soname-synonyms=somalloc=nouserintercepts --leak-check=no "$prog" "$mode" > /dev/null 2>&1
+  compare "$mode program view under valgrind" "$work/$mode.memcheck.json" "$(ls "$work"/r.*.json)" program "$possible_bytes"
+done
 # Blocks that exist only because poolscope is loaded would be named in loaded_by_poolscope; libpoolscope.so
 # loads no object of its own at start, so there are none, in C programs (true, sqlite3) as in leak_shapes
 # (which links libstdc++ itself), and still_reachable is memcheck's, block for block.
