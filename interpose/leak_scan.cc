@@ -695,6 +695,12 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     }
   }
   for (size_t i = 0; i < own_roots.size() && c.ok; ++i) c.ok = detector_extra.Push(own_roots[i]);
+  // The program's registers at its call into exit(), which the exit path's frames below exit_sp save.
+  const RootRange exit_registers =
+      in.exit_registers != nullptr
+          ? RootRange{reinterpret_cast<uintptr_t>(in.exit_registers), reinterpret_cast<uintptr_t>(in.exit_registers + 6)}
+          : RootRange{0, 0};
+  if (exit_registers.end != 0) c.ok = c.ok && arena_roots.Push(exit_registers);
   const bool roots_ok = c.ok && roots_of(program_exclude, arena_roots, &program_roots) &&
                         roots_of(program_exclude, detector_extra, &detector_roots);
   if (pagemap >= 0) close(pagemap);
@@ -815,6 +821,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     out->lsan_scanned = out->lsan_scanned &&
                         Subtract(lsan_candidates.data(), k, program_exclude.data(), program_exclude.size(),
                                  &program_lsan_roots) &&
+                        (exit_registers.end == 0 || program_lsan_roots.Push(exit_registers)) &&
                         ClassifyCopy(blocks.data(), blocks.size(), program_lsan_roots.data(), program_lsan_roots.size(),
                                      root_reader, heap_reader, &program_lsan);
     for (size_t i = 0; i < program_lsan.size() && out->lsan_scanned; ++i) {
@@ -854,10 +861,10 @@ namespace {
 RootRange ExitFunction() {
   Dl_info info;
   void* sym = nullptr;
-  // Through this library's own reference, which allocates nothing (dlopen and dlsym would, and the
-  // blocks they keep would be live at exit); only libc's (a non-PIE program that takes exit's address
-  // makes the reference its own PLT entry: the walk then stops at libc's first frame).
-  void* fn = reinterpret_cast<void*>(&exit);
+  // libc's exit as ResolveReal found it (libpoolscope.so defines an exit() of its own that jumps to
+  // it); only libc's (another preloaded object's exit: the walk then stops at libc's first frame).
+  ResolveReal();
+  void* fn = reinterpret_cast<void*>(g_real.exit);
   if (fn == nullptr || dladdr1(fn, &info, &sym, RTLD_DL_SYMENT) == 0 || sym == nullptr) return RootRange{0, 0};
   if (info.dli_fname == nullptr || strstr(info.dli_fname, "/libc.so") == nullptr) return RootRange{0, 0};
   const auto* entry = static_cast<const ElfW(Sym)*>(sym);

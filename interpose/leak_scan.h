@@ -44,6 +44,10 @@ struct ScanInputs {
   void (*for_each_pool)(void (*pool_fn)(uintptr_t real, size_t real_bytes, uintptr_t base, size_t pool_bytes,
                                         bool explicit_arena, void* arg),
                         void (*block_fn)(uintptr_t block, uint64_t size, void* arg), void* arg);
+  // The program's callee-saved registers at its call into exit() (6 words), or null when it did not
+  // call it (a return from main restores its caller's): roots of the program's views, as the exit
+  // path's frames that save them are for a detector below.
+  const uintptr_t* exit_registers;
   // The pool metadata's chunks: calls fn(begin, end, arg) for each. The detector's view reads, for
   // them, each pool's start (what they hold of the heap), not their bytes. Null: read as they are.
   void (*for_each_meta_chunk)(void (*fn)(uintptr_t begin, uintptr_t end, void* arg), void* arg);

@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <new>
 
 #define POOLSCOPE_ARENA_NO_INLINE  // (this file defines the exported poolscope_arena_alloc)
@@ -153,6 +154,43 @@ EXPORT int dlclose(void* handle) {
   ps::TrackingCodeUnmapped();
   return rc;
 }
+
+// exit(): the program's callee-saved registers (rbx, rbp, r12-r15) as they are at its call, kept for
+// the exit scan (a detector below reads them in the exit path's frames, which save them), then a jump
+// to libc's exit, which leaves no frame of poolscope's between the program's and libc's.
+extern "C" {
+__attribute__((visibility("hidden"), noreturn, used)) void poolscope_exit_slow(int status) {
+  // Before the library resolved libc's exit (a constructor that runs before ours exits).
+  ps::ResolveReal();
+  poolscope_real_exit = ps::g_real.exit;
+  if (poolscope_real_exit != nullptr) poolscope_real_exit(status);
+  ps::g_real.exit_(status);
+  __builtin_unreachable();
+}
+}
+__asm__(R"(
+  .text
+  .globl exit
+  .type exit, @function
+  .p2align 4
+exit:
+  .cfi_startproc
+  movq %rbx, poolscope_exit_registers+0(%rip)
+  movq %rbp, poolscope_exit_registers+8(%rip)
+  movq %r12, poolscope_exit_registers+16(%rip)
+  movq %r13, poolscope_exit_registers+24(%rip)
+  movq %r14, poolscope_exit_registers+32(%rip)
+  movq %r15, poolscope_exit_registers+40(%rip)
+  movq $1, poolscope_exit_registers+48(%rip)
+  movq poolscope_real_exit(%rip), %rax
+  testq %rax, %rax
+  jz 1f
+  jmp *%rax
+1:
+  jmp poolscope_exit_slow
+  .cfi_endproc
+  .size exit, .-exit
+)");
 
 EXPORT void _exit(int status) {
   ps::OnExitCall();

@@ -188,6 +188,7 @@ void ScanBeforeExitReport() {
   in.threads = threads;
   in.nthreads = n;
   in.exit_sp = g_exit_sp;
+  if (poolscope_exit_registers[6] == 1) in.exit_registers = poolscope_exit_registers;
   if (const uint64_t signalled = ReportSignalNs(); signalled != 0) in.deadline_ns = signalled + kScanBudgetMs * 1000000;
   in.self_state = reinterpret_cast<uintptr_t>(&t_state);
   in.for_each_pool = ForEachPoolForScan;

@@ -10,6 +10,9 @@
 
 #include "interpose/internal.h"
 
+void (*poolscope_real_exit)(int) = nullptr;
+uintptr_t poolscope_exit_registers[7] = {};
+
 namespace poolscope {
 
 RealFns g_real;
@@ -76,6 +79,7 @@ bool ResolveReal() {
   Lookup(&r.pvalloc, "pvalloc");
   Lookup(&r.malloc_usable_size, "malloc_usable_size");
   Lookup(&r.exit_, "_exit");
+  Lookup(&r.exit, "exit");
   Lookup(&r.dlclose, "dlclose");
   Lookup(&r.op_new, "_Znwm");
   Lookup(&r.op_new_nothrow, "_ZnwmRKSt9nothrow_t");
@@ -98,6 +102,7 @@ bool ResolveReal() {
   Lookup(&r.op_delete_array_sized_aligned, "_ZdaPvmSt11align_val_t");
   Lookup(&r.op_delete_array_aligned_nothrow, "_ZdaPvSt11align_val_tRKSt9nothrow_t");
   g_real = r;
+  poolscope_real_exit = r.exit;
   t_in_resolve = false;
   bool ok = r.malloc != nullptr && r.free != nullptr && r.calloc != nullptr && r.realloc != nullptr;
   g_state.store(ok ? 2 : 3, std::memory_order_release);

@@ -26,6 +26,7 @@ struct RealFns {
   void* (*pvalloc)(size_t);
   size_t (*malloc_usable_size)(void*);
   void (*exit_)(int);  // _exit
+  void (*exit)(int);   // exit: libc's, which libpoolscope.so's own exit() jumps to
   int (*dlclose)(void*);  // interposed only to learn that code was unmapped
   // C++ operators, by form. Missing forms (no libstdc++ below us) are null.
   void* (*op_new)(size_t);
@@ -51,6 +52,18 @@ struct RealFns {
 };
 
 extern RealFns g_real;
+
+}  // namespace poolscope
+
+extern "C" {
+// libc's exit once ResolveReal has run (else null), for libpoolscope.so's exit() to jump to.
+extern void (*poolscope_real_exit)(int) __attribute__((visibility("hidden")));
+// The program's callee-saved registers at its call into exit() (rbx, rbp, r12, r13, r14, r15), kept by
+// libpoolscope.so's exit(); word 6 is 1 once it has run.
+extern uintptr_t poolscope_exit_registers[7] __attribute__((visibility("hidden")));
+}
+
+namespace poolscope {
 
 // Looks the next allocator up once; safe to call from any thread, and re-entrantly (dlsym's own
 // allocations land in the bootstrap buffer). Returns false if malloc/free could not be found.

@@ -61,5 +61,6 @@ check pthread_key      0 0       0 0       0 0       1 64       0
 check unaligned        1 24      0 0       0 0       0 0        1
 check malloc0          1 0       0 0       0 0       1 0        1
 check swapcontext      0 0       0 0       0 0       2 65584    0
+check exit_register    0 0       0 0       0 0       1 96       0
 [ "$fail" = 0 ] || exit 1
 echo PASS

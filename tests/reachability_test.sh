@@ -39,7 +39,7 @@ if not bad:
 sys.exit(1 if bad else 0)
 PY
 }
-for mode in list cycle global interior mmap shared_mmap merged_mmap guard_page dead_frame dead_frame_return arena_top many_lost interleaved thread_ended thread_blocked tree self_pointer data_global tls pthread_key unaligned malloc0 swapcontext; do
+for mode in list cycle global interior mmap shared_mmap merged_mmap guard_page dead_frame dead_frame_return arena_top many_lost interleaved thread_ended thread_blocked tree self_pointer data_global tls pthread_key unaligned malloc0 swapcontext exit_register; do
   possible_bytes=1
   case $mode in thread_*) possible_bytes=0 ;; esac
   /usr/bin/python3 "$summary" -- "$prog" "$mode" > "$work/$mode.memcheck.json"
@@ -132,6 +132,34 @@ assert lost == 10 and h["blocks"] == lost, f"FAIL: hidden_in_pools {h}, the prog
 print(f"ok: list: {h['blocks']} lost blocks hidden in pools")
 PY
   fi
+done
+# A forked child's report holds the child's classes, its parent's the parent's: each equals what
+# memcheck (which follows the fork) says of that process.
+mkdir -p "$work/fork"
+rm -f "$work"/fork/*
+valgrind --log-file="$work/fork/mc.%p.log" --leak-check=full --leak-check-heuristics=none --run-libc-freeres=no \
+  --run-cxx-freeres=no "$prog" fork_child > /dev/null
+for pool in 0 1; do
+  rm -f "$work"/fork/r.*.json
+  LD_PRELOAD="$lib" POOLSCOPE_OPTIONS="pool=$pool:quiet=1:report=$work/fork/r.%p.json" "$prog" fork_child > /dev/null
+  for who in parent child; do
+    # memcheck's logs name their parent's pid (the child's parent has a log too); the reports say
+    # which process was forked.
+    read -r log report < <(/usr/bin/python3 - "$who" "$work/fork" <<'PY'
+import glob, json, os, re, sys
+who, d = sys.argv[1], sys.argv[2]
+logs = {}
+for f in glob.glob(os.path.join(d, "mc.*.log")):
+    logs[int(f.split(".")[-2])] = int(re.search(r"Parent PID: (\d+)", open(f).read()).group(1))
+log = [p for p, parent in logs.items() if (parent in logs) == (who == "child")]
+report = [f for f in glob.glob(os.path.join(d, "r.*.json"))
+          if (json.load(open(f))["process"].get("forked_from") is not None) == (who == "child")]
+print(os.path.join(d, f"mc.{log[0]}.log") if len(log) == 1 else "none", report[0] if len(report) == 1 else "none")
+PY
+)
+    /usr/bin/python3 "$summary" --log "$log" > "$work/fork/$who.json"
+    compare "fork_child pool=$pool: the $who" "$work/fork/$who.json" "$report" program 1
+  done
 done
 # The program's classes from a run under valgrind (memcheck's view of memory: what it holds no-access
 # or undefined is no pointer) are memcheck's: a thread blocked in a system call keeps its block on

@@ -53,6 +53,11 @@
  *   swapcontext   a 64 KiB block kept in a global, used as a context's stack; the context allocates a
  *                 48-byte block, keeps its only pointer in a local there and swaps back: still reachable
  *                 2 (65,584 B)
+ *   fork_child    the process forks; the child drops a 3-node list of 32-byte nodes and exits
+ *                 (definitely lost 1, 32 B; indirectly lost 2, 64 B), the parent waits for it and
+ *                 leaves nothing more than `none`
+ *   exit_register the only copy of a 96-byte block's address is in rbx (a register each function
+ *                 saves before it uses it) when main's callee calls exit(): still reachable 1 (96 B)
  *   none          nothing: what the C and C++ runtimes leave live at exit whatever the mode (stdout's
  *                 buffer, libstdc++'s emergency pool), which the other modes' figures include
  * No pointer to a block survives in a register or a stack slot at exit: blocks are made and dropped
@@ -65,6 +70,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -343,13 +349,59 @@ __attribute__((noinline)) static void make_swapcontext(void) {
   if (swapcontext(&main_context, &side_context) != 0) exit(1);
 }
 
+__attribute__((noinline)) static void drop_list3(void) {
+  struct node* head = NULL;
+  for (int i = 0; i < 3; ++i) {
+    struct node* n = malloc(sizeof(struct node));
+    memset(n, 0, sizeof(*n));
+    n->next = head;
+    head = n;
+  }
+  sink = head;
+  sink = NULL;
+}
+
+/* The block's address, xored with a key wherever the compiler keeps it, made whole in rbx (which a
+ * called function saves and restores) right before the call into exit(). */
+__attribute__((noinline)) static void exit_with_register(void) {
+  const uintptr_t key = 0x5a5a5a5a5a5a5a5aull;
+  char* volatile p = malloc(96);
+  memset(p, 0x47, 96);
+  volatile uintptr_t hidden = (uintptr_t)p ^ key;
+  p = NULL;
+  wipe_stack();
+  printf("leak_shapes: exit_register done\n");
+  fflush(stdout);
+  __asm__ volatile(
+      "mov %0, %%rbx\n\t"
+      "xor %1, %%rbx\n\t"
+      "xor %%edi, %%edi\n\t"
+      "call exit@PLT\n\t"
+      :
+      : "r"((uintptr_t)hidden), "r"(key)
+      : "rbx", "rdi", "memory");
+}
+
+__attribute__((noinline)) static void make_fork_child(void) {
+  fflush(stdout);
+  pid_t child = fork();
+  if (child < 0) exit(1);
+  if (child == 0) {
+    drop_list3();
+    wipe_stack();
+    exit(0);
+  }
+  int status;
+  if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) exit(1);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: leak_shapes none|list|cycle|global|interior|mmap|shared_mmap|merged_mmap|guard_page|dead_frame|"
                     "dead_frame_return|arena_top|many_lost|"
                     "thread_ended|"
                     "thread_blocked|interleaved|tree|self_pointer|data_global|tls|pthread_key|unaligned|"
-                    "malloc0|swapcontext\n");
+                    "malloc0|swapcontext|fork_child|exit_register\n");
     return 2;
   }
   const char* m = argv[1];
@@ -410,6 +462,10 @@ int main(int argc, char** argv) {
     make_malloc0();
   } else if (strcmp(m, "swapcontext") == 0) {
     make_swapcontext();
+  } else if (strcmp(m, "fork_child") == 0) {
+    make_fork_child();
+  } else if (strcmp(m, "exit_register") == 0) {
+    exit_with_register();
   } else {
     fprintf(stderr, "leak_shapes: unknown mode '%s'\n", m);
     return 2;
