@@ -57,10 +57,10 @@ extern RealFns g_real;
 
 extern "C" {
 // libc's exit once ResolveReal has run (else null), for libpoolscope.so's exit() to jump to.
-extern void (*poolscope_real_exit)(int) __attribute__((visibility("hidden")));
+extern void (*poolscope_real_exit)(int);
 // The program's callee-saved registers at its call into exit() (rbx, rbp, r12, r13, r14, r15), kept by
 // libpoolscope.so's exit(); word 6 is 1 once it has run.
-extern uintptr_t poolscope_exit_registers[7] __attribute__((visibility("hidden")));
+extern uintptr_t poolscope_exit_registers[7];
 }
 
 namespace poolscope {
