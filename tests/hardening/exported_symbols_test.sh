@@ -8,7 +8,7 @@ LIB=$(readlink -f "$1")
 fail() { echo "FAIL: $*" >&2; exit 1; }
 command -v readelf >/dev/null || fail "readelf is required (binutils)"
 allowed_list="malloc free calloc realloc reallocarray posix_memalign aligned_alloc memalign valloc pvalloc
-malloc_usable_size _exit _Exit dlclose
+malloc_usable_size exit _exit _Exit dlclose
 sigaction __sigaction signal bsd_signal ssignal sysv_signal __sysv_signal sigset sigignore siginterrupt
 _Znwm _Znam _ZnwmRKSt9nothrow_t _ZnamRKSt9nothrow_t _ZnwmSt11align_val_t _ZnamSt11align_val_t
 _ZnwmSt11align_val_tRKSt9nothrow_t _ZnamSt11align_val_tRKSt9nothrow_t
