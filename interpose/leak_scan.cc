@@ -25,6 +25,7 @@
 #include "interpose/real.h"
 #include "interpose/scan_memory.h"
 #include "interpose/side_thread.h"
+#include "interpose/thread_registers.h"
 #include "interpose/tracking.h"
 #include "track/frame_rules.h"
 #include "track/proc_maps.h"
@@ -399,6 +400,34 @@ struct DetectorJob {
   bool ok;
 };
 
+bool PushAll(Array<RootRange>& from, Array<RootRange>* to) {
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (!to->Push(from[i])) return false;
+  }
+  return true;
+}
+
+// Scratch memory given back when the scan returns.
+struct ScratchMapping {
+  void* p;
+  size_t bytes;
+  ~ScratchMapping() {
+    if (p != nullptr) g_scratch.Unmap(p, bytes);
+  }
+};
+
+// How long the helper that reads the other threads' registers may take (it stops each for a few
+// microseconds; a thread the kernel cannot stop in time is read without its registers).
+constexpr uint64_t kRegistersTimeoutMs = 500;
+
+// Whether that helper may run: not under valgrind (its threads' registers are the tool's), no seccomp
+// filter (one may kill the process for clone or ptrace), no tracer (a thread has one at most).
+bool RegistersReadable() {
+  if (RUNNING_ON_VALGRIND != 0) return false;
+  char buf[8192];
+  return ReadSelfStatus(buf, sizeof buf) && !SeccompFiltered(buf) && !Traced(buf);
+}
+
 int ClassifyForDetector(void* arg) {
   auto* j = static_cast<DetectorJob*>(arg);
   j->ok = track::ClassifyReachability(j->blocks, j->n, j->roots, j->nroots, *j->root_reader, *j->heap_reader,
@@ -461,6 +490,26 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // Its stack gone before the maps are read: no root may lie in memory that goes during the scan.
   prefault.Stop();
   blocks.FaultIn();
+  // The other threads' registers, which a detector reads as roots (a thread spinning with the only
+  // pointer to a block in a register keeps it); read once, now, each thread stopped only for that.
+  Array<RootRange> register_roots(g_scratch);
+  RegistersRead registers = {0, tasks > 1 ? static_cast<size_t>(tasks - 1) : 0};
+  ThreadRegisters* regs = nullptr;
+  const size_t regs_room = tasks > 1 ? static_cast<size_t>(tasks) + 64 : 0;
+  void* helper_stack = nullptr;
+  if (tasks > 1 && in.deadline_ns == 0 && RegistersReadable()) {
+    regs = static_cast<ThreadRegisters*>(g_scratch.Map(regs_room * sizeof(ThreadRegisters)));
+    helper_stack = g_scratch.Map(kHelperStackBytes);
+    if (regs != nullptr && helper_stack != nullptr) {
+      registers = ReadOtherThreadsRegisters(regs, regs_room, helper_stack, kRegistersTimeoutMs);
+      for (size_t i = 0; i < registers.read && c.ok; ++i) {
+        c.ok = register_roots.Push(RootRange{reinterpret_cast<uintptr_t>(regs[i].words),
+                                             reinterpret_cast<uintptr_t>(regs[i].words + ThreadRegisters::kWords)});
+      }
+    }
+    if (helper_stack != nullptr) g_scratch.Unmap(helper_stack, kHelperStackBytes);
+  }
+  ScratchMapping regs_mapping{regs, regs_room * sizeof(ThreadRegisters)};
   track::ProcMaps maps(g_scratch);
   if (!maps.Read()) {
     out->not_scanned_why = "/proc/self/maps could not be read";
@@ -507,8 +556,8 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   track::MemoryReader& detector_heap_reader = on_valgrind ? static_cast<track::MemoryReader&>(detector_memcheck_heap)
                                               : checked   ? static_cast<track::MemoryReader&>(detector_checked_heap)
                                                           : plain_heap;
-  out->threads_stopped = 0;
-  out->threads_not_stopped = tasks > 1 ? tasks - 1 : 0;
+  out->threads_stopped = static_cast<int>(registers.read);
+  out->threads_not_stopped = static_cast<int>(registers.failed);
 
   // What no detector scans: the allocator's heap, dead threads' cached stacks, the exiting thread's
   // stack below its stack pointer. What a detector below poolscope scans but the program's view does
@@ -669,13 +718,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // them up from the pools' array), read before the rest of poolscope's memory.
   const size_t seed_bytes = (dblocks.size() * 8 + 4095) & ~size_t{4095};
   void* const seed = slab.size() > 0 && c.ok ? g_scratch.MapSparse(seed_bytes) : nullptr;
-  struct Unmapped {
-    void* p;
-    size_t bytes;
-    ~Unmapped() {
-      if (p != nullptr) g_scratch.Unmap(p, bytes);
-    }
-  } seed_mapping{seed, seed_bytes};
+  ScratchMapping seed_mapping{seed, seed_bytes};
   Array<RootRange> detector_extra(g_scratch);
   if (seed != nullptr) {
     const uintptr_t b = reinterpret_cast<uintptr_t>(seed);
@@ -701,6 +744,9 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
           ? RootRange{reinterpret_cast<uintptr_t>(in.exit_registers), reinterpret_cast<uintptr_t>(in.exit_registers + 6)}
           : RootRange{0, 0};
   if (exit_registers.end != 0) c.ok = c.ok && arena_roots.Push(exit_registers);
+  for (size_t i = 0; i < register_roots.size() && c.ok; ++i) {
+    c.ok = arena_roots.Push(register_roots[i]) && detector_extra.Push(register_roots[i]);
+  }
   const bool roots_ok = c.ok && roots_of(program_exclude, arena_roots, &program_roots) &&
                         roots_of(program_exclude, detector_extra, &detector_roots);
   if (pagemap >= 0) close(pagemap);
@@ -808,6 +854,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
       }
       ok = Subtract(lsan_candidates.data(), k, exclude.data(), exclude.size(), &lsan_roots);
     }
+    for (size_t i = 0; i < register_roots.size() && ok; ++i) ok = lsan_roots.Push(register_roots[i]);
     // (Through the detector's reader: its thread has ended, and the program's view counts what it
     // could not read.)
     out->lsan_scanned = ok && ClassifyForLsan(dblocks.data(), dblocks.size(), lsan_roots.data(), lsan_roots.size(),
@@ -822,6 +869,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
                         Subtract(lsan_candidates.data(), k, program_exclude.data(), program_exclude.size(),
                                  &program_lsan_roots) &&
                         (exit_registers.end == 0 || program_lsan_roots.Push(exit_registers)) &&
+                        PushAll(register_roots, &program_lsan_roots) &&
                         ClassifyCopy(blocks.data(), blocks.size(), program_lsan_roots.data(), program_lsan_roots.size(),
                                      root_reader, heap_reader, &program_lsan);
     for (size_t i = 0; i < program_lsan.size() && out->lsan_scanned; ++i) {

@@ -62,5 +62,6 @@ check unaligned        1 24      0 0       0 0       0 0        1
 check malloc0          1 0       0 0       0 0       1 0        1
 check swapcontext      0 0       0 0       0 0       2 65584    0
 check exit_register    0 0       0 0       0 0       1 96       0
+check thread_registers 0 0       0 0       1 ?       1 88       1
 [ "$fail" = 0 ] || exit 1
 echo PASS

@@ -16,7 +16,7 @@ vg=(valgrind --soname-synonyms=somalloc=nouserintercepts --leak-check=full --lea
     --run-libc-freeres=no --run-cxx-freeres=no)
 failed=0
 for mode in list cycle global interior mmap shared_mmap interleaved thread_ended thread_blocked tree self_pointer \
-    tls unaligned malloc0 swapcontext exit_register; do
+    tls unaligned malloc0 swapcontext exit_register thread_registers; do
   "${vg[@]}" "$prog" "$mode" > /dev/null 2> "$work/$mode.bare.log" || true
   /usr/bin/python3 "$summary" --log "$work/$mode.bare.log" > "$work/$mode.bare.json"
   for options in pool=1 pool=1:pool_size=256 pool=1:track=0:pool_size=1024; do

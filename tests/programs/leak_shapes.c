@@ -53,6 +53,9 @@
  *   swapcontext   a 64 KiB block kept in a global, used as a context's stack; the context allocates a
  *                 48-byte block, keeps its only pointer in a local there and swaps back: still reachable
  *                 2 (65,584 B)
+ *   thread_registers  a live thread whose only copy of an 88-byte block's address is in a register
+ *                 (r12) while it spins, when main calls exit(): still reachable 1 (88 B), plus what
+ *                 glibc keeps for a live thread
  *   fork_child    the process forks; the child drops a 3-node list of 32-byte nodes and exits
  *                 (definitely lost 1, 32 B; indirectly lost 2, 64 B), the parent waits for it and
  *                 leaves nothing more than `none`
@@ -349,6 +352,37 @@ __attribute__((noinline)) static void make_swapcontext(void) {
   if (swapcontext(&main_context, &side_context) != 0) exit(1);
 }
 
+static volatile int registers_ready;
+
+/* The block's address is kept xored with a key wherever the compiler keeps it; the assembly makes the
+ * address itself in r12 alone, says so, and spins. */
+__attribute__((noinline)) static void* thread_in_registers(void* arg) {
+  (void)arg;
+  const uintptr_t key = 0x5a5a5a5a5a5a5a5aull;
+  char* volatile p = malloc(88);
+  memset(p, 0x46, 88);
+  volatile uintptr_t hidden = (uintptr_t)p ^ key;
+  p = NULL;
+  wipe_stack();
+  __asm__ volatile(
+      "mov %0, %%r12\n\t"
+      "xor %1, %%r12\n\t"
+      "movl $1, %2\n\t"
+      "1: pause\n\t"
+      "jmp 1b\n\t"
+      :
+      : "r"((uintptr_t)hidden), "r"(key), "m"(registers_ready)
+      : "r12", "memory");
+  return NULL;
+}
+
+__attribute__((noinline)) static void make_thread_registers(void) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, thread_in_registers, NULL) != 0) exit(1);
+  while (!registers_ready) {
+  }
+}
+
 __attribute__((noinline)) static void drop_list3(void) {
   struct node* head = NULL;
   for (int i = 0; i < 3; ++i) {
@@ -401,7 +435,7 @@ int main(int argc, char** argv) {
                     "dead_frame_return|arena_top|many_lost|"
                     "thread_ended|"
                     "thread_blocked|interleaved|tree|self_pointer|data_global|tls|pthread_key|unaligned|"
-                    "malloc0|swapcontext|fork_child|exit_register\n");
+                    "malloc0|swapcontext|thread_registers|fork_child|exit_register\n");
     return 2;
   }
   const char* m = argv[1];
@@ -462,6 +496,8 @@ int main(int argc, char** argv) {
     make_malloc0();
   } else if (strcmp(m, "swapcontext") == 0) {
     make_swapcontext();
+  } else if (strcmp(m, "thread_registers") == 0) {
+    make_thread_registers();
   } else if (strcmp(m, "fork_child") == 0) {
     make_fork_child();
   } else if (strcmp(m, "exit_register") == 0) {
