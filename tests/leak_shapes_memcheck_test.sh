@@ -63,5 +63,6 @@ check malloc0          1 0       0 0       0 0       1 0        1
 check swapcontext      0 0       0 0       0 0       2 65584    0
 check exit_register    0 0       0 0       0 0       1 96       0
 check thread_registers 0 0       0 0       1 ?       1 88       1
+check dynamic_tls      0 0       0 0       0 0       8 ?        0
 [ "$fail" = 0 ] || exit 1
 echo PASS

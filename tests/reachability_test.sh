@@ -24,6 +24,17 @@ got = r["reachability"] if view == "program" else r["reconciliation"]["detector_
 if not got.get("scanned"):
     print(f"FAIL: {label}: not scanned: {got}")
     sys.exit(1)
+if view == "program":
+    # The dynamic loader's table of loaded objects (a program that dlopens has one) is kept through a
+    # pointer to a 64-byte boundary inside it: possibly lost or still reachable by the allocator's
+    # alignment, which differs between glibc's and memcheck's (docs/report-schema.md). Both sides
+    # count it still reachable.
+    got = json.loads(json.dumps(got))
+    for leak in r.get("leaks", []):
+        if leak.get("kind") == "possibly_lost" and any(f.get("function") == "_dl_find_object_update" for f in leak.get("stack", [])):
+            for f in ("blocks", "bytes"):
+                got["possibly_lost"][f] -= leak[f]
+                got["still_reachable"][f] += leak[f]
 bad = []
 for k in ["definitely_lost", "indirectly_lost", "possibly_lost", "still_reachable"]:
     if view == "detector" and k == "still_reachable":
@@ -39,10 +50,10 @@ if not bad:
 sys.exit(1 if bad else 0)
 PY
 }
-for mode in list cycle global interior mmap shared_mmap merged_mmap guard_page dead_frame dead_frame_return arena_top many_lost interleaved thread_ended thread_blocked tree self_pointer data_global tls pthread_key unaligned malloc0 swapcontext exit_register thread_registers; do
+for mode in list cycle global interior mmap shared_mmap merged_mmap guard_page dead_frame dead_frame_return arena_top many_lost interleaved thread_ended thread_blocked tree self_pointer data_global tls pthread_key unaligned malloc0 swapcontext exit_register thread_registers dynamic_tls; do
   possible_bytes=1
   case $mode in thread_*) possible_bytes=0 ;; esac
-  /usr/bin/python3 "$summary" -- "$prog" "$mode" > "$work/$mode.memcheck.json"
+  /usr/bin/python3 "$summary" --as-reachable _dl_find_object_update -- "$prog" "$mode" > "$work/$mode.memcheck.json"
   for pool in 0 1; do
     rm -f "$work"/r.*.json
     LD_PRELOAD="$lib" POOLSCOPE_OPTIONS="pool=$pool:quiet=1:report=$work/r.%p.json" "$prog" "$mode" > /dev/null

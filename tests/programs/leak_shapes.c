@@ -56,6 +56,9 @@
  *   thread_registers  a live thread whose only copy of an 88-byte block's address is in a register
  *                 (r12) while it spins, when main calls exit(): still reachable 1 (88 B), plus what
  *                 glibc keeps for a live thread
+ *   dynamic_tls   a pointer to a 72-byte block in a thread-local variable of libleak_shapes_tls.so,
+ *                 loaded with dlopen (its TLS block is glibc's allocation): still reachable 1 (72 B),
+ *                 besides what dlopen keeps
  *   fork_child    the process forks; the child drops a 3-node list of 32-byte nodes and exits
  *                 (definitely lost 1, 32 B; indirectly lost 2, 64 B), the parent waits for it and
  *                 leaves nothing more than `none`
@@ -67,6 +70,8 @@
  * in noinline functions, through volatile globals that are cleared, and main's frame holds none.
  * Prints one line; exits 0 (2 on a bad mode). */
 #define _GNU_SOURCE
+#include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -383,6 +388,25 @@ __attribute__((noinline)) static void make_thread_registers(void) {
   }
 }
 
+/* A pointer to a 72-byte block in a thread-local variable of an object loaded with dlopen, found
+ * beside the executable. */
+__attribute__((noinline)) static void make_dynamic_tls(void) {
+  char path[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 32);
+  if (n <= 0) exit(1);
+  path[n] = '\0';
+  char* slash = strrchr(path, '/');
+  if (slash == NULL) exit(1);
+  strcpy(slash + 1, "libleak_shapes_tls.so");
+  void* handle = dlopen(path, RTLD_NOW);
+  if (handle == NULL) exit(1);
+  void (*keep)(void*) = (void (*)(void*))dlsym(handle, "leak_shapes_tls_keep");
+  if (keep == NULL) exit(1);
+  void* p = malloc(72);
+  memset(p, 0x48, 72);
+  keep(p);
+}
+
 __attribute__((noinline)) static void drop_list3(void) {
   struct node* head = NULL;
   for (int i = 0; i < 3; ++i) {
@@ -435,7 +459,7 @@ int main(int argc, char** argv) {
                     "dead_frame_return|arena_top|many_lost|"
                     "thread_ended|"
                     "thread_blocked|interleaved|tree|self_pointer|data_global|tls|pthread_key|unaligned|"
-                    "malloc0|swapcontext|thread_registers|fork_child|exit_register\n");
+                    "malloc0|swapcontext|thread_registers|fork_child|exit_register|dynamic_tls\n");
     return 2;
   }
   const char* m = argv[1];
@@ -496,6 +520,8 @@ int main(int argc, char** argv) {
     make_malloc0();
   } else if (strcmp(m, "swapcontext") == 0) {
     make_swapcontext();
+  } else if (strcmp(m, "dynamic_tls") == 0) {
+    make_dynamic_tls();
   } else if (strcmp(m, "thread_registers") == 0) {
     make_thread_registers();
   } else if (strcmp(m, "fork_child") == 0) {
