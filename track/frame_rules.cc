@@ -546,6 +546,12 @@ Slot g_table[kTableSize];
 std::atomic<uint32_t> g_generation{0};
 }  // namespace frame_rules_internal
 
+namespace {
+// Whether a rule may have been cached since the last InvalidateFrameRules: when not, that call need not
+// read the table's 2 MiB, most of which a process never touched (reading each page would map it).
+std::atomic<bool> g_cached{false};
+}  // namespace
+
 FrameRule LookupFrameRuleSlow(uintptr_t pc) {
   size_t i = Hash(pc);
   for (int probe = 0; probe < kMaxProbe; ++probe, i = (i + 1) & (kTableSize - 1)) {
@@ -555,6 +561,7 @@ FrameRule LookupFrameRuleSlow(uintptr_t pc) {
       FrameRule r = s.rule.load(std::memory_order_relaxed);
       if (r != 0) return r;
       r = ComputeFrameRule(pc);
+      if (!g_cached.load(std::memory_order_relaxed)) g_cached.store(true, std::memory_order_relaxed);
       s.rule.store(r, std::memory_order_relaxed);
       return r;
     }
@@ -562,6 +569,7 @@ FrameRule LookupFrameRuleSlow(uintptr_t pc) {
       FrameRule r = ComputeFrameRule(pc);
       uintptr_t expected = 0;
       if (s.pc.compare_exchange_strong(expected, kClaiming, std::memory_order_relaxed)) {
+        if (!g_cached.load(std::memory_order_relaxed)) g_cached.store(true, std::memory_order_relaxed);
         s.rule.store(r, std::memory_order_relaxed);
         s.pc.store(pc, std::memory_order_release);
       }
@@ -575,6 +583,7 @@ uint64_t FrameRulesComputed() { return g_computed.load(std::memory_order_relaxed
 
 void InvalidateFrameRules() {
   frame_rules_internal::g_generation.fetch_add(1, std::memory_order_acq_rel);
+  if (!g_cached.exchange(false, std::memory_order_acq_rel)) return;
   for (size_t i = 0; i < kTableSize; ++i) {
     if (g_table[i].rule.load(std::memory_order_relaxed) != 0) {
       g_table[i].rule.store(0, std::memory_order_relaxed);

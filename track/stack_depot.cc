@@ -1,8 +1,9 @@
 // File: track/stack_depot.cc
 //
 // Publication order, which makes the lock-free lookup safe: a new stack's record is written, then
-// stored in the directory (release), then its id is CASed into the table slot (release). A reader that
-// loads a non-zero slot (acquire) therefore finds the directory entry and the record complete.
+// stored in the directory (release), then its id is stored into the table slot (release); a doubled
+// table is filled before it is published (release). A reader that loads a non-zero slot (acquire)
+// therefore finds the directory entry and the record complete.
 #include "track/stack_depot.h"
 
 #include <cstring>
@@ -38,30 +39,32 @@ uint32_t HashStack(const uintptr_t* pcs, int depth) {
   return static_cast<uint32_t>(Mix(a ^ Rotl(b, 16) ^ Rotl(c, 32) ^ Rotl(d, 48)));
 }
 
-uint32_t RoundUpPow2(uint64_t n) {
-  uint64_t p = 1;
-  while (p < n) p <<= 1;
-  return static_cast<uint32_t>(p);
-}
-
 }  // namespace
 
 StackDepot::StackDepot(DepotMemory* memory, uint32_t capacity) : memory_(memory) {
   if (capacity < 16) capacity = 16;
   if (capacity > (1u << 28)) capacity = 1u << 28;
   capacity_ = capacity;
-  // Ids run from kFirstStackId to capacity + 1; the table keeps the load at or below 2/3.
-  const uint32_t table_size = RoundUpPow2(uint64_t{capacity_} + capacity_ / 2 + kFirstStackId);
+  // Ids run from kFirstStackId to capacity + 1.
   const uint32_t leaves = (capacity_ + kFirstStackId + kLeafSize - 1) / kLeafSize;
-  table_ = static_cast<std::atomic<uint32_t>*>(AllocCounted(sizeof(std::atomic<uint32_t>) * table_size));
+  Table* t = NewTable(kFirstTableSlots);
   directory_ = static_cast<std::atomic<std::atomic<Record*>*>*>(
       AllocCounted(sizeof(std::atomic<std::atomic<Record*>*>) * leaves));
-  if (table_ == nullptr || directory_ == nullptr) {
-    table_ = nullptr;
+  if (t == nullptr || directory_ == nullptr) {
     capacity_ = 0;  // every Insert overflows
     return;
   }
-  mask_ = table_size - 1;
+  table_.store(t, std::memory_order_release);
+}
+
+StackDepot::Table* StackDepot::NewTable(uint32_t slots) {
+  auto* t = static_cast<Table*>(AllocCounted(sizeof(Table) + sizeof(std::atomic<uint32_t>) * (slots - 1)));
+  if (t == nullptr) return nullptr;
+  // Written before it is read: a page first read maps the zero page, and its first write then faults
+  // again.
+  memset(static_cast<void*>(t->slots), 0, sizeof(std::atomic<uint32_t>) * slots);
+  t->mask = slots - 1;
+  return t;
 }
 
 void* StackDepot::AllocCounted(size_t bytes) {
@@ -85,7 +88,6 @@ const StackDepot::Record* StackDepot::RecordOf(uint32_t id) const {
 
 StackDepot::Record* StackDepot::NewRecord(uint32_t id, int depth) {
   const size_t bytes = (sizeof(Record) + sizeof(uintptr_t) * depth + 15) & ~size_t{15};
-  SpinLockHolder h(&lock_);
   std::atomic<std::atomic<Record*>*>* slot = &directory_[id >> kLeafBits];
   if (slot->load(std::memory_order_relaxed) == nullptr) {
     auto* leaf = static_cast<std::atomic<Record*>*>(AllocCounted(sizeof(std::atomic<Record*>) * kLeafSize));
@@ -108,43 +110,13 @@ uint32_t StackDepot::Hash(const uintptr_t* pcs, int depth) {
   return HashStack(pcs, depth > kMaxStackDepth ? kMaxStackDepth : depth);
 }
 
-uint32_t StackDepot::Insert(const uintptr_t* pcs, int depth, uint32_t hash) {
-  if (depth <= 0) return kNoStackId;
-  if (depth > kMaxStackDepth) depth = kMaxStackDepth;
-  if (table_ == nullptr) {
-    noverflows_.fetch_add(1, std::memory_order_relaxed);
-    return kOverflowStackId;
-  }
+uint32_t StackDepot::Find(const Table* t, const uintptr_t* pcs, int depth, uint32_t hash, uint32_t* empty) const {
   const size_t pcs_bytes = sizeof(uintptr_t) * depth;
-  Record* mine = nullptr;  // our record, once made
-  uint32_t mine_id = 0;
-  for (uint32_t i = hash & mask_;; i = (i + 1) & mask_) {
-    uint32_t id = table_[i].load(std::memory_order_acquire);
-    while (id == 0) {
-      // Not in the table: make our record (once) and try to claim this empty slot.
-      if (mine == nullptr) {
-        mine_id = next_id_.fetch_add(1, std::memory_order_relaxed);
-        if (mine_id >= capacity_ + kFirstStackId) {
-          next_id_.store(capacity_ + kFirstStackId, std::memory_order_relaxed);  // no wrap-around
-          noverflows_.fetch_add(1, std::memory_order_relaxed);
-          return kOverflowStackId;
-        }
-        mine = NewRecord(mine_id, depth);
-        if (mine == nullptr) {
-          noverflows_.fetch_add(1, std::memory_order_relaxed);
-          return kOverflowStackId;
-        }
-        mine->hash = hash;
-        mine->depth = static_cast<uint32_t>(depth);
-        memcpy(mine->pcs, pcs, pcs_bytes);
-        std::atomic<Record*>* leaf = directory_[mine_id >> kLeafBits].load(std::memory_order_relaxed);
-        leaf[mine_id & (kLeafSize - 1)].store(mine, std::memory_order_release);
-      }
-      if (table_[i].compare_exchange_strong(id, mine_id, std::memory_order_release,
-                                            std::memory_order_acquire)) {
-        return mine_id;
-      }
-      // Lost the slot: `id` is the winner's; compare below, then go on probing with our record.
+  for (uint32_t i = hash & t->mask;; i = (i + 1) & t->mask) {
+    const uint32_t id = t->slots[i].load(std::memory_order_acquire);
+    if (id == 0) {
+      *empty = i;
+      return 0;
     }
     const Record* r = RecordOf(id);
     if (r->hash == hash && r->depth == static_cast<uint32_t>(depth) && memcmp(r->pcs, pcs, pcs_bytes) == 0) {
@@ -153,8 +125,65 @@ uint32_t StackDepot::Insert(const uintptr_t* pcs, int depth, uint32_t hash) {
   }
 }
 
+uint32_t StackDepot::Insert(const uintptr_t* pcs, int depth, uint32_t hash) {
+  if (depth <= 0) return kNoStackId;
+  if (depth > kMaxStackDepth) depth = kMaxStackDepth;
+  const Table* t = table_.load(std::memory_order_acquire);
+  uint32_t empty;
+  if (t != nullptr) {
+    if (const uint32_t id = Find(t, pcs, depth, hash, &empty)) return id;
+  }
+  if (capacity_ == 0) {
+    noverflows_.fetch_add(1, std::memory_order_relaxed);
+    return kOverflowStackId;
+  }
+  SpinLockHolder h(&lock_);
+  return AddLocked(pcs, depth, hash);
+}
+
+uint32_t StackDepot::AddLocked(const uintptr_t* pcs, int depth, uint32_t hash) {
+  Table* t = table_.load(std::memory_order_relaxed);
+  uint32_t empty;
+  // Added meanwhile by another thread, or in a table that replaced the one the lookup read.
+  if (const uint32_t id = Find(t, pcs, depth, hash, &empty)) return id;
+  const uint32_t id = next_id_.load(std::memory_order_relaxed);
+  if (id >= capacity_ + kFirstStackId) {
+    noverflows_.fetch_add(1, std::memory_order_relaxed);
+    return kOverflowStackId;
+  }
+  Record* r = NewRecord(id, depth);
+  if (r == nullptr) {
+    noverflows_.fetch_add(1, std::memory_order_relaxed);
+    return kOverflowStackId;
+  }
+  r->hash = hash;
+  r->depth = static_cast<uint32_t>(depth);
+  memcpy(r->pcs, pcs, sizeof(uintptr_t) * depth);
+  directory_[id >> kLeafBits].load(std::memory_order_relaxed)[id & (kLeafSize - 1)].store(r, std::memory_order_release);
+  if (uint64_t{table_ids_ + 1} * 3 > uint64_t{t->mask + 1} * 2) {
+    // Two-thirds full: a table of twice the slots, every id placed again by its record's hash, then
+    // published. A failed allocation keeps the full table (probes get longer; the capacity bounds them).
+    if (Table* bigger = NewTable((t->mask + 1) * 2)) {
+      for (uint32_t i = 0; i <= t->mask; ++i) {
+        const uint32_t other = t->slots[i].load(std::memory_order_relaxed);
+        if (other == 0) continue;
+        uint32_t j = RecordOf(other)->hash & bigger->mask;
+        while (bigger->slots[j].load(std::memory_order_relaxed) != 0) j = (j + 1) & bigger->mask;
+        bigger->slots[j].store(other, std::memory_order_relaxed);
+      }
+      table_.store(bigger, std::memory_order_release);
+      t = bigger;
+      Find(t, pcs, depth, hash, &empty);
+    }
+  }
+  next_id_.store(id + 1, std::memory_order_relaxed);
+  t->slots[empty].store(id, std::memory_order_release);
+  ++table_ids_;
+  return id;
+}
+
 int StackDepot::Get(uint32_t id, const uintptr_t** pcs) const {
-  const Record* r = table_ == nullptr ? nullptr : RecordOf(id);
+  const Record* r = capacity_ == 0 ? nullptr : RecordOf(id);
   if (r == nullptr) {
     *pcs = nullptr;
     return 0;

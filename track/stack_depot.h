@@ -11,10 +11,12 @@
 // Design: an open-addressing table of 32-bit ids (load <= 2/3, linear probing) over records kept in
 // chunks taken from DepotMemory, plus a two-level id -> record directory. Lookups of a known stack, the
 // common case inside malloc, are lock-free: one hash, a probe or two, one record compare. A new stack
-// takes an id with one fetch_add, writes its record, and publishes it with a CAS on the table slot; a
-// short spin lock serialises only the record bump allocator. Two threads racing to insert the same new
-// stack both return the winner's id (the loser's id is left unused: ids are dense except for such
-// races). Nothing is ever removed or freed.
+// is added under a short spin lock, which looks again (another thread may have added it), takes the
+// next id, writes the record and publishes the id in a table slot; ids are dense. The table starts
+// small and doubles when it is two-thirds full (under the lock: a lookup that raced with the doubling
+// and missed in the old table looks again under the lock, in the new one), so that its memory, and
+// the pages a process touches for it, grow with the stacks it holds. Nothing is ever removed; an
+// outgrown table is kept (a lookup may still read it), its bytes counted.
 //
 // Cost: Insert of an already known 16-frame stack, 70 ns CPU (1,000 stacks in the depot; hash of 16
 // words, one probe, one 128-byte compare); see docs/tracking.md.
@@ -44,9 +46,10 @@ class StackDepot {
  public:
   static constexpr uint32_t kDefaultCapacity = 1u << 20;
 
-  // Takes the table (4 bytes per slot, 1.5-3 slots per stack of capacity) and the id directory from `memory` now; records
-  // as stacks arrive. `capacity` is clamped to [16, 1 << 28]. If the first allocations fail, every
-  // Insert returns kOverflowStackId.
+  // Takes a first table (kFirstTableSlots, 4 bytes each) and the id directory (8 bytes per 4,096 ids
+  // of capacity) from `memory` now; records, directory leaves and bigger tables as stacks arrive.
+  // `capacity` is clamped to [16, 1 << 28]. If the first allocations fail, every Insert returns
+  // kOverflowStackId.
   explicit StackDepot(DepotMemory* memory, uint32_t capacity = kDefaultCapacity);
   StackDepot(const StackDepot&) = delete;
   StackDepot& operator=(const StackDepot&) = delete;
@@ -80,25 +83,36 @@ class StackDepot {
     uint32_t depth;
     uintptr_t pcs[];  // depth entries
   };
+  struct Table {
+    uint32_t mask;                    // slots - 1
+    std::atomic<uint32_t> slots[1];  // mask + 1 of them: an id (never below kFirstStackId) or 0
+  };
+  static constexpr uint32_t kFirstTableSlots = 1024;
   static constexpr uint32_t kLeafBits = 12;  // ids per directory leaf
   static constexpr uint32_t kLeafSize = 1u << kLeafBits;
   static constexpr size_t kChunkBytes = 64 * 1024;
 
   const Record* RecordOf(uint32_t id) const;
   // Memory for a record of `depth` frames and the directory leaf of `id`; nullptr when out of memory.
+  // With lock_ held.
   Record* NewRecord(uint32_t id, int depth);
   void* AllocCounted(size_t bytes);
+  Table* NewTable(uint32_t slots);
+  // The id of the stack in `t`, or 0; *empty: the slot where it would go.
+  uint32_t Find(const Table* t, const uintptr_t* pcs, int depth, uint32_t hash, uint32_t* empty) const;
+  // Adds a stack not in the current table (lock_ held); its id, or kOverflowStackId.
+  uint32_t AddLocked(const uintptr_t* pcs, int depth, uint32_t hash);
 
   DepotMemory* const memory_;
   uint32_t capacity_;
-  uint32_t mask_ = 0;                          // table size - 1
-  std::atomic<uint32_t>* table_ = nullptr;     // id (never an id below kFirstStackId) or 0
+  std::atomic<Table*> table_{nullptr};  // the current table; replaced under lock_ when it doubles
+  uint32_t table_ids_ = 0;              // ids in the current table (lock_)
   // [ids / kLeafSize] leaves of kLeafSize record pointers, each made when its first id is.
   std::atomic<std::atomic<Record*>*>* directory_ = nullptr;
   std::atomic<uint32_t> next_id_{kFirstStackId};
   std::atomic<uint64_t> noverflows_{0};
   std::atomic<size_t> memory_bytes_{0};
-  SpinLock lock_;  // guards chunk_, chunk_left_ and the creation of directory leaves
+  SpinLock lock_;  // guards adding stacks: ids, records, chunk_, chunk_left_, leaves, the table's doubling
   char* chunk_ = nullptr;
   size_t chunk_left_ = 0;
 };

@@ -129,15 +129,34 @@ TEST(StackDepotTest, MemoryIsWhatTheStacksNeed) {
   StackDepot d(&mem, 1u << 16);
   size_t after_ctor = mem.bytes();
   EXPECT_EQ(after_ctor, d.memory_bytes());
-  // Table of 2^17 4-byte slots plus the directory; no records yet.
-  EXPECT_LE(after_ctor, (size_t{1} << 17) * 4 + 4096);  // 98,306 ids -> 2^17 slots
+  // A first table of 1,024 4-byte slots plus the directory (8 bytes per 4,096 ids); no records yet:
+  // nothing grows with the capacity but the directory.
+  EXPECT_LE(after_ctor, 1024u * 4 + 64 + 17 * 8 + 64);
   for (int i = 0; i < 10000; ++i) {
     auto s = MakeStack(i, 16);
     d.Insert(s.data(), 16);
   }
   // 10,000 records of 8 + 16 * 8 bytes (144 with 16-byte rounding) in 64 KiB chunks, plus directory
-  // leaves of 32 KiB.
-  EXPECT_LE(mem.bytes() - after_ctor, 10000u * 144 + 64 * 1024 + 3 * 32 * 1024);
+  // leaves of 32 KiB, plus the tables it doubled through (2,048 to 16,384 slots: at most 10,000 ids
+  // in two-thirds of the last).
+  EXPECT_LE(mem.bytes() - after_ctor, 10000u * 144 + 64 * 1024 + 3 * 32 * 1024 + 2 * 16384 * 4 + 4 * 64);
+  for (int i = 0; i < 10000; ++i) {
+    auto s = MakeStack(i, 16);
+    EXPECT_EQ(Frames(d, d.Insert(s.data(), 16)), s);
+  }
+  EXPECT_EQ(d.size(), 10000u);
+}
+
+// The depot's memory follows the stacks it holds, not its capacity: a few hundred stacks in a depot
+// of the default capacity take a few pages.
+TEST(StackDepotTest, FewStacksFewPages) {
+  FakeMemory mem;
+  StackDepot d(&mem);
+  for (int i = 0; i < 300; ++i) {
+    auto s = MakeStack(i, 16);
+    d.Insert(s.data(), 16);
+  }
+  EXPECT_LE(mem.bytes(), 300u * 144 + 64 * 1024 + 32 * 1024 + 2048 * 4 + 2 * 1024 + 4 * 64);
 }
 
 TEST(StackDepotTest, ManyThreadsAgreeOnIds) {
