@@ -1,8 +1,10 @@
 // File: interpose/libc_override.cc
 //
-// The exported entry points: the malloc family, every form of operator new and delete, the functions
+// The exported entry points: the malloc family, every form of operator new and delete, exit, _exit and
+// _Exit, dlclose, the functions
 // that set signal dispositions (signals.h), and the poolscope_* C API. Forwarding only; the logic is in shim.cc and the files beside it (docs/design.md, "Files"). Only the symbols named in exports.lds leave
 // the library.
+#include <link.h>
 #include <signal.h>
 
 #include <cstddef>
@@ -146,12 +148,28 @@ EXPORT void poolscope_tag_push(const char* label) { poolscope_impl_tag_push(labe
 EXPORT void poolscope_tag_pop(void) { poolscope_impl_tag_pop(); }
 EXPORT int poolscope_active(void) { return poolscope_impl_active(); }
 
-// dlclose passes straight through; afterwards the stack walk forgets the frame rules it cached, as
-// another object may be mapped where the closed one was. (dlopen is not interposed: see caller_tag.h.)
+// Objects unloaded so far in the process (the loader's count).
+static unsigned long long Unloads() {
+  unsigned long long subs = 0;
+  dl_iterate_phdr(
+      [](struct dl_phdr_info* info, size_t size, void* arg) {
+        if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+          *static_cast<unsigned long long*>(arg) = info->dlpi_subs;
+        }
+        return 1;
+      },
+      &subs);
+  return subs;
+}
+
+// dlclose passes straight through; when it unloaded an object, the stack walk then forgets the frame
+// rules it cached, as another object may be mapped where the closed one was (a dlclose that only
+// drops a reference, as most do, leaves them). (dlopen is not interposed: see caller_tag.h.)
 EXPORT int dlclose(void* handle) {
   if (ps::g_real.dlclose == nullptr && (!ps::ResolveReal() || ps::g_real.dlclose == nullptr)) return -1;
+  const unsigned long long before = Unloads();
   int rc = ps::g_real.dlclose(handle);
-  ps::TrackingCodeUnmapped();
+  if (Unloads() != before) ps::TrackingCodeUnmapped();
   return rc;
 }
 

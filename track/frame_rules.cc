@@ -543,18 +543,39 @@ FrameRule ComputeFrameRule(uintptr_t pc) {
 
 namespace frame_rules_internal {
 Slot g_table[kTableSize];
+std::atomic<int> g_bits{kFirstTableBits};
 std::atomic<uint32_t> g_generation{0};
 }  // namespace frame_rules_internal
 
 namespace {
+using frame_rules_internal::g_bits;
+using frame_rules_internal::kFirstTableBits;
+using frame_rules_internal::kTableBits;
+
 // Whether a rule may have been cached since the last InvalidateFrameRules: when not, that call need not
-// read the table's 2 MiB, most of which a process never touched (reading each page would map it).
+// read the table, which a process may never have touched (reading each page would map it).
 std::atomic<bool> g_cached{false};
+// Slots claimed since the table last doubled.
+std::atomic<size_t> g_filled{0};
+
+// Half of the slots in use are filled: twice as many from now on, the ones used so far emptied.
+void MaybeDouble(int bits) {
+  if (bits >= kTableBits) return;
+  if (g_filled.fetch_add(1, std::memory_order_relaxed) + 1 < (size_t{1} << bits) / 2) return;
+  if (!g_bits.compare_exchange_strong(bits, bits + 1, std::memory_order_acq_rel)) return;
+  g_filled.store(0, std::memory_order_relaxed);
+  for (size_t i = 0; i < (size_t{1} << bits); ++i) {
+    g_table[i].rule.store(0, std::memory_order_relaxed);
+    g_table[i].pc.store(0, std::memory_order_relaxed);
+  }
+}
 }  // namespace
 
 FrameRule LookupFrameRuleSlow(uintptr_t pc) {
-  size_t i = Hash(pc);
-  for (int probe = 0; probe < kMaxProbe; ++probe, i = (i + 1) & (kTableSize - 1)) {
+  const int bits = g_bits.load(std::memory_order_relaxed);
+  const size_t mask = (size_t{1} << bits) - 1;
+  size_t i = Hash(pc, bits);
+  for (int probe = 0; probe < kMaxProbe; ++probe, i = (i + 1) & mask) {
     Slot& s = g_table[i];
     uintptr_t key = s.pc.load(std::memory_order_acquire);
     if (key == pc) {
@@ -572,6 +593,7 @@ FrameRule LookupFrameRuleSlow(uintptr_t pc) {
         if (!g_cached.load(std::memory_order_relaxed)) g_cached.store(true, std::memory_order_relaxed);
         s.rule.store(r, std::memory_order_relaxed);
         s.pc.store(pc, std::memory_order_release);
+        MaybeDouble(bits);
       }
       return r;
     }
@@ -584,7 +606,8 @@ uint64_t FrameRulesComputed() { return g_computed.load(std::memory_order_relaxed
 void InvalidateFrameRules() {
   frame_rules_internal::g_generation.fetch_add(1, std::memory_order_acq_rel);
   if (!g_cached.exchange(false, std::memory_order_acq_rel)) return;
-  for (size_t i = 0; i < kTableSize; ++i) {
+  const size_t used = size_t{1} << g_bits.load(std::memory_order_relaxed);
+  for (size_t i = 0; i < used; ++i) {
     if (g_table[i].rule.load(std::memory_order_relaxed) != 0) {
       g_table[i].rule.store(0, std::memory_order_relaxed);
     }

@@ -65,6 +65,11 @@ const void* FunctionOf(uintptr_t pc);
 FrameRule LookupFrameRuleSlow(uintptr_t pc);
 
 namespace frame_rules_internal {
+// The cache: the first 2^g_bits slots of g_table are in use. It starts at 2^kFirstTableBits (64 KiB)
+// and doubles, up to 2^kTableBits (2 MiB), each time half its slots are filled; a doubling empties
+// the slots used so far (rules are found again as they are needed), so the pages a process touches
+// for it follow the code it unwinds through.
+constexpr int kFirstTableBits = 12;
 constexpr int kTableBits = 17;
 constexpr size_t kTableSize = size_t{1} << kTableBits;
 struct Slot {
@@ -72,14 +77,16 @@ struct Slot {
   std::atomic<FrameRule> rule;
 };
 extern Slot g_table[kTableSize];
+extern std::atomic<int> g_bits;
 extern std::atomic<uint32_t> g_generation;
-inline size_t Hash(uintptr_t pc) {
-  return static_cast<size_t>((pc * 0x9E3779B97F4A7C15ull) >> (64 - kTableBits));
+inline size_t Hash(uintptr_t pc, int bits) {
+  return static_cast<size_t>((pc * 0x9E3779B97F4A7C15ull) >> (64 - bits));
 }
 }  // namespace frame_rules_internal
 
 inline FrameRule LookupFrameRule(uintptr_t pc) {
-  const frame_rules_internal::Slot& s = frame_rules_internal::g_table[frame_rules_internal::Hash(pc)];
+  const int bits = frame_rules_internal::g_bits.load(std::memory_order_relaxed);
+  const frame_rules_internal::Slot& s = frame_rules_internal::g_table[frame_rules_internal::Hash(pc, bits)];
   if (s.pc.load(std::memory_order_acquire) == pc) {
     FrameRule r = s.rule.load(std::memory_order_relaxed);
     if (r != 0) return r;

@@ -122,6 +122,27 @@ TEST(StackCaptureTest, RulesAreCachedUntilInvalidated) {
   }
 }
 
+// The rule cache starts small and doubles as pcs fill it: after more distinct pcs than half its first
+// size, it is larger, every lookup still answers what ComputeFrameRule answers, and a known pc is
+// answered again from the cache.
+TEST(StackCaptureTest, RuleCacheGrowsWithThePcsItHolds) {
+  using frame_rules_internal::g_bits;
+  const int before = g_bits.load();
+  EXPECT_GE(before, frame_rules_internal::kFirstTableBits);
+  // Pcs inside this test's own code, one per byte: each is a key of its own.
+  const uintptr_t base = reinterpret_cast<uintptr_t>(&ChainA);
+  const size_t n = (size_t{1} << before);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(LookupFrameRule(base + i % 64), ComputeFrameRule(base + i % 64));
+  }
+  for (size_t i = 0; i < n; ++i) LookupFrameRule(0x100000 + 16 * i);
+  EXPECT_GT(g_bits.load(), before) << "the cache did not grow";
+  EXPECT_EQ(LookupFrameRule(base + 3), ComputeFrameRule(base + 3));
+  const uint64_t after_one = FrameRulesComputed();  // ComputeFrameRule's own count, and maybe a lookup's
+  EXPECT_EQ(LookupFrameRule(base + 3), ComputeFrameRule(base + 3));
+  EXPECT_EQ(FrameRulesComputed(), after_one + 1) << "a pc just looked up was computed again";
+}
+
 // The memo's answer equals the plain walk's frame for frame: [0] is the call site in
 // CaptureMemoAndPlain, different for each capture, unless skipped.
 void ExpectSameAsPlain(const testchain::MemoCaptures& c, int skip, const std::string& what) {
