@@ -1,9 +1,9 @@
 // File: interpose/libc_override.cc
 //
-// The exported entry points: the malloc family, every form of operator new and delete, exit, _exit and
-// _Exit, dlclose, the functions
-// that set signal dispositions (signals.h), and the poolscope_* C API. Forwarding only; the logic is in shim.cc and the files beside it (docs/design.md, "Files"). Only the symbols named in exports.lds leave
-// the library.
+// The exported entry points: the malloc family, every form of operator new and delete, exit, _exit,
+// _Exit and dlclose, the functions that set signal dispositions (signals.h), and the poolscope_* C API.
+// Forwarding only; the logic is in shim.cc and the files beside it (docs/design.md, "Files"). Only the
+// symbols named in exports.lds leave the library.
 #include <link.h>
 #include <signal.h>
 
