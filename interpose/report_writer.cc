@@ -298,9 +298,11 @@ int WriteReportAtExit(const Options& o, bool may_change_status) {
     char status[160] = "";
     const long long judged_blocks = check.lost_blocks >= 0 ? check.lost_blocks : check.leaks.blocks;
     if (check.exit_status != 0) {
-      snprintf(status, sizeof status, "%sthe program leaks %lld block%s: exit status %d (leak_exitcode)",
-               written && !descendant ? "; " : "", static_cast<long long>(judged_blocks), judged_blocks == 1 ? "" : "s",
-               check.exit_status);
+      // Lost blocks (definitely or indirectly) when the scan ran, else the blocks left unfreed.
+      snprintf(status, sizeof status, "%sthe program %s %lld block%s%s: exit status %d (leak_exitcode)",
+               written && !descendant ? "; " : "", check.lost_blocks >= 0 ? "loses" : "leaves",
+               static_cast<long long>(judged_blocks), judged_blocks == 1 ? "" : "s",
+               check.lost_blocks >= 0 ? " (definitely or indirectly lost)" : " unfreed", check.exit_status);
     }
     char line[1400];
     if (written && !descendant) {

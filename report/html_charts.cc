@@ -244,7 +244,7 @@ std::string LiveChart(const json& report) {
     const char* color;
   };
   std::vector<Part> parts = {
-      {"program leaks",
+      {"outside pools",
        Count(report, "reconciliation.detector_view.program_leak_blocks")
            .value_or(Count(report, "reconciliation.unpooled_live_blocks").value_or(0)),
        kLeakColor},

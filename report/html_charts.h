@@ -22,7 +22,7 @@ std::string LedgerChart(const nlohmann::json& report);
 // Vertical bars per size bucket, with a dashed line at the pool size.
 std::string SizeChart(const nlohmann::json& report);
 
-// One stacked bar: program leaks, pools cached, pools in use.
+// One stacked bar: unfreed blocks outside pools, pools cached, pools in use.
 std::string LiveChart(const nlohmann::json& report);
 
 // The flame graph of the bytes live at exit (the `leaks[]` groups' bytes by stack, outermost frame

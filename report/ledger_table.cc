@@ -153,7 +153,7 @@ std::string LedgerTable(const json& before, const RunFacts& before_facts, const 
                  DetectorLostBlocks(after)),
       CountRow("detector view: unfreed blocks", before, after,
                "reconciliation.detector_view.unfreed_blocks"),
-      CountRow("  of which program leaks", before, after,
+      CountRow("  of which outside pools", before, after,
                "reconciliation.detector_view.program_leak_blocks"),
       CountRow("  of which pool blocks", before, after,
                "reconciliation.detector_view.pool_blocks"),

@@ -243,7 +243,7 @@ std::string ReconciliationSection(const json& report) {
                      Thousands(Count(report, "reconciliation.pools_in_use")),
                      !balanced ? "n/a" : *balanced ? "balanced" : "NOT BALANCED");
   out += Heading("DETECTOR VIEW (what a malloc/free-counting leak checker below poolscope sees)");
-  out += fmt::format("  {} unfreed blocks ({}): {} program leaks, {} pool blocks, {} internal\n",
+  out += fmt::format("  {} unfreed blocks ({}): {} outside pools, {} pool blocks, {} internal\n",
                      Thousands(Count(report, "reconciliation.detector_view.unfreed_blocks")),
                      Bytes(Count(report, "reconciliation.detector_view.unfreed_bytes")),
                      Thousands(Count(report, "reconciliation.detector_view.program_leak_blocks")),

@@ -24,9 +24,14 @@
 
 namespace poolscope::tools {
 
+using report::Bool;
+using report::Bytes;
 using report::Count;
+using report::LostBlocks;
 using report::OneLine;
 using report::Percent;
+using report::ReachabilityBlocks;
+using report::ReachabilityBytes;
 using report::Thousands;
 using report::Verdict;
 
@@ -182,6 +187,19 @@ std::vector<size_t> Selection(const ProcessTree& tree, const std::vector<std::st
 
 std::string RunSummary(const nlohmann::json& doc) {
   std::string out;
+  // First what the program loses, in memcheck's classes, when the report has them.
+  if (Bool(doc, "reachability.scanned").value_or(false)) {
+    auto blocks = [&](std::string_view kind) { return ReachabilityBlocks(doc, "reachability", kind); };
+    auto figure = [&](std::string_view kind) {
+      return fmt::format("{} ({})", Thousands(blocks(kind)), Bytes(ReachabilityBytes(doc, "reachability", kind)));
+    };
+    const std::optional<int64_t> lost = LostBlocks(doc);
+    out += fmt::format(
+        "poolscope: the program loses {} block{} at exit: definitely lost {}, indirectly lost {}; possibly "
+        "lost {}; still reachable {}\n",
+        Thousands(lost), lost == 1 ? "" : "s", figure("definitely_lost"), figure("indirectly_lost"),
+        figure("possibly_lost"), figure("still_reachable"));
+  }
   std::optional<int64_t> logical = Count(doc, "logical.allocs");
   std::optional<int64_t> hits = Count(doc, "pool.hits");
   out += fmt::format("poolscope: {} logical allocations, {} real; {} served from pools ({}); {} "
@@ -189,7 +207,7 @@ std::string RunSummary(const nlohmann::json& doc) {
                      Thousands(logical), Thousands(Count(doc, "real.allocs")), Thousands(hits),
                      Percent(hits, logical), Thousands(Count(doc, "real.live_blocks")));
   out += fmt::format(
-      "poolscope: detector view: {} unfreed blocks = {} program leaks + {} pool blocks + {} "
+      "poolscope: detector view: {} unfreed blocks = {} outside pools + {} pool blocks + {} "
       "internal\n",
       Thousands(Count(doc, "reconciliation.detector_view.unfreed_blocks")),
       Thousands(Count(doc, "reconciliation.detector_view.program_leak_blocks")),

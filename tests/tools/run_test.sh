@@ -81,7 +81,7 @@ grep -q '^checksum ' "$T/cmp/off.stdout" && cmp -s "$T/cmp/off.stdout" "$T/cmp/o
   || fail "the runs' outputs: $(cat "$T/cmp/off.stdout" "$T/cmp/on.stdout")"
 grep -q 'printed something else' "$T/out5" && fail "a note on outputs that are the same"
 for row in 'logical allocations' 'real allocations' 'real frees' 'real blocks live at exit' \
-    'detector view: unfreed blocks' '  of which program leaks' '  of which pool blocks' \
+    'detector view: unfreed blocks' '  of which outside pools' '  of which pool blocks' \
     'pool hits' 'pools created' 'pools reused' 'pools cached at exit' 'wall time' 'peak RSS'; do
   grep -q "^$row  " "$T/out5" || fail "compare table lacks row '$row'"
 done
