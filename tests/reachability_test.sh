@@ -109,18 +109,29 @@ print("ok: under gdb the scan ran on the exiting thread alone")
 PY
 fi
 # The prediction, in one run: memcheck below poolscope, and poolscope's report of that run.
-for mode in list interleaved cycle many_lost; do
+# Every shape but fork_child (two processes: its program views are compared above, process by
+# process) and dynamic_tls (the loader's table of objects, whose class follows the allocator's
+# alignment, which differs between the two runs: docs/report-schema.md).
+for mode in list cycle global interior mmap shared_mmap merged_mmap guard_page dead_frame dead_frame_return \
+    arena_top many_lost interleaved thread_ended thread_blocked tree self_pointer data_global tls pthread_key \
+    unaligned malloc0 swapcontext exit_register thread_registers; do
+  possible_bytes=1
+  case $mode in thread_*) possible_bytes=0 ;; esac
   rm -f "$work"/r.*.json
   LD_PRELOAD="$lib" POOLSCOPE_OPTIONS="pool=1:valgrind=0:quiet=1:report=$work/r.%p.json" \
     valgrind --soname-synonyms=somalloc=nouserintercepts --leak-check=full --leak-check-heuristics=none \
     --run-libc-freeres=no --run-cxx-freeres=no "$prog" "$mode" > /dev/null 2> "$work/$mode.below.log"
   /usr/bin/python3 "$summary" --log "$work/$mode.below.log" > "$work/$mode.below.json"
-  compare "$mode below poolscope" "$work/$mode.below.json" "$(ls "$work"/r.*.json)" detector 1
+  # (Inside valgrind no other thread's registers can be read: the report of that run is not compared
+  # for the shape that keeps its pointer in one; the normal run's prediction below is.)
+  if [ "$mode" != thread_registers ]; then
+    compare "$mode below poolscope" "$work/$mode.below.json" "$(ls "$work"/r.*.json)" detector "$possible_bytes"
+  fi
   # The same prediction from a normal run, which is what users read: the allocator below is then
   # glibc's, whose alignment differs from memcheck's, and the classes must not depend on it.
   rm -f "$work"/r.*.json
   LD_PRELOAD="$lib" POOLSCOPE_OPTIONS="pool=1:quiet=1:report=$work/r.%p.json" "$prog" "$mode" > /dev/null
-  compare "$mode below poolscope, predicted by a normal run" "$work/$mode.below.json" "$(ls "$work"/r.*.json)" detector 1
+  compare "$mode below poolscope, predicted by a normal run" "$work/$mode.below.json" "$(ls "$work"/r.*.json)" detector "$possible_bytes"
   # The detector's unfreed blocks and bytes are its classes' sum: a pool counts what the allocator
   # below holds for it, as memcheck counts it.
   /usr/bin/python3 - "$(ls "$work"/r.*.json)" "$mode" <<'PY' || fail=1
