@@ -398,6 +398,13 @@ struct DetectorJob {
   track::MemoryReader* heap_reader;
   track::ReachabilityResult result;
   bool ok;
+  // Then, when lsan_roots is not null, LeakSanitizer's view of the same blocks into *lsan_out
+  // (ScanOutcome::lsan_leaked, _direct, _indirect), through lsan_root_reader and heap_reader.
+  const RootRange* lsan_roots;
+  size_t nlsan_roots;
+  track::MemoryReader* lsan_root_reader;
+  ScanOutcome* lsan_out;
+  bool lsan_ok;
 };
 
 bool PushAll(Array<RootRange>& from, Array<RootRange>* to) {
@@ -432,6 +439,10 @@ int ClassifyForDetector(void* arg) {
   auto* j = static_cast<DetectorJob*>(arg);
   j->ok = track::ClassifyReachability(j->blocks, j->n, j->roots, j->nroots, *j->root_reader, *j->heap_reader,
                                       g_scratch, &j->result);
+  if (j->ok && j->lsan_roots != nullptr) {
+    j->lsan_ok = ClassifyForLsan(j->blocks, j->n, j->lsan_roots, j->nlsan_roots, *j->lsan_root_reader, *j->heap_reader,
+                                 j->lsan_out);
+  }
   return 0;
 }
 
@@ -653,6 +664,9 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     g_scratch.Unmap(b, 2 * room * sizeof(uintptr_t));
     room = 2 * n;
   }
+  // (Its mappings first: own[0, own_mappings). LeakSanitizer reads none of them, even where the kernel
+  // merged one with a thread's stack or TLS mapping.)
+  const size_t own_mappings = own.size();
   for (int i = 0; i < self_object.nwritable; ++i) PushRange(self_object.writable[i].begin, self_object.writable[i].end, &own_sink);
   for (int t = 0; t < in.nthreads && self_object.tls_data != 0; ++t) {
     const uintptr_t b = static_cast<uintptr_t>(static_cast<intptr_t>(in.threads[t].state) + tls_off);
@@ -773,51 +787,16 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   };
   track::MemoryReader& program_root_reader = pick(deadline_program_roots, root_reader);
   track::MemoryReader& program_heap_reader = pick(deadline_program_heap, heap_reader);
-  DetectorJob job{dblocks.data(), dblocks.size(), detector_roots.data(), detector_roots.size(),
-                  &pick(deadline_detector_roots, own_reader), &pick(deadline_detector_heap, detector_heap_reader),
-                  {}, false};
-  SideThread side;
-  const bool parallel = SideThread::Usable() && side.Start(ClassifyForDetector, &job);
-  // Meanwhile the program's view: the pools' blocks and the live table's, in the pooled blocks' array.
-  if (in.for_each_pool != nullptr) {
-    in.for_each_pool([](uintptr_t, size_t, uintptr_t, size_t, bool, void*) {}, CollectPooledBlock, &c);
-  }
-  const size_t npooled = blocks.size();
-  bool program_ok = c.ok && SortByStart(blocks.data(), npooled, true) && blocks.Resize(npooled + tracked.size());
-  if (program_ok) MergeInto(blocks.data(), npooled, tracked.data(), tracked.size());
-  tracked.Free();
-  program_ok = program_ok &&
-               track::ClassifyReachability(blocks.data(), blocks.size(), program_roots.data(), program_roots.size(),
-                                           program_root_reader, program_heap_reader, g_scratch, &out->program);
-  if (parallel) {
-    side.Join();
-  } else if (program_ok) {
-    ClassifyForDetector(&job);
-  }
-  out->detector = job.ok ? job.result : track::ReachabilityResult{};
-  out->parallel = parallel;
-  if (!program_ok) {
-    out->program = {};
-    out->detector = {};
-    out->not_scanned_why = "no memory for the scan";
-    return;
-  }
-  if (deadline.passed()) {
-    out->program = {};
-    out->detector = {};
-    out->not_scanned_why = "cut off at the deadline of the signal's report";
-    return;
-  }
-  // (What the program's view could not read; LeakSanitizer's view below reads some of it again.)
-  out->unreadable_bytes = checked_heap.unreadable();
-  // LeakSanitizer's view: its roots are the loaded objects' globals and the threads' stacks and TLS
-  // (the mappings holding a thread's stack pointer or thread pointer), less what no detector scans.
-  if (dblocks.size() > kLsanViewMaxBlocks || blocks.size() > kLsanViewMaxBlocks) {
+  // LeakSanitizer's roots: the loaded objects' globals and the threads' stacks and TLS (the mappings
+  // holding a thread's stack pointer or thread pointer), less what no detector scans.
+  Array<RootRange> lsan_candidates(g_scratch), lsan_roots(g_scratch), program_lsan_roots(g_scratch);
+  bool lsan_wanted = false;
+  if (dblocks.size() > kLsanViewMaxBlocks || in.pooled_blocks_hint + tracked.size() > kLsanViewMaxBlocks) {
     out->lsan_not_scanned_why = "more than 1,048,576 blocks: not computed (it would cost the exit a third more)";
   } else if (timed) {
     out->lsan_not_scanned_why = "not computed for a signal's report";
   } else {
-    Array<RootRange> lsan_candidates(g_scratch), lsan_roots(g_scratch), exclude(g_scratch);
+    Array<RootRange> exclude(g_scratch);
     bool ok = true;
     WritableSegments globals{&lsan_candidates, Objects::kAll};
     dl_iterate_phdr(CollectWritableSegments, &globals);
@@ -840,6 +819,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
       if (x.end == in.exit_sp && x.begin < here && here < in.exit_sp) x.end = here;
       ok = exclude.Push(x);
     }
+    for (size_t i = 0; i < own_mappings && ok; ++i) ok = exclude.Push(own[i]);
     size_t k = 0;
     if (ok) {
       std::sort(lsan_candidates.data(), lsan_candidates.data() + lsan_candidates.size(), by_begin);
@@ -855,33 +835,77 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
       ok = Subtract(lsan_candidates.data(), k, exclude.data(), exclude.size(), &lsan_roots);
     }
     for (size_t i = 0; i < register_roots.size() && ok; ++i) ok = lsan_roots.Push(register_roots[i]);
-    // (Through the detector's reader: its thread has ended, and the program's view counts what it
-    // could not read.)
-    out->lsan_scanned = ok && ClassifyForLsan(dblocks.data(), dblocks.size(), lsan_roots.data(), lsan_roots.size(),
-                                              root_reader, detector_heap_reader, out);
-    // The program's blocks by the same rules, poolscope's own memory no root and the exiting thread's
-    // stack from the program's call into exit() (below it lies poolscope's exit work, where
+    // For the program's blocks, poolscope's own memory is no root and the exiting thread's stack
+    // starts at the program's call into exit() (below it lies poolscope's exit work, where
     // LeakSanitizer run alone has its own): those it loses that sit in pools are what LeakSanitizer
     // below cannot report.
-    Array<RootRange> program_lsan_roots(g_scratch);
-    Array<ScanBlock> program_lsan(g_scratch);
-    out->lsan_scanned = out->lsan_scanned &&
-                        Subtract(lsan_candidates.data(), k, program_exclude.data(), program_exclude.size(),
-                                 &program_lsan_roots) &&
-                        (exit_registers.end == 0 || program_lsan_roots.Push(exit_registers)) &&
-                        PushAll(register_roots, &program_lsan_roots) &&
-                        ClassifyCopy(blocks.data(), blocks.size(), program_lsan_roots.data(), program_lsan_roots.size(),
-                                     root_reader, heap_reader, &program_lsan);
-    for (size_t i = 0; i < program_lsan.size() && out->lsan_scanned; ++i) {
+    ok = ok &&
+         Subtract(lsan_candidates.data(), k, program_exclude.data(), program_exclude.size(), &program_lsan_roots) &&
+         (exit_registers.end == 0 || program_lsan_roots.Push(exit_registers)) &&
+         PushAll(register_roots, &program_lsan_roots);
+    lsan_wanted = ok;
+    if (!ok) out->lsan_not_scanned_why = "no memory for the scan";
+  }
+  // (LeakSanitizer's view of the real blocks reads through the detector's heap reader once memcheck's
+  // is done, on the same thread; the program's view counts what could not be read.)
+  DetectorJob job{dblocks.data(), dblocks.size(), detector_roots.data(), detector_roots.size(),
+                  &pick(deadline_detector_roots, own_reader), &pick(deadline_detector_heap, detector_heap_reader),
+                  {}, false,
+                  lsan_wanted ? lsan_roots.data() : nullptr, lsan_roots.size(), &root_reader, out, false};
+  SideThread side;
+  const bool parallel = SideThread::Usable() && side.Start(ClassifyForDetector, &job);
+  // Meanwhile the program's view: the pools' blocks and the live table's, in the pooled blocks' array.
+  if (in.for_each_pool != nullptr) {
+    in.for_each_pool([](uintptr_t, size_t, uintptr_t, size_t, bool, void*) {}, CollectPooledBlock, &c);
+  }
+  const size_t npooled = blocks.size();
+  bool program_ok = c.ok && SortByStart(blocks.data(), npooled, true) && blocks.Resize(npooled + tracked.size());
+  if (program_ok) MergeInto(blocks.data(), npooled, tracked.data(), tracked.size());
+  tracked.Free();
+  program_ok = program_ok &&
+               track::ClassifyReachability(blocks.data(), blocks.size(), program_roots.data(), program_roots.size(),
+                                           program_root_reader, program_heap_reader, g_scratch, &out->program);
+  // (What the program's view could not read; LeakSanitizer's view below reads some of it again.)
+  out->unreadable_bytes = checked_heap.unreadable();
+  Array<ScanBlock> program_lsan(g_scratch);
+  const bool lsan_program_ok =
+      lsan_wanted && program_ok && blocks.size() <= kLsanViewMaxBlocks &&
+      ClassifyCopy(blocks.data(), blocks.size(), program_lsan_roots.data(), program_lsan_roots.size(), root_reader,
+                   heap_reader, &program_lsan);
+  if (parallel) {
+    side.Join();
+  } else if (program_ok) {
+    ClassifyForDetector(&job);
+  }
+  out->detector = job.ok ? job.result : track::ReachabilityResult{};
+  out->parallel = parallel;
+  if (!program_ok) {
+    out->program = {};
+    out->detector = {};
+    out->not_scanned_why = "no memory for the scan";
+    return;
+  }
+  if (deadline.passed()) {
+    out->program = {};
+    out->detector = {};
+    out->not_scanned_why = "cut off at the deadline of the signal's report";
+    return;
+  }
+  // LeakSanitizer's views, classified beside the others (the detector's on the side thread after
+  // memcheck's, the program's here): either both or none.
+  if (lsan_wanted && (!lsan_program_ok || !job.lsan_ok || blocks.size() > kLsanViewMaxBlocks)) {
+    out->lsan_leaked = out->lsan_direct = out->lsan_indirect = out->lsan_hidden_in_pools = {};
+    out->lsan_not_scanned_why = blocks.size() > kLsanViewMaxBlocks
+                                    ? "more than 1,048,576 blocks: not computed (it would cost the exit a third more)"
+                                    : "no memory for the scan";
+  } else if (lsan_wanted) {
+    out->lsan_scanned = true;
+    for (size_t i = 0; i < program_lsan.size(); ++i) {
       const ScanBlock& b = program_lsan[i];
       if (b.pooled() && IsLost(b)) {
         ++out->lsan_hidden_in_pools.blocks;
         out->lsan_hidden_in_pools.bytes += LsanBytes(b);
       }
-    }
-    if (!out->lsan_scanned) {
-      out->lsan_leaked = out->lsan_direct = out->lsan_indirect = out->lsan_hidden_in_pools = {};
-      out->lsan_not_scanned_why = "no memory for the scan";
     }
   }
   // The program's lost blocks that sit in pools: what a detector below cannot see.
