@@ -3,6 +3,7 @@
 // `poolscope compare` (runs a command twice, pooling off then on, and prints the two ledgers side by
 // side) and `poolscope diff` (the same table from two saved reports or folders of reports).
 #include <cerrno>
+#include <cstdlib>
 #include <cstdint>
 #include <fstream>
 #include <iterator>
@@ -44,12 +45,33 @@ using report::Thousands;
 
 namespace {
 
+// Lines after compare's table that change what a reader should do or read: what its "detector view"
+// rows are, and, for a python whose own allocator serves its small objects, that most of its
+// allocations never reached malloc.
+std::string CompareHints(const nlohmann::json& on) {
+  std::string out =
+      "hint: the \"detector view\" rows are what memcheck (lost blocks) and a malloc/free-counting leak "
+      "detector (unfreed blocks) report when run below poolscope\n";
+  const std::string exe = report::String(on, "process.exe").value_or("");
+  const std::string base = exe.substr(exe.rfind('/') + 1);
+  const char* pythonmalloc = getenv("PYTHONMALLOC");
+  const std::string mode = pythonmalloc != nullptr ? pythonmalloc : "";
+  if (base.rfind("python", 0) == 0 && mode != "malloc" && mode != "malloc_debug") {
+    out += fmt::format(
+        "hint: {} serves its small objects from its own allocator (pymalloc): {} of its allocations "
+        "reached malloc; PYTHONMALLOC=malloc sends every one through it\n",
+        base, Thousands(Count(on, "logical.allocs")));
+  }
+  return out;
+}
+
 constexpr char kCompareUsage[] = R"(usage: poolscope compare [--options=K=V:...] [--lib=PATH] [--report-dir=DIR] [--fail-on-leak] [--process=GLOB] [--no-children] [--html=FILE] [-- CMD [ARGS...]]
 
 Runs CMD twice with libpoolscope.so preloaded, pooling off (pool=0) then on (pool=1), each with its
 own report, and prints one table on stdout: logical and real allocations, real frees, real blocks
 live at exit, what a malloc/free-counting leak detector would see, pool figures, wall time and
-peak RSS, pooling off | on | change, then a verdict. Progress goes to stderr. With no CMD it runs
+peak RSS, pooling off | on | change, then a verdict and hints (what the detector rows are; for
+python, its own allocator). Progress goes to stderr. With no CMD it runs
 the bundled demo workload (threads opening confined arenas, plus a few deliberate leaks).
 
 CMD's stdout is kept in DIR/off.stdout and DIR/on.stdout and shown once, the first run's, before
@@ -355,6 +377,7 @@ int CompareCommand(const std::vector<std::string>& args, std::ostream& out, std:
       out << fmt::format("note: {} ended with status {}\n", side.label, side.child.exit_status);
     }
   }
+  out << CompareHints(sides[1].loaded.doc);
   out.flush();
   WriteComparePage(html, "compare " + CommandLine(shown), table, sides[0].loaded.doc, "pooling off",
                    sides[1].loaded.doc, "pooling on", err);

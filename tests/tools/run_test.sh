@@ -88,6 +88,17 @@ done
 grep -q "^  of which poolscope's own memory (peak)  *[0-9.]* [KM]iB  *[0-9.]* [KM]iB" "$T/out5" \
   || fail "compare lacks poolscope's own memory: $(cat "$T/out5")"
 grep -q 'pooling off  pooling on  change' "$T/out5" || fail "compare header: $(cat "$T/out5")"
+grep -q '^hint: the "detector view" rows are what memcheck' "$T/out5" || fail "no detector-view hint: $(cat "$T/out5")"
+grep -q 'pymalloc' "$T/out5" && fail "a pymalloc hint for a program that is no python: $(cat "$T/out5")"
+
+# 5b. compare on python3: a hint names python's own allocator, unless PYTHONMALLOC=malloc.
+if [ -x /usr/bin/python3 ]; then
+  env -u PYTHONMALLOC "$POOLSCOPE" compare --report-dir="$T/py1" -- /usr/bin/python3 -c 'pass' >"$T/out5b" 2>/dev/null
+  grep -q '^hint: python3[0-9.]* serves its small objects from its own allocator (pymalloc): [0-9,]* of its allocations reached malloc; PYTHONMALLOC=malloc sends every one through it$' "$T/out5b" \
+    || fail "no pymalloc hint: $(cat "$T/out5b")"
+  PYTHONMALLOC=malloc "$POOLSCOPE" compare --report-dir="$T/py2" -- /usr/bin/python3 -c 'pass' >"$T/out5c" 2>/dev/null
+  grep -q 'pymalloc' "$T/out5c" && fail "a pymalloc hint under PYTHONMALLOC=malloc: $(cat "$T/out5c")"
+fi
 [ -s "$T/cmp/off.json" ] && [ -s "$T/cmp/on.json" ] || fail "compare reports missing"
 grep -q 'run 1 of 2, pooling off' "$T/err5" && grep -q 'run 2 of 2, pooling on' "$T/err5" || fail "progress lines: $(cat "$T/err5")"
 "$POOLSCOPE" diff "$T/cmp/off.json" "$T/cmp/on.json" >/dev/null || fail "diff of compare's reports"
