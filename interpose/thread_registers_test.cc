@@ -19,6 +19,14 @@
 namespace poolscope {
 namespace {
 
+// Memory for the helper's stack, 64-aligned.
+struct HelperStack {
+  std::vector<char> bytes = std::vector<char>(kHelperStackBytes + 64);
+  void* base() {
+    return reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(bytes.data()) + 63) & ~uintptr_t{63});
+  }
+};
+
 constexpr uint64_t kMarker = 0x1234567890abcdefull;
 std::atomic<int> g_spinning{0};
 std::atomic<int> g_stop{0};
@@ -67,10 +75,9 @@ TEST(ThreadRegistersTest, ReadsASpinningThreadsRegisterAndLetsABlockedReadGoOn) 
   ASSERT_EQ(pthread_create(&reader_thread, nullptr, BlockInRead, &reader), 0);
   usleep(50000);  // into its read()
 
-  std::vector<char> stack(kHelperStackBytes + 64);
-  void* aligned = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(stack.data()) + 63) & ~uintptr_t{63});
+  HelperStack stack;
   ThreadRegisters regs[8];
-  const RegistersRead got = ReadOtherThreadsRegisters(regs, 8, aligned, 5000);
+  const RegistersRead got = ReadOtherThreadsRegisters(regs, 8, stack.base(), 5000);
   EXPECT_EQ(got.read, 2u);
   EXPECT_EQ(got.failed, 0u);
   const pid_t self = static_cast<pid_t>(syscall(SYS_gettid));
@@ -92,10 +99,9 @@ TEST(ThreadRegistersTest, ReadsASpinningThreadsRegisterAndLetsABlockedReadGoOn) 
 }
 
 TEST(ThreadRegistersTest, NoOtherThreadNothingRead) {
-  std::vector<char> stack(kHelperStackBytes + 64);
-  void* aligned = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(stack.data()) + 63) & ~uintptr_t{63});
+  HelperStack stack;
   ThreadRegisters regs[4];
-  const RegistersRead got = ReadOtherThreadsRegisters(regs, 4, aligned, 5000);
+  const RegistersRead got = ReadOtherThreadsRegisters(regs, 4, stack.base(), 5000);
   EXPECT_EQ(got.read, 0u);
   EXPECT_EQ(got.failed, 0u);
 }

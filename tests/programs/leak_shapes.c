@@ -97,16 +97,21 @@ __attribute__((noinline)) static void wipe_stack(void) {
   memset((char*)pad, 0, sizeof(pad));
 }
 
-__attribute__((noinline)) static void make_list(void) {
+/* Makes a list of n nodes and drops it. */
+__attribute__((noinline)) static void drop_list(int n) {
   struct node* head = NULL;
-  for (int i = 0; i < 10; ++i) {
-    struct node* n = malloc(sizeof(struct node));
-    memset(n, 0, sizeof(*n));
-    n->next = head;
-    head = n;
+  for (int i = 0; i < n; ++i) {
+    struct node* node = malloc(sizeof(struct node));
+    memset(node, 0, sizeof(*node));
+    node->next = head;
+    head = node;
   }
   sink = head;
   sink = NULL;
+}
+
+__attribute__((noinline)) static void make_list(void) {
+  drop_list(10);
   kept = malloc(200);
   memset(kept, 0x20, 200);
 }
@@ -407,18 +412,6 @@ __attribute__((noinline)) static void make_dynamic_tls(void) {
   keep(p);
 }
 
-__attribute__((noinline)) static void drop_list3(void) {
-  struct node* head = NULL;
-  for (int i = 0; i < 3; ++i) {
-    struct node* n = malloc(sizeof(struct node));
-    memset(n, 0, sizeof(*n));
-    n->next = head;
-    head = n;
-  }
-  sink = head;
-  sink = NULL;
-}
-
 /* The block's address, xored with a key wherever the compiler keeps it, made whole in rbx (which a
  * called function saves and restores) right before the call into exit(). */
 __attribute__((noinline)) static void exit_with_register(void) {
@@ -445,7 +438,7 @@ __attribute__((noinline)) static void make_fork_child(void) {
   pid_t child = fork();
   if (child < 0) exit(1);
   if (child == 0) {
-    drop_list3();
+    drop_list(3);
     wipe_stack();
     exit(0);
   }
