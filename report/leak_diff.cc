@@ -63,8 +63,13 @@ const char* StackChange::Change() const {
 std::vector<StackChange> LeakChanges(const json& a, const json& b) {
   std::map<std::string, StackChange> by_key;
   for (int side = 0; side < 2; ++side) {
-    const json* leaks = Leaks(side == 0 ? a : b);
+    const json& doc = side == 0 ? a : b;
+    const json* leaks = Leaks(doc);
     if (leaks == nullptr) continue;
+    // The executable's frames are keyed by its role, not its name: two builds of one program under
+    // other names (prog_v1, prog_v2) match.
+    const json* process = doc.is_object() && doc.contains("process") ? &doc["process"] : nullptr;
+    const std::string exe = process != nullptr && process->is_object() ? Text(*process, "exe") : "";
     for (const json& group : *leaks) {
       if (!group.is_object()) continue;
       std::string key;
@@ -75,7 +80,8 @@ std::vector<StackChange> LeakChanges(const json& a, const json& b) {
           if (!frame.is_object()) continue;
           std::string function = Text(frame, "function");
           if (function.empty()) function = "?";
-          key += function + "@" + BaseName(Text(frame, "object")) + ";";
+          const std::string object = Text(frame, "object");
+          key += function + "@" + (!exe.empty() && object == exe ? std::string("(executable)") : BaseName(object)) + ";";
           frames.push_back(function);
         }
       }

@@ -20,9 +20,10 @@ namespace poolscope::report {
 std::string ExecutableMismatch(const nlohmann::json& a, const nlohmann::json& b);
 
 // One stack's leaked blocks and bytes in A and in B. A stack is the symbolized frames of its
-// `leaks[]` groups, each frame its function and its object's base name; program counters are left
-// out, so two runs of one program match whatever their load addresses. The groups of one stack
-// (one per reachability kind) are added up.
+// `leaks[]` groups, each frame its function and its object's base name (the report's executable
+// standing for itself whatever its name, so that two builds of one program under other names
+// match); program counters are left out, so two runs of one program match whatever their load
+// addresses. The groups of one stack (one per reachability kind) are added up.
 struct StackChange {
   std::string key;                  // the frames joined, innermost first
   std::vector<std::string> frames;  // function names, innermost first

@@ -13,6 +13,7 @@
 #include "report/format_util.h"
 #include "report/html_charts.h"
 #include "report/html_report.h"
+#include "report/leak_diff.h"
 #include "report/ledger_table.h"
 #include "report/report_model.h"
 #include "report/suppressions.h"
@@ -220,6 +221,32 @@ TEST(LedgerTableTest, DiffMatchesGolden) {
   std::string table = LedgerTable(LoadData("report_off.json"), {}, LoadData("report_on.json"), {},
                                   "A (pooling off)", "B (pooling on)");
   EXPECT_EQ(golden.substr(golden.find("\n\n") + 2), table);
+}
+
+// The same program built under another name: its leaks still match stack for stack (the frames in
+// the executable are the executable's, whatever it is called), while frames of two different
+// libraries of one name still differ only by that name.
+TEST(LeakDiffTest, LeaksMatchAcrossARenamedExecutable) {
+  nlohmann::json a = LoadData("report_on.json");
+  nlohmann::json b = a;
+  const std::string exe = a["process"]["exe"].get<std::string>();
+  const std::string renamed = exe + "_v2";
+  b["process"]["exe"] = renamed;
+  size_t frames = 0;
+  for (nlohmann::json& group : b["leaks"]) {
+    for (nlohmann::json& frame : group["stack"]) {
+      if (frame.value("object", "") == exe) {
+        frame["object"] = renamed;
+        ++frames;
+      }
+    }
+  }
+  ASSERT_GT(frames, 0u);
+  const std::vector<report::StackChange> changes = report::LeakChanges(a, b);
+  ASSERT_FALSE(changes.empty());
+  for (const report::StackChange& c : changes) {
+    EXPECT_STREQ(c.Change(), "same") << c.key;
+  }
 }
 
 // The cells of the table row that starts with `label` (columns are separated by two or more
