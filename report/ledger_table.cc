@@ -114,22 +114,28 @@ std::string Verdict(const json& before, const json& after) {
     return "The report carries no detector view, so poolscope cannot say what a leak detector "
            "would see.";
   }
-  std::string same =
-      leaks_before ? (*leaks_before == *leaks
-                          ? " (the same as with pooling off)"
-                          : fmt::format(" (against {} with pooling off)", Thousands(leaks_before)))
-                   : std::string();
+  (void)leaks_before;
   if (*pools == 0) {
     return fmt::format(
-        "A malloc/free-counting leak detector would see {} unfreed blocks, all of them the "
-        "program's own leaks{}.",
-        Thousands(unfreed), same);
+        "A malloc/free-counting leak detector would see {} unfreed blocks, all of them outside "
+        "pools: poolscope holds no pool at exit.",
+        Thousands(unfreed));
   }
+  // As a single run's verdict says it: the pools are not leaks, and what the program leaves unfreed
+  // is what it would leave without pooling (the blocks outside pools fall only because the pools
+  // hold the rest).
+  std::optional<int64_t> pooled = Count(after, "reconciliation.pooled_live_blocks");
+  std::optional<int64_t> live = Count(after, "logical.live_blocks");
+  const std::string hold =
+      pooled && live
+          ? fmt::format(", which are not leaks themselves but hold {} more of the program's blocks, so "
+                        "the program leaves {} blocks unfreed, as it would without pooling",
+                        Thousands(pooled), Thousands(live))
+          : std::string(", which are not leaks themselves");
   return fmt::format(
-      "A malloc/free-counting leak detector would see {} unfreed blocks: {} are the program's "
-      "own leaks{} and {} are poolscope pools still cached or in use at exit, which are "
-      "expected.",
-      Thousands(unfreed), Thousands(leaks), same, Thousands(pools));
+      "A malloc/free-counting leak detector would see {} unfreed blocks: {} outside pools and {} "
+      "poolscope pools (cached or in use at exit){}.",
+      Thousands(unfreed), Thousands(leaks), Thousands(pools), hold);
 }
 
 std::string LedgerTable(const json& before, const RunFacts& before_facts, const json& after,
