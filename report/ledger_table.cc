@@ -171,18 +171,32 @@ std::string LedgerTable(const json& before, const RunFacts& before_facts, const 
   std::optional<double> wall_a = WallOf(before, before_facts);
   std::optional<double> wall_b = WallOf(after, after_facts);
   rows.push_back({"wall time", Seconds(wall_a), Seconds(wall_b), SecondsChange(wall_a, wall_b)});
-  std::optional<int64_t> rss_a = RssOf(before, before_facts);
-  std::optional<int64_t> rss_b = RssOf(after, after_facts);
-  rows.push_back({"peak RSS", Rss(rss_a), Rss(rss_b), RssChange(rss_a, rss_b)});
   // What of it is poolscope's own bookkeeping (its mappings' resident pages, peak sampled), so that a
   // reader can subtract it from pooling's effect.
-  auto kib = [](const json& report) -> std::optional<int64_t> {
-    std::optional<int64_t> bytes = Count(report, "internal.peak_resident_bytes");
+  auto kib = [](const json& report, std::string_view path) -> std::optional<int64_t> {
+    std::optional<int64_t> bytes = Count(report, path);
     if (!bytes) return std::nullopt;
     return *bytes / 1024;
   };
-  rows.push_back({"  of which poolscope's own memory (peak)", Rss(kib(before)), Rss(kib(after)),
-                  RssChange(kib(before), kib(after))});
+  auto rss_rows = [&](const std::string& label, std::optional<int64_t> rss_a, std::optional<int64_t> rss_b,
+                      std::string_view own_path, const std::string& own_label) {
+    rows.push_back({label, Rss(rss_a), Rss(rss_b), RssChange(rss_a, rss_b)});
+    std::optional<int64_t> own_a = kib(before, own_path), own_b = kib(after, own_path);
+    rows.push_back({own_label, Rss(own_a), Rss(own_b), RssChange(own_a, own_b)});
+  };
+  if (Find(before, "tree") != nullptr && Find(after, "tree") != nullptr) {
+    // A tree: its largest process, and the sum over its processes, each with its own memory of the
+    // same scope.
+    rss_rows("peak RSS (largest process)", Count(before, "tree.largest_max_rss_kib"),
+             Count(after, "tree.largest_max_rss_kib"), "tree.largest_peak_resident_bytes",
+             "  of which poolscope's own memory (peak)");
+    rss_rows("peak RSS (sum over processes)", Count(before, "tree.sum_max_rss_kib"),
+             Count(after, "tree.sum_max_rss_kib"), "internal.peak_resident_bytes",
+             "  of which poolscope's own memory (sum)");
+  } else {
+    rss_rows("peak RSS", RssOf(before, before_facts), RssOf(after, after_facts), "internal.peak_resident_bytes",
+             "  of which poolscope's own memory (peak)");
+  }
 
   size_t w0 = 0, w1 = before_label.size(), w2 = after_label.size(), w3 = 6;
   for (const Row& row : rows) {

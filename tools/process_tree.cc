@@ -358,6 +358,28 @@ nlohmann::json TreeTotals(const ProcessTree& tree, const std::vector<size_t>& se
   total["leaks"] = std::move(leaks);
   total["tracked"] = tracked;
   total["leak_groups_omitted"] = omitted;
+  // Peak RSS does not add up as counts do: the largest process's (with its own memory of
+  // poolscope's, the same scope), and the sum over the processes (with theirs), both labelled.
+  const TreeProcess* largest = nullptr;
+  int64_t rss_sum = 0;
+  bool rss_everywhere = true;
+  for (const TreeProcess* p : reports) {
+    const std::optional<int64_t> rss = Count(p->doc, "process.max_rss_kib");
+    rss_everywhere = rss_everywhere && rss.has_value();
+    rss_sum += rss.value_or(0);
+    if (rss && (largest == nullptr || *rss > Count(largest->doc, "process.max_rss_kib").value_or(0))) largest = p;
+  }
+  if (rss_everywhere && largest != nullptr) {
+    json tree = json::object();
+    tree["processes"] = static_cast<int64_t>(reports.size());
+    tree["largest_exe"] = largest->exe;
+    tree["largest_max_rss_kib"] = *Count(largest->doc, "process.max_rss_kib");
+    if (std::optional<int64_t> own = Count(largest->doc, "internal.peak_resident_bytes")) {
+      tree["largest_peak_resident_bytes"] = *own;
+    }
+    tree["sum_max_rss_kib"] = rss_sum;
+    total["tree"] = std::move(tree);
+  }
   return total;
 }
 

@@ -65,6 +65,9 @@ std::vector<size_t> SelectProcesses(const ProcessTree& tree, const std::vector<s
 // One report whose figures are the sums of the selected reports' counts (logical, real, internal,
 // pool, reconciliation, reachability, leak_check, errors); lists and figures that do not add up
 // (threads, leaks, sites, verdicts) are left out, and `process` is the root's (else the first's).
+// Peak RSS, which does not add up, goes to `tree` (when every report has process.max_rss_kib):
+// `processes`, the largest process's `largest_exe`, `largest_max_rss_kib` and
+// `largest_peak_resident_bytes` (poolscope's own memory in it), and `sum_max_rss_kib`.
 // With one selected report, that report itself.
 nlohmann::json TreeTotals(const ProcessTree& tree, const std::vector<size_t>& selected);
 

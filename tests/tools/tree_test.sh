@@ -64,6 +64,29 @@ for p in A:1000 B:2000 C:3000; do
   [ "$got" = $((base + n)) ] || fail "table row of $name: logical on '$got', expected $((base + n))"
 done
 grep -q '/bin/dash (root)\|/bin/sh (root)\|/bin/bash (root)' "$T/cmp.out" || fail "the root is not marked: $(cat "$T/cmp.out")"
+# Peak RSS of a tree: the largest process's and the sum over the processes, each row with poolscope's
+# own memory of the same scope (the sum's is the sum of the reports' internal.peak_resident_bytes).
+"$PY" - "$T/cmp.out" "${on_files[@]}" <<'PY' || fail "tree peak RSS rows: $(grep -A4 'peak RSS' "$T/cmp.out")"
+import json, re, sys
+out = open(sys.argv[1]).read()
+reports = [json.load(open(f)) for f in sys.argv[2:]]
+def cell(label, column):  # the table's cell, in KiB
+    line = next(l for l in out.splitlines() if l.startswith(label + "  "))
+    value, unit = re.findall(r"([\d.]+) (B|KiB|MiB|GiB)", line)[column]
+    return float(value) * {"B": 1 / 1024, "KiB": 1, "MiB": 1024, "GiB": 1024 * 1024}[unit]
+rss = [r["process"]["max_rss_kib"] for r in reports]
+largest = reports[rss.index(max(rss))]
+own_sum = sum(r["internal"]["peak_resident_bytes"] for r in reports) / 1024
+checks = [("peak RSS (largest process)", max(rss)), ("peak RSS (sum over processes)", sum(rss)),
+          ("  of which poolscope's own memory (sum)", own_sum)]
+lines = out.splitlines()
+own_of_largest = lines[[l.startswith("peak RSS (largest process)  ") for l in lines].index(True) + 1]
+assert own_of_largest.startswith("  of which poolscope's own memory (peak)  "), own_of_largest
+checks.append(("  of which poolscope's own memory (peak)", largest["internal"]["peak_resident_bytes"] / 1024))
+for label, want in checks:
+    got = cell(label, 1)
+    assert abs(got - want) <= max(0.06 * want, 1), f"{label}: {got} KiB, the reports give {want}"
+PY
 [ "$(grep -c 'report written' "$T/cmp.err")" = 2 ] ||
   fail "expected one 'report written' line per run (the roots'), got: $(grep 'report written' "$T/cmp.err")"
 # Each report names the root and its parent.
