@@ -4,7 +4,6 @@
 // in the registry of internal mappings and never among the roots).
 #include "interpose/leak_scan.h"
 
-#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -61,22 +60,10 @@ uint64_t NowMs() {
   return static_cast<uint64_t>(t.tv_sec) * 1000 + static_cast<uint64_t>(t.tv_nsec) / 1000000;
 }
 
+// The process's threads, -1 when they cannot be listed.
 int CountTasks() {
-  int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  char buf[4096];
-  int n = 0;
-  for (;;) {
-    long got = syscall(SYS_getdents64, fd, buf, sizeof buf);
-    if (got <= 0) break;
-    for (long off = 0; off < got;) {
-      auto* d = reinterpret_cast<struct dirent64*>(buf + off);
-      if (d->d_name[0] != '.') ++n;
-      off += d->d_reclen;
-    }
-  }
-  close(fd);
-  return n;
+  size_t n = 0;
+  return ListThreads(nullptr, 0, &n) ? static_cast<int>(n) : -1;
 }
 
 // libpoolscope.so's writable segments, and its static TLS block in the calling thread.
@@ -231,16 +218,25 @@ bool Subtract(const RootRange* ranges, size_t n, const RootRange* exclude, size_
   return true;
 }
 
-// LeakSanitizer's view of the real blocks (ScanOutcome::lsan_*): classified by memcheck's rules over
-// LeakSanitizer's roots, its leaked blocks are memcheck's definitely and indirectly lost ones (an
-// interior pointer keeps a block for both); a leaked block that another leaked block points into
-// (anywhere in it) is indirect, the rest direct, as LeakSanitizer splits them (a cycle is all
-// indirect).
 // A block's bytes as LeakSanitizer counts them: it serves malloc(0) with one byte.
 uint64_t LsanBytes(const ScanBlock& b) { return b.size() > 0 ? b.size() : 1; }
+uint64_t Bytes(const ScanBlock& b) { return b.size(); }
 
 bool IsLost(const ScanBlock& b) {
   return b.kind() == LeakKind::kDefinitelyLost || b.kind() == LeakKind::kIndirectlyLost;
+}
+
+// The lost blocks of blocks[0, n) that sit in pools (what a detector below cannot see), their bytes
+// as `bytes` counts them.
+track::LeakTotal LostInPools(const ScanBlock* blocks, size_t n, uint64_t (*bytes)(const ScanBlock&)) {
+  track::LeakTotal t = {};
+  for (size_t i = 0; i < n; ++i) {
+    if (blocks[i].pooled() && IsLost(blocks[i])) {
+      ++t.blocks;
+      t.bytes += bytes(blocks[i]);
+    }
+  }
+  return t;
 }
 
 // `from`'s blocks classified into `blocks` (a copy) over `roots`.
@@ -252,17 +248,28 @@ bool ClassifyCopy(const ScanBlock* from, size_t n, const RootRange* roots, size_
   return track::ClassifyReachability(blocks->data(), n, roots, nroots, root_reader, heap_reader, g_scratch, &r);
 }
 
+bool PushAll(Array<RootRange>& from, Array<RootRange>* to) {
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (!to->Push(from[i])) return false;
+  }
+  return true;
+}
+
+// LeakSanitizer's view of the real blocks (ScanOutcome::lsan_*): classified by memcheck's rules over
+// LeakSanitizer's roots, its leaked blocks are memcheck's definitely and indirectly lost ones (an
+// interior pointer keeps a block for both); a leaked block that another leaked block points into
+// (anywhere in it) is indirect, the rest direct, as LeakSanitizer splits them (a cycle is all
+// indirect).
 bool ClassifyForLsan(const ScanBlock* dblocks, size_t n, const RootRange* roots, size_t nroots,
                      track::MemoryReader& root_reader, track::MemoryReader& heap_reader, ScanOutcome* out) {
   Array<ScanBlock> blocks(g_scratch);
   if (!ClassifyCopy(dblocks, n, roots, nroots, root_reader, heap_reader, &blocks)) return false;
-  auto leaked = IsLost;
   Array<uint8_t> indirect(g_scratch);
   if (!indirect.Resize(n)) return false;
   memset(indirect.data(), 0, n);
   uint64_t words[512];
   for (size_t i = 0; i < n; ++i) {
-    if (!leaked(blocks[i])) continue;
+    if (!IsLost(blocks[i])) continue;
     for (uint64_t off = 0; off + 8 <= blocks[i].size();) {
       const size_t len = static_cast<size_t>(std::min<uint64_t>(sizeof words, (blocks[i].size() - off) & ~uint64_t{7}));
       const size_t got = heap_reader.Read(blocks[i].start + off, words, len);
@@ -273,14 +280,14 @@ bool ClassifyForLsan(const ScanBlock* dblocks, size_t n, const RootRange* roots,
         if (after == blocks.data()) continue;
         const size_t j = static_cast<size_t>(after - blocks.data()) - 1;
         const uint64_t size = blocks[j].size() > 0 ? blocks[j].size() : 1;
-        if (j != i && words[w] - blocks[j].start < size && leaked(blocks[j])) indirect[j] = 1;
+        if (j != i && words[w] - blocks[j].start < size && IsLost(blocks[j])) indirect[j] = 1;
       }
       if (got < len) break;
       off += len;
     }
   }
   for (size_t i = 0; i < n; ++i) {
-    if (!leaked(blocks[i])) continue;
+    if (!IsLost(blocks[i])) continue;
     track::LeakTotal& t = indirect[i] ? out->lsan_indirect : out->lsan_direct;
     ++t.blocks;
     t.bytes += LsanBytes(blocks[i]);
@@ -293,6 +300,7 @@ bool ClassifyForLsan(const ScanBlock* dblocks, size_t n, const RootRange* roots,
 // Above this many real blocks LeakSanitizer's view is not computed: a third classification of the
 // heap would cost the exit about a third more.
 constexpr size_t kLsanViewMaxBlocks = size_t{1} << 20;
+constexpr char kLsanTooManyBlocks[] = "more than 1,048,576 blocks: not computed (it would cost the exit a third more)";
 
 struct RangeSink {
   Array<RootRange>* ranges;
@@ -406,13 +414,6 @@ struct DetectorJob {
   ScanOutcome* lsan_out;
   bool lsan_ok;
 };
-
-bool PushAll(Array<RootRange>& from, Array<RootRange>* to) {
-  for (size_t i = 0; i < from.size(); ++i) {
-    if (!to->Push(from[i])) return false;
-  }
-  return true;
-}
 
 // Scratch memory given back when the scan returns.
 struct ScratchMapping {
@@ -679,8 +680,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   g_scratch.ForEachLive([&](const RootRange& r) { c.ok = c.ok && both.Push(r); });
   auto by_begin = [](const RootRange& a, const RootRange& b) { return a.begin < b.begin; };
   Array<RootRange> program_exclude(g_scratch);
-  for (size_t i = 0; i < both.size() && c.ok; ++i) c.ok = program_exclude.Push(both[i]);
-  for (size_t i = 0; i < own.size() && c.ok; ++i) c.ok = program_exclude.Push(own[i]);
+  c.ok = c.ok && PushAll(both, &program_exclude) && PushAll(own, &program_exclude);
   // Nor, for the program's view, a sanitizer runtime's globals: its allocator's state lies there, and
   // its other pointers into the heap point at blocks poolscope allocated, which a run without
   // poolscope does not have (the detector's view reads them, as LeakSanitizer below does).
@@ -751,16 +751,14 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
                                [&](uintptr_t b, uintptr_t e) { c.ok = c.ok && own_roots.Push(RootRange{b, e}); });
     }
   }
-  for (size_t i = 0; i < own_roots.size() && c.ok; ++i) c.ok = detector_extra.Push(own_roots[i]);
+  c.ok = c.ok && PushAll(own_roots, &detector_extra);
   // The program's registers at its call into exit(), which the exit path's frames below exit_sp save.
   const RootRange exit_registers =
       in.exit_registers != nullptr
           ? RootRange{reinterpret_cast<uintptr_t>(in.exit_registers), reinterpret_cast<uintptr_t>(in.exit_registers + 6)}
           : RootRange{0, 0};
   if (exit_registers.end != 0) c.ok = c.ok && arena_roots.Push(exit_registers);
-  for (size_t i = 0; i < register_roots.size() && c.ok; ++i) {
-    c.ok = arena_roots.Push(register_roots[i]) && detector_extra.Push(register_roots[i]);
-  }
+  c.ok = c.ok && PushAll(register_roots, &arena_roots) && PushAll(register_roots, &detector_extra);
   const bool roots_ok = c.ok && roots_of(program_exclude, arena_roots, &program_roots) &&
                         roots_of(program_exclude, detector_extra, &detector_roots);
   if (pagemap >= 0) close(pagemap);
@@ -792,7 +790,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   Array<RootRange> lsan_candidates(g_scratch), lsan_roots(g_scratch), program_lsan_roots(g_scratch);
   bool lsan_wanted = false;
   if (dblocks.size() > kLsanViewMaxBlocks || in.pooled_blocks_hint + tracked.size() > kLsanViewMaxBlocks) {
-    out->lsan_not_scanned_why = "more than 1,048,576 blocks: not computed (it would cost the exit a third more)";
+    out->lsan_not_scanned_why = kLsanTooManyBlocks;
   } else if (timed) {
     out->lsan_not_scanned_why = "not computed for a signal's report";
   } else {
@@ -834,7 +832,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
       }
       ok = Subtract(lsan_candidates.data(), k, exclude.data(), exclude.size(), &lsan_roots);
     }
-    for (size_t i = 0; i < register_roots.size() && ok; ++i) ok = lsan_roots.Push(register_roots[i]);
+    ok = ok && PushAll(register_roots, &lsan_roots);
     // For the program's blocks, poolscope's own memory is no root and the exiting thread's stack
     // starts at the program's call into exit() (below it lies poolscope's exit work, where
     // LeakSanitizer run alone has its own): those it loses that sit in pools are what LeakSanitizer
@@ -895,27 +893,12 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // memcheck's, the program's here): either both or none.
   if (lsan_wanted && (!lsan_program_ok || !job.lsan_ok || blocks.size() > kLsanViewMaxBlocks)) {
     out->lsan_leaked = out->lsan_direct = out->lsan_indirect = out->lsan_hidden_in_pools = {};
-    out->lsan_not_scanned_why = blocks.size() > kLsanViewMaxBlocks
-                                    ? "more than 1,048,576 blocks: not computed (it would cost the exit a third more)"
-                                    : "no memory for the scan";
+    out->lsan_not_scanned_why = blocks.size() > kLsanViewMaxBlocks ? kLsanTooManyBlocks : "no memory for the scan";
   } else if (lsan_wanted) {
     out->lsan_scanned = true;
-    for (size_t i = 0; i < program_lsan.size(); ++i) {
-      const ScanBlock& b = program_lsan[i];
-      if (b.pooled() && IsLost(b)) {
-        ++out->lsan_hidden_in_pools.blocks;
-        out->lsan_hidden_in_pools.bytes += LsanBytes(b);
-      }
-    }
+    out->lsan_hidden_in_pools = LostInPools(program_lsan.data(), program_lsan.size(), LsanBytes);
   }
-  // The program's lost blocks that sit in pools: what a detector below cannot see.
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    const ScanBlock& b = blocks[i];
-    if (b.pooled() && IsLost(b)) {
-      ++out->hidden_in_pools.blocks;
-      out->hidden_in_pools.bytes += b.size();
-    }
-  }
+  out->hidden_in_pools = LostInPools(blocks.data(), blocks.size(), Bytes);
   g_blocks = blocks.data();
   g_nblocks = blocks.size();
   g_blocks_bytes = blocks.capacity() * sizeof(ScanBlock);

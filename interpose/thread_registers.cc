@@ -3,6 +3,7 @@
 // See thread_registers.h.
 #include "interpose/thread_registers.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -75,42 +76,6 @@ int Helper(void* arg) {
   return 0;
 }
 
-// The process's threads but the caller's, from /proc/self/task; at most max.
-size_t OtherThreads(pid_t* tids, size_t max, size_t* more) {
-  *more = 0;
-  const int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  const pid_t self = static_cast<pid_t>(syscall(SYS_gettid));
-  size_t n = 0;
-  char buf[4096];
-  for (;;) {
-    const long got = syscall(SYS_getdents64, fd, buf, sizeof buf);
-    if (got <= 0) break;
-    for (long off = 0; off < got;) {
-      struct Dirent {
-        uint64_t ino;
-        int64_t off;
-        unsigned short reclen;
-        unsigned char type;
-        char name[1];
-      };
-      const auto* d = reinterpret_cast<const Dirent*>(buf + off);
-      off += d->reclen;
-      if (d->name[0] < '0' || d->name[0] > '9') continue;
-      pid_t tid = 0;
-      for (const char* c = d->name; *c >= '0' && *c <= '9'; ++c) tid = tid * 10 + (*c - '0');
-      if (tid == self) continue;
-      if (n < max) {
-        tids[n++] = tid;
-      } else {
-        ++*more;
-      }
-    }
-  }
-  close(fd);
-  return n;
-}
-
 uint64_t NowMs() {
   timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -130,11 +95,40 @@ bool YamaRestricts() {
 
 }  // namespace
 
+bool ListThreads(pid_t* tids, size_t max, size_t* count) {
+  *count = 0;
+  const int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[4096];
+  for (;;) {
+    const long got = syscall(SYS_getdents64, fd, buf, sizeof buf);
+    if (got <= 0) break;
+    for (long off = 0; off < got;) {
+      const auto* d = reinterpret_cast<const struct dirent64*>(buf + off);
+      off += d->d_reclen;
+      if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
+      pid_t tid = 0;
+      for (const char* c = d->d_name; *c >= '0' && *c <= '9'; ++c) tid = tid * 10 + (*c - '0');
+      if (*count < max) tids[*count] = tid;
+      ++*count;
+    }
+  }
+  close(fd);
+  return true;
+}
+
 RegistersRead ReadOtherThreadsRegisters(ThreadRegisters* out, size_t max, void* stack, uint64_t timeout_ms) {
+  // The other threads' ids (the caller's taken out of those listed).
   pid_t tids[kMaxThreads];
-  size_t more = 0;
-  const size_t n = OtherThreads(tids, kMaxThreads, &more);
-  RegistersRead r{0, n + more};
+  size_t listed = 0;
+  ListThreads(tids, kMaxThreads, &listed);
+  const pid_t self = static_cast<pid_t>(syscall(SYS_gettid));
+  size_t n = 0;
+  for (size_t i = 0; i < listed && i < kMaxThreads; ++i) {
+    if (tids[i] != self) tids[n++] = tids[i];
+  }
+  const size_t others = listed > 0 ? listed - 1 : 0;
+  RegistersRead r{0, others};
   if (n == 0 || max == 0) return r;
   Job job{tids, n, out, max, {0}, {0}, {0}};
   // The helper starts with every signal blocked: none of the program's handlers runs on it.
@@ -158,7 +152,7 @@ RegistersRead ReadOtherThreadsRegisters(ThreadRegisters* out, size_t max, void* 
   }
   if (yama) prctl(PR_SET_PTRACER, 0, 0, 0, 0);
   r.read = job.read.load(std::memory_order_acquire);
-  r.failed = n + more - r.read;
+  r.failed = others - r.read;
   return r;
 }
 

@@ -37,6 +37,10 @@ struct RegistersRead {
   size_t failed;  // other threads of the process (not the caller) whose registers could not be read
 };
 
+// The process's threads (the caller's included), from /proc/self/task: the first `max` ids into
+// tids, their number into *count. False when the folder cannot be read. Calls no allocator.
+bool ListThreads(pid_t* tids, size_t max, size_t* count);
+
 // Reads the registers of every thread of the process but the caller's into out[0, max). `stack` is
 // memory for the helper's stack (at least kHelperStackBytes, 16-aligned, writable). Gives up on the
 // helper after timeout_ms (it is then killed; threads it held are let go by the kernel). Calls no
