@@ -362,17 +362,25 @@ __attribute__((noinline)) static void make_swapcontext(void) {
   if (swapcontext(&main_context, &side_context) != 0) exit(1);
 }
 
+static const uintptr_t hide_key = 0x5a5a5a5a5a5a5a5aull;
+
+/* A new block of `size` bytes filled with `fill`; its address xored with hide_key, so that no stack
+ * slot or register of the caller holds it whole (this frame's copies die with it). */
+__attribute__((noinline)) static uintptr_t hidden_block(size_t size, int fill) {
+  char* volatile p = malloc(size);
+  memset(p, fill, size);
+  const uintptr_t hidden = (uintptr_t)p ^ hide_key;
+  p = NULL;
+  return hidden;
+}
+
 static volatile int registers_ready;
 
-/* The block's address is kept xored with a key wherever the compiler keeps it; the assembly makes the
- * address itself in r12 alone, says so, and spins. */
+/* The block's address is made whole by the assembly alone, in r12; it says so and spins. */
 __attribute__((noinline)) static void* thread_in_registers(void* arg) {
   (void)arg;
-  const uintptr_t key = 0x5a5a5a5a5a5a5a5aull;
-  char* volatile p = malloc(88);
-  memset(p, 0x46, 88);
-  volatile uintptr_t hidden = (uintptr_t)p ^ key;
-  p = NULL;
+  volatile uintptr_t hidden = hidden_block(88, 0x46);
+  const uintptr_t key = hide_key;
   wipe_stack();
   __asm__ volatile(
       "mov %0, %%r12\n\t"
@@ -412,14 +420,11 @@ __attribute__((noinline)) static void make_dynamic_tls(void) {
   keep(p);
 }
 
-/* The block's address, xored with a key wherever the compiler keeps it, made whole in rbx (which a
- * called function saves and restores) right before the call into exit(). */
+/* The block's address made whole in rbx (which a called function saves and restores) right before
+ * the call into exit(). */
 __attribute__((noinline)) static void exit_with_register(void) {
-  const uintptr_t key = 0x5a5a5a5a5a5a5a5aull;
-  char* volatile p = malloc(96);
-  memset(p, 0x47, 96);
-  volatile uintptr_t hidden = (uintptr_t)p ^ key;
-  p = NULL;
+  volatile uintptr_t hidden = hidden_block(96, 0x47);
+  const uintptr_t key = hide_key;
   wipe_stack();
   printf("leak_shapes: exit_register done\n");
   fflush(stdout);
