@@ -68,10 +68,13 @@ void RemoveRange(void* p) {
   }
 }
 
-// Resident bytes of the mappings in the registry: mincore, a batch of pages at a time.
+// Resident bytes of the mappings in the registry: mincore, a batch of pages at a time, into a buffer
+// kept here (g_ranges_lock is held): a report may be written on a small thread stack, and a batch of
+// 64 MiB makes one call of each of poolscope's reservations.
+unsigned char g_resident_vec[16384];
 uint64_t ResidentLocked() {
-  constexpr size_t kBatch = 512;  // bytes of stack: a report may be written on a small thread stack
-  unsigned char vec[kBatch];
+  constexpr size_t kBatch = sizeof g_resident_vec;
+  unsigned char* const vec = g_resident_vec;
   uint64_t resident = 0;
   for (size_t i = 0; i < g_nranges; ++i) {
     for (uintptr_t at = g_ranges[i].begin; at < g_ranges[i].end;) {

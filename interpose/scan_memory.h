@@ -48,9 +48,11 @@ class InternalScratch : public track::ScratchMemory {
   }
   // Grows a mapping made by Map without copying it (mremap); nullptr (the old one intact) on failure.
   void* Grow(void* p, size_t old_bytes, size_t new_bytes) {
-    void* q = InternalRealloc(p, Round(old_bytes), Round(new_bytes));
+    // Within the mapping's room no system call but the fault-in: a small array's first mappings are
+    // all of the same room (Round).
+    void* q = Round(new_bytes) == Round(old_bytes) ? p : InternalRealloc(p, Round(old_bytes), Round(new_bytes));
     if (q == nullptr) return nullptr;
-    Populate(q, Round(old_bytes), Round(new_bytes));
+    Populate(q, PageRound(old_bytes), PageRound(new_bytes));
     SpinLockHolder h(&lock_);
     for (RootRange& r : live_) {
       if (r.begin == reinterpret_cast<uintptr_t>(p)) {
@@ -61,7 +63,7 @@ class InternalScratch : public track::ScratchMemory {
   }
   // Faults in [p, p + bytes) of a mapping made here (pages already in memory stay as they are).
   static void FaultIn(void* p, size_t bytes) {
-    if (p != nullptr) Populate(p, 0, Round(bytes));
+    if (p != nullptr) Populate(p, 0, PageRound(bytes));
   }
   // Its mappings now (a mapping beyond the list's room is not listed: the roots then include it).
   template <typename F>
@@ -80,7 +82,7 @@ class InternalScratch : public track::ScratchMemory {
   void* MapWith(size_t bytes, bool populate) {
     void* p = InternalAlloc(Round(bytes));
     if (p != nullptr) {
-      if (populate) Populate(p, 0, Round(bytes));
+      if (populate) Populate(p, 0, PageRound(bytes));
       SpinLockHolder h(&lock_);
       for (RootRange& r : live_) {
         if (r.begin == 0) {
@@ -94,8 +96,9 @@ class InternalScratch : public track::ScratchMemory {
   SpinLock lock_;  // the scan's two threads map and unmap at once
   static constexpr size_t kRoom = 256;
   RootRange live_[kRoom] = {};
-  // Above InternalAlloc's size classes, so that every request is a mapping of its own, page-aligned.
-  // Faults [p + from, p + to) in with one call: the scan writes nearly all of what it maps, and a
+  // Above InternalAlloc's size classes, so that every request is a mapping of its own, page-aligned;
+  // only the pages asked for are faulted in (PageRound), the rest of the room as the array grows.
+  // Faults [p + from, p + to) in with one call: the scan writes nearly all of what it asks for, and a
   // fault a page costs more than the scan's own work on that page. Without MADV_POPULATE_WRITE
   // (before Linux 5.14), or under valgrind, the pages fault in as they are touched.
   static void Populate(void* p, size_t from, size_t to) {
@@ -107,7 +110,8 @@ class InternalScratch : public track::ScratchMemory {
     madvise(static_cast<char*>(p) + from, to - from, MADV_POPULATE_WRITE);
   }
   static constexpr size_t kHuge = size_t{4} << 20;
-  static size_t Round(size_t bytes) { return std::max<size_t>((bytes + 4095) & ~size_t{4095}, 128 * 1024); }
+  static size_t PageRound(size_t bytes) { return (bytes + 4095) & ~size_t{4095}; }
+  static size_t Round(size_t bytes) { return std::max<size_t>(PageRound(bytes), 128 * 1024); }
 };
 
 // A growable array in scratch memory.
@@ -119,7 +123,7 @@ class Array {
   explicit Array(InternalScratch& m, bool sparse = false) : m_(m), sparse_(sparse) {}
   ~Array() { Free(); }
   bool Push(const T& v) {
-    if (n_ == cap_ && !Grow(cap_ == 0 ? 4096 : 2 * cap_)) return false;
+    if (n_ == cap_ && !Grow(cap_ == 0 ? kFirstCapacity : 2 * cap_)) return false;
     p_[n_++] = v;
     return true;
   }
@@ -165,6 +169,8 @@ class Array {
     cap_ = cap;
     return true;
   }
+  // A page of elements first: most of a small process's arrays hold a few dozen.
+  static constexpr size_t kFirstCapacity = sizeof(T) >= 4096 ? 1 : 4096 / sizeof(T);
   InternalScratch& m_;
   const bool sparse_;
   T* p_ = nullptr;

@@ -141,6 +141,30 @@ TEST(PoolStartsReaderTest, WordsAreThePoolsStartsAndOtherAddressesReadThrough) {
   EXPECT_EQ(reader.InPlace(at, 8), reinterpret_cast<const uint64_t*>(at));
 }
 
+// Pages of `p`'s mapping in memory, over `bytes`.
+size_t ResidentPages(const void* p, size_t bytes) {
+  unsigned char vec[64];
+  const size_t pages = bytes / 4096;
+  EXPECT_LE(pages, sizeof vec);
+  EXPECT_EQ(mincore(const_cast<void*>(p), pages * 4096, vec), 0);
+  size_t n = 0;
+  for (size_t i = 0; i < pages; ++i) n += vec[i] & 1;
+  return n;
+}
+
+// A small process's scan makes a dozen arrays that hold a few dozen elements: each costs the pages
+// it is written in, not its mapping's whole room (128 KiB, 32 pages faulted in and zeroed).
+TEST(ScratchArrayTest, AFewElementsFaultInOnePageAndGrowthTheRest) {
+  InternalScratch scratch;
+  Array<RootRange> a(scratch);
+  for (uintptr_t i = 0; i < 10; ++i) ASSERT_TRUE(a.Push(RootRange{i, i + 1}));
+  EXPECT_EQ(ResidentPages(a.data(), 128 * 1024), 1u);
+  for (uintptr_t i = 10; i < 1000; ++i) ASSERT_TRUE(a.Push(RootRange{i, i + 1}));
+  EXPECT_GE(ResidentPages(a.data(), 128 * 1024), 1000 * sizeof(RootRange) / 4096);
+  EXPECT_LE(ResidentPages(a.data(), 128 * 1024), 4u);  // the capacity doubled to 1024: 16 KiB
+  for (uintptr_t i = 0; i < 1000; ++i) EXPECT_EQ(a[i].begin, i);
+}
+
 }  // namespace
 }  // namespace scan
 }  // namespace poolscope
