@@ -42,6 +42,7 @@ using scan::InternalScratch;
 using scan::MemcheckViewReader;
 using scan::OwnInPlaceReader;
 using scan::PoolStartsReader;
+using scan::TouchedPagesReader;
 using track::LeakKind;
 using track::RootRange;
 using track::ScanBlock;
@@ -424,6 +425,13 @@ struct ScratchMapping {
   }
 };
 
+struct FileCloser {
+  int fd;
+  ~FileCloser() {
+    if (fd >= 0) close(fd);
+  }
+};
+
 // How long the helper that reads the other threads' registers may take (it stops each for a few
 // microseconds; a thread the kernel cannot stop in time is read without its registers).
 constexpr uint64_t kRegistersTimeoutMs = 500;
@@ -531,10 +539,16 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   track::ProcessVmReader safe_reader;
   track::DirectMemoryReader direct_reader;
   const bool alone = tasks == 1;
+  const bool on_valgrind = RUNNING_ON_VALGRIND != 0;
   track::MemoryReader& safe_root_reader = vm_reader ? static_cast<track::MemoryReader&>(safe_reader) : direct_reader;
+  // Large blocks' pages the program never touched are not read (TouchedPagesReader): only while no
+  // other thread runs, and not under valgrind (memcheck's view reads through its own reader).
+  const FileCloser heap_pagemap{alone && !on_valgrind ? open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC) : -1};
+  TouchedPagesReader touched_reader(direct_reader, heap_pagemap.fd);
   // Other threads may free (and unmap) blocks while they run.
-  track::MemoryReader& safe_heap_reader =
-      alone || !vm_reader ? static_cast<track::MemoryReader&>(direct_reader) : safe_reader;
+  track::MemoryReader& safe_heap_reader = !alone && vm_reader ? static_cast<track::MemoryReader&>(safe_reader)
+                                          : heap_pagemap.fd >= 0 ? static_cast<track::MemoryReader&>(touched_reader)
+                                                                 : direct_reader;
   // Blocks are read only where the maps say they can be (a live block may hold a page the program
   // made inaccessible): one reader for each view's thread.
   Array<RootRange> readable(g_scratch);
@@ -560,7 +574,6 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   MemcheckViewReader memcheck_roots(safe_root_reader),
       memcheck_heap(checked ? static_cast<track::MemoryReader&>(checked_heap) : plain_heap),
       detector_memcheck_heap(checked ? static_cast<track::MemoryReader&>(detector_checked_heap) : plain_heap);
-  const bool on_valgrind = RUNNING_ON_VALGRIND != 0;
   track::MemoryReader& root_reader = on_valgrind ? static_cast<track::MemoryReader&>(memcheck_roots) : safe_root_reader;
   track::MemoryReader& heap_reader = on_valgrind ? static_cast<track::MemoryReader&>(memcheck_heap)
                                      : checked   ? static_cast<track::MemoryReader&>(checked_heap)

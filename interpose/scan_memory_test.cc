@@ -4,10 +4,13 @@
 // a deadline that passed stops every read.
 #include "interpose/scan_memory.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -163,6 +166,48 @@ TEST(ScratchArrayTest, AFewElementsFaultInOnePageAndGrowthTheRest) {
   EXPECT_GE(ResidentPages(a.data(), 128 * 1024), 1000 * sizeof(RootRange) / 4096);
   EXPECT_LE(ResidentPages(a.data(), 128 * 1024), 4u);  // the capacity doubled to 1024: 16 KiB
   for (uintptr_t i = 0; i < 1000; ++i) EXPECT_EQ(a[i].begin, i);
+}
+
+// Whether the page at `p` is present (pagemap), the zero page mapped by a read included.
+bool Present(const void* p) {
+  const int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  EXPECT_GE(fd, 0);
+  uint64_t entry = 0;
+  EXPECT_EQ(pread(fd, &entry, 8, static_cast<off_t>(reinterpret_cast<uintptr_t>(p) / 4096 * 8)), 8);
+  close(fd);
+  return (entry >> 63) != 0;
+}
+
+// A large block whose pages were mostly never written (calloc's own mapping) reads as what it holds,
+// without mapping a page of it: the untouched pages read as zeros, and stay unmapped.
+TEST(TouchedPagesReaderTest, UntouchedPagesReadAsZerosWithoutAFault) {
+  constexpr size_t kPages = 64;
+  char* const block = static_cast<char*>(mmap(nullptr, kPages * 4096, PROT_READ | PROT_WRITE,
+                                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(block, MAP_FAILED);
+  const uint64_t marks[] = {0x1111, 0x2222};
+  memcpy(block + 3 * 4096 + 8, &marks[0], 8);
+  memcpy(block + 40 * 4096 + 4088, &marks[1], 8);
+  const int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  track::DirectMemoryReader direct;
+  TouchedPagesReader reader(direct, fd);
+  const uintptr_t b = reinterpret_cast<uintptr_t>(block);
+  EXPECT_EQ(reader.InPlace(b, kPages * 4096), nullptr);  // large: through Read
+  EXPECT_NE(reader.InPlace(b, 4096), nullptr);          // small: as the base reads it
+  std::vector<uint64_t> words(kPages * 512, ~uint64_t{0});
+  ASSERT_EQ(reader.Read(b, words.data(), kPages * 4096), kPages * 4096);
+  for (size_t w = 0; w < words.size(); ++w) {
+    const uint64_t want = w == 3 * 512 + 1 ? marks[0] : w == 40 * 512 + 511 ? marks[1] : 0;
+    ASSERT_EQ(words[w], want) << "word " << w;
+  }
+  EXPECT_FALSE(Present(block + 10 * 4096));
+  EXPECT_FALSE(Present(block + 63 * 4096));
+  // The base alone maps them (the zero page), as the scan did.
+  ASSERT_EQ(direct.Read(b, words.data(), kPages * 4096), kPages * 4096);
+  EXPECT_TRUE(Present(block + 10 * 4096));
+  close(fd);
+  munmap(block, kPages * 4096);
 }
 
 }  // namespace
