@@ -1,7 +1,7 @@
 // File: interpose/report_writer.cc
 //
 // Writes the JSON report (docs/report-schema.md) at exit and on snapshots: rendered (report_render.h)
-// into mmap'd memory, then written atomically (a temporary file in the same folder, then rename; mode
+// through a small buffer, written atomically (a temporary file in the same folder, then rename; mode
 // 0600; O_NOFOLLOW, so a symbolic link is never followed). A path that names an existing character
 // device or pipe is written to directly. Runs under the caller's reentrancy guard: libc calls made here pass straight through.
 #include <fcntl.h>
@@ -31,38 +31,6 @@
 namespace poolscope {
 
 namespace {
-
-class MappedSink : public report::JsonSink {
- public:
-  ~MappedSink() override {
-    if (buf_ != nullptr) InternalFree(buf_, cap_);
-  }
-  void Append(const char* s, size_t n) override {
-    if (failed_) return;
-    if (len_ + n > cap_) {
-      size_t cap = cap_ == 0 ? (size_t{256} << 10) : cap_ * 2;
-      while (cap < len_ + n) cap *= 2;
-      char* b = static_cast<char*>(cap_ == 0 ? InternalAlloc(cap) : InternalRealloc(buf_, cap_, cap));
-      if (b == nullptr) {
-        failed_ = true;
-        return;
-      }
-      buf_ = b;
-      cap_ = cap;
-    }
-    memcpy(buf_ + len_, s, n);
-    len_ += n;
-  }
-  const char* data() const { return buf_; }
-  size_t size() const { return len_; }
-  bool failed() const { return failed_; }
-
- private:
-  char* buf_ = nullptr;
-  size_t len_ = 0;
-  size_t cap_ = 0;
-  bool failed_ = false;
-};
 
 SpinLock g_write_lock;
 bool g_exit_written = false;
@@ -116,6 +84,46 @@ bool WriteAll(int fd, const char* data, size_t n) {
   return true;
 }
 
+// Streams the rendered report into a file through a small buffer of poolscope's memory: a report of
+// some hundreds of kilobytes costs the same few pages as a small one (a buffer holding it whole was
+// faulted in a page at a time, 60 faults for a compiler's report).
+class FileSink : public report::JsonSink {
+ public:
+  explicit FileSink(int fd) : fd_(fd), buf_(static_cast<char*>(InternalAlloc(kBuffer))) { no_memory_ = buf_ == nullptr; }
+  ~FileSink() override {
+    if (buf_ != nullptr) InternalFree(buf_, kBuffer);
+  }
+  void Append(const char* s, size_t n) override {
+    while (n > 0 && ok()) {
+      if (len_ == kBuffer) Flush();
+      const size_t k = n < kBuffer - len_ ? n : kBuffer - len_;
+      memcpy(buf_ + len_, s, k);
+      len_ += k;
+      s += k;
+      n -= k;
+    }
+  }
+  // Writes what is buffered; true when every byte appended reached the file.
+  bool Finish() {
+    if (ok() && len_ > 0) Flush();
+    return ok();
+  }
+  bool no_memory() const { return no_memory_; }
+
+ private:
+  static constexpr size_t kBuffer = size_t{16} << 10;
+  bool ok() const { return !no_memory_ && !write_failed_; }
+  void Flush() {
+    write_failed_ = !WriteAll(fd_, buf_, len_);
+    len_ = 0;
+  }
+  const int fd_;
+  char* const buf_;
+  size_t len_ = 0;
+  bool no_memory_ = false;
+  bool write_failed_ = false;
+};
+
 // Returns true when the report was written.
 bool WriteReport(const char* reason, const Snapshot& snap, const LeakCheck* check, char* path_out,
                  size_t path_cap) {
@@ -128,20 +136,22 @@ bool WriteReport(const char* reason, const Snapshot& snap, const LeakCheck* chec
     Warn(o, "cannot write the report to", o.report);
     return false;
   }
-  MappedSink sink;
-  report::JsonWriter w(&sink);
-  Render(w, reason, o, p, snap, check, path_out, started_ns);
-  if (sink.failed()) {
-    errno = ENOMEM;
-    Warn(o, "out of memory writing the report to", path_out);
-    return false;
-  }
   struct stat st;
   if (stat(path_out, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
     int fd = open(path_out, O_WRONLY | O_NOCTTY | O_CLOEXEC);
-    bool ok = fd >= 0 && WriteAll(fd, sink.data(), sink.size());
-    if (!ok) Warn(o, "cannot write the report to", path_out);
-    if (fd >= 0) close(fd);
+    if (fd < 0) {
+      Warn(o, "cannot write the report to", path_out);
+      return false;
+    }
+    FileSink sink(fd);
+    report::JsonWriter w(&sink);
+    if (!sink.no_memory()) Render(w, reason, o, p, snap, check, path_out, started_ns);
+    const bool ok = sink.Finish();
+    if (!ok) {
+      if (sink.no_memory()) errno = ENOMEM;
+      Warn(o, sink.no_memory() ? "out of memory writing the report to" : "cannot write the report to", path_out);
+    }
+    close(fd);
     return ok;
   }
   char tmp[1200];
@@ -151,14 +161,22 @@ bool WriteReport(const char* reason, const Snapshot& snap, const LeakCheck* chec
     Warn(o, "cannot write the report to", path_out);
     return false;
   }
-  bool ok = WriteAll(fd, sink.data(), sink.size());
-  int saved = errno;
+  bool ok;
+  bool no_memory;
+  {
+    FileSink sink(fd);
+    report::JsonWriter w(&sink);
+    if (!sink.no_memory()) Render(w, reason, o, p, snap, check, path_out, started_ns);
+    ok = sink.Finish();
+    no_memory = sink.no_memory();
+  }
+  int saved = no_memory ? ENOMEM : errno;
   ok = (close(fd) == 0) && ok;
   if (!ok || rename(tmp, path_out) != 0) {
     if (ok) saved = errno;
     unlink(tmp);
     errno = saved;
-    Warn(o, "cannot write the report to", path_out);
+    Warn(o, no_memory ? "out of memory writing the report to" : "cannot write the report to", path_out);
     return false;
   }
   return true;
