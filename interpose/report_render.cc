@@ -1,30 +1,27 @@
 // File: interpose/report_render.cc
 //
-// Renders the report's JSON (see report_render.h). Runs under the caller's reentrancy guard: libc
-// calls made here pass straight through.
+// Renders the report's JSON (see report_render.h): the report top to bottom, with the parts that come
+// from tracking and the exit scan (leaks, sites, reachability) written by report_leaks.cc. Runs under
+// the caller's reentrancy guard: libc calls made here pass straight through.
 #include "interpose/report_render.h"
 
 #include <sys/resource.h>
 #include <time.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
-#include <string>
 #include <vector>
 
 #include "interpose/attach.h"
 #include "interpose/internal.h"
-#include "interpose/leak_scan.h"
+#include "interpose/report_leaks.h"
 #include "interpose/shim_internal.h"
 #include "interpose/signals.h"
 #include "interpose/thread_state.h"
 #include "interpose/timeline.h"
 #include "interpose/tracking.h"
-#include "track/loaded_objects.h"
 #include "track/symbolizer.h"
 
 namespace poolscope {
@@ -122,41 +119,6 @@ void WriteThread(report::JsonWriter& w, int tid, bool ended, const ThreadCounter
   w.EndObject();
 }
 
-// The frames of a captured stack from the program's first one. The client library
-// (//interpose:client) is linked into the program, so its entry points are not among the frames left
-// out at capture (those are libpoolscope.so's): a stack that starts in one (poolscope_arena_alloc,
-// when the compiler did not make its forwarding a tail call) starts at its caller.
-int ProgramFrames(track::Symbolizer* sym, uint32_t stack_id, const uintptr_t** pcs) {
-  int n = StackFrames(stack_id, pcs);
-  int first = 0;
-  while (first < n && sym->SymbolizeReturnAddress((*pcs)[first]).function.rfind("poolscope_", 0) == 0) ++first;
-  *pcs += first;
-  return n - first;
-}
-
-// Frames of a captured stack, innermost first, symbolized now.
-void WriteStack(report::JsonWriter& w, track::Symbolizer* sym, uint32_t stack_id) {
-  w.Key("stack");
-  w.BeginArray();
-  const uintptr_t* pcs = nullptr;
-  int n = sym != nullptr ? ProgramFrames(sym, stack_id, &pcs) : 0;
-  for (int i = 0; i < n; ++i) {
-    track::SymbolizedFrame f = sym->SymbolizeReturnAddress(pcs[i]);
-    w.BeginObject();
-    char pc[32];
-    snprintf(pc, sizeof pc, "0x%llx", static_cast<unsigned long long>(pcs[i]));
-    w.FieldStr("pc", pc);
-    w.FieldStr("function", f.function.c_str());
-    w.FieldStr("object", f.object.c_str());
-    if (!f.file.empty()) {
-      w.FieldStr("file", f.file.c_str());
-      w.FieldInt("line", f.line);
-    }
-    w.EndObject();
-  }
-  w.EndArray();
-}
-
 void WriteLeakCheck(report::JsonWriter& w, const LeakCheck& c) {
   w.Key("leak_check");
   w.BeginObject();
@@ -169,101 +131,6 @@ void WriteLeakCheck(report::JsonWriter& w, const LeakCheck& c) {
   w.FieldStr("judged_by", c.lost_blocks >= 0 ? "reachability" : "live_blocks");
   w.FieldIntOrNull("lost_blocks", c.lost_blocks >= 0, c.lost_blocks);
   w.FieldIntOrNull("exit_status", c.exit_status != 0, c.exit_status);
-  w.EndObject();
-}
-
-const char* KindName(uint8_t kind) {
-  switch (static_cast<track::LeakKind>(kind)) {
-    case track::LeakKind::kDefinitelyLost:
-      return "definitely_lost";
-    case track::LeakKind::kIndirectlyLost:
-      return "indirectly_lost";
-    case track::LeakKind::kPossiblyLost:
-      return "possibly_lost";
-    case track::LeakKind::kStillReachable:
-      break;
-  }
-  return "still_reachable";
-}
-
-void WriteTotal(report::JsonWriter& w, const char* key, const track::LeakTotal& t) {
-  w.Key(key);
-  w.BeginObject();
-  w.Field("blocks", t.blocks);
-  w.Field("bytes", t.bytes);
-  w.EndObject();
-}
-
-// The live blocks that exist only because poolscope is loaded: those whose first program frame lies in
-// an object that only libpoolscope.so needs (none while it needs only libc and the dynamic loader), and
-// the names of those objects.
-struct LoadedByPoolscope {
-  track::LeakTotal total = {};
-  std::vector<std::string> objects;
-};
-
-LoadedByPoolscope CountLoadedByPoolscope(const std::vector<LeakGroup>& groups, track::Symbolizer* sym) {
-  LoadedByPoolscope out;
-  if (sym == nullptr) return out;
-  std::vector<track::LoadedObject> objs(1024);
-  size_t n = track::ReadLoadedObjects(objs.data(), objs.size());
-  if (n > objs.size()) n = objs.size();
-  const track::LoadedObject* self =
-      track::ObjectContaining(objs.data(), n, reinterpret_cast<uintptr_t>(&CountLoadedByPoolscope));
-  if (self == nullptr) return out;
-  std::vector<uint8_t> scratch(n);
-  track::MarkLoadedOnlyFor(static_cast<size_t>(self - objs.data()), objs.data(), n, scratch.data());
-  for (const LeakGroup& g : groups) {
-    const uintptr_t* pcs = nullptr;
-    if (ProgramFrames(sym, g.stack_id, &pcs) == 0) continue;
-    const track::LoadedObject* o = track::ObjectContaining(objs.data(), n, pcs[0] - 1);
-    if (o == nullptr || !o->only_for_poolscope) continue;
-    out.total.blocks += g.blocks;
-    out.total.bytes += g.bytes;
-    const char* slash = strrchr(o->path, '/');
-    std::string name = o->soname != nullptr ? o->soname : (slash != nullptr ? slash + 1 : o->path);
-    if (std::find(out.objects.begin(), out.objects.end(), name) == out.objects.end()) out.objects.push_back(name);
-  }
-  return out;
-}
-
-// The four classes of a classification, or {"scanned": false} when none ran; `scan` adds what the
-// scan itself cost and `loaded` the blocks only poolscope's presence made (the program's view only).
-void WriteReachability(report::JsonWriter& w, const track::ReachabilityResult* r, const ScanOutcome* scan,
-                       const LoadedByPoolscope* loaded) {
-  w.BeginObject();
-  w.FieldBool("scanned", r != nullptr);
-  if (r == nullptr) {
-    if (scan != nullptr && !scan->scanned && scan->not_scanned_why != nullptr) {
-      w.FieldStr("not_scanned_why", scan->not_scanned_why);
-    }
-    w.EndObject();
-    return;
-  }
-  WriteTotal(w, "definitely_lost", r->definitely_lost);
-  WriteTotal(w, "indirectly_lost", r->indirectly_lost);
-  WriteTotal(w, "possibly_lost", r->possibly_lost);
-  WriteTotal(w, "still_reachable", r->still_reachable);
-  if (scan != nullptr) {
-    w.Field("roots_bytes", scan->roots_bytes);
-    w.Field("heap_bytes_scanned", r->heap_bytes_scanned);
-    w.Field("unreadable_bytes", scan->unreadable_bytes);
-    w.Field("scan_ms", scan->scan_ms);
-    w.FieldInt("scan_threads", scan->parallel ? 2 : 1);
-    w.FieldInt("threads_stopped", scan->threads_stopped);
-    w.FieldInt("threads_not_stopped", scan->threads_not_stopped);
-  }
-  if (loaded != nullptr) {
-    w.Key("loaded_by_poolscope");
-    w.BeginObject();
-    w.Field("blocks", loaded->total.blocks);
-    w.Field("bytes", loaded->total.bytes);
-    w.Key("objects");
-    w.BeginArray();
-    for (const std::string& name : loaded->objects) w.String(name.c_str());
-    w.EndArray();
-    w.EndObject();
-  }
   w.EndObject();
 }
 
@@ -280,59 +147,17 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   const ThreadCounters& t = s.totals;
   // Report time: allocation through the normal malloc is fine here (the caller holds the guard, so it
   // passes straight through, counted as poolscope's own).
-  constexpr size_t kMaxStacks = 4096;
-  constexpr size_t kMaxLeakGroups = 64;
-  constexpr size_t kMaxSites = 32;
-  const bool tracked = TrackingOn();
-  std::vector<LeakGroup> raw(kMaxStacks);
-  LiveTotals live = {};
-  const ScanOutcome* scan = LastScan();
-  const bool scanned = scan != nullptr && scan->scanned;
-  size_t nstacks_all =
-      tracked ? AggregateLeaks(raw.data(), raw.size(), &live,
-                               scanned ? +[](uintptr_t p) { return static_cast<uint8_t>(ScannedKind(p)); } : nullptr)
-              : 0;
-  raw.resize(nstacks_all < kMaxStacks ? nstacks_all : kMaxStacks);
-  std::vector<SiteCounters> site_list(kMaxSites);
-  site_list.resize(tracked ? TopSites(site_list.data(), kMaxSites) : 0);
-  track::Symbolizer* sym = tracked ? new track::Symbolizer() : nullptr;
-  // Stacks that differ only in return addresses the source cannot tell apart (an unrolled loop calls
-  // the same line from two places) are one group: merged by their symbolized frames.
-  std::map<std::string, LeakGroup> merged;
-  for (const LeakGroup& g : raw) {
-    std::string key;
-    const uintptr_t* pcs = nullptr;
-    int n = ProgramFrames(sym, g.stack_id, &pcs);
-    for (int i = 0; i < n; ++i) {
-      track::SymbolizedFrame f = sym->SymbolizeReturnAddress(pcs[i]);
-      key += f.function + "@" + f.file + ":" + std::to_string(f.line) + ";";
-    }
-    if (n == 0) key = "#" + std::to_string(g.stack_id);
-    key += "/" + std::to_string(g.kind);
-    auto it = merged.find(key);
-    if (it == merged.end()) {
-      merged.emplace(key, g);
-    } else {
-      it->second.blocks += g.blocks;
-      it->second.bytes += g.bytes;
-      it->second.pooled_blocks += g.pooled_blocks;
-    }
-  }
-  std::vector<LeakGroup> groups;
-  for (auto& kv : merged) groups.push_back(kv.second);
-  // Definitely lost first, then indirectly and possibly lost, then still reachable; largest first.
-  std::sort(groups.begin(), groups.end(), [](const LeakGroup& a, const LeakGroup& b) {
-    if (a.kind != b.kind) return a.kind > b.kind;
-    return a.bytes != b.bytes ? a.bytes > b.bytes : a.blocks > b.blocks;
-  });
-  size_t ngroups_all = groups.size() + (nstacks_all - raw.size());
-  size_t ngroups = groups.size() < kMaxLeakGroups ? groups.size() : kMaxLeakGroups;
+  ReportLeaks leaks;
+  GatherLeaks(&leaks);
+  const bool tracked = leaks.tracked;
+  const LiveTotals& live = leaks.live;
+  track::Symbolizer* sym = leaks.sym;
   // Every other stack the report shows is symbolized now, so that report_ms counts all of it (the
   // answers are cached: WriteStack finds them below).
   const int nbad = g_nbad.load(std::memory_order_acquire);
   if (sym != nullptr) {
     std::vector<uint32_t> shown;
-    for (const SiteCounters& site : site_list) shown.push_back(site.stack_id);
+    for (const SiteCounters& site : leaks.sites) shown.push_back(site.stack_id);
     for (int i = 0; i < nbad && i < kMaxBadFrees; ++i) shown.push_back(g_bad_frees[i].stack_id);
     for (uint32_t id : shown) {
       const uintptr_t* pcs = nullptr;
@@ -510,44 +335,8 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   w.Double(total != 0 ? static_cast<double>(small) / static_cast<double>(total) : 0.0);
   w.EndObject();
 
-  // The dual ledger per allocation site: what the program asked for there, what the pools served,
-  // and what reached the real allocator.
-  w.Key("sites");
-  w.BeginArray();
-  for (const SiteCounters& site : site_list) {
-    w.BeginObject();
-    w.Field("logical_allocs", site.allocs);
-    w.Field("pool_hits", site.hits);
-    w.Field("real_allocs", site.real_allocs);
-    w.Field("bytes", site.bytes);
-    WriteStack(w, sym, site.stack_id);
-    w.EndObject();
-  }
-  w.EndArray();
-  // Live logical blocks, grouped by allocation stack, largest first.
-  w.Key("leaks");
-  w.BeginArray();
-  for (size_t i = 0; i < ngroups; ++i) {
-    w.BeginObject();
-    w.Field("blocks", groups[i].blocks);
-    w.Field("bytes", groups[i].bytes);
-    w.Field("pooled_blocks", groups[i].pooled_blocks);
-    w.Key("kind");
-    if (scanned) {
-      w.String(KindName(groups[i].kind));
-    } else {
-      w.Null();
-    }
-    WriteStack(w, sym, groups[i].stack_id);
-    w.EndObject();
-  }
-  w.EndArray();
-  w.Field("leak_groups_omitted", ngroups_all - ngroups);
-  // Every live block is in `leaks` only when the table recorded every one (TrackingUnrecorded).
-  w.FieldBool("tracked", tracked && TrackingUnrecorded() == 0);
-  w.Key("reachability");
-  const LoadedByPoolscope loaded = scanned ? CountLoadedByPoolscope(raw, sym) : LoadedByPoolscope();
-  WriteReachability(w, scanned ? &scan->program : nullptr, scan, tracked ? &loaded : nullptr);
+  WriteSites(w, leaks);
+  WriteLeaks(w, leaks);
 
   // real live = the program's live real blocks + every pool that exists.
   int64_t real_live = static_cast<int64_t>(real.nallocs - real.nfrees);
@@ -606,52 +395,7 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
     }
   }
   w.FieldStr("verdict", verdict);
-  // What memcheck or LeakSanitizer below poolscope, with pooling on and no pool descriptions,
-  // classifies at exit: the real blocks, poolscope's own memory scanned as any memory.
-  w.Key("reachability");
-  WriteReachability(w, scanned ? &scan->detector : nullptr, nullptr, nullptr);
-  if (scanned) {
-    WriteTotal(w, "hidden_in_pools", scan->hidden_in_pools);
-    const track::ReachabilityResult& p = scan->program;
-    const track::ReachabilityResult& d = scan->detector;
-    const unsigned long long lost = p.definitely_lost.blocks + p.indirectly_lost.blocks;
-    const unsigned long long hidden = scan->hidden_in_pools.blocks;
-    char lsan_part[300] = "";
-    if (scan->lsan_scanned) {
-      snprintf(lsan_part, sizeof lsan_part,
-               " LeakSanitizer below it would report %llu leaked (%llu direct, %llu indirect); %llu of the blocks it "
-               "would report without poolscope sit in pools.",
-               static_cast<unsigned long long>(scan->lsan_leaked.blocks),
-               static_cast<unsigned long long>(scan->lsan_direct.blocks),
-               static_cast<unsigned long long>(scan->lsan_indirect.blocks),
-               static_cast<unsigned long long>(scan->lsan_hidden_in_pools.blocks));
-    }
-    char line[800];
-    snprintf(line, sizeof line,
-             "The program loses %llu block%s (%llu definitely, %llu indirectly); memcheck below poolscope "
-             "would report %llu definitely, %llu indirectly and %llu possibly lost: %llu of the program's "
-             "lost blocks sit in pools, where it cannot see them.%s",
-             lost, lost == 1 ? "" : "s", static_cast<unsigned long long>(p.definitely_lost.blocks),
-             static_cast<unsigned long long>(p.indirectly_lost.blocks),
-             static_cast<unsigned long long>(d.definitely_lost.blocks),
-             static_cast<unsigned long long>(d.indirectly_lost.blocks),
-             static_cast<unsigned long long>(d.possibly_lost.blocks), hidden, lsan_part);
-    w.FieldStr("reachability_verdict", line);
-  }
-  // What LeakSanitizer below poolscope reports at exit, by its own rules (leak_scan.h).
-  w.Key("lsan");
-  w.BeginObject();
-  const bool lsan = scanned && scan->lsan_scanned;
-  w.FieldBool("scanned", lsan);
-  if (lsan) {
-    WriteTotal(w, "leaked", scan->lsan_leaked);
-    WriteTotal(w, "direct", scan->lsan_direct);
-    WriteTotal(w, "indirect", scan->lsan_indirect);
-    WriteTotal(w, "hidden_in_pools", scan->lsan_hidden_in_pools);
-  } else if (scan != nullptr && scan->lsan_not_scanned_why != nullptr) {
-    w.FieldStr("not_scanned_why", scan->lsan_not_scanned_why);
-  }
-  w.EndObject();
+  WriteDetectorScan(w, leaks);
   w.EndObject();
   w.EndObject();
   if (check != nullptr) WriteLeakCheck(w, *check);

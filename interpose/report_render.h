@@ -1,8 +1,8 @@
 // File: interpose/report_render.h
 //
 // The report's content: one report (docs/report-schema.md) rendered as JSON from a snapshot, with the
-// leaks and sites of tracking, the reachability scan's verdict and the bad frees recorded so far
-// (RecordBadFree, snapshot.h). Writing it out is report_writer.cc's.
+// leaks and sites of tracking and the reachability scan's verdict (report_leaks.h) and the bad frees
+// recorded so far (RecordBadFree, snapshot.h). Writing it out is report_writer.cc's.
 //
 // Thread-safety: Render allocates through the normal malloc: call it under the reentrancy guard, one
 // report at a time. RecordBadFree from any thread.

@@ -1,18 +1,19 @@
 // File: interpose/tracking.cc
 //
-// See tracking.h.
+// See tracking.h. Stack capture and the stack ids of allocations, the per-site counters, the live real
+// blocks (each thread's young slots in front of the shared table) and the memory they all take, and
+// tracking's thread-exit and fork handlers. The explicit arenas are tracked_arenas.cc's and the
+// report's queries tracking_report.cc's; what the three files share is in tracking_internal.h.
 #include "interpose/tracking.h"
 
 #include <dlfcn.h>
 #include <link.h>
 
-#include <algorithm>
 #include <atomic>
 #include <new>
-#include <unordered_map>
-#include <vector>
 
 #include "interpose/internal.h"
+#include "interpose/tracking_internal.h"
 #include "track/depot_memory.h"
 #include "track/frame_rules.h"
 #include "track/live_table.h"
@@ -22,6 +23,27 @@
 #include "track/stack_id_cache.h"
 
 namespace poolscope {
+
+using tracking_internal::AddToSite;
+using tracking_internal::AllocStackId;
+using tracking_internal::FlushSite;
+using tracking_internal::g_arena_records;
+using tracking_internal::g_arenas_lock;
+using tracking_internal::g_depot;
+using tracking_internal::g_depth;
+using tracking_internal::g_on;
+using tracking_internal::g_pooled_blocks;
+using tracking_internal::g_recent;
+using tracking_internal::g_sites;
+using tracking_internal::g_table;
+using tracking_internal::kCapacity;
+using tracking_internal::NoteMemoCapture;
+using tracking_internal::ReleaseKeptArenas;
+using tracking_internal::Site;
+using tracking_internal::t_track;
+using tracking_internal::TrackBlock;
+using tracking_internal::TrackThread;
+
 namespace {
 
 // Memory for the depot and the table. Small requests are carved from large NORESERVE mappings and never
@@ -74,23 +96,24 @@ class MappedDepotMemory : public track::DepotMemory {
   std::atomic<bool> exhausted_{false};  // (read without the lock on the direct path)
 };
 
-struct alignas(32) Site {
-  std::atomic<uint64_t> allocs, hits, real_allocs, bytes;
-};
-
-constexpr uint32_t kCapacity = 1u << 20;
-
 alignas(MappedDepotMemory) char g_memory_storage[sizeof(MappedDepotMemory)];
 alignas(track::StackDepot) char g_depot_storage[sizeof(track::StackDepot)];
 alignas(track::LiveTable) char g_table_storage[sizeof(track::LiveTable)];
 alignas(track::RecentBlocks) char g_recent_storage[sizeof(track::RecentBlocks)];
 MappedDepotMemory* g_memory = nullptr;
+}  // namespace
+
+namespace tracking_internal {
 track::StackDepot* g_depot = nullptr;
 track::LiveTable* g_table = nullptr;
 track::RecentBlocks* g_recent = nullptr;  // each thread's young blocks, in front of g_table
 Site* g_sites = nullptr;
 int g_depth = 16;
 bool g_on = false;
+__thread TrackThread t_track __attribute__((tls_model("initial-exec")));
+}  // namespace tracking_internal
+
+namespace {
 // How many of poolscope's own frames a capture has been seen to start with (CaptureStackId).
 std::atomic<int> g_own_frames{2};
 
@@ -120,73 +143,11 @@ int FindOwnSegments(struct dl_phdr_info* info, size_t, void* arg) {
   return 0;
 }
 
-// A thread's memo of its last capture (stack_capture.h, about 3 KiB) and the stacks it interned
-// lately (stack_id_cache.h, 72 KiB), in one mapping of its own made on its first capture (over
-// 64 KiB, so InternalAlloc maps it without taking its lock inside malloc) and unmapped when the
-// thread ends; the cache's pages are touched only as it fills. Not in TLS: glibc carves a thread's
-// static TLS out of its stack, and a thread made with PTHREAD_STACK_MIN has 16 KiB in all.
-constexpr int kArenaStackCacheBits = 6;
-struct TrackBlock {
-  track::CaptureMemo memo;
-  track::StackIdCache cache;
-  // Explicit arenas: the stack ids of (open stack, allocating call) pairs seen lately.
-  struct ArenaStack {
-    uintptr_t ra;
-    uint32_t open_stack;
-    uint32_t id;
-  } arena_stacks[1 << kArenaStackCacheBits];
-};
-static_assert(sizeof(TrackBlock) > (size_t{64} << 10), "mapped, not carved under a lock");
-
-// Per thread: the id of the last capture's stack and what the memo policy needs, so that the
-// common case, an allocation from the same stack as the one before, costs neither a walk of the
-// unchanged frames nor a depot lookup. Kept small: it is static TLS (see TrackBlock).
-struct TrackThread {
-  int busy;  // a capture is under way on this thread (a signal handler's own must not use these)
-  // The last capture's request and stack id: when the memo says the capture returned exactly the
-  // frames of the one before, the id is the same.
-  int last_want;
-  int last_skip;
-  uint32_t last_id;
-  // Whether the memo pays: recording a walked step costs about as much again as walking it, a
-  // reused step about half, so below ~60% of steps reused a thread walks without it for a while
-  // (perl's short, varying stacks: 54%; python3's: 68%; a loop's: 100%).
-  uint32_t memo_off;     // captures left to take without the memo
-  uint32_t memo_window;  // captures with the memo in this window
-  uint32_t memo_steps, memo_reused;
-  // Counts for one site, added to the shared per-site counters when the site changes, every
-  // kSiteBatch allocations, at thread exit and before a report: most allocations come from the same
-  // site as the one before, and the shared counters cost four atomic additions.
-  uint32_t site_id;
-  uint32_t site_pending;
-  uint64_t site_hits, site_real, site_bytes;
-  bool ended;  // the thread's exit handler ran: no more batching, no young blocks
-  // This thread's young blocks (recent_blocks.h), and whether a call is using them (a signal
-  // handler that interrupted it must not).
-  track::RecentBlocks::Node* young;
-  int young_busy;
-  // The memo and the stack cache (TrackBlock): made on the thread's first capture, nullptr before,
-  // after the thread's end, or when no memory could be had (block_failed: not tried again).
-  TrackBlock* block;
-  bool block_failed;
-  ArenaTrack* kept_arenas;  // closed tracked arenas' records, for the next open
-  // StackFromReturnAddress's last answer.
-  uint32_t last_open_raw, last_open_id;
-  uintptr_t last_open_ra;
-};
-__thread TrackThread t_track __attribute__((tls_model("initial-exec")));
-
 bool IsOwn(uintptr_t pc) {
   for (int i = 0; i < g_nown; ++i) {
     if (pc >= g_own_lo[i] && pc < g_own_hi[i]) return true;
   }
   return false;
-}
-
-PooledBlockWalk g_pooled_blocks = nullptr;
-
-void ForEachPooledBlock(void (*fn)(uintptr_t ptr, uint32_t size, uint32_t stack_id, void* arg), void* arg) {
-  if (g_pooled_blocks != nullptr) g_pooled_blocks(fn, arg);
 }
 
 }  // namespace
@@ -209,39 +170,6 @@ bool TrackingInit(int stack_depth, PooledBlockWalk pooled_blocks) {
 bool TrackingOn() { return g_on; }
 
 uint64_t TrackingUnrecorded() { return g_on ? g_table->refused() : 0; }
-
-constexpr uint32_t kMemoWindow = 64;  // captures judged together
-constexpr uint32_t kMemoRest = 1024;   // captures without the memo after a poor window
-
-// A capture with the memo, for the memo's policy: `steps` of it, `reused` taken from the memo.
-void NoteMemoCapture(TrackThread& tt, uint32_t steps, uint32_t reused) {
-  tt.memo_steps += steps;
-  tt.memo_reused += reused;
-  if (++tt.memo_window == kMemoWindow) {
-    if (tt.memo_reused * 10 < tt.memo_steps * 6) tt.memo_off = kMemoRest;
-    tt.memo_window = tt.memo_steps = tt.memo_reused = 0;
-  }
-}
-
-// The stack of the last capture from the program's frame, when a capture from `from` would repeat it
-// (its id is last_id): checked, not walked nor looked up. False when it cannot tell.
-inline bool RepeatedStack(TrackThread& tt, const track::StartFrame& from, uint32_t* id) {
-  if (tt.busy != 0 || tt.memo_off != 0 || tt.last_skip != -1 || tt.last_want != g_depth ||
-      tt.block == nullptr) {
-    return false;
-  }
-  tt.busy = 1;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  const track::CaptureMemo& memo = tt.block->memo;
-  const bool repeats = track::RepeatsLastCapture(from, g_depth, memo);
-  if (repeats) {
-    NoteMemoCapture(tt, memo.last_steps, memo.last_steps);
-    *id = tt.last_id;
-  }
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  tt.busy = 0;
-  return repeats;
-}
 
 namespace {
 // The calling thread's memo and stack cache, made on first use; nullptr once the thread has ended or
@@ -331,7 +259,9 @@ uint32_t CaptureStackId(int skip, const track::StartFrame* from) {
 
 namespace {
 constexpr uint32_t kSiteBatch = 64;
+}  // namespace
 
+namespace tracking_internal {
 void AddToSite(uint32_t id, uint64_t allocs, uint64_t hits, uint64_t real, uint64_t bytes) {
   if (id >= kCapacity || allocs == 0) return;
   Site& s = g_sites[id];
@@ -346,7 +276,9 @@ void FlushSite(TrackThread& tt) {
   tt.site_pending = 0;
   tt.site_hits = tt.site_real = tt.site_bytes = 0;
 }
+}  // namespace tracking_internal
 
+namespace {
 __attribute__((always_inline)) inline void ChargeSite(uint32_t id, size_t size, uint8_t flags) {
   TrackThread& tt = t_track;
   const uint64_t hit = (flags & kBlockPooled) ? 1 : 0;
@@ -365,10 +297,6 @@ __attribute__((always_inline)) inline void ChargeSite(uint32_t id, size_t size, 
 }
 }  // namespace
 
-namespace {
-void ReleaseKeptArenas(TrackThread& tt);
-}  // namespace
-
 void TrackingThreadExit() {
   if (!g_on) return;
   TrackThread& tt = t_track;
@@ -385,17 +313,6 @@ void TrackingThreadExit() {
     tt.young = nullptr;
   }
 }
-
-namespace {
-// The stack id of an allocation, for OnPooledAlloc and OnAlloc: the last one when a capture from the
-// program's frame would repeat it, else a capture. Inline into both, so `skip + 1` counts the
-// caller's own frame.
-__attribute__((always_inline)) inline uint32_t AllocStackId(TrackThread& tt, int skip, const track::StartFrame* from) {
-  uint32_t id;
-  if (from == nullptr || g_depth <= 0 || !RepeatedStack(tt, *from, &id)) id = CaptureStackId(skip + 1, from);
-  return id;
-}
-}  // namespace
 
 uint32_t OnPooledAlloc(size_t size, int skip, const track::StartFrame* from) {
   const uint32_t id = AllocStackId(t_track, skip, from);
@@ -425,275 +342,6 @@ void OnAlloc(void* p, size_t size, int skip, const track::StartFrame* from) {
   }
   if (!kept) g_table->Insert(ptr, size, id, kBlockReal);
   ChargeSite(id, size, kBlockReal);
-}
-
-// ---- explicit arenas ----------------------------------------------------------------------------------
-// Records are never freed: every one made is on g_arena_records (g_arenas_lock guards that list and
-// g_free_records only); a closed one waits on its thread's list (TrackThread::kept_arenas) for the
-// thread's next open, or, once the thread has ended, on g_free_records. Only the record's thread writes
-// it, inside a sequence lock (seq odd while it writes; no atomic read-modify-write); readers copy it and
-// retry (ReadArena).
-//
-// A group counts the blocks of one allocating call: those of the open arena (blocks, bytes), and those
-// of the record's earlier arenas opened from the same stack (site_*), which its site has not been
-// charged for yet. A record reopened from the same stack (a loop's arena) keeps its groups and charges
-// nothing; reopened from another stack, at its thread's exit or when it must give a group up, it adds
-// them to the shared site counters. The report reads every record's site_* counts besides.
-
-constexpr uint32_t kArenaGroups = 6;  // return addresses an arena counts apart; more share the open's stack
-
-struct ArenaGroup {
-  uintptr_t ra;  // 0: blocks of calls that found no group free (their stack is the open's)
-  uint8_t flags;
-  uint64_t blocks, bytes;
-  uint64_t site_blocks, site_bytes;
-};
-
-struct ArenaTrack {
-  ArenaTrack* next_all;   // g_arena_records
-  ArenaTrack* next_free;  // its thread's kept records, or g_free_records
-  std::atomic<uint32_t> seq;
-  bool open;
-  uint32_t open_stack;
-  uint32_t ngroups;
-  // groups[kArenaGroups] and [kArenaGroups + 1]: pooled and real blocks past the others (ra 0).
-  ArenaGroup groups[kArenaGroups + 2];
-  std::atomic<uint64_t> baseline_blocks;  // blocks held at MarkArenaBaseline (written by the reader)
-};
-
-namespace {
-SpinLock g_arenas_lock;
-ArenaTrack* g_arena_records = nullptr;
-ArenaTrack* g_free_records = nullptr;
-
-inline void BeginWrite(ArenaTrack* t) {
-  t->seq.store(t->seq.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-}
-inline void EndWrite(ArenaTrack* t) {
-  t->seq.store(t->seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-}
-
-inline bool GroupInUse(const ArenaTrack& t, uint32_t i) { return i < t.ngroups || i >= kArenaGroups; }
-
-struct ArenaCopy {
-  bool open;
-  uint32_t open_stack;
-  ArenaGroup groups[kArenaGroups + 2];  // the unused ones zero
-  uint64_t blocks;                      // of the open arena
-};
-
-// A consistent copy of `t`; false when none could be had (its thread stays inside a write: a signal
-// handler that interrupted it is the reader).
-bool ReadArena(const ArenaTrack& t, ArenaCopy* c) {
-  for (int tries = 0; tries < (1 << 16); ++tries) {
-    const uint32_t s1 = t.seq.load(std::memory_order_acquire);
-    if (s1 & 1) {
-      __builtin_ia32_pause();
-      continue;
-    }
-    c->open = t.open;
-    c->open_stack = t.open_stack;
-    const uint32_t n = t.ngroups < kArenaGroups ? t.ngroups : kArenaGroups;
-    for (uint32_t i = 0; i < kArenaGroups + 2; ++i) {
-      c->groups[i] = i < n || i >= kArenaGroups ? t.groups[i] : ArenaGroup{};
-    }
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (t.seq.load(std::memory_order_relaxed) != s1) continue;
-    c->blocks = 0;
-    if (c->open) {
-      for (const ArenaGroup& g : c->groups) c->blocks += g.blocks;
-    }
-    return true;
-  }
-  return false;
-}
-
-// The stack of a block allocated by the call returning to `ra` in an arena opened with `open_stack`.
-uint32_t ArenaBlockStack(uint32_t open_stack, uintptr_t ra) {
-  if (ra == 0 || g_depth <= 0) return open_stack;
-  const uintptr_t* opcs = nullptr;
-  const int n = g_depot->Get(open_stack, &opcs);
-  uintptr_t pcs[track::kMaxStackDepth];
-  int depth = 0;
-  pcs[depth++] = ra;
-  int from = 0;
-  if (n > 0) {
-    const void* f = track::FunctionOf(ra - 1);
-    if (f != nullptr && f == track::FunctionOf(opcs[0] - 1)) from = 1;  // the open's frame is this one
-  }
-  for (int i = from; i < n && depth < g_depth; ++i) pcs[depth++] = opcs[i];
-  return g_depot->Insert(pcs, depth);
-}
-
-// ArenaBlockStack through the thread's cache of the answers (TrackBlock), when it has one.
-uint32_t CachedArenaStack(TrackThread& tt, uint32_t open_stack, uintptr_t ra) {
-  if (ra == 0 || tt.block == nullptr) return ArenaBlockStack(open_stack, ra);
-  const size_t i = ((ra ^ (uintptr_t{open_stack} * 0x9E3779B97F4A7C15ull)) * 0x9E3779B97F4A7C15ull) >>
-                   (64 - kArenaStackCacheBits);
-  TrackBlock::ArenaStack& e = tt.block->arena_stacks[i];
-  if (e.ra != ra || e.open_stack != open_stack) {
-    e.id = ArenaBlockStack(open_stack, ra);
-    e.ra = ra;
-    e.open_stack = open_stack;
-  }
-  return e.id;
-}
-
-// Adds the record's site_* counts to the shared site counters. Its thread, inside a write.
-void ChargeArenaSites(TrackThread& tt, ArenaTrack* t) {
-  for (uint32_t i = 0; i < kArenaGroups + 2; ++i) {
-    ArenaGroup& g = t->groups[i];
-    if (!GroupInUse(*t, i) || g.site_blocks == 0) continue;
-    const uint64_t hits = (g.flags & kBlockPooled) ? g.site_blocks : 0;
-    AddToSite(CachedArenaStack(tt, t->open_stack, g.ra), g.site_blocks, hits, g.site_blocks - hits, g.site_bytes);
-    g.site_blocks = g.site_bytes = 0;
-  }
-}
-
-// A thread that ends charges its kept records' sites and gives the records to the others.
-void ReleaseKeptArenas(TrackThread& tt) {
-  for (ArenaTrack* t = tt.kept_arenas; t != nullptr; t = t->next_free) {
-    BeginWrite(t);
-    ChargeArenaSites(tt, t);
-    EndWrite(t);
-  }
-  SpinLockHolder h(&g_arenas_lock);
-  while (ArenaTrack* t = tt.kept_arenas) {
-    tt.kept_arenas = t->next_free;
-    t->next_free = g_free_records;
-    g_free_records = t;
-  }
-}
-
-ArenaTrack* TakeArenaRecord(TrackThread& tt) {
-  if (ArenaTrack* t = tt.kept_arenas) {
-    tt.kept_arenas = t->next_free;
-    return t;
-  }
-  {
-    SpinLockHolder h(&g_arenas_lock);
-    if (ArenaTrack* t = g_free_records) {
-      g_free_records = t->next_free;
-      return t;
-    }
-  }
-  auto* t = static_cast<ArenaTrack*>(InternalAlloc(sizeof(ArenaTrack)));
-  if (t == nullptr) return nullptr;
-  new (t) ArenaTrack{};
-  t->groups[kArenaGroups].flags = kBlockPooled;
-  t->groups[kArenaGroups + 1].flags = kBlockReal;
-  SpinLockHolder h(&g_arenas_lock);
-  t->next_all = g_arena_records;
-  g_arena_records = t;
-  return t;
-}
-}  // namespace
-
-namespace {
-// The stack `id` from the frame that returns to `ra` when that is one of its first few (the client
-// library's frames above it are left out), else `id`. The last answer is kept per thread.
-uint32_t StackFromReturnAddress(TrackThread& tt, uint32_t id, uintptr_t ra) {
-  if (ra == 0 || g_depth <= 0) return id;
-  if (id == tt.last_open_raw && ra == tt.last_open_ra) return tt.last_open_id;
-  const uintptr_t* pcs = nullptr;
-  const int n = g_depot->Get(id, &pcs);
-  uint32_t trimmed = id;
-  for (int k = 1; k < n && k < 4; ++k) {
-    if (pcs[0] == ra) break;
-    if (pcs[k] == ra) {
-      trimmed = g_depot->Insert(pcs + k, n - k);
-      break;
-    }
-  }
-  tt.last_open_raw = id;
-  tt.last_open_ra = ra;
-  tt.last_open_id = trimmed;
-  return trimmed;
-}
-}  // namespace
-
-ArenaTrack* OnArenaOpen(int skip, const track::StartFrame* from, uintptr_t ra) {
-  TrackThread& tt = t_track;
-  ArenaTrack* t = TakeArenaRecord(tt);
-  if (t == nullptr) return nullptr;
-  const uint32_t id = StackFromReturnAddress(tt, AllocStackId(tt, skip, from), ra);
-  BeginWrite(t);
-  if (id != t->open_stack) {
-    ChargeArenaSites(tt, t);
-    t->open_stack = id;
-    t->ngroups = 0;
-  }
-  t->open = true;
-  t->baseline_blocks.store(0, std::memory_order_relaxed);
-  EndWrite(t);
-  return t;
-}
-
-void OnArenaAlloc(ArenaTrack* t, size_t size, uint8_t flags, uintptr_t ra) {
-  BeginWrite(t);
-  ArenaGroup* g = nullptr;
-  for (uint32_t i = 0; i < t->ngroups; ++i) {
-    if (t->groups[i].ra == ra && t->groups[i].flags == flags) {
-      g = &t->groups[i];
-      break;
-    }
-  }
-  if (g == nullptr) {
-    // A group free, or one of the record's that holds only site counts of earlier arenas (charged
-    // now), else the open's stack.
-    uint32_t i = t->ngroups;
-    if (i == kArenaGroups) {
-      for (i = 0; i < kArenaGroups && t->groups[i].blocks != 0; ++i) {
-      }
-    }
-    if (i < kArenaGroups && ra != 0) {
-      g = &t->groups[i];
-      if (i == t->ngroups) {
-        ++t->ngroups;
-      } else if (g->site_blocks != 0) {
-        const uint64_t hits = (g->flags & kBlockPooled) ? g->site_blocks : 0;
-        AddToSite(CachedArenaStack(t_track, t->open_stack, g->ra), g->site_blocks, hits, g->site_blocks - hits,
-                  g->site_bytes);
-      }
-      *g = ArenaGroup{ra, flags, 0, 0, 0, 0};
-    } else {
-      g = &t->groups[kArenaGroups + ((flags & kBlockPooled) ? 0 : 1)];
-    }
-  }
-  ++g->blocks;
-  g->bytes += size;
-  EndWrite(t);
-}
-
-void OnArenaClose(ArenaTrack* t, uint64_t* pooled_bytes, uint64_t* real_bytes) {
-  TrackThread& tt = t_track;
-  BeginWrite(t);
-  const auto close_group = [pooled_bytes, real_bytes](ArenaGroup& g) {
-    uint64_t* bytes = (g.flags & kBlockPooled) ? pooled_bytes : real_bytes;
-    if (bytes != nullptr) *bytes += g.bytes;
-    g.site_blocks += g.blocks;
-    g.site_bytes += g.bytes;
-    g.blocks = g.bytes = 0;
-  };
-  // The groups in use (GroupInUse); the others hold no block.
-  const uint32_t n = t->ngroups < kArenaGroups ? t->ngroups : kArenaGroups;
-  for (uint32_t i = 0; i < n; ++i) close_group(t->groups[i]);
-  close_group(t->groups[kArenaGroups]);
-  close_group(t->groups[kArenaGroups + 1]);
-  t->open = false;
-  EndWrite(t);
-  if (!tt.ended) {
-    t->next_free = tt.kept_arenas;
-    tt.kept_arenas = t;
-  } else {
-    BeginWrite(t);
-    ChargeArenaSites(tt, t);
-    EndWrite(t);
-    SpinLockHolder h(&g_arenas_lock);
-    t->next_free = g_free_records;
-    g_free_records = t;
-  }
 }
 
 void PrefetchFree(void* p) {
@@ -755,178 +403,6 @@ void TrackingForkChild() {
   g_arenas_lock.Reset();
   // The other threads' young blocks are the child's live blocks too; their nodes go to the table.
   g_recent->ForkChild(t_track.young);
-}
-
-namespace {
-// Calls fn(copy) for every arena record (open or not).
-template <typename Fn>
-void ForEachArenaRecord(Fn fn) {
-  ArenaTrack* first;
-  {
-    SpinLockHolder h(&g_arenas_lock);
-    first = g_arena_records;
-  }
-  // Records are never freed and the list only grows at its head: the walk from the head read under
-  // the lock is safe without it.
-  ArenaCopy c;
-  for (ArenaTrack* t = first; t != nullptr; t = t->next_all) {
-    if (ReadArena(*t, &c)) fn(c);
-  }
-}
-}  // namespace
-
-size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals, uint8_t (*kind_of)(uintptr_t ptr)) {
-  *totals = LiveTotals{};
-  if (!g_on) return 0;
-  std::unordered_map<uint64_t, LeakGroup> by_stack;
-  auto add = [&](uint32_t stack_id, uint8_t flags, uint64_t blocks, uint64_t bytes, uintptr_t ptr) {
-    const uint8_t kind = kind_of != nullptr && ptr != 0 ? kind_of(ptr) : 0;
-    LeakGroup& g = by_stack[uint64_t{kind} << 32 | stack_id];
-    g.stack_id = stack_id;
-    g.kind = kind;
-    g.blocks += blocks;
-    g.bytes += bytes;
-    totals->blocks += blocks;
-    totals->bytes += bytes;
-    if (flags & kBlockPooled) {
-      g.pooled_blocks += blocks;
-      totals->pooled_blocks += blocks;
-      totals->pooled_bytes += bytes;
-    } else {
-      totals->real_blocks += blocks;
-      totals->real_bytes += bytes;
-    }
-  };
-  g_table->ForEach([&](const track::LiveEntry& e) { add(e.stack_id, e.flags, 1, e.size, e.ptr); });
-  g_recent->ForEach([&](const track::LiveEntry& e) { add(e.stack_id, e.flags, 1, e.size, e.ptr); });
-  ForEachPooledBlock(
-      [](uintptr_t ptr, uint32_t size, uint32_t stack_id, void* arg) {
-        (*static_cast<decltype(add)*>(arg))(stack_id, kBlockPooled, 1, size, ptr);
-      },
-      &add);
-  ForEachArenaRecord([&](const ArenaCopy& c) {
-    for (const ArenaGroup& g : c.groups) {
-      if (c.open && g.blocks != 0) add(ArenaBlockStack(c.open_stack, g.ra), g.flags, g.blocks, g.bytes, 0);
-      if (c.open && (g.flags & kBlockPooled)) totals->arena_pooled_bytes += g.bytes;
-    }
-  });
-  std::vector<LeakGroup> all;
-  all.reserve(by_stack.size());
-  for (auto& kv : by_stack) all.push_back(kv.second);
-  std::sort(all.begin(), all.end(), [](const LeakGroup& a, const LeakGroup& b) {
-    return a.bytes != b.bytes ? a.bytes > b.bytes : a.blocks > b.blocks;
-  });
-  size_t n = std::min(max, all.size());
-  std::copy(all.begin(), all.begin() + static_cast<long>(n), groups);
-  return all.size();
-}
-
-size_t TopSites(SiteCounters* sites, size_t max) {
-  // This thread's batch; other threads' batches (at most kSiteBatch - 1 allocations each) show in the
-  // next report.
-  if (!g_on) return 0;
-  if (t_track.busy == 0) FlushSite(t_track);
-  // The arenas' blocks not yet charged to their sites (the open arenas', and those their records hold
-  // back), first: interning their stacks may grow the depot.
-  std::unordered_map<uint32_t, SiteCounters> open;
-  ForEachArenaRecord([&](const ArenaCopy& c) {
-    for (const ArenaGroup& g : c.groups) {
-      const uint64_t blocks = (c.open ? g.blocks : 0) + g.site_blocks;
-      if (blocks == 0) continue;
-      const uint32_t id = ArenaBlockStack(c.open_stack, g.ra);
-      SiteCounters& s = open[id];
-      s.stack_id = id;
-      s.allocs += blocks;
-      s.bytes += (c.open ? g.bytes : 0) + g.site_bytes;
-      ((g.flags & kBlockPooled) ? s.hits : s.real_allocs) += blocks;
-    }
-  });
-  // The `max` sites with most allocations, kept as a heap whose root is the least of them: no copy of
-  // every site (a compiler has thousands: a vector of them all faulted in 60 pages at exit).
-  // Ties: the lower stack id first.
-  const auto before = [](const SiteCounters& a, const SiteCounters& b) {
-    return a.allocs != b.allocs ? a.allocs > b.allocs : a.stack_id < b.stack_id;
-  };
-  size_t k = 0;
-  uint32_t n = std::min<uint32_t>(g_depot->size() + track::kFirstStackId, kCapacity);
-  for (uint32_t id = 0; id < n && max > 0; ++id) {
-    const Site& s = g_sites[id];
-    uint64_t allocs = s.allocs.load(std::memory_order_relaxed);
-    SiteCounters c{id, allocs, s.hits.load(std::memory_order_relaxed), s.real_allocs.load(std::memory_order_relaxed),
-                   s.bytes.load(std::memory_order_relaxed)};
-    auto it = open.find(id);
-    if (it != open.end()) {
-      c.allocs += it->second.allocs;
-      c.hits += it->second.hits;
-      c.real_allocs += it->second.real_allocs;
-      c.bytes += it->second.bytes;
-    }
-    if (c.allocs == 0) continue;
-    if (k < max) {
-      sites[k++] = c;
-      std::push_heap(sites, sites + k, before);
-    } else if (before(c, sites[0])) {
-      std::pop_heap(sites, sites + k, before);
-      sites[k - 1] = c;
-      std::push_heap(sites, sites + k, before);
-    }
-  }
-  std::sort_heap(sites, sites + k, before);
-  return k;
-}
-
-int StackFrames(uint32_t stack_id, const uintptr_t** pcs) {
-  if (!g_on) return 0;
-  return g_depot->Get(stack_id, pcs);
-}
-
-void ForEachLiveBlock(void (*fn)(uintptr_t ptr, void* arg), void* arg) {
-  if (!g_on) return;
-  g_table->ForEach([&](const track::LiveEntry& e) { fn(e.ptr, arg); });
-  g_recent->ForEach([&](const track::LiveEntry& e) { fn(e.ptr, arg); });
-  struct Call {
-    void (*fn)(uintptr_t, void*);
-    void* arg;
-  } call{fn, arg};
-  ForEachPooledBlock(
-      [](uintptr_t ptr, uint32_t, uint32_t, void* c) { static_cast<Call*>(c)->fn(ptr, static_cast<Call*>(c)->arg); },
-      &call);
-}
-
-void ForEachTrackedBlockInfo(void (*fn)(uintptr_t ptr, uint64_t size, bool pooled, void* arg), void* arg) {
-  if (!g_on) return;
-  g_table->ForEach([&](const track::LiveEntry& e) { fn(e.ptr, e.size, (e.flags & kBlockPooled) != 0, arg); });
-  g_recent->ForEach([&](const track::LiveEntry& e) { fn(e.ptr, e.size, (e.flags & kBlockPooled) != 0, arg); });
-}
-
-void MarkArenaBaseline() {
-  if (!g_on) return;
-  ArenaTrack* first;
-  {
-    SpinLockHolder h(&g_arenas_lock);
-    first = g_arena_records;
-  }
-  ArenaCopy c;
-  for (ArenaTrack* t = first; t != nullptr; t = t->next_all) {
-    if (ReadArena(*t, &c) && c.open) t->baseline_blocks.store(c.blocks, std::memory_order_relaxed);
-  }
-}
-
-void CountArenaBlocks(uint64_t* blocks, uint64_t* since_baseline) {
-  *blocks = *since_baseline = 0;
-  if (!g_on) return;
-  ArenaTrack* first;
-  {
-    SpinLockHolder h(&g_arenas_lock);
-    first = g_arena_records;
-  }
-  ArenaCopy c;
-  for (ArenaTrack* t = first; t != nullptr; t = t->next_all) {
-    if (!ReadArena(*t, &c) || !c.open) continue;
-    const uint64_t base = t->baseline_blocks.load(std::memory_order_relaxed);
-    *blocks += c.blocks;
-    *since_baseline += c.blocks > base ? c.blocks - base : 0;
-  }
 }
 
 }  // namespace poolscope
