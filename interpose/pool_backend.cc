@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <vector>
 
 #include "interpose/internal.h"
 #include "interpose/real.h"
@@ -71,6 +72,23 @@ void ForEachPooledBlock(void (*fn)(uintptr_t ptr, uint32_t size, uint32_t stack_
   if (g_domain == nullptr) return;
   g_domain->ForEachLiveBlock(
       [&](void* p, pool::BlockInfo info) { fn(reinterpret_cast<uintptr_t>(p), info.size, info.stack_id, arg); });
+}
+
+size_t PoolRealBytes() {
+  if (g_domain == nullptr) return 0;
+  return g_pool_by_malloc ? g_domain->pool_bytes() + kPoolSlack : g_domain->pool_bytes();
+}
+
+void ForEachPoolsStacks(void (*fn)(const uint32_t* ids, size_t n, void* arg), void* arg) {
+  if (g_domain == nullptr || !g_domain->config().block_info) return;
+  std::vector<uint32_t> ids;  // the pool being walked: its live blocks' stack ids
+  auto flush = [&] {
+    if (!ids.empty()) fn(ids.data(), ids.size(), arg);
+    ids.clear();
+  };
+  g_domain->ForEachPoolWithBlocks([&](char*, bool) { flush(); },
+                                  [&](void*, pool::BlockInfo info) { ids.push_back(info.stack_id); });
+  flush();
 }
 
 namespace {

@@ -8,11 +8,14 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <unordered_map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "interpose/leak_scan.h"
+#include "interpose/shim.h"
+#include "interpose/shim_internal.h"
 #include "interpose/tracking.h"
 #include "track/loaded_objects.h"
 #include "track/symbolizer.h"
@@ -153,10 +156,27 @@ void WriteStack(report::JsonWriter& w, track::Symbolizer* sym, uint32_t stack_id
   w.EndArray();
 }
 
+// The pools each site's live blocks keep alive now: a pool counts once for every site with a live
+// block in it (a pool shared by two sites pins for both). Sites with none are absent.
+std::unordered_map<uint32_t, uint64_t> PinnedPools() {
+  std::unordered_map<uint32_t, uint64_t> pins;
+  ForEachPoolsStacks(
+      [](const uint32_t* ids, size_t n, void* arg) {
+        auto& pins = *static_cast<std::unordered_map<uint32_t, uint64_t>*>(arg);
+        std::vector<uint32_t> distinct(ids, ids + n);
+        std::sort(distinct.begin(), distinct.end());
+        distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+        for (uint32_t id : distinct) ++pins[id];
+      },
+      &pins);
+  return pins;
+}
+
 void GatherLeaks(ReportLeaks* r) {
   constexpr size_t kMaxStacks = 4096;
   constexpr size_t kMaxLeakGroups = 64;
   constexpr size_t kMaxSites = 32;
+  constexpr size_t kMaxPinningSites = 8;
   const bool tracked = TrackingOn();
   std::vector<LeakGroup> raw(kMaxStacks);
   LiveTotals live = {};
@@ -169,6 +189,26 @@ void GatherLeaks(ReportLeaks* r) {
   raw.resize(nstacks_all < kMaxStacks ? nstacks_all : kMaxStacks);
   std::vector<SiteCounters> site_list(kMaxSites);
   site_list.resize(tracked ? TopSites(site_list.data(), kMaxSites) : 0);
+  // Beside the busiest sites, those whose live blocks pin most pools, wherever they rank by calls.
+  std::vector<uint64_t> pools_pinned;
+  if (tracked) {
+    const std::unordered_map<uint32_t, uint64_t> pins = PinnedPools();
+    std::vector<std::pair<uint64_t, uint32_t>> by_pools;
+    for (const auto& kv : pins) by_pools.emplace_back(kv.second, kv.first);
+    std::sort(by_pools.begin(), by_pools.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    for (size_t i = 0; i < by_pools.size() && i < kMaxPinningSites; ++i) {
+      const uint32_t id = by_pools[i].second;
+      if (std::none_of(site_list.begin(), site_list.end(), [id](const SiteCounters& c) { return c.stack_id == id; })) {
+        site_list.push_back(SiteOf(id));
+      }
+    }
+    for (const SiteCounters& c : site_list) {
+      const auto it = pins.find(c.stack_id);
+      pools_pinned.push_back(it != pins.end() ? it->second : 0);
+    }
+  }
   track::Symbolizer* sym = tracked ? new track::Symbolizer() : nullptr;
   // Stacks that differ only in return addresses the source cannot tell apart (an unrolled loop calls
   // the same line from two places) are one group: merged by their symbolized frames.
@@ -208,6 +248,8 @@ void GatherLeaks(ReportLeaks* r) {
   r->ngroups = groups.size() < kMaxLeakGroups ? groups.size() : kMaxLeakGroups;
   r->raw = std::move(raw);
   r->sites = std::move(site_list);
+  r->pools_pinned = std::move(pools_pinned);
+  r->pool_real_bytes = PoolRealBytes();
   r->groups = std::move(groups);
   r->sym = sym;
 }
@@ -217,12 +259,16 @@ void WriteSites(report::JsonWriter& w, const ReportLeaks& r) {
   // and what reached the real allocator.
   w.Key("sites");
   w.BeginArray();
-  for (const SiteCounters& site : r.sites) {
+  for (size_t i = 0; i < r.sites.size(); ++i) {
+    const SiteCounters& site = r.sites[i];
+    const uint64_t pinned = i < r.pools_pinned.size() ? r.pools_pinned[i] : 0;
     w.BeginObject();
     w.Field("logical_allocs", site.allocs);
     w.Field("pool_hits", site.hits);
     w.Field("real_allocs", site.real_allocs);
     w.Field("bytes", site.bytes);
+    w.Field("pools_pinned", pinned);
+    w.Field("pinned_bytes", pinned * r.pool_real_bytes);
     WriteStack(w, r.sym, site.stack_id);
     w.EndObject();
   }

@@ -29,7 +29,9 @@ struct ReportLeaks {
   LiveTotals live = {};
   std::vector<LeakGroup> raw;         // AggregateLeaks's groups, by (kind, stack), largest first
   size_t nstacks_all = 0;             // how many AggregateLeaks found in all (raw keeps the first ones)
-  std::vector<SiteCounters> sites;    // TopSites
+  std::vector<SiteCounters> sites;    // TopSites, then the sites that pin most pools (PinnedPools)
+  std::vector<uint64_t> pools_pinned; // per sites[i]: the pools its live blocks keep alive now
+  size_t pool_real_bytes = 0;         // a pool's real allocation, its slack included
   std::vector<LeakGroup> groups;      // raw merged by symbolized frames, in the report's order
   size_t ngroups_all = 0;             // groups, and the stacks raw left out
   size_t ngroups = 0;                 // of groups, those the report lists
@@ -44,7 +46,7 @@ int ProgramFrames(track::Symbolizer* sym, uint32_t stack_id, const uintptr_t** p
 // Frames of a captured stack, innermost first, symbolized now.
 void WriteStack(report::JsonWriter& w, track::Symbolizer* sym, uint32_t stack_id);
 
-// `sites`.
+// `sites`, each with the pools its live blocks pin.
 void WriteSites(report::JsonWriter& w, const ReportLeaks& r);
 // `leaks`, `leak_groups_omitted`, `tracked` and the program's `reachability`.
 void WriteLeaks(report::JsonWriter& w, const ReportLeaks& r);

@@ -113,6 +113,8 @@ struct LiveTotals {
 // Allocates through the normal malloc: call it under the reentrancy guard.
 size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals, uint8_t (*kind_of)(uintptr_t ptr) = nullptr);
 size_t TopSites(SiteCounters* sites, size_t max);
+// One site's counters (those of an open arena's blocks not yet charged to it aside).
+SiteCounters SiteOf(uint32_t stack_id);
 // The frames of a stack; 0 when unknown.
 int StackFrames(uint32_t stack_id, const uintptr_t** pcs);
 

@@ -141,6 +141,15 @@ size_t TopSites(SiteCounters* sites, size_t max) {
   return k;
 }
 
+SiteCounters SiteOf(uint32_t stack_id) {
+  if (!g_on || stack_id >= std::min<uint32_t>(g_depot->size() + track::kFirstStackId, kCapacity)) {
+    return SiteCounters{stack_id, 0, 0, 0, 0};
+  }
+  const Site& s = g_sites[stack_id];
+  return SiteCounters{stack_id, s.allocs.load(std::memory_order_relaxed), s.hits.load(std::memory_order_relaxed),
+                      s.real_allocs.load(std::memory_order_relaxed), s.bytes.load(std::memory_order_relaxed)};
+}
+
 int StackFrames(uint32_t stack_id, const uintptr_t** pcs) {
   if (!g_on) return 0;
   return g_depot->Get(stack_id, pcs);

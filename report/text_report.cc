@@ -543,6 +543,43 @@ std::string SitesSection(const json& report) {
   return out;
 }
 
+// Where pooling serves the program badly and where well: the sites whose live blocks keep most pools
+// alive at exit, and the site whose calls pooling answered most. Nothing when no site pins a pool.
+std::string PinningSection(const json& report) {
+  std::vector<SiteRow> rows = TopSites(report, SIZE_MAX);
+  std::vector<SiteRow> pinning;
+  for (const SiteRow& row : rows) {
+    if (row.pools_pinned > 0) pinning.push_back(row);
+  }
+  if (pinning.empty()) return "";
+  std::stable_sort(pinning.begin(), pinning.end(),
+                   [](const SiteRow& a, const SiteRow& b) { return a.pools_pinned > b.pools_pinned; });
+  constexpr size_t kShown = 5;
+  std::string out = Heading("POOLS PINNED AT EXIT (pools the sites' live blocks keep alive; a pool "
+                            "shared by sites counts for each)");
+  auto where = [](const SiteRow& row) {
+    if (row.stack == nullptr || !row.stack->is_array() || row.stack->empty()) return std::string("(no stack recorded)");
+    const json& frame = row.stack->at(FirstProgramFrame(*row.stack));
+    const std::string at = FrameWhere(frame);
+    return FrameFunction(frame) + (at.empty() ? "" : "  " + at);
+  };
+  for (size_t i = 0; i < pinning.size() && i < kShown; ++i) {
+    const SiteRow& row = pinning[i];
+    out += fmt::format("  #{}  {} pool{} ({}) pinned; {} of its {} allocations served from pools\n      {}\n", i + 1,
+                       Thousands(row.pools_pinned), row.pools_pinned == 1 ? "" : "s", Bytes(row.pinned_bytes),
+                       Thousands(row.pool_hits),
+                       Thousands(row.logical_allocs), where(row));
+  }
+  const auto saver = std::max_element(rows.begin(), rows.end(), [](const SiteRow& a, const SiteRow& b) {
+    return a.pool_hits - a.pools_pinned < b.pool_hits - b.pools_pinned;
+  });
+  if (saver != rows.end() && saver->pool_hits > 0) {
+    out += fmt::format("  pooling saves most at: {} ({} real allocations avoided, {} pools pinned)\n", where(*saver),
+                       Thousands(saver->pool_hits), Thousands(saver->pools_pinned));
+  }
+  return out;
+}
+
 std::string FoldedFrame(const json& frame) {
   std::string name = FrameFunction(frame);
   // flamegraph.pl splits frames on ';' and the count on the last space.
@@ -570,6 +607,8 @@ std::vector<SiteRow> TopSites(const json& report, size_t limit) {
     row.pool_hits = Count(site, "pool_hits").value_or(0);
     row.real_allocs = Count(site, "real_allocs").value_or(0);
     row.bytes = Count(site, "bytes").value_or(0);
+    row.pools_pinned = Count(site, "pools_pinned").value_or(0);
+    row.pinned_bytes = Count(site, "pinned_bytes").value_or(0);
     if (row.stack != nullptr && leaks != nullptr && leaks->is_array()) {
       for (const json& leak : *leaks) {
         const json* stack = Find(leak, "stack");
@@ -640,7 +679,7 @@ std::string TextReport(const json& report, const std::string& path) {
   std::string page = ProcessSection(report, path) + TotalsSection(report) +
                      LedgersSection(report) + PoolSection(report) +
                      ReachabilitySection(report) + ReconciliationSection(report) +
-                     SitesSection(report) + LeaksSection(report) + ErrorsSection(report);
+                     SitesSection(report) + PinningSection(report) + LeaksSection(report) + ErrorsSection(report);
   // Drop the spaces that column padding leaves at the ends of lines.
   std::string out;
   size_t start = 0;

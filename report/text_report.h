@@ -34,6 +34,8 @@ struct SiteRow {
   int64_t bytes = 0;
   int64_t live_blocks = 0;
   int64_t live_bytes = 0;
+  int64_t pools_pinned = 0;  // pools its live blocks keep alive at exit
+  int64_t pinned_bytes = 0;
 };
 
 // a + b, held at INT64_MAX or INT64_MIN instead of overflowing (a report's figures are untrusted).

@@ -45,7 +45,8 @@ json: an array). Unreadable files among readable ones are named in warnings on s
 formats:
   text     (default) a page to read top to bottom: process, totals, both ledgers with calls by
            entry point, the pool, the reconciliation and detector view with the verdict, the
-           top 20 call sites, the largest leaks with their stacks, errors
+           top 20 call sites, the sites whose live blocks pin most pools at exit and the one
+           pooling saves most at, the largest leaks with their stacks, errors
   html     one self-contained page (inline CSS and SVG, no script, nothing fetched): both ledgers,
            the size histogram against the pool size, live blocks by kind, a flame graph of the
            bytes live at exit, the leak table, the top 20 call sites
