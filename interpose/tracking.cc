@@ -10,6 +10,7 @@
 #include <link.h>
 
 #include <atomic>
+#include <cstring>
 #include <new>
 
 #include "interpose/internal.h"
@@ -46,9 +47,10 @@ using tracking_internal::TrackThread;
 
 namespace {
 
-// Memory for the depot and the table. Small requests are carved from large NORESERVE mappings and never
-// returned; arrays of kDirect bytes or more (the live table's, which it gives back when it doubles
-// them) are mappings of their own.
+// Memory for the depot and the table. Small requests are carved from large NORESERVE mappings; those of
+// a power of two bytes that come back (the live table's stripes give back their arrays when they
+// double them) are kept on a list per size and handed out again, zeroed, before anything new is
+// carved. Arrays of kDirect bytes or more are mappings of their own.
 class MappedDepotMemory : public track::DepotMemory {
  public:
   // Carves from 64 MiB reservations; when the address space will not give that much (RLIMIT_AS),
@@ -58,6 +60,12 @@ class MappedDepotMemory : public track::DepotMemory {
     if (bytes >= kDirect) return exhausted_.load(std::memory_order_relaxed) ? nullptr : InternalAlloc(bytes);
     bytes = (bytes + 63) & ~size_t{63};
     SpinLockHolder lock(&lock_);
+    if (const int c = SizeClass(bytes); c >= 0 && free_[c] != nullptr) {
+      FreeNode* n = free_[c];
+      free_[c] = n->next;
+      memset(n, 0, bytes);
+      return n;
+    }
     if (cur_ == nullptr || static_cast<size_t>(end_ - cur_) < bytes) {
       if (exhausted_.load(std::memory_order_relaxed)) return nullptr;
       size_t chunk = small_chunks_ ? kSmallChunk : kChunk;
@@ -79,7 +87,16 @@ class MappedDepotMemory : public track::DepotMemory {
     return p;
   }
   void Free(void* p, size_t bytes) override {
-    if (bytes >= kDirect) InternalFree(p, bytes);
+    if (bytes >= kDirect) {
+      InternalFree(p, bytes);
+      return;
+    }
+    const int c = SizeClass((bytes + 63) & ~size_t{63});
+    if (c < 0) return;  // kept where it is
+    SpinLockHolder lock(&lock_);
+    auto* n = static_cast<FreeNode*>(p);
+    n->next = free_[c];
+    free_[c] = n;
   }
   void ForkPrepare() { lock_.Lock(); }
   void ForkParent() { lock_.Unlock(); }
@@ -89,9 +106,21 @@ class MappedDepotMemory : public track::DepotMemory {
   static constexpr size_t kChunk = size_t{64} << 20;
   static constexpr size_t kSmallChunk = size_t{1} << 20;
   static constexpr size_t kDirect = size_t{64} << 10;  // (below kSmallChunk: a carve always fits one)
+  struct FreeNode {
+    FreeNode* next;
+  };
+  // The list of a carved size: log2(bytes) for a power of two from 64 bytes to kDirect / 2, else -1.
+  static int SizeClass(size_t bytes) {
+    if ((bytes & (bytes - 1)) != 0) return -1;
+    const int c = __builtin_ctzll(bytes);
+    return c < kMinClass || c >= kNumClasses ? -1 : c;
+  }
+  static constexpr int kMinClass = 6;
+  static constexpr int kNumClasses = 16;  // log2(kDirect)
   SpinLock lock_;
   char* cur_ = nullptr;
   char* end_ = nullptr;
+  FreeNode* free_[kNumClasses] = {};
   bool small_chunks_ = false;
   std::atomic<bool> exhausted_{false};  // (read without the lock on the direct path)
 };

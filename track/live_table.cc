@@ -19,7 +19,8 @@ namespace track {
 
 namespace {
 
-constexpr uint32_t kFirstCapacity = 64;
+// A stripe's first array: 256 bytes (a process with few live blocks spreads them over all 256 stripes).
+constexpr uint32_t kFirstCapacity = 16;
 constexpr uint64_t kUnitBits = 44;
 constexpr uint64_t kUnitMask = (uint64_t{1} << kUnitBits) - 1;
 constexpr uint64_t kUsed = uint64_t{1} << 63;
