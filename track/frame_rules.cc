@@ -558,16 +558,33 @@ std::atomic<bool> g_cached{false};
 // Slots claimed since the table last doubled.
 std::atomic<size_t> g_filled{0};
 
-// Half of the slots in use are filled: twice as many from now on, the ones used so far emptied.
+// Half of the slots in use are filled: twice as many from now on. The slots used so far keep their
+// pcs and rules, now mostly away from those pcs' home slots: a miss looks for its pc where the
+// smaller tables placed it (InSmallerTables) before it computes the rule again. (A claimed slot
+// never changes its pc, so no reader can see a slot emptied under it.)
 void MaybeDouble(int bits) {
   if (bits >= kTableBits) return;
   if (g_filled.fetch_add(1, std::memory_order_relaxed) + 1 < (size_t{1} << bits) / 2) return;
   if (!g_bits.compare_exchange_strong(bits, bits + 1, std::memory_order_acq_rel)) return;
   g_filled.store(0, std::memory_order_relaxed);
-  for (size_t i = 0; i < (size_t{1} << bits); ++i) {
-    g_table[i].rule.store(0, std::memory_order_relaxed);
-    g_table[i].pc.store(0, std::memory_order_relaxed);
+}
+
+// The rule cached for `pc` by a table smaller than 2^bits slots (before a doubling), or 0.
+FrameRule InSmallerTables(uintptr_t pc, int bits) {
+  for (int b = bits - 1; b >= kFirstTableBits; --b) {
+    const size_t mask = (size_t{1} << b) - 1;
+    size_t i = frame_rules_internal::Hash(pc, b);
+    for (int probe = 0; probe < kMaxProbe; ++probe, i = (i + 1) & mask) {
+      const uintptr_t key = g_table[i].pc.load(std::memory_order_acquire);
+      if (key == 0) break;
+      if (key == pc) {
+        const FrameRule r = g_table[i].rule.load(std::memory_order_relaxed);
+        if (r != 0) return r;
+        break;
+      }
+    }
   }
+  return 0;
 }
 }  // namespace
 
@@ -587,7 +604,8 @@ FrameRule LookupFrameRuleSlow(uintptr_t pc) {
       return r;
     }
     if (key == 0) {
-      FrameRule r = ComputeFrameRule(pc);
+      FrameRule r = InSmallerTables(pc, bits);
+      if (r == 0) r = ComputeFrameRule(pc);
       uintptr_t expected = 0;
       if (s.pc.compare_exchange_strong(expected, kClaiming, std::memory_order_relaxed)) {
         if (!g_cached.load(std::memory_order_relaxed)) g_cached.store(true, std::memory_order_relaxed);
@@ -598,7 +616,9 @@ FrameRule LookupFrameRuleSlow(uintptr_t pc) {
       return r;
     }
   }
-  return ComputeFrameRule(pc);  // the neighbourhood is full: answer without caching
+  // The neighbourhood is full: answer without caching.
+  const FrameRule known = InSmallerTables(pc, bits);
+  return known != 0 ? known : ComputeFrameRule(pc);
 }
 
 uint64_t FrameRulesComputed() { return g_computed.load(std::memory_order_relaxed); }

@@ -66,9 +66,9 @@ FrameRule LookupFrameRuleSlow(uintptr_t pc);
 
 namespace frame_rules_internal {
 // The cache: the first 2^g_bits slots of g_table are in use. It starts at 2^kFirstTableBits (64 KiB)
-// and doubles, up to 2^kTableBits (2 MiB), each time half its slots are filled; a doubling empties
-// the slots used so far (rules are found again as they are needed), so the pages a process touches
-// for it follow the code it unwinds through.
+// and doubles, up to 2^kTableBits (2 MiB), each time half its slots are filled, so the pages a process
+// touches for it follow the code it unwinds through; the slots filled before a doubling keep their
+// rules, which a miss takes from there instead of computing them again.
 constexpr int kFirstTableBits = 12;
 constexpr int kTableBits = 17;
 constexpr size_t kTableSize = size_t{1} << kTableBits;

@@ -143,6 +143,29 @@ TEST(StackCaptureTest, RuleCacheGrowsWithThePcsItHolds) {
   EXPECT_EQ(FrameRulesComputed(), after_one + 1) << "a pc just looked up was computed again";
 }
 
+// A doubling keeps what the smaller table knew: the pcs looked up before it are answered after it
+// without interpreting CFI again (cc1 computed each of its thousands of rules up to three times).
+TEST(StackCaptureTest, RulesCachedBeforeADoublingAreNotComputedAgain) {
+  using frame_rules_internal::g_bits;
+  const int before = g_bits.load();
+  if (before >= frame_rules_internal::kTableBits) GTEST_SKIP() << "the cache is at its largest already";
+  const uintptr_t base = reinterpret_cast<uintptr_t>(&testchain::ChainB);
+  for (uintptr_t i = 0; i < 48; ++i) ASSERT_EQ(LookupFrameRule(base + i), ComputeFrameRule(base + i));
+  // A pc whose neighbourhood of slots was full is answered without being cached: computed every time.
+  uint64_t computed = FrameRulesComputed();
+  for (uintptr_t i = 0; i < 48; ++i) LookupFrameRule(base + i);
+  const uint64_t uncached = FrameRulesComputed() - computed;
+  ASSERT_LT(uncached, 24u);
+  for (size_t i = 0; g_bits.load() == before && i < (size_t{1} << frame_rules_internal::kTableBits); ++i) {
+    LookupFrameRule(0x200000 + 16 * i);
+  }
+  ASSERT_GT(g_bits.load(), before) << "the cache did not grow";
+  computed = FrameRulesComputed();
+  for (uintptr_t i = 0; i < 48; ++i) LookupFrameRule(base + i);
+  EXPECT_LE(FrameRulesComputed() - computed, uncached) << "rules known before the doubling were computed again";
+  for (uintptr_t i = 0; i < 48; ++i) EXPECT_EQ(LookupFrameRule(base + i), ComputeFrameRule(base + i)) << i;
+}
+
 // The memo's answer equals the plain walk's frame for frame: [0] is the call site in
 // CaptureMemoAndPlain, different for each capture, unless skipped.
 void ExpectSameAsPlain(const testchain::MemoCaptures& c, int skip, const std::string& what) {
