@@ -65,11 +65,13 @@ schema).
 constexpr char kSuppressionsUsage[] = R"(usage: poolscope suppressions --format=lsan|valgrind|heaptrack R.json
 
 Prints suppressions that mark poolscope's pool memory as expected, so an existing leak check
-stays green with pooling on and still reports the program's own leaks. Every entry matches the one
-function that makes each pool's real allocation, ShimBackend::AllocPool in libpoolscope.so:
+stays green with pooling on and still reports the program's own leaks. Every entry matches the
+function that makes each pool's real allocation, ShimBackend::AllocPool in libpoolscope.so, or the
+two under it that call the allocator (LeakSanitizer's default unwinder sees only those):
 
-  lsan        `leak:ShimBackend::AllocPool`, for LSAN_OPTIONS=suppressions=FILE
-  heaptrack   `leak:ShimBackend::AllocPool`, for heaptrack_print --suppressions=FILE
+  lsan        `leak:ShimBackend::AllocPool`, `leak:poolscope::PoolFromMalloc` and
+              `leak:poolscope_pool_alloc`, for LSAN_OPTIONS=suppressions=FILE
+  heaptrack   the same three lines, for heaptrack_print --suppressions=FILE
               (heaptrack_print 1.4 also needs --disable-builtin-suppressions)
   valgrind    a Memcheck:Leak block, all leak kinds, with the frames
               `...` and `fun:_ZN9poolscope*ShimBackend9AllocPool*` (mangled: memcheck matches

@@ -254,7 +254,9 @@ TEST(DiffCommandTest, Errors) {
 TEST(SuppressionsCommandTest, FormatsAndErrors) {
   Outcome lsan = Call({"suppressions", kOn, "--format=lsan"});
   EXPECT_EQ(lsan.status, 0);
-  EXPECT_NE(lsan.out.find("\nleak:ShimBackend::AllocPool\n"), std::string::npos);
+  EXPECT_NE(lsan.out.find("\nleak:ShimBackend::AllocPool\nleak:poolscope::PoolFromMalloc\n"
+                          "leak:poolscope_pool_alloc\n"),
+            std::string::npos);
   Outcome valgrind = Call({"suppressions", "--format=valgrind", kOn});
   EXPECT_NE(valgrind.out.find("   Memcheck:Leak\n"), std::string::npos);
   EXPECT_NE(valgrind.out.find("\n   ...\n   fun:_ZN9poolscope*ShimBackend9AllocPool*\n}\n"),
@@ -264,8 +266,10 @@ TEST(SuppressionsCommandTest, FormatsAndErrors) {
   EXPECT_NE(heaptrack.out.find("\nleak:ShimBackend::AllocPool\n"), std::string::npos);
   // The help text names the entries exactly as they are printed.
   Outcome help = Call({"suppressions", "--help"});
-  EXPECT_NE(help.out.find("`leak:ShimBackend::AllocPool`, for LSAN_OPTIONS"), std::string::npos);
-  EXPECT_NE(help.out.find("`leak:ShimBackend::AllocPool`, for heaptrack_print"), std::string::npos);
+  EXPECT_NE(help.out.find("`leak:ShimBackend::AllocPool`, `leak:poolscope::PoolFromMalloc` and\n"
+                          "              `leak:poolscope_pool_alloc`, for LSAN_OPTIONS"),
+            std::string::npos);
+  EXPECT_NE(help.out.find("the same three lines, for heaptrack_print"), std::string::npos);
   EXPECT_NE(help.out.find("`fun:_ZN9poolscope*ShimBackend9AllocPool*`"), std::string::npos);
   ExpectUsageError({"suppressions", kOn}, "poolscope: --format: required: lsan, valgrind or heaptrack");
   ExpectUsageError({"suppressions", "--format=asan", kOn},
