@@ -53,15 +53,19 @@ std::string Suppressions(const json& report, const std::string& path, Suppressio
               ? "# heaptrack_print 1.4 also needs --disable-builtin-suppressions: with its built-in\n"
                 "# suppressions on, a suppression file makes it suppress every leak.\n"
               : "";
+      std::string lines;
+      for (const char* line : kLeakSuppressions) lines += std::string(line) + "\n";
       return fmt::format(
           "# poolscope: pool memory is expected at exit, not a leak. For {}.\n"
           "# From {}: {}.\n"
           "# Every pool's real allocation is made by ShimBackend::AllocPool in libpoolscope.so, and\n"
           "# nothing else is: the program's own leaks, which also pass through libpoolscope.so's\n"
-          "# malloc, stay reported.\n"
+          "# malloc, stay reported. LeakSanitizer's default unwinder (frame pointers) sees of a\n"
+          "# pool's stack only the function below it that calls the allocator, poolscope_pool_alloc\n"
+          "# or PoolFromMalloc, which make pools and nothing else.\n"
           "{}"
-          "{}\n",
-          tool, source, figures, caveat, kLeakSuppression);
+          "{}",
+          tool, source, figures, caveat, lines);
     }
     case SuppressionFormat::kValgrind:
       return fmt::format(

@@ -8,6 +8,9 @@
 // poolscope::(anonymous namespace)::ShimBackend::AllocPool (interpose/pool_backend.cc), which is on every
 // pool's allocation stack: as the top frame under memcheck with valgrind=1 (it describes the pool
 // there), as the caller of poolscope_pool_alloc under memcheck with valgrind=0 and under heaptrack.
+// LeakSanitizer's default unwinder follows frame pointers, which libpoolscope.so's functions do not
+// keep: of a pool's stack it finds the function that called the allocator, poolscope_pool_alloc or
+// poolscope::PoolFromMalloc (both make pools and nothing else), so its entries name those too.
 //
 // Thread-safety: pure functions.
 #ifndef POOLSCOPE_REPORT_SUPPRESSIONS_H_
@@ -19,8 +22,12 @@
 
 namespace poolscope::report {
 
-// The `leak:` line of the lsan and heaptrack formats (matched as a substring of demangled names).
-inline constexpr char kLeakSuppression[] = "leak:ShimBackend::AllocPool";
+// The `leak:` lines of the lsan and heaptrack formats (matched as substrings of demangled names).
+inline constexpr const char* kLeakSuppressions[] = {
+    "leak:ShimBackend::AllocPool",
+    "leak:poolscope::PoolFromMalloc",
+    "leak:poolscope_pool_alloc",
+};
 // The frame line of the valgrind format (memcheck matches fun: against mangled names).
 inline constexpr char kValgrindFrame[] = "fun:_ZN9poolscope*ShimBackend9AllocPool*";
 

@@ -9,10 +9,14 @@
 #   global, still reachable; interleaved with valgrind=1: its 10 leaks, 1348 bytes, definitely lost;
 #   with valgrind=0 only its 3 blocks too large for a pool are memcheck's to see: 1068 bytes);
 # - heaptrack below poolscope (its library after ours in LD_PRELOAD), heaptrack_print with the file:
-#   the pools' leak disappears, the program's 200-byte block stays.
-# Args: LIB LEAK_SHAPES POOLSCOPE MEMCHECK_SUMMARY
+#   the pools' leak disappears, the program's 200-byte block stays;
+# - LeakSanitizer below poolscope (leak_shapes built with its runtime), on interleaved: with the file,
+#   the objects it suppresses are those of the records with a pool's stack in the run without it,
+#   and what is left is the program's 3 blocks too large for a pool (1068 bytes).
+# Args: LIB LEAK_SHAPES POOLSCOPE MEMCHECK_SUMMARY LEAK_SHAPES_LSAN
 set -euo pipefail
 lib=$(readlink -f "$1"); prog=$(readlink -f "$2"); poolscope=$(readlink -f "$3"); summary=$(readlink -f "$4")
+lsan_prog=$(readlink -f "$5")
 work=${TEST_TMPDIR:-$(mktemp -d)}/suppressions
 mkdir -p "$work"
 for tool in valgrind heaptrack_print; do
@@ -26,6 +30,7 @@ fail=0
 LD_PRELOAD="$lib" POOLSCOPE_OPTIONS="quiet=1:report=$work/any.json" "$prog" none > /dev/null
 "$poolscope" suppressions --format=valgrind "$work/any.json" > "$work/vg.supp"
 "$poolscope" suppressions --format=heaptrack "$work/any.json" > "$work/ht.supp"
+"$poolscope" suppressions --format=lsan "$work/any.json" > "$work/lsan.supp"
 
 # figure SUMMARY_JSON KIND FIELD
 figure() { /usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]][sys.argv[3]])' "$@"; }
@@ -107,6 +112,43 @@ if ! leaks "$work/ht.supp.txt" | grep -A1 "^200B leaked over 1 calls from" | gre
 fi
 grep -q "^suppressed leaks: " "$work/ht.supp.txt" || { echo "FAIL: heaptrack: nothing suppressed"; fail=1; }
 [ "$fail" -eq 0 ] && echo "ok: heaptrack: the pools suppressed, the program's leak reported"
+
+# LeakSanitizer below poolscope, on interleaved. Its default unwinder follows frame pointers, so of a
+# pool's stack it shows the function that called the allocator.
+lsan_run() {  # lsan_run SUPPRESSIONS LOG
+  LSAN_OPTIONS="exitcode=0:suppressions=$1" LD_PRELOAD="$lib" \
+    POOLSCOPE_OPTIONS="pool=1:pool_size=64:quiet=1:report=none" "$lsan_prog" interleaved > /dev/null 2> "$2"
+}
+lsan_run /dev/null "$work/lsan.bare.log"
+lsan_run "$work/lsan.supp" "$work/lsan.supp.log"
+/usr/bin/python3 - "$work/lsan.bare.log" "$work/lsan.supp.log" <<'PY' || fail=1
+import re, sys
+POOL = re.compile(r"in poolscope::PoolFromMalloc|in poolscope_pool_alloc|ShimBackend::AllocPool|Domain::CreatePool")
+def records(log):
+    """(objects, bytes, is_pool) of each leak record."""
+    out = []
+    for m in re.finditer(r"(?:Direct|Indirect) leak of (\d+) byte\(s\) in (\d+) object\(s\) allocated from:\n((?:    #.*\n)+)", log):
+        out.append((int(m.group(2)), int(m.group(1)), POOL.search(m.group(3)) is not None))
+    return out
+bare, supp = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+pool_objects = sum(o for o, _, pool in records(bare) if pool)
+ok = True
+if pool_objects == 0:
+    print("FAIL: lsan: without the file, no leak record has a pool's stack"); ok = False
+used = re.search(r"Suppressions used:\n.*template\n((?:\s+\d+\s+\d+ .*\n)+)", supp)
+suppressed = sum(int(line.split()[0]) for line in used.group(1).splitlines()) if used else 0
+if suppressed != pool_objects:
+    print(f"FAIL: lsan: {suppressed} objects suppressed, the pool records hold {pool_objects}"); ok = False
+left = records(supp)
+if any(pool for _, _, pool in left):
+    print("FAIL: lsan: with the file, a leak record with a pool's stack is left"); ok = False
+if (sum(o for o, _, _ in left), sum(b for _, b, _ in left)) != (3, 1068):
+    print(f"FAIL: lsan: with the file, {left} left, expected the program's 3 blocks of 1068 bytes"); ok = False
+if ok:
+    print(f"ok: lsan: {pool_objects} pool objects suppressed, the program's leaks reported")
+sys.exit(0 if ok else 1)
+PY
+
 if [ "$fail" -ne 0 ]; then
   [ -n "${TEST_UNDECLARED_OUTPUTS_DIR:-}" ] && cp "$work"/*.log "$work"/*.txt "$work"/*.supp "$TEST_UNDECLARED_OUTPUTS_DIR"/ || true
   exit 1

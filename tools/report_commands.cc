@@ -2,6 +2,7 @@
 //
 // The subcommands over saved reports: `poolscope report` (text, HTML, folded stacks or JSON of one
 // report or a process tree's), `poolscope suppressions` and `poolscope check`.
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "report/identities.h"
 #include "report/report_model.h"
 #include "report/suppressions.h"
+#include "report/suppressions_adapt.h"
 #include "report/text_report.h"
 #include "tools/cli_common.h"
 #include "tools/commands.h"
@@ -64,23 +66,41 @@ schema).
 )";
 
 constexpr char kSuppressionsUsage[] = R"(usage: poolscope suppressions --format=lsan|valgrind|heaptrack R.json
+       poolscope suppressions --adapt FILE [--format=lsan|valgrind|heaptrack]
 
 Prints suppressions that mark poolscope's pool memory as expected, so an existing leak check
-stays green with pooling on and still reports the program's own leaks. Every entry matches the one
-function that makes each pool's real allocation, ShimBackend::AllocPool in libpoolscope.so:
+stays green with pooling on and still reports the program's own leaks. Every entry matches the
+function that makes each pool's real allocation, ShimBackend::AllocPool in libpoolscope.so, or the
+two under it that call the allocator (LeakSanitizer's default unwinder sees only those):
 
-  lsan        `leak:ShimBackend::AllocPool`, for LSAN_OPTIONS=suppressions=FILE
-  heaptrack   `leak:ShimBackend::AllocPool`, for heaptrack_print --suppressions=FILE
+  lsan        `leak:ShimBackend::AllocPool`, `leak:poolscope::PoolFromMalloc` and
+              `leak:poolscope_pool_alloc`, for LSAN_OPTIONS=suppressions=FILE
+  heaptrack   the same three lines, for heaptrack_print --suppressions=FILE
               (heaptrack_print 1.4 also needs --disable-builtin-suppressions)
   valgrind    a Memcheck:Leak block, all leak kinds, with the frames
               `...` and `fun:_ZN9poolscope*ShimBackend9AllocPool*` (mangled: memcheck matches
               mangled names), for valgrind --suppressions=FILE
 
+With --adapt, prints FILE, a suppression file written for the program run without poolscope,
+rewritten to match the same reports with libpoolscope.so preloaded (the pools need the entries
+above besides):
+  valgrind    each memcheck entry whose stack starts at malloc, free, operator new or their kin
+              is kept and followed by copies that allow 1 to 4 of poolscope's frames
+              (`obj:*/libpoolscope.so`) between that function and its caller, and copies for the
+              blocks pools serve (their stacks start at poolscope's ValgrindDescribeAlloc)
+  lsan, heaptrack
+              the `leak:` patterns, unchanged (they match any frame of a stack); a pattern that
+              also matches one of poolscope's own frames is named in a warning on stderr
+Comments and other entries are kept. The format is found from the file (a `{` first: valgrind)
+unless --format says it.
+
 flags:
-  --format=FORMAT   required: lsan, valgrind or heaptrack
+  --format=FORMAT   lsan, valgrind or heaptrack; required with a report
+  --adapt=FILE      adapt the suppression file FILE
   -h, --help        this text
 
-exit status: 0; 2 for bad usage or an unreadable report.
+exit status: 0; 2 for bad usage, an unreadable report, or a FILE that is not a suppression file
+(`poolscope: FILE:LINE: problem`).
 )";
 
 constexpr char kCheckUsage[] = R"(usage: poolscope check R.json [R2.json ...]
@@ -165,17 +185,6 @@ std::string TreeReport(const ProcessTree& tree, const std::vector<size_t>& selec
   return out;
 }
 
-// Parses "[--format=F] FILE" in any order; returns the file.
-std::string OneReportOperand(FlagParser& flags, const char* usage, const char* command,
-                             std::string* format, bool* help, std::ostream& out) {
-  std::vector<std::string> files = ReportOperands(
-      flags, usage, help, out, [&] { return flags.Value({"--format", "-f"}, format); });
-  if (*help) return "";
-  if (files.empty()) throw CliError{command, "missing operand R.json"};
-  if (files.size() > 1) throw CliError{files[1], "unexpected operand (one report at a time)"};
-  return files[0];
-}
-
 }  // namespace
 
 int ReportCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -214,23 +223,49 @@ int ReportCommand(const std::vector<std::string>& args, std::ostream& out, std::
   return kExitOk;
 }
 
-int SuppressionsCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream&) {
+int SuppressionsCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   FlagParser flags(args, 2, "poolscope suppressions");
-  std::string format_name;
-  bool help = false;
-  std::string file =
-      OneReportOperand(flags, kSuppressionsUsage, "suppressions", &format_name, &help, out);
+  std::string format_name, adapt;
+  bool help = false, adapting = false;
+  std::vector<std::string> files = ReportOperands(flags, kSuppressionsUsage, &help, out, [&] {
+    if (flags.Value({"--adapt"}, &adapt)) {
+      adapting = true;
+      return true;
+    }
+    return flags.Value({"--format", "-f"}, &format_name);
+  });
   if (help) return kExitOk;
   SuppressionFormat format;
-  if (format_name.empty()) {
-    throw CliError{"--format", "required: lsan, valgrind or heaptrack"};
-  }
-  if (!ParseSuppressionFormat(format_name, &format)) {
+  if (!format_name.empty() && !ParseSuppressionFormat(format_name, &format)) {
     throw CliError{"--format", fmt::format("expected lsan, valgrind or heaptrack, got '{}'",
                                            OneLine(format_name))};
   }
-  Report report = Load(file);
-  out << Suppressions(report.doc, file, format);
+  if (adapting) {
+    if (adapt.empty()) throw CliError{"--adapt", "needs a value (the suppression file)"};
+    if (!files.empty()) {
+      throw CliError{files[0], "unexpected operand (--adapt takes the suppression file as its value)"};
+    }
+    absl::StatusOr<std::string> text = report::ReadSuppressionFile(adapt);
+    if (!text.ok()) throw CliError{adapt, std::string(text.status().message())};
+    report::AdaptedSuppressions adapted = report::AdaptSuppressions(
+        *text, adapt, format_name.empty() ? std::nullopt : std::optional<SuppressionFormat>(format));
+    if (!adapted.error.empty()) {
+      throw CliError{fmt::format("{}:{}", adapt, adapted.error_line), adapted.error};
+    }
+    out << adapted.text;
+    out.flush();
+    for (const std::string& warning : adapted.warnings) {
+      err << fmt::format("poolscope: {}:{}\n", OneLine(adapt), warning);
+    }
+    return kExitOk;
+  }
+  if (files.empty()) throw CliError{"suppressions", "missing operand R.json"};
+  if (files.size() > 1) throw CliError{files[1], "unexpected operand (one report at a time)"};
+  if (format_name.empty()) {
+    throw CliError{"--format", "required: lsan, valgrind or heaptrack"};
+  }
+  Report report = Load(files[0]);
+  out << Suppressions(report.doc, files[0], format);
   return kExitOk;
 }
 

@@ -254,7 +254,9 @@ TEST(DiffCommandTest, Errors) {
 TEST(SuppressionsCommandTest, FormatsAndErrors) {
   Outcome lsan = Call({"suppressions", kOn, "--format=lsan"});
   EXPECT_EQ(lsan.status, 0);
-  EXPECT_NE(lsan.out.find("\nleak:ShimBackend::AllocPool\n"), std::string::npos);
+  EXPECT_NE(lsan.out.find("\nleak:ShimBackend::AllocPool\nleak:poolscope::PoolFromMalloc\n"
+                          "leak:poolscope_pool_alloc\n"),
+            std::string::npos);
   Outcome valgrind = Call({"suppressions", "--format=valgrind", kOn});
   EXPECT_NE(valgrind.out.find("   Memcheck:Leak\n"), std::string::npos);
   EXPECT_NE(valgrind.out.find("\n   ...\n   fun:_ZN9poolscope*ShimBackend9AllocPool*\n}\n"),
@@ -264,8 +266,10 @@ TEST(SuppressionsCommandTest, FormatsAndErrors) {
   EXPECT_NE(heaptrack.out.find("\nleak:ShimBackend::AllocPool\n"), std::string::npos);
   // The help text names the entries exactly as they are printed.
   Outcome help = Call({"suppressions", "--help"});
-  EXPECT_NE(help.out.find("`leak:ShimBackend::AllocPool`, for LSAN_OPTIONS"), std::string::npos);
-  EXPECT_NE(help.out.find("`leak:ShimBackend::AllocPool`, for heaptrack_print"), std::string::npos);
+  EXPECT_NE(help.out.find("`leak:ShimBackend::AllocPool`, `leak:poolscope::PoolFromMalloc` and\n"
+                          "              `leak:poolscope_pool_alloc`, for LSAN_OPTIONS"),
+            std::string::npos);
+  EXPECT_NE(help.out.find("the same three lines, for heaptrack_print"), std::string::npos);
   EXPECT_NE(help.out.find("`fun:_ZN9poolscope*ShimBackend9AllocPool*`"), std::string::npos);
   ExpectUsageError({"suppressions", kOn}, "poolscope: --format: required: lsan, valgrind or heaptrack");
   ExpectUsageError({"suppressions", "--format=asan", kOn},
@@ -275,6 +279,49 @@ TEST(SuppressionsCommandTest, FormatsAndErrors) {
   ExpectUsageError({"suppressions", "--format=lsan", "tests/testdata/empty.json"},
                    "poolscope: tests/testdata/empty.json: empty file (the program wrote no "
                    "report, or it is still being written)");
+}
+
+TEST(SuppressionsCommandTest, AdaptPrintsTheFileWarnsAndNamesBadLines) {
+  std::string valgrind = WriteTemp("user.supp", "{\n   a\n   Memcheck:Leak\n   fun:malloc\n   fun:f\n}\n");
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"suppressions", "--adapt", valgrind},
+                                             {"suppressions", "--adapt=" + valgrind, "--format=valgrind"}}) {
+    Outcome adapted = Call(args);
+    EXPECT_EQ(adapted.status, 0);
+    EXPECT_EQ(adapted.err, "");
+    EXPECT_EQ(adapted.out.rfind("# poolscope suppressions --adapt " + valgrind + ": for memcheck", 0), 0u);
+    EXPECT_NE(adapted.out.find("   a/poolscope:1\n   Memcheck:Leak\n   fun:malloc\n"
+                               "   obj:*/libpoolscope.so\n   fun:f\n}\n"),
+              std::string::npos);
+  }
+  // A pattern that matches poolscope's own frames: the file as it is, and one warning line.
+  std::string lsan = WriteTemp("user.lsan", "leak:f\nleak:Alloc\n");
+  Outcome warned = Call({"suppressions", "--adapt", lsan, "--format=lsan"});
+  EXPECT_EQ(warned.status, 0);
+  EXPECT_NE(warned.out.find("\nleak:f\n"), std::string::npos);
+  EXPECT_EQ(warned.err, "poolscope: " + lsan + ":2: warning: leak:Alloc also matches poolscope's own "
+                        "frame poolscope::AllocSlow(poolscope::Api, unsigned long, void*): with poolscope "
+                        "preloaded it suppresses every leak allocated through that frame, whatever the "
+                        "program's stack\n");
+  Outcome help = Call({"suppressions", "--help"});
+  EXPECT_NE(help.out.find("poolscope suppressions --adapt FILE [--format=lsan|valgrind|heaptrack]"),
+            std::string::npos);
+  std::string bad = WriteTemp("bad.supp", "# mine\n{\n   a\n   Memcheck:Leak\n   fn:malloc\n}\n");
+  ExpectUsageError({"suppressions", "--adapt", bad},
+                   "poolscope: " + bad + ":5: expected a frame (fun:, obj:, src: or ...) or '}', got "
+                   "'fn:malloc'");
+  ExpectUsageError({"suppressions", "--adapt", valgrind, "--format=lsan"},
+                   "poolscope: " + valgrind + ":1: expected leak:PATTERN, got '{' (a valgrind "
+                   "suppression: --format=valgrind)");
+  ExpectUsageError({"suppressions", "--adapt", "/nonexistent/user.supp"},
+                   "poolscope: /nonexistent/user.supp: no such file");
+  ExpectUsageError({"suppressions", "--adapt", valgrind, kOn},
+                   "poolscope: " + kOn + ": unexpected operand (--adapt takes the suppression file as "
+                   "its value)");
+  ExpectUsageError({"suppressions", "--adapt="}, "poolscope: --adapt: needs a value (the suppression file)");
+  ExpectUsageError({"suppressions", "--adapt"}, "poolscope: --adapt: needs a value");
+  ExpectUsageError({"suppressions", "--adapt", valgrind, "--format=asan"},
+                   "poolscope: --format: expected lsan, valgrind or heaptrack, got 'asan'");
 }
 
 TEST(RunCommandTest, UsageErrorsBeforeAnythingRuns) {
