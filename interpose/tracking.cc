@@ -99,6 +99,9 @@ std::atomic<int> g_own_frames{2};
 constexpr int kMaxOwn = 4;
 uintptr_t g_own_lo[kMaxOwn], g_own_hi[kMaxOwn];
 int g_nown = 0;
+// Attached (TrackingHooked): the program reaches each entry point through a hook of poolscope's own
+// (attach.cc), so the frame that called the entry point is the hook's, one below the program's.
+bool g_hooked = false;
 
 int FindOwnSegments(struct dl_phdr_info* info, size_t, void* arg) {
   uintptr_t self = reinterpret_cast<uintptr_t>(arg);
@@ -183,6 +186,15 @@ bool IsOwn(uintptr_t pc) {
   return false;
 }
 
+// The frames of poolscope's own that a capture from `from` starts with: the attach hook's, else none.
+// Such a capture takes one frame more (FromDepth) and drops it, so the stack starts at the program's call.
+inline int HookFrames(const track::StartFrame& from) {
+  return __builtin_expect(g_hooked, false) && IsOwn(from.ra) ? 1 : 0;
+}
+inline int FromDepth(int hook) {
+  return g_depth + hook < track::kMaxStackDepth ? g_depth + hook : track::kMaxStackDepth;
+}
+
 PooledBlockWalk g_pooled_blocks = nullptr;
 
 void ForEachPooledBlock(void (*fn)(uintptr_t ptr, uint32_t size, uint32_t stack_id, void* arg), void* arg) {
@@ -208,6 +220,8 @@ bool TrackingInit(int stack_depth, PooledBlockWalk pooled_blocks) {
 
 bool TrackingOn() { return g_on; }
 
+void TrackingHooked() { g_hooked = true; }
+
 uint64_t TrackingUnrecorded() { return g_on ? g_table->refused() : 0; }
 
 constexpr uint32_t kMemoWindow = 64;  // captures judged together
@@ -226,14 +240,15 @@ void NoteMemoCapture(TrackThread& tt, uint32_t steps, uint32_t reused) {
 // The stack of the last capture from the program's frame, when a capture from `from` would repeat it
 // (its id is last_id): checked, not walked nor looked up. False when it cannot tell.
 inline bool RepeatedStack(TrackThread& tt, const track::StartFrame& from, uint32_t* id) {
-  if (tt.busy != 0 || tt.memo_off != 0 || tt.last_skip != -1 || tt.last_want != g_depth ||
+  const int want = FromDepth(HookFrames(from));
+  if (tt.busy != 0 || tt.memo_off != 0 || tt.last_skip != -1 || tt.last_want != want ||
       tt.block == nullptr) {
     return false;
   }
   tt.busy = 1;
   std::atomic_signal_fence(std::memory_order_seq_cst);
   const track::CaptureMemo& memo = tt.block->memo;
-  const bool repeats = track::RepeatsLastCapture(from, g_depth, memo);
+  const bool repeats = track::RepeatsLastCapture(from, want, memo);
   if (repeats) {
     NoteMemoCapture(tt, memo.last_steps, memo.last_steps);
     *id = tt.last_id;
@@ -265,10 +280,12 @@ uint32_t CaptureStackId(int skip, const track::StartFrame* from) {
   // Unwinding costs per frame, so ask for the program's frames plus as many of our own as a call has
   // been seen to carry (learned, only ever raised); a capture that comes back full with too few
   // program frames had more of ours than that and is taken again, deeper. A capture from the
-  // program's own frame has none of ours to skip (skip -1 tells its stack ids from the others').
+  // program's own frame has none of ours to skip (skip -1 tells its stack ids from the others'), but
+  // for an attach hook's frame (HookFrames), which it drops.
   int own = g_own_frames.load(std::memory_order_relaxed);
   TrackBlock* const block = mine ? BlockOf(tt) : nullptr;
   int n, first, want;
+  int hook = 0;  // the attach hook's frame, first in a capture from `from`
   bool with_memo;
   for (;;) {
     want = g_depth + own < track::kMaxStackDepth ? g_depth + own : track::kMaxStackDepth;
@@ -276,9 +293,10 @@ uint32_t CaptureStackId(int skip, const track::StartFrame* from) {
     track::CaptureMemo* memo = with_memo ? &block->memo : nullptr;
     n = -1;
     if (from != nullptr) {
-      n = track::CaptureStackFrom(*from, pcs, g_depth, memo);
+      hook = HookFrames(*from);
+      n = track::CaptureStackFrom(*from, pcs, FromDepth(hook), memo);
       if (n >= 0) {
-        want = g_depth;
+        want = FromDepth(hook);
         skip = -1;
       } else {
         from = nullptr;  // the walk cannot go on from there: from here, with the unwinder behind it
@@ -297,7 +315,10 @@ uint32_t CaptureStackId(int skip, const track::StartFrame* from) {
       return tt.last_id;
     }
     first = 0;
-    if (skip < 0) break;
+    if (skip < 0) {
+      first = hook < n ? hook : n;
+      break;
+    }
     while (first < n && IsOwn(pcs[first])) ++first;
     if (n < want || n - first >= g_depth || want == track::kMaxStackDepth) break;
     own = first + 1;  // at least one more than this capture showed, in case the last one was ours too
