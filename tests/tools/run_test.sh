@@ -7,8 +7,8 @@
 # untouched and the summary goes to stderr, the child sees LD_PRELOAD (ours first),
 # POOLSCOPE_OPTIONS and POOLSCOPE_ROOT_PID equal to its own pid, a `-o` template (%e %p %%) names
 # the file written and read; compare runs a command and the
-# bundled demo twice, writes both reports, prints the table, and --fail-on-leak exits 1 on the
-# demo's deliberate leaks.
+# bundled demo twice, writes both reports (each run's in a folder of its own), prints the table,
+# and --fail-on-leak exits 1 on the demo's deliberate leaks.
 set -u
 POOLSCOPE="$PWD/tools/poolscope"
 DEMO="$PWD/tools/demo_workload"
@@ -99,9 +99,10 @@ if [ -x /usr/bin/python3 ]; then
   PYTHONMALLOC=malloc "$POOLSCOPE" compare --report-dir="$T/py2" -- /usr/bin/python3 -c 'pass' >"$T/out5c" 2>/dev/null
   grep -q 'pymalloc' "$T/out5c" && fail "a pymalloc hint under PYTHONMALLOC=malloc: $(cat "$T/out5c")"
 fi
-[ -s "$T/cmp/off.json" ] && [ -s "$T/cmp/on.json" ] || fail "compare reports missing"
+[ -s "$T/cmp/off/off.json" ] && [ -s "$T/cmp/on/on.json" ] || fail "compare reports missing: $(ls -R "$T/cmp")"
+grep -qxF "reports: $T/cmp/off/off.json (off), $T/cmp/on/on.json (on)" "$T/out5" || fail "the reports' line: $(grep '^reports' "$T/out5")"
 grep -q 'run 1 of 2, pooling off' "$T/err5" && grep -q 'run 2 of 2, pooling on' "$T/err5" || fail "progress lines: $(cat "$T/err5")"
-"$POOLSCOPE" diff "$T/cmp/off.json" "$T/cmp/on.json" >/dev/null || fail "diff of compare's reports"
+"$POOLSCOPE" diff "$T/cmp/off/off.json" "$T/cmp/on/on.json" >/dev/null || fail "diff of compare's reports"
 
 # 6. compare with no command runs the bundled demo; its leaks make --fail-on-leak exit 1.
 "$POOLSCOPE" compare --fail-on-leak >"$T/out6" 2>"$T/err6"
