@@ -66,7 +66,7 @@ std::string CompareHints(const nlohmann::json& on) {
   return out;
 }
 
-constexpr char kCompareUsage[] = R"(usage: poolscope compare [--options=K=V:...] [--lib=PATH] [--report-dir=DIR] [--fail-on-leak] [--process=GLOB] [--no-children] [--html=FILE] [-- CMD [ARGS...]]
+constexpr char kCompareUsage[] = R"(usage: poolscope compare [--options=K=V:...] [--lib=PATH] [--report-dir=DIR] [--keep] [--fail-on-leak] [--process=GLOB] [--no-children] [--html=FILE] [-- CMD [ARGS...]]
 
 Runs CMD twice with libpoolscope.so preloaded, pooling off (pool=0) then on (pool=1), each with its
 own report, and prints one table on stdout: logical and real allocations, real frees, real blocks
@@ -75,21 +75,25 @@ peak RSS, pooling off | on | change, then a verdict and hints (what the detector
 python, its own allocator). Progress goes to stderr. With no CMD it runs
 the bundled demo workload (threads opening confined arenas, plus a few deliberate leaks).
 
-Each run's reports go to a folder of its own: DIR/off/off.json and DIR/on/on.json. CMD's stdout
-is kept in DIR/off.stdout and DIR/on.stdout and shown once, the first run's, before the table
-(with a note when the second run printed something else); its stderr is left alone.
+Each run's reports go to a folder of its own: DIR/off/off.json and DIR/on/on.json. DIR is a new
+temporary directory, removed when compare ends unless --keep, or the --report-dir, which is kept;
+the line naming the reports says which. CMD's stdout is kept in DIR/off.stdout and DIR/on.stdout
+and shown once, the first run's, before the table (with a note when the second run printed
+something else); its stderr is left alone.
 
 When CMD starts other programs (a shell, make, a launcher script), each preloaded process writes
 its report into its run's folder (DIR/off/off.json.PID, DIR/on/on.json.PID); the table then gives
 totals over the process tree, followed by a table of its processes (the top 10 by logical
 allocations, the two runs' processes matched by their place in the tree and their executable), and
-any without a report. `poolscope diff DIR/off DIR/on` compares the trees again.
+any without a report. `poolscope diff DIR/off DIR/on` compares the kept trees again.
 
 flags:
   --options=K=V:...   more POOLSCOPE_OPTIONS for both runs (not pool= or report=)
   --lib=PATH          libpoolscope.so to preload (found as for `run`)
-  --report-dir=DIR    write the reports to DIR/off/ and DIR/on/ (made when missing; default: a new
-                      temporary directory); they stay there for `poolscope diff` and `report`
+  --report-dir=DIR    write the reports to DIR/off/ and DIR/on/ (made when missing) and keep them
+                      (default: a new temporary directory)
+  --keep              keep the temporary directory and its reports for `poolscope diff` and
+                      `report` (default: removed when compare ends)
   --fail-on-leak      exit 1 when the program itself loses blocks in either run: definitely or
                       indirectly lost blocks (the reachability scan, track=1); without a scan,
                       leak_check.program_leak_blocks with --options=leak_exitcode=N, else
@@ -188,6 +192,23 @@ void WriteComparePage(const std::string& path, const std::string& title, const s
   err << fmt::format("poolscope: comparison page written to {}\n", path);
 }
 
+// What becomes of compare's reports, after the line that names them: kept, and how to compare them
+// again, or removed when compare ends.
+std::string Kept(bool keep, const std::string& off, const std::string& on) {
+  if (!keep) return "; removed when compare ends (--keep keeps them)";
+  return fmt::format("; kept: poolscope diff {} {}", ShellQuote(off), ShellQuote(on));
+}
+
+// A temporary folder of compare's, removed with everything in it when the command ends (path empty:
+// nothing to remove).
+struct TemporaryFolder {
+  std::string path;
+  TemporaryFolder() = default;
+  TemporaryFolder(const TemporaryFolder&) = delete;
+  TemporaryFolder& operator=(const TemporaryFolder&) = delete;
+  ~TemporaryFolder() { RemoveTemporaryFolder(path); }
+};
+
 // The report of a tree's root process, whose timeline a comparison page shows; null without one.
 const nlohmann::json& RootDoc(const ProcessTree& tree) {
   static const nlohmann::json kNone;
@@ -197,7 +218,7 @@ const nlohmann::json& RootDoc(const ProcessTree& tree) {
   return kNone;
 }
 
-int CompareTrees(const std::vector<std::string>& shown, const std::string& report_dir,
+int CompareTrees(const std::vector<std::string>& shown, const std::string& report_dir, bool keep,
                  ProcessTree (&trees)[2], const ChildResult& off, const ChildResult& on,
                  const std::vector<std::string>& globs, bool no_children, bool fail_on_leak,
                  int first_failure, const std::string& html, std::ostream& out, std::ostream& err) {
@@ -223,8 +244,9 @@ int CompareTrees(const std::vector<std::string>& shown, const std::string& repor
   std::string which;
   for (const std::string& glob : globs) which += (which.empty() ? "" : ", ") + glob;
   out << fmt::format("poolscope compare: {}\n", CommandLine(shown));
-  out << fmt::format("reports: {}/off ({} processes, pooling off), {}/on ({} processes, pooling on)\n",
-                     report_dir, reports[0], report_dir, reports[1]);
+  out << fmt::format("reports: {}/off ({} processes, pooling off), {}/on ({} processes, pooling on){}\n",
+                     report_dir, reports[0], report_dir, reports[1],
+                     Kept(keep, report_dir + "/off", report_dir + "/on"));
   out << fmt::format("totals over {}\n\n",
                      no_children ? std::string("the root process only")
                      : which.empty() ? std::string("the whole process tree")
@@ -251,7 +273,7 @@ int CompareCommand(const std::vector<std::string>& args, std::ostream& out, std:
   FlagParser flags(args, 2, "poolscope compare");
   std::string options, lib, report_dir, html;
   std::vector<std::string> globs;
-  bool fail_on_leak = false, no_children = false;
+  bool fail_on_leak = false, no_children = false, keep = false;
   while (!flags.Done()) {
     if (flags.AtDoubleDash()) {
       flags.Next();
@@ -268,6 +290,10 @@ int CompareCommand(const std::vector<std::string>& args, std::ostream& out, std:
     }
     if (flags.Switch({"--fail-on-leak"})) {
       fail_on_leak = true;
+      continue;
+    }
+    if (flags.Switch({"--keep"})) {
+      keep = true;
       continue;
     }
     if (ProcessFlags(flags, &globs, &no_children)) continue;
@@ -290,10 +316,15 @@ int CompareCommand(const std::vector<std::string>& args, std::ostream& out, std:
   if (!obstacle.empty()) {
     throw CliError{command[0], obstacle + ", so LD_PRELOAD cannot load poolscope into it: nothing to compare"};
   }
+  // A folder of compare's own is removed when it ends (also after an error), unless --keep; one the
+  // user named is always kept.
   const bool temporary = report_dir.empty();
+  TemporaryFolder made;
   if (temporary) {
     report_dir = MakeTempDirectory("poolscope");
+    if (!keep) made.path = report_dir;
   } else {
+    keep = true;
     EnsureWritableDirectory(AbsolutePath(report_dir), "--report-dir");
   }
   report_dir = AbsolutePath(report_dir);
@@ -345,7 +376,8 @@ int CompareCommand(const std::vector<std::string>& args, std::ostream& out, std:
   out << printed[0];
   if (!printed[0].empty() && printed[0].back() != '\n') out << "\n";
   if (printed[1] != printed[0]) {
-    out << fmt::format("note: with pooling on the program printed something else: {}\n", sides[1].output);
+    out << fmt::format("note: with pooling on the program printed something else: {}{}\n", sides[1].output,
+                       keep ? "" : " (removed when compare ends; --keep keeps it)");
   }
   if (!printed[0].empty() || printed[1] != printed[0]) out << "\n";
   int first_failure = 0;
@@ -358,7 +390,7 @@ int CompareCommand(const std::vector<std::string>& args, std::ostream& out, std:
                          HowItEnded(sides[i].child), sides[i].running, sides[i].child.run);
   }
   if (IsTree(trees[0]) || IsTree(trees[1]) || !globs.empty() || no_children) {
-    return CompareTrees(shown, report_dir, trees, sides[0].child, sides[1].child, globs,
+    return CompareTrees(shown, report_dir, keep, trees, sides[0].child, sides[1].child, globs,
                         no_children, fail_on_leak, first_failure, html, out, err);
   }
   for (Side& side : sides) {
@@ -373,7 +405,8 @@ int CompareCommand(const std::vector<std::string>& args, std::ostream& out, std:
     side.loaded = *std::move(loaded);
   }
   out << fmt::format("poolscope compare: {}\n", CommandLine(shown));
-  out << fmt::format("reports: {} (off), {} (on)\n\n", sides[0].report, sides[1].report);
+  out << fmt::format("reports: {} (off), {} (on){}\n\n", sides[0].report, sides[1].report,
+                     Kept(keep, sides[0].report, sides[1].report));
   RunFacts facts[2];
   for (int i = 0; i < 2; ++i) {
     facts[i].wall_seconds = sides[i].child.wall_seconds;

@@ -11,6 +11,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -83,6 +84,11 @@ std::string DescribeRun(const std::string& key, const std::vector<const TreeProc
   }
   return fmt::format("{} (root pid {}{})", OneLine(BaseName(root->exe.empty() ? "?" : root->exe)), root_pid,
                      when);
+}
+
+int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) {
+  remove(path);
+  return 0;
 }
 
 }  // namespace
@@ -178,6 +184,11 @@ std::string TreeFolderOf(const std::string& file, const nlohmann::json& doc) {
     if (HoldsDescendantOf(folder, name)) return folder;
   }
   return "";
+}
+
+void RemoveTemporaryFolder(const std::string& dir) {
+  if (dir.empty()) return;
+  nftw(dir.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 }  // namespace poolscope::tools

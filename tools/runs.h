@@ -49,6 +49,9 @@ std::vector<std::string> RunFoldersIn(const std::string& folder);
 // descendants' reports (`FILE.PID` beside it or in its run folder), else "".
 std::string TreeFolderOf(const std::string& file, const nlohmann::json& doc);
 
+// Removes `dir`, a temporary folder of poolscope's, with everything in it.
+void RemoveTemporaryFolder(const std::string& dir);
+
 }  // namespace poolscope::tools
 
 #endif  // POOLSCOPE_TOOLS_RUNS_H_

@@ -316,6 +316,7 @@ TEST(CompareCommandTest, UsageErrorsBeforeAnythingRuns) {
   ExpectUsageError({"compare", "--fail-on-leak=1"}, "poolscope: --fail-on-leak: takes no value");
   ExpectUsageError({"compare", "--lib=/bin/true", "--report-dir=/etc/passwd/out", "--", "true"},
                    "poolscope: --report-dir: /etc/passwd: not a directory");
+  ExpectUsageError({"compare", "--keep=1"}, "poolscope: --keep: takes no value");
   // Each run's reports in a folder of its own, DIR/off and DIR/on: one taken by a file is refused.
   const std::string dir = ::testing::TempDir() + "/compare_dir";
   mkdir(dir.c_str(), 0700);

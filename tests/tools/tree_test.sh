@@ -57,7 +57,7 @@ on_files=("$T/cmp/on/on.json" "$T/cmp/on"/on.json.[0-9]*)
 [ "$(cd "$T/cmp" && echo *)" = "off off.stdout on on.stdout" ] || fail "compare's folder holds: $(ls "$T/cmp")"
 [ "$(ls "$T/cmp/off" | wc -l)" = 4 ] && [ "$(ls "$T/cmp/on" | wc -l)" = 4 ] ||
   fail "the runs' folders hold more than their reports: $(ls "$T/cmp/off" "$T/cmp/on")"
-grep -qxF "reports: $T/cmp/off (4 processes, pooling off), $T/cmp/on (4 processes, pooling on)" "$T/cmp.out" ||
+grep -qxF "reports: $T/cmp/off (4 processes, pooling off), $T/cmp/on (4 processes, pooling on); kept: poolscope diff $T/cmp/off $T/cmp/on" "$T/cmp.out" ||
   fail "the reports' line: $(grep '^reports' "$T/cmp.out")"
 # One run per folder, named alike in every report of it, another in the other folder.
 runs() { for f in "$@"; do field "$f" process.run; done | sort -u; }
