@@ -36,6 +36,7 @@
 #include "interpose/shim.h"
 #include "interpose/shim_internal.h"
 #include "interpose/snapshot.h"
+#include "interpose/tracking.h"
 
 namespace poolscope {
 
@@ -601,6 +602,8 @@ extern "C" __attribute__((visibility("default"))) int poolscope_attach_start(voi
     return -3;
   }
   ps::g_attached_ns = ps::NowNs();
+  // The hooks below add a frame of poolscope's own under every call: stacks start above it.
+  if (ps::TrackingOn()) ps::TrackingHooked();
   ps::PatchAll(0);
   ps::PatchAll(1);
   return static_cast<int>(ps::g_slots_patched);

@@ -209,6 +209,8 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   // any other process the one that forked it (a fork() child) or that it was started by (getppid()
   // at start-up). Whether that parent was itself preloaded is for the reader to see in the tree.
   w.FieldIntOrNull("root_pid", p.root_pid != 0, p.root_pid);
+  // The run (POOLSCOPE_RUN): the same in every report of one run, so no two runs' reports are merged.
+  w.FieldStrOrNull("run", p.run[0] != '\0', p.run);
   w.Key("parent_pid");
   if (p.forked_from != 0) {
     w.Int(p.forked_from);

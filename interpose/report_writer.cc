@@ -47,8 +47,24 @@ const char* Basename(const char* path) {
   return slash != nullptr ? slash + 1 : path;
 }
 
+// A process of a run of `poolscope run`/`compare` other than the one it started: a fork() child, or
+// a process exec'd under the root.
+bool Descendant(const ProcessInfo& p) {
+  return p.forked_from != 0 || (p.root_pid != 0 && p.root_pid != p.pid);
+}
+
+// Under `poolscope run`/`compare`, a descendant writes into the run's own folder (POOLSCOPE_RUN_DIR),
+// which the first one to write there makes (its parent was made, or checked, before the run began).
+// Returns the folder, or null when the report goes where its template says.
+const char* RunDir(const ProcessInfo& p) {
+  if (p.run_dir[0] == '\0' || !Descendant(p)) return nullptr;
+  mkdir(p.run_dir, 0777);
+  return p.run_dir;
+}
+
 // Expands the template (report/report_path.h) and resolves a relative path against the start-up
-// folder. False if it does not fit.
+// folder; a descendant's file goes to the run's folder (RunDir, which makes it). False if it does not
+// fit.
 bool ExpandPath(const Options& o, const ProcessInfo& p, char* out, size_t cap) {
   char start[24];
   report::ReportPathValues values;
@@ -61,14 +77,23 @@ bool ExpandPath(const Options& o, const ProcessInfo& p, char* out, size_t cap) {
   if (n >= cap) return false;
   // Two processes never share one report: a fork() child, or an exec'd descendant of `poolscope run`,
   // gets its pid appended when the path has no %p.
-  bool descendant = p.forked_from != 0 || (p.root_pid != 0 && p.root_pid != p.pid);
-  if (!expanded.has_pid && descendant) {
+  if (!expanded.has_pid && Descendant(p)) {
     char num[24];
     report::FormatDecimal(static_cast<uint64_t>(p.pid), num);
     size_t k = strlen(num);
     if (n + 1 + k >= cap) return false;
     out[n] = '.';
     memcpy(out + n + 1, num, k + 1);
+  }
+  if (const char* dir = RunDir(p)) {
+    // The file's name in the run's folder.
+    const char* slash = strrchr(out, '/');
+    const char* name = slash != nullptr ? slash + 1 : out;
+    const size_t d = strlen(dir), k = strlen(name);
+    if (d + 1 + k >= cap) return false;
+    memmove(out + d + 1, name, k + 1);
+    memcpy(out, dir, d);
+    out[d] = '/';
   }
   return true;
 }
@@ -225,6 +250,16 @@ void InitProcessInfo(ProcessInfo* p, const Options& o) {
   p->start_ns = NowNs();
   const char* root = getenv("POOLSCOPE_ROOT_PID");
   p->root_pid = root != nullptr ? static_cast<pid_t>(atoi(root)) : 0;
+  // The run and its folder, set by `poolscope run`/`compare` beside POOLSCOPE_ROOT_PID; a value that
+  // does not fit is left out (the report then goes where its template says).
+  const char* run = getenv("POOLSCOPE_RUN");
+  p->run[0] = '\0';
+  if (p->root_pid != 0 && run != nullptr && strlen(run) < sizeof p->run) strcpy(p->run, run);
+  const char* run_dir = getenv("POOLSCOPE_RUN_DIR");
+  p->run_dir[0] = '\0';
+  if (p->root_pid != 0 && run_dir != nullptr && run_dir[0] == '/' && strlen(run_dir) < sizeof p->run_dir) {
+    strcpy(p->run_dir, run_dir);
+  }
   ssize_t n = readlink("/proc/self/exe", p->exe, sizeof p->exe - 1);
   p->exe[n > 0 ? n : 0] = '\0';
   if (getcwd(p->cwd, sizeof p->cwd) == nullptr) p->cwd[0] = '\0';

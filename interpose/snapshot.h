@@ -22,6 +22,8 @@ struct ProcessInfo {
   pid_t ppid;
   pid_t forked_from;  // 0 unless a child of fork() that has not exec'd
   pid_t root_pid;     // POOLSCOPE_ROOT_PID, 0 when unset
+  char run[64];       // POOLSCOPE_RUN: the run of `poolscope run`/`compare` this process belongs to, "" when unset
+  char run_dir[1024];  // POOLSCOPE_RUN_DIR: the folder of that run's reports, "" when unset
   uint64_t start_ns;
   char exe[1024];
   char cwd[1024];
@@ -85,7 +87,8 @@ const ProcessInfo& CurrentProcess();
 void RecordBadFree(const void* p, bool is_double);
 void StartSnapshots(const Options& o);
 // Under `poolscope run`/`compare`, in every process but the root (at load, and in a fork() child):
-// leaves ".poolscope-started.<root_pid>.<pid>" in the report's folder, holding "<parent pid> <exe>",
+// leaves ".poolscope-started.<root_pid>.<pid>" in the report's folder (the run's folder,
+// POOLSCOPE_RUN_DIR, when set), holding "<parent pid> <exe>",
 // so that the command learns of a descendant that ended without writing a report. Allocates nothing.
 void NoteStarted();
 // Writes the exit report, once per process (later calls do nothing and return 0), and the one line

@@ -28,10 +28,14 @@ namespace poolscope {
 using tracking_internal::AddToSite;
 using tracking_internal::AllocStackId;
 using tracking_internal::FlushSite;
+using tracking_internal::HookFrames;
+using tracking_internal::IsOwn;
 using tracking_internal::g_arena_records;
 using tracking_internal::g_arenas_lock;
 using tracking_internal::g_depot;
+using tracking_internal::FromDepth;
 using tracking_internal::g_depth;
+using tracking_internal::g_hooked;
 using tracking_internal::g_on;
 using tracking_internal::g_pooled_blocks;
 using tracking_internal::g_recent;
@@ -151,7 +155,6 @@ std::atomic<int> g_own_frames{2};
 constexpr int kMaxOwn = 4;
 uintptr_t g_own_lo[kMaxOwn], g_own_hi[kMaxOwn];
 int g_nown = 0;
-
 int FindOwnSegments(struct dl_phdr_info* info, size_t, void* arg) {
   uintptr_t self = reinterpret_cast<uintptr_t>(arg);
   for (int i = 0; i < info->dlpi_phnum; ++i) {
@@ -172,14 +175,18 @@ int FindOwnSegments(struct dl_phdr_info* info, size_t, void* arg) {
   return 0;
 }
 
+}  // namespace
+
+namespace tracking_internal {
+bool g_hooked = false;
+
 bool IsOwn(uintptr_t pc) {
   for (int i = 0; i < g_nown; ++i) {
     if (pc >= g_own_lo[i] && pc < g_own_hi[i]) return true;
   }
   return false;
 }
-
-}  // namespace
+}  // namespace tracking_internal
 
 bool TrackingInit(int stack_depth, PooledBlockWalk pooled_blocks) {
   g_pooled_blocks = pooled_blocks;
@@ -197,6 +204,8 @@ bool TrackingInit(int stack_depth, PooledBlockWalk pooled_blocks) {
 }
 
 bool TrackingOn() { return g_on; }
+
+void TrackingHooked() { g_hooked = true; }
 
 uint64_t TrackingUnrecorded() { return g_on ? g_table->refused() : 0; }
 
@@ -222,10 +231,12 @@ uint32_t CaptureStackId(int skip, const track::StartFrame* from) {
   // Unwinding costs per frame, so ask for the program's frames plus as many of our own as a call has
   // been seen to carry (learned, only ever raised); a capture that comes back full with too few
   // program frames had more of ours than that and is taken again, deeper. A capture from the
-  // program's own frame has none of ours to skip (skip -1 tells its stack ids from the others').
+  // program's own frame has none of ours to skip (skip -1 tells its stack ids from the others'), but
+  // for an attach hook's frame (HookFrames), which it drops.
   int own = g_own_frames.load(std::memory_order_relaxed);
   TrackBlock* const block = mine ? BlockOf(tt) : nullptr;
   int n, first, want;
+  int hook = 0;  // the attach hook's frame, first in a capture from `from`
   bool with_memo;
   for (;;) {
     want = g_depth + own < track::kMaxStackDepth ? g_depth + own : track::kMaxStackDepth;
@@ -233,9 +244,10 @@ uint32_t CaptureStackId(int skip, const track::StartFrame* from) {
     track::CaptureMemo* memo = with_memo ? &block->memo : nullptr;
     n = -1;
     if (from != nullptr) {
-      n = track::CaptureStackFrom(*from, pcs, g_depth, memo);
+      hook = HookFrames(*from);
+      n = track::CaptureStackFrom(*from, pcs, FromDepth(hook), memo);
       if (n >= 0) {
-        want = g_depth;
+        want = FromDepth(hook);
         skip = -1;
       } else {
         from = nullptr;  // the walk cannot go on from there: from here, with the unwinder behind it
@@ -254,7 +266,10 @@ uint32_t CaptureStackId(int skip, const track::StartFrame* from) {
       return tt.last_id;
     }
     first = 0;
-    if (skip < 0) break;
+    if (skip < 0) {
+      first = hook < n ? hook : n;
+      break;
+    }
     while (first < n && IsOwn(pcs[first])) ++first;
     if (n < want || n - first >= g_depth || want == track::kMaxStackDepth) break;
     own = first + 1;  // at least one more than this capture showed, in case the last one was ours too

@@ -34,6 +34,9 @@ using PooledBlockWalk = void (*)(void (*fn)(uintptr_t ptr, uint32_t size, uint32
 // `pooled_blocks`: how the live pooled blocks are found (nullptr: there are none).
 bool TrackingInit(int stack_depth, PooledBlockWalk pooled_blocks);
 bool TrackingOn();
+// `poolscope attach` is about to route the program's calls through its hooks (attach.cc): from then on
+// a hook's frame at the top of a captured stack is dropped, so stacks start at the program's call.
+void TrackingHooked();
 // Live blocks the table could not record (no memory for it: an address-space limit); while it is
 // nonzero the report's leaks are incomplete and it says `tracked: false`.
 uint64_t TrackingUnrecorded();

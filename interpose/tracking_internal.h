@@ -47,6 +47,20 @@ extern track::RecentBlocks* g_recent;  // each thread's young blocks, in front o
 extern Site* g_sites;
 extern int g_depth;
 extern bool g_on;
+// Attached (TrackingHooked): the program reaches each entry point through a hook of poolscope's own
+// (attach.cc), so the frame that called the entry point is the hook's, one below the program's.
+extern bool g_hooked;
+// Whether pc lies in libpoolscope.so's code.
+bool IsOwn(uintptr_t pc);
+
+// The frames of poolscope's own that a capture from `from` starts with: the attach hook's, else none.
+// Such a capture takes one frame more (FromDepth) and drops it, so the stack starts at the program's call.
+inline int HookFrames(const track::StartFrame& from) {
+  return __builtin_expect(g_hooked, false) && IsOwn(from.ra) ? 1 : 0;
+}
+inline int FromDepth(int hook) {
+  return g_depth + hook < track::kMaxStackDepth ? g_depth + hook : track::kMaxStackDepth;
+}
 
 // A thread's memo of its last capture (stack_capture.h, about 3 KiB) and the stacks it interned
 // lately (stack_id_cache.h, 72 KiB), in one mapping of its own made on its first capture (over
@@ -124,14 +138,15 @@ inline void NoteMemoCapture(TrackThread& tt, uint32_t steps, uint32_t reused) {
 // The stack of the last capture from the program's frame, when a capture from `from` would repeat it
 // (its id is last_id): checked, not walked nor looked up. False when it cannot tell.
 inline bool RepeatedStack(TrackThread& tt, const track::StartFrame& from, uint32_t* id) {
-  if (tt.busy != 0 || tt.memo_off != 0 || tt.last_skip != -1 || tt.last_want != g_depth ||
+  const int want = FromDepth(HookFrames(from));
+  if (tt.busy != 0 || tt.memo_off != 0 || tt.last_skip != -1 || tt.last_want != want ||
       tt.block == nullptr) {
     return false;
   }
   tt.busy = 1;
   std::atomic_signal_fence(std::memory_order_seq_cst);
   const track::CaptureMemo& memo = tt.block->memo;
-  const bool repeats = track::RepeatsLastCapture(from, g_depth, memo);
+  const bool repeats = track::RepeatsLastCapture(from, want, memo);
   if (repeats) {
     NoteMemoCapture(tt, memo.last_steps, memo.last_steps);
     *id = tt.last_id;

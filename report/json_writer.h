@@ -53,6 +53,10 @@ class JsonWriter {
     Key(k);
     known ? UInt(v) : Null();
   }
+  void FieldStrOrNull(const char* k, bool known, const char* v) {
+    Key(k);
+    known ? String(v) : Null();
+  }
 
   // True when every object and array opened was closed.
   bool complete() const { return depth_ == 0 && wrote_any_; }

@@ -163,6 +163,15 @@ void SchemaCheck::Process() {
                           ", expected \"SIGTERM\", \"SIGINT\" or \"SIGHUP\" with process.reason \"signal\"");
     }
   }
+  // The run of `poolscope run`/`compare` a report belongs to (absent in reports older than the field).
+  const json* run = Find(*p, "run");
+  if (run != nullptr && !run->is_null()) {
+    if (!run->is_string() || run->get<std::string>().empty()) {
+      problems_.push_back("process.run must be null or a non-empty string, got " + check::Text(*run));
+    } else if (!check::IsInt(Find(*p, "root_pid"))) {
+      problems_.push_back("process.run = " + check::Text(*run) + " without an integer process.root_pid");
+    }
+  }
   const json* forked_from = Find(*p, "forked_from");
   if (forked_from != nullptr && !forked_from->is_null() && !check::IsInt(forked_from)) {
     problems_.push_back("process.forked_from must be null or a pid, got " + check::Text(*forked_from));

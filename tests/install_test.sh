@@ -68,8 +68,8 @@ for r in a b; do
     "$r.json" "$here/prog" 2> /dev/null || { echo "FAIL: $r.json is not a report of $here/prog"; fail=1; }
 done
 
-# compare with no command: the installed demo.
-status=0; "${user_env[@]}" poolscope compare > compare.out 2> compare.err || status=$?
+# compare with no command: the installed demo (its reports kept, to be read below).
+status=0; "${user_env[@]}" poolscope compare --keep > compare.out 2> compare.err || status=$?
 check "compare (the demo): exit 0" [ "$status" = 0 ]
 check "compare names the demo by its name" grep -q "^poolscope compare: demo_workload\$" compare.out
 # The demo it ran is the installed one: its report names the executable.

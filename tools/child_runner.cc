@@ -7,6 +7,7 @@
 #include "tools/child_runner.h"
 
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <csignal>
 #include <cstdio>
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include "fmt/format.h"
+#include "report/report_path.h"
 
 extern char** environ;
 
@@ -31,6 +33,8 @@ namespace poolscope::tools {
 namespace {
 
 constexpr char kRootPidPrefix[] = "POOLSCOPE_ROOT_PID=";
+constexpr char kRunPrefix[] = "POOLSCOPE_RUN=";
+constexpr char kRunDirPrefix[] = "POOLSCOPE_RUN_DIR=";
 
 bool StartsWith(const char* text, const char* prefix) {
   return std::strncmp(text, prefix, std::strlen(prefix)) == 0;
@@ -57,6 +61,30 @@ void WriteRootPid(char* buffer, pid_t pid) {
   buffer[at] = '\0';
 }
 
+// The run's variables (ChildSpec::run) for the child `pid`, written into `run` and `run_dir` (each
+// with room for its prefix and PATH_MAX more) without allocating (async-signal-safe); `run_dir` is
+// left empty without a folder.
+void WriteRun(char* run, char* run_dir, size_t cap, const ChildSpec& spec, uint64_t start_ns, pid_t pid) {
+  char pid_text[24], ns_text[24];
+  report::FormatDecimal(static_cast<uint64_t>(pid), pid_text);
+  report::FormatDecimal(start_ns, ns_text);
+  size_t n = 0;
+  for (const char* part : {static_cast<const char*>(kRunPrefix), static_cast<const char*>(pid_text), "-",
+                           static_cast<const char*>(ns_text)}) {
+    for (; *part != '\0' && n + 1 < cap; ++part) run[n++] = *part;
+  }
+  run[n] = '\0';
+  run_dir[0] = '\0';
+  if (spec.run_folder.empty()) return;
+  const size_t at = sizeof(kRunDirPrefix) - 1;
+  std::memcpy(run_dir, kRunDirPrefix, at);
+  report::ReportPathValues values;
+  values.pid = static_cast<int>(pid);
+  values.exe = spec.run_exe.c_str();
+  values.start = spec.run_start.c_str();
+  report::ExpandReportPath(spec.run_folder.c_str(), values, run_dir + at, cap - at);
+}
+
 }  // namespace
 
 std::vector<std::string> ChildEnvironment(char** current, const std::string& preload,
@@ -66,7 +94,8 @@ std::vector<std::string> ChildEnvironment(char** current, const std::string& pre
   for (char** entry = current; entry != nullptr && *entry != nullptr; ++entry) {
     if (StartsWith(*entry, "LD_PRELOAD=")) {
       existing_preload = *entry + std::strlen("LD_PRELOAD=");
-    } else if (StartsWith(*entry, "POOLSCOPE_OPTIONS=") || StartsWith(*entry, kRootPidPrefix)) {
+    } else if (StartsWith(*entry, "POOLSCOPE_OPTIONS=") || StartsWith(*entry, kRootPidPrefix) ||
+               StartsWith(*entry, kRunPrefix) || StartsWith(*entry, kRunDirPrefix)) {
       continue;
     } else {
       env.emplace_back(*entry);
@@ -90,6 +119,16 @@ ChildResult RunChild(const ChildSpec& spec) {
   char root_pid[sizeof(kRootPidPrefix) + 24];
   WriteRootPid(root_pid, 0);
   envp.push_back(root_pid);
+  // The run's variables, filled in with the child's pid (and a folder that may name it) after fork.
+  constexpr size_t kRunCap = sizeof(kRunDirPrefix) + PATH_MAX;
+  std::vector<char> run(kRunCap), run_dir(kRunCap);
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  const uint64_t start_ns = static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
+  if (spec.run) {
+    envp.push_back(run.data());
+    if (!spec.run_folder.empty()) envp.push_back(run_dir.data());
+  }
   envp.push_back(nullptr);
   std::vector<std::string> argv_storage = spec.argv;
   std::vector<char*> argv;
@@ -140,6 +179,7 @@ ChildResult RunChild(const ChildSpec& spec) {
       _exit(126);
     }
     WriteRootPid(root_pid, getpid());
+    if (spec.run) WriteRun(run.data(), run_dir.data(), kRunCap, spec, start_ns, getpid());
     environ = envp.data();
     execvp(argv[0], argv.data());
     int error = errno;
@@ -156,6 +196,11 @@ ChildResult RunChild(const ChildSpec& spec) {
   } while (got < 0 && errno == EINTR);
   close(error_pipe[0]);
   result.pid = pid;
+  if (spec.run) {
+    WriteRun(run.data(), run_dir.data(), kRunCap, spec, start_ns, pid);
+    result.run = run.data() + sizeof(kRunPrefix) - 1;
+    if (!spec.run_folder.empty()) result.run_dir = run_dir.data() + sizeof(kRunDirPrefix) - 1;
+  }
   result.started = got != static_cast<ssize_t>(sizeof(exec_error));
   if (!result.started) {
     result.exec_errno = exec_error;
@@ -281,5 +326,13 @@ std::string ObstacleOf(const std::string& file, int depth) {
 }  // namespace
 
 std::string PreloadObstacle(const std::string& program) { return ObstacleOf(FindInPath(program), 0); }
+
+std::string ProgramName(const std::string& program) {
+  std::string path = FindInPath(program);
+  char resolved[PATH_MAX];
+  if (!path.empty() && realpath(path.c_str(), resolved) != nullptr) path = resolved;
+  if (path.empty()) path = program;
+  return path.substr(path.rfind('/') + 1);
+}
 
 }  // namespace poolscope::tools

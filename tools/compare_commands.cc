@@ -25,6 +25,7 @@
 #include "tools/commands.h"
 #include "tools/locate.h"
 #include "tools/process_tree.h"
+#include "tools/runs.h"
 #include "tools/subcommands.h"
 #include "tools/tree_reports.h"
 
@@ -65,7 +66,7 @@ std::string CompareHints(const nlohmann::json& on) {
   return out;
 }
 
-constexpr char kCompareUsage[] = R"(usage: poolscope compare [--options=K=V:...] [--lib=PATH] [--report-dir=DIR] [--fail-on-leak] [--process=GLOB] [--no-children] [--html=FILE] [-- CMD [ARGS...]]
+constexpr char kCompareUsage[] = R"(usage: poolscope compare [--options=K=V:...] [--lib=PATH] [--report-dir=DIR] [--keep] [--fail-on-leak] [--process=GLOB] [--no-children] [--html=FILE] [-- CMD [ARGS...]]
 
 Runs CMD twice with libpoolscope.so preloaded, pooling off (pool=0) then on (pool=1), each with its
 own report, and prints one table on stdout: logical and real allocations, real frees, real blocks
@@ -74,19 +75,25 @@ peak RSS, pooling off | on | change, then a verdict and hints (what the detector
 python, its own allocator). Progress goes to stderr. With no CMD it runs
 the bundled demo workload (threads opening confined arenas, plus a few deliberate leaks).
 
-CMD's stdout is kept in DIR/off.stdout and DIR/on.stdout and shown once, the first run's, before
-the table (with a note when the second run printed something else); its stderr is left alone.
+Each run's reports go to a folder of its own: DIR/off/off.json and DIR/on/on.json. DIR is a new
+temporary directory, removed when compare ends unless --keep, or the --report-dir, which is kept;
+the line naming the reports says which. CMD's stdout is kept in DIR/off.stdout and DIR/on.stdout
+and shown once, the first run's, before the table (with a note when the second run printed
+something else); its stderr is left alone.
 
 When CMD starts other programs (a shell, make, a launcher script), each preloaded process writes
-its report (DIR/off.json.PID, DIR/on.json.PID); the table then gives totals over the process tree,
-followed by a table of its processes (the top 10 by logical allocations, the two runs' processes
-matched by their place in the tree and their executable), and any without a report.
+its report into its run's folder (DIR/off/off.json.PID, DIR/on/on.json.PID); the table then gives
+totals over the process tree, followed by a table of its processes (the top 10 by logical
+allocations, the two runs' processes matched by their place in the tree and their executable), and
+any without a report. `poolscope diff DIR/off DIR/on` compares the kept trees again.
 
 flags:
   --options=K=V:...   more POOLSCOPE_OPTIONS for both runs (not pool= or report=)
   --lib=PATH          libpoolscope.so to preload (found as for `run`)
-  --report-dir=DIR    write the reports to DIR/off.json and DIR/on.json (default: a new
-                      temporary directory); they stay there for `poolscope diff` and `report`
+  --report-dir=DIR    write the reports to DIR/off/ and DIR/on/ (made when missing) and keep them
+                      (default: a new temporary directory)
+  --keep              keep the temporary directory and its reports for `poolscope diff` and
+                      `report` (default: removed when compare ends)
   --fail-on-leak      exit 1 when the program itself loses blocks in either run: definitely or
                       indirectly lost blocks (the reachability scan, track=1); without a scan,
                       leak_check.program_leak_blocks with --options=leak_exitcode=N, else
@@ -106,8 +113,10 @@ bad usage, a missing library, or a run that exited 0 but wrote no readable repor
 
 constexpr char kDiffUsage[] = R"(usage: poolscope diff [--fail-on-leak] [--process=GLOB] [--no-children] [--html=FILE] A.json|A_FOLDER B.json|B_FOLDER
 
-With two folders of reports (the reports of two runs' process trees), the table gives totals over
-each tree and a table of their processes matched by place in the tree.
+With two folders of reports (each the folder of one run's process tree: `run`'s folder, or
+compare's DIR/off and DIR/on), the table gives totals over each tree and a table of their
+processes matched by place in the tree, and the leaks by stack cover every process. A folder that
+holds the reports of more than one run is refused (status 2); they are never merged.
 
 Prints the table of `poolscope compare` from two saved reports, A (before) and B (after), with the
 verdict of B, then their leaks matched by stack. Wall time comes from the reports' start and end
@@ -183,6 +192,23 @@ void WriteComparePage(const std::string& path, const std::string& title, const s
   err << fmt::format("poolscope: comparison page written to {}\n", path);
 }
 
+// What becomes of compare's reports, after the line that names them: kept, and how to compare them
+// again, or removed when compare ends.
+std::string Kept(bool keep, const std::string& off, const std::string& on) {
+  if (!keep) return "; removed when compare ends (--keep keeps them)";
+  return fmt::format("; kept: poolscope diff {} {}", ShellQuote(off), ShellQuote(on));
+}
+
+// A temporary folder of compare's, removed with everything in it when the command ends (path empty:
+// nothing to remove).
+struct TemporaryFolder {
+  std::string path;
+  TemporaryFolder() = default;
+  TemporaryFolder(const TemporaryFolder&) = delete;
+  TemporaryFolder& operator=(const TemporaryFolder&) = delete;
+  ~TemporaryFolder() { RemoveTemporaryFolder(path); }
+};
+
 // The report of a tree's root process, whose timeline a comparison page shows; null without one.
 const nlohmann::json& RootDoc(const ProcessTree& tree) {
   static const nlohmann::json kNone;
@@ -192,7 +218,7 @@ const nlohmann::json& RootDoc(const ProcessTree& tree) {
   return kNone;
 }
 
-int CompareTrees(const std::vector<std::string>& shown, const std::string& report_dir,
+int CompareTrees(const std::vector<std::string>& shown, const std::string& report_dir, bool keep,
                  ProcessTree (&trees)[2], const ChildResult& off, const ChildResult& on,
                  const std::vector<std::string>& globs, bool no_children, bool fail_on_leak,
                  int first_failure, const std::string& html, std::ostream& out, std::ostream& err) {
@@ -205,7 +231,7 @@ int CompareTrees(const std::vector<std::string>& shown, const std::string& repor
     if (!totals[i].contains("logical")) {
       err << fmt::format("poolscope: {}/{}: no readable report of the selected processes ({}, exit "
                          "status {})\n",
-                         report_dir, i == 0 ? "off.json" : "on.json",
+                         report_dir, i == 0 ? "off" : "on",
                          i == 0 ? "pooling off" : "pooling on",
                          (i == 0 ? off : on).exit_status);
       return first_failure != 0 ? first_failure : kExitUsage;
@@ -218,9 +244,9 @@ int CompareTrees(const std::vector<std::string>& shown, const std::string& repor
   std::string which;
   for (const std::string& glob : globs) which += (which.empty() ? "" : ", ") + glob;
   out << fmt::format("poolscope compare: {}\n", CommandLine(shown));
-  out << fmt::format("reports: {}/off.json* ({} processes, pooling off), {}/on.json* ({} processes, "
-                     "pooling on)\n",
-                     report_dir, reports[0], report_dir, reports[1]);
+  out << fmt::format("reports: {}/off ({} processes, pooling off), {}/on ({} processes, pooling on){}\n",
+                     report_dir, reports[0], report_dir, reports[1],
+                     Kept(keep, report_dir + "/off", report_dir + "/on"));
   out << fmt::format("totals over {}\n\n",
                      no_children ? std::string("the root process only")
                      : which.empty() ? std::string("the whole process tree")
@@ -247,7 +273,7 @@ int CompareCommand(const std::vector<std::string>& args, std::ostream& out, std:
   FlagParser flags(args, 2, "poolscope compare");
   std::string options, lib, report_dir, html;
   std::vector<std::string> globs;
-  bool fail_on_leak = false, no_children = false;
+  bool fail_on_leak = false, no_children = false, keep = false;
   while (!flags.Done()) {
     if (flags.AtDoubleDash()) {
       flags.Next();
@@ -264,6 +290,10 @@ int CompareCommand(const std::vector<std::string>& args, std::ostream& out, std:
     }
     if (flags.Switch({"--fail-on-leak"})) {
       fail_on_leak = true;
+      continue;
+    }
+    if (flags.Switch({"--keep"})) {
+      keep = true;
       continue;
     }
     if (ProcessFlags(flags, &globs, &no_children)) continue;
@@ -286,9 +316,15 @@ int CompareCommand(const std::vector<std::string>& args, std::ostream& out, std:
   if (!obstacle.empty()) {
     throw CliError{command[0], obstacle + ", so LD_PRELOAD cannot load poolscope into it: nothing to compare"};
   }
-  if (report_dir.empty()) {
+  // A folder of compare's own is removed when it ends (also after an error), unless --keep; one the
+  // user named is always kept.
+  const bool temporary = report_dir.empty();
+  TemporaryFolder made;
+  if (temporary) {
     report_dir = MakeTempDirectory("poolscope");
+    if (!keep) made.path = report_dir;
   } else {
+    keep = true;
     EnsureWritableDirectory(AbsolutePath(report_dir), "--report-dir");
   }
   report_dir = AbsolutePath(report_dir);
@@ -297,27 +333,38 @@ int CompareCommand(const std::vector<std::string>& args, std::ostream& out, std:
   std::vector<std::string> shown = command;
   if (bundled_demo) shown[0] = "demo_workload";
 
+  // Each run's reports in a folder of its own, DIR/off and DIR/on (runs.h).
   struct Side {
     bool pool_on;
     const char* label;
+    std::string folder;
     std::string report;
     std::string output;  // the child's stdout, shown once before the table
     ChildResult child;
     Report loaded;
     std::vector<KnownProcess> running;
   };
-  Side sides[2] = {
-      {false, "run 1 of 2, pooling off", report_dir + "/off.json", report_dir + "/off.stdout", {}, {}, {}},
-      {true, "run 2 of 2, pooling on", report_dir + "/on.json", report_dir + "/on.stdout", {}, {}, {}}};
+  Side sides[2] = {{false, "run 1 of 2, pooling off", report_dir + "/off", report_dir + "/off/off.json",
+                    report_dir + "/off.stdout", {}, {}, {}},
+                   {true, "run 2 of 2, pooling on", report_dir + "/on", report_dir + "/on/on.json",
+                    report_dir + "/on.stdout", {}, {}, {}}};
+  for (const Side& side : sides) EnsureWritableDirectory(side.folder, temporary ? "compare" : "--report-dir");
   err << fmt::format("poolscope: comparing {}\n", CommandLine(shown));
   for (Side& side : sides) {
     RemoveTreeReports(side.report);
     Flush(out, err);
-    side.child = RunChild({command, library, BuildOptions(side.pool_on, extra, side.report),
-                           side.label, side.output});
+    ChildSpec spec;
+    spec.argv = command;
+    spec.preload = library;
+    spec.options = BuildOptions(side.pool_on, extra, side.report);
+    spec.progress_label = side.label;
+    spec.stdout_path = side.output;
+    spec.run = true;
+    spec.run_folder = side.folder;
+    side.child = RunChild(spec);
     if (side.child.started) {
       side.running = StillRunning(side.child.pid);
-      for (KnownProcess& p : StartMarkers(side.report, side.child.pid)) side.running.push_back(std::move(p));
+      for (KnownProcess& p : StartMarkers(side.folder, side.child.pid)) side.running.push_back(std::move(p));
     }
     if (!side.child.started) {
       err << fmt::format("poolscope: {}: {}\n", OneLine(command[0]), side.child.problem);
@@ -334,8 +381,8 @@ int CompareCommand(const std::vector<std::string>& args, std::ostream& out, std:
   out << printed[0];
   if (!printed[0].empty() && printed[0].back() != '\n') out << "\n";
   if (printed[1] != printed[0]) {
-    out << fmt::format("note: with pooling on the program printed something else: {}\n",
-                       sides[1].output);
+    out << fmt::format("note: with pooling on the program printed something else: {}{}\n", sides[1].output,
+                       keep ? "" : " (removed when compare ends; --keep keeps it)");
   }
   if (!printed[0].empty() || printed[1] != printed[0]) out << "\n";
   int first_failure = 0;
@@ -345,10 +392,10 @@ int CompareCommand(const std::vector<std::string>& args, std::ostream& out, std:
   ProcessTree trees[2];
   for (int i = 0; i < 2; ++i) {
     trees[i] = BuildTree(TemplateFiles(sides[i].report), sides[i].child.pid,
-                         HowItEnded(sides[i].child), sides[i].running);
+                         HowItEnded(sides[i].child), sides[i].running, sides[i].child.run);
   }
   if (IsTree(trees[0]) || IsTree(trees[1]) || !globs.empty() || no_children) {
-    return CompareTrees(shown, report_dir, trees, sides[0].child, sides[1].child, globs,
+    return CompareTrees(shown, report_dir, keep, trees, sides[0].child, sides[1].child, globs,
                         no_children, fail_on_leak, first_failure, html, out, err);
   }
   for (Side& side : sides) {
@@ -363,7 +410,8 @@ int CompareCommand(const std::vector<std::string>& args, std::ostream& out, std:
     side.loaded = *std::move(loaded);
   }
   out << fmt::format("poolscope compare: {}\n", CommandLine(shown));
-  out << fmt::format("reports: {} (off), {} (on)\n\n", sides[0].report, sides[1].report);
+  out << fmt::format("reports: {} (off), {} (on){}\n\n", sides[0].report, sides[1].report,
+                     Kept(keep, sides[0].report, sides[1].report));
   RunFacts facts[2];
   for (int i = 0; i < 2; ++i) {
     facts[i].wall_seconds = sides[i].child.wall_seconds;
@@ -449,6 +497,13 @@ int DiffCommand(const std::vector<std::string>& args, std::ostream& out, std::os
   }
   std::string mismatch = ExecutableMismatch(a.doc, b.doc);
   if (!mismatch.empty()) err << mismatch << "\n";
+  // Two roots of process trees: the files are compared as asked, and the trees' folders named.
+  const std::string tree_a = TreeFolderOf(files[0], a.doc), tree_b = TreeFolderOf(files[1], b.doc);
+  if (!tree_a.empty() && !tree_b.empty()) {
+    err << fmt::format("poolscope: diff: note: A and B are the root processes of runs whose reports are in "
+                       "{} and {}: poolscope diff {} {} compares the whole trees\n",
+                       OneLine(tree_a), OneLine(tree_b), ShellQuote(tree_a), ShellQuote(tree_b));
+  }
   out << fmt::format("poolscope diff: A = {}, B = {}\n\n", OneLine(files[0]), OneLine(files[1]));
   const std::string table =
       LedgerTable(a.doc, {}, b.doc, {}, label_a, label_b) + "\n" + LeakDiffSection(a.doc, b.doc, 20);

@@ -176,7 +176,8 @@ std::vector<std::string> ReportFilesIn(const std::string& folder) {
 }
 
 ProcessTree BuildTree(const std::vector<std::string>& files, int64_t root_pid,
-                      const std::string& root_missing, const std::vector<KnownProcess>& known) {
+                      const std::string& root_missing, const std::vector<KnownProcess>& known,
+                      const std::string& run) {
   ProcessTree tree;
   std::vector<TreeProcess> found;
   for (const std::string& file : files) {
@@ -190,6 +191,7 @@ ProcessTree BuildTree(const std::vector<std::string>& files, int64_t root_pid,
     p.pid = Count(report->doc, "process.pid").value_or(0);
     std::optional<int64_t> root = Count(report->doc, "process.root_pid");
     if (root_pid > 0 && p.pid != root_pid && root.value_or(0) != root_pid) continue;
+    if (!run.empty() && String(report->doc, "process.run").value_or(run) != run) continue;
     p.parent = Count(report->doc, "process.parent_pid").value_or(0);
     if (p.parent == 0 && !(root && *root == p.pid)) {
       // A report written without poolscope's command, or before parent_pid existed.

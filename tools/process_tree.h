@@ -52,9 +52,11 @@ std::vector<std::string> ReportFilesIn(const std::string& folder);
 
 // Reads `files` (unreadable or foreign ones go to `warnings`) and builds the tree. With
 // `root_pid` > 0 only reports whose process.root_pid is that pid, or whose pid is, are kept, and the
-// root is that pid (an entry without a report, `root_missing`, when it wrote none).
+// root is that pid (an entry without a report, `root_missing`, when it wrote none); with `run`, only
+// those whose process.run is `run` (or that have none).
 ProcessTree BuildTree(const std::vector<std::string>& files, int64_t root_pid,
-                      const std::string& root_missing, const std::vector<KnownProcess>& known);
+                      const std::string& root_missing, const std::vector<KnownProcess>& known,
+                      const std::string& run = "");
 
 // The entries that `globs` (fnmatch patterns, matched against the executable's path and its base
 // name; all entries when empty) select, and only the root with `root_only`. Indices into

@@ -19,6 +19,7 @@
 #include "tools/cli_common.h"
 #include "tools/commands.h"
 #include "tools/process_tree.h"
+#include "tools/runs.h"
 #include "tools/subcommands.h"
 #include "tools/tree_reports.h"
 
@@ -42,7 +43,9 @@ constexpr char kReportUsage[] = R"(usage: poolscope report [--format=text|html|f
 Renders a saved report on stdout. A folder of reports (files *.json and *.json.PID), or several
 files, is one process tree: totals, a table of its processes by logical allocations, then each of
 the top 10 rendered as one report (html: a section per process; folded: stacks under EXE [PID];
-json: an array). Unreadable files among readable ones are named in warnings on stderr.
+json: an array). Unreadable files among readable ones are named in warnings on stderr. The reports
+must be of one run: a folder that holds the reports of several runs (or only runs' folders, as
+compare's DIR holds off/ and on/) is refused with one line naming them (status 2).
 
 formats:
   text     (default) a page to read top to bottom: process, totals, both ledgers with calls by
@@ -185,6 +188,16 @@ std::string TreeReport(const ProcessTree& tree, const std::vector<size_t>& selec
   return out;
 }
 
+// A report that is the root of a process tree whose other reports are in a folder (runs.h): one line
+// on stderr saying where the whole tree is.
+void NoteTreeRoot(const std::string& file, const nlohmann::json& doc, std::ostream& err) {
+  const std::string folder = TreeFolderOf(file, doc);
+  if (folder.empty()) return;
+  err << fmt::format("poolscope: note: {} is the root process of a run whose reports are in {}: "
+                     "poolscope report {} shows the whole tree\n",
+                     OneLine(file), OneLine(folder), ShellQuote(folder));
+}
+
 }  // namespace
 
 int ReportCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -206,11 +219,13 @@ int ReportCommand(const std::vector<std::string>& args, std::ostream& out, std::
     ProcessTree tree = LoadTreeOperands(files, err);
     std::vector<size_t> selected = Selection(tree, globs, no_children);
     PrintWarnings(tree, err);
+    if (tree.processes.size() == 1) NoteTreeRoot(tree.processes[0].path, tree.processes[0].doc, err);
     out << TreeReport(tree, selected, files.size() == 1 ? files[0] : std::string(), format);
     return kExitOk;
   }
   const std::string& file = files[0];
   Report report = Load(file);
+  NoteTreeRoot(file, report.doc, err);
   if (format == "text") {
     out << TextReport(report.doc, file);
   } else if (format == "html") {

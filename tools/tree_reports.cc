@@ -21,6 +21,7 @@
 #include "report/ledger_table.h"
 #include "report/report_model.h"
 #include "tools/cli_common.h"
+#include "tools/runs.h"
 
 namespace poolscope::tools {
 
@@ -117,10 +118,7 @@ std::vector<std::string> TemplateFiles(const std::string& report_template) {
   return files;
 }
 
-std::vector<KnownProcess> StartMarkers(const std::string& report_template, int64_t root_pid) {
-  size_t slash = report_template.rfind('/');
-  std::string folder = slash == std::string::npos ? "." : report_template.substr(0, slash);
-  if (folder.empty()) folder = "/";
+std::vector<KnownProcess> StartMarkers(const std::string& folder, int64_t root_pid) {
   const std::string prefix = fmt::format(".poolscope-started.{}.", root_pid);
   std::vector<KnownProcess> out;
   DIR* dir = opendir(folder.c_str());
@@ -226,6 +224,15 @@ ProcessTree LoadTreeOperands(const std::vector<std::string>& operands, std::ostr
     }
     std::vector<std::string> in = ReportFilesIn(operand);
     if (in.empty()) {
+      // A folder of runs' folders (compare's): each is a run of its own, never merged with the others.
+      const std::vector<std::string> runs = RunFoldersIn(operand);
+      if (!runs.empty()) {
+        std::string names;
+        for (const std::string& run : runs) names += (names.empty() ? "" : ", ") + OneLine(run);
+        throw CliError{operand, fmt::format("no reports here, but {} folder{} of runs' reports, which are "
+                                            "never merged: {}; give one of them",
+                                            runs.size(), runs.size() == 1 ? "" : "s", names)};
+      }
       if (operands.size() == 1) throw CliError{operand, "no reports in this folder (files named *.json or *.json.PID)"};
       err << fmt::format("poolscope: warning: {}: no reports in this folder\n", OneLine(operand));
     }
@@ -238,6 +245,9 @@ ProcessTree LoadTreeOperands(const std::vector<std::string>& operands, std::ostr
     err.flush();
     throw CliError{first.substr(0, first.find(": ")), first.substr(first.find(": ") + 2)};
   }
+  std::string where;
+  for (const std::string& operand : operands) where += (where.empty() ? "" : " ") + operand;
+  RefuseMixedRuns(tree, where);
   return tree;
 }
 

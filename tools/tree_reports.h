@@ -33,10 +33,10 @@ std::vector<KnownProcess> StillRunning(int64_t root_pid);
 // %t as wildcards.
 std::vector<std::string> TemplateFiles(const std::string& report_template);
 
-// The processes of the tree of `root_pid` that left a start marker in `folder` (the library's
-// ".poolscope-started.ROOT.PID", holding "PARENT EXE"); every such marker is removed. A process among
-// them that wrote no report ended without one.
-std::vector<KnownProcess> StartMarkers(const std::string& report_template, int64_t root_pid);
+// The processes of the tree of `root_pid` that left a start marker in `folder`, the run's folder
+// (the library's ".poolscope-started.ROOT.PID", holding "PARENT EXE"); every such marker is removed.
+// A process among them that wrote no report ended without one.
+std::vector<KnownProcess> StartMarkers(const std::string& folder, int64_t root_pid);
 
 // Removes what an earlier run left at `report` and `report`.PID, for a path without `%`: a template
 // with `%p`, `%e` or `%t` names each run's files apart (and a run reads only its own tree's).
@@ -59,9 +59,10 @@ std::vector<size_t> Selection(const ProcessTree& tree, const std::vector<std::st
 // The lines `run` prints after the program: both ledgers, pool hits, the detector view, the verdict.
 std::string RunSummary(const nlohmann::json& doc);
 
-// The tree of the reports that `operands` (folders of reports and report files) name. Nothing
-// readable: a CliError naming the first file and its problem. Some readable: the others are named
-// in warnings on `err`.
+// The tree of the reports that `operands` (folders of reports and report files) name, all of one run
+// (runs.h: a CliError naming the runs otherwise). Nothing readable: a CliError naming the first file
+// and its problem; a folder without reports whose folders hold some (a compare's `off` and `on`): a
+// CliError naming them. Some readable: the others are named in warnings on `err`.
 ProcessTree LoadTreeOperands(const std::vector<std::string>& operands, std::ostream& err);
 
 }  // namespace poolscope::tools

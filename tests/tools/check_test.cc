@@ -319,6 +319,17 @@ std::vector<Breakage> Breakages() {
                      {std::string("sum(threads[].pool.") + field + ") = ",
                       std::string(" > pool.") + field + " = "}});
   }
+  // The run a report belongs to: a name, and only in a report of a run (which names its root).
+  cases.push_back({"demo_on.json", [](json& d) { d["process"]["run"] = 7; },
+                   {"process.run must be null or a non-empty string, got 7"}});
+  cases.push_back({"demo_on.json", [](json& d) { d["process"]["run"] = ""; },
+                   {"process.run must be null or a non-empty string, got \"\""}});
+  cases.push_back({"demo_on.json",
+                   [](json& d) {
+                     d["process"]["run"] = "4242-1";
+                     d["process"]["root_pid"] = nullptr;
+                   },
+                   {"process.run = \"4242-1\" without an integer process.root_pid"}});
   return cases;
 }
 
@@ -330,6 +341,19 @@ TEST(CheckCommandTest, RecordedReportsHold) {
   EXPECT_NE(outcome.out.find("tests/testdata/demo_off.json: ok, "), std::string::npos)
       << outcome.out;
   EXPECT_EQ(outcome.err, "");
+}
+
+// A report of a run names it and its root; one without the field (older) or with null holds too.
+TEST(CheckCommandTest, ReportOfARunHolds) {
+  json doc = Recorded("demo_on.json");
+  ASSERT_FALSE(doc.is_discarded());
+  doc["process"]["run"] = "4242-1764686000000000000";
+  doc["process"]["root_pid"] = 4242;
+  Outcome outcome = CheckDoc(doc);
+  EXPECT_EQ(outcome.status, kExitOk) << outcome.out << outcome.err;
+  doc["process"]["run"] = nullptr;
+  outcome = CheckDoc(doc);
+  EXPECT_EQ(outcome.status, kExitOk) << outcome.out << outcome.err;
 }
 
 TEST(CheckCommandTest, EachBrokenIdentityIsNamed) {

@@ -13,6 +13,9 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -345,6 +348,10 @@ TEST(RunCommandTest, UsageErrorsBeforeAnythingRuns) {
                    "poolscope: -o: /etc/passwd: not a directory");
   ExpectUsageError({"run", "--lib=/bin/true", "--options=report=/etc/passwd/r.json", "--", "touch", marker},
                    "poolscope: report=: /etc/passwd: not a directory");
+  // The run's folder (the report's path without .json) taken by a file: refused as well.
+  const std::string taken = WriteTemp("taken", "a file of the user's\n");
+  ExpectUsageError({"run", "--lib=/bin/true", "-o", taken + ".json", "--", "touch", marker},
+                   "poolscope: -o: " + taken + ": not a directory (the folder of the run's reports)");
   EXPECT_NE(access(marker.c_str(), F_OK), 0) << "the program ran";
 }
 
@@ -356,6 +363,13 @@ TEST(CompareCommandTest, UsageErrorsBeforeAnythingRuns) {
   ExpectUsageError({"compare", "--fail-on-leak=1"}, "poolscope: --fail-on-leak: takes no value");
   ExpectUsageError({"compare", "--lib=/bin/true", "--report-dir=/etc/passwd/out", "--", "true"},
                    "poolscope: --report-dir: /etc/passwd: not a directory");
+  ExpectUsageError({"compare", "--keep=1"}, "poolscope: --keep: takes no value");
+  // Each run's reports in a folder of its own, DIR/off and DIR/on: one taken by a file is refused.
+  const std::string dir = ::testing::TempDir() + "/compare_dir";
+  mkdir(dir.c_str(), 0700);
+  std::ofstream(dir + "/off") << "a file of the user's\n";
+  ExpectUsageError({"compare", "--lib=/bin/true", "--report-dir=" + dir, "--", "true"},
+                   "poolscope: --report-dir: " + dir + "/off: not a directory");
 }
 
 // Checked before any process is looked at (pid 1 is never reached).

@@ -7,8 +7,9 @@
 # untouched and the summary goes to stderr, the child sees LD_PRELOAD (ours first),
 # POOLSCOPE_OPTIONS and POOLSCOPE_ROOT_PID equal to its own pid, a `-o` template (%e %p %%) names
 # the file written and read; compare runs a command and the
-# bundled demo twice, writes both reports, prints the table, and --fail-on-leak exits 1 on the
-# demo's deliberate leaks.
+# bundled demo twice, writes both reports (each run's in a folder of its own), prints the table,
+# and --fail-on-leak exits 1 on the demo's deliberate leaks; its temporary folder is removed at the
+# end unless --keep.
 set -u
 POOLSCOPE="$PWD/tools/poolscope"
 DEMO="$PWD/tools/demo_workload"
@@ -99,9 +100,33 @@ if [ -x /usr/bin/python3 ]; then
   PYTHONMALLOC=malloc "$POOLSCOPE" compare --report-dir="$T/py2" -- /usr/bin/python3 -c 'pass' >"$T/out5c" 2>/dev/null
   grep -q 'pymalloc' "$T/out5c" && fail "a pymalloc hint under PYTHONMALLOC=malloc: $(cat "$T/out5c")"
 fi
-[ -s "$T/cmp/off.json" ] && [ -s "$T/cmp/on.json" ] || fail "compare reports missing"
+[ -s "$T/cmp/off/off.json" ] && [ -s "$T/cmp/on/on.json" ] || fail "compare reports missing: $(ls -R "$T/cmp")"
+grep -qxF "reports: $T/cmp/off/off.json (off), $T/cmp/on/on.json (on); kept: poolscope diff $T/cmp/off/off.json $T/cmp/on/on.json" \
+  "$T/out5" || fail "the reports' line: $(grep '^reports' "$T/out5")"
 grep -q 'run 1 of 2, pooling off' "$T/err5" && grep -q 'run 2 of 2, pooling on' "$T/err5" || fail "progress lines: $(cat "$T/err5")"
-"$POOLSCOPE" diff "$T/cmp/off.json" "$T/cmp/on.json" >/dev/null || fail "diff of compare's reports"
+"$POOLSCOPE" diff "$T/cmp/off/off.json" "$T/cmp/on/on.json" >/dev/null || fail "diff of compare's reports"
+
+# 5d. compare's own temporary folder is removed when it ends, and the lines naming the reports and
+#     the second run's output say so; --keep keeps it, and the line says how to compare them again.
+#     An error after the runs (a --process that matches nothing) removes it too.
+mkdir "$T/tmpc" "$T/tmpk" "$T/tmpe"
+TMPDIR="$T/tmpc" "$POOLSCOPE" compare -- /bin/bash -c 'echo "pid $$"' >"$T/out5d" 2>"$T/err5d"
+check_rc $? 0 "compare into a temporary folder"
+[ -z "$(ls -A "$T/tmpc")" ] || fail "compare left its temporary folder: $(ls -AR "$T/tmpc")"
+grep -q "^reports: $T/tmpc/poolscope\.[A-Za-z0-9]*/off/off\.json (off), $T/tmpc/poolscope\.[A-Za-z0-9]*/on/on\.json (on); removed when compare ends (--keep keeps them)$" \
+  "$T/out5d" || fail "the reports' line of a temporary folder: $(cat "$T/out5d")"
+grep -q "^note: with pooling on the program printed something else: $T/tmpc/poolscope\.[A-Za-z0-9]*/on\.stdout (removed when compare ends; --keep keeps it)$" \
+  "$T/out5d" || fail "the note on the second run's output: $(cat "$T/out5d")"
+TMPDIR="$T/tmpk" "$POOLSCOPE" compare --keep -- /bin/true >"$T/out5k" 2>"$T/err5k"
+check_rc $? 0 "compare --keep"
+kept=$(ls -d "$T/tmpk"/poolscope.*)
+[ -s "$kept/off/off.json" ] && [ -s "$kept/on/on.json" ] || fail "compare --keep kept: $(ls -AR "$T/tmpk")"
+grep -qxF "reports: $kept/off/off.json (off), $kept/on/on.json (on); kept: poolscope diff $kept/off/off.json $kept/on/on.json" \
+  "$T/out5k" || fail "the reports' line with --keep: $(cat "$T/out5k")"
+"$POOLSCOPE" diff "$kept/off/off.json" "$kept/on/on.json" >/dev/null || fail "diff of the kept reports"
+TMPDIR="$T/tmpe" "$POOLSCOPE" compare --process='nothing*' -- /bin/true >/dev/null 2>"$T/err5e"
+check_rc $? 2 "compare --process matching nothing"
+[ -z "$(ls -A "$T/tmpe")" ] || fail "compare left its temporary folder after an error: $(ls -AR "$T/tmpe")"
 
 # 6. compare with no command runs the bundled demo; its leaks make --fail-on-leak exit 1.
 "$POOLSCOPE" compare --fail-on-leak >"$T/out6" 2>"$T/err6"

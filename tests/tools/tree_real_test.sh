@@ -61,7 +61,7 @@ for cmd in "${commands[@]}"; do
   for side in off on; do
     cmp -s "$W/bare.out" "$W/reports/$side.stdout" ||
       fail "case $i ($side): stdout differs from the bare run: $(diff "$W/bare.out" "$W/reports/$side.stdout" | head -5)"
-    files=("$W/reports/$side.json" "$W/reports/$side".json.[0-9]*)
+    files=("$W/reports/$side/$side.json" "$W/reports/$side/$side".json.[0-9]*)
     [ "${#files[@]}" -gt 1 ] || fail "case $i ($side): only ${#files[@]} report"
     "$POOLSCOPE" check "${files[@]}" >"$W/check.$side" 2>&1 || fail "case $i ($side): check: $(grep -v ': ok,' "$W/check.$side" | head -3)"
   done
@@ -69,9 +69,9 @@ for cmd in "${commands[@]}"; do
   cmp -s "$W/bare.err" "$W/cmp.err.program" || fail "case $i: stderr differs from the bare run: $(diff "$W/bare.err" "$W/cmp.err.program" | head -5)"
   [ "$(grep -c 'report written' "$W/cmp.err")" = 2 ] || fail "case $i: $(grep -c 'report written' "$W/cmp.err") 'report written' lines, expected the two roots'"
   off_total=$(grep '^logical allocations  ' "$W/cmp.out" | awk '{gsub(",", "", $3); print $3}')
-  [ "$off_total" = "$(sum_logical "$W/reports"/off.json*)" ] ||
-    fail "case $i: the tree's logical allocations $off_total are not the sum of its reports $(sum_logical "$W/reports"/off.json*)"
-  echo "case $i: $(ls "$W/reports"/off.json* | wc -l) processes, $off_total logical allocations (pooling off): $cmd" | head -1
+  [ "$off_total" = "$(sum_logical "$W/reports/off"/off.json*)" ] ||
+    fail "case $i: the tree's logical allocations $off_total are not the sum of its reports $(sum_logical "$W/reports/off"/off.json*)"
+  echo "case $i: $(ls "$W/reports/off"/off.json* | wc -l) processes, $off_total logical allocations (pooling off): $cmd" | head -1
 done
 grep -q ' /usr/bin/make (root)\| .*/make ' "$T/case1/cmp.out" && grep -q '/cc1 ' "$T/case1/cmp.out" || fail "make: the table lacks make or cc1: $(cat "$T/case1/cmp.out")"
 grep -q 'python3[.0-9]* ' "$T/case3/cmp.out" || fail "python3 in PATH: the table names no python3 interpreter"

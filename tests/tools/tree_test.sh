@@ -5,10 +5,13 @@
 # exactly 1000, 2000 and 3000 allocations (tests/tools/allocs_known.c; tree_prog_0 makes none and
 # gives what the C runtime adds): the tree's logical allocations equal the sum of every report in
 # the folder, the table names A, B and C, `--process='*B'` gives B's figures exactly, and only the
-# root prints "report written". Each report names root_pid and parent_pid. `run` summarises the
+# root prints "report written". Each report names root_pid and parent_pid, and its run (process.run,
+# one per run). Each run's reports are in a folder of its own (compare: DIR/off and DIR/on; run -o
+# out/mk.json: out/mk, beside the user's files, the root's report linked in). `run` summarises the
 # tree and `--no-children` keeps the root; a process preloaded by hand prints its own line as
-# before; `report` and `diff` read folders; bad folders give one line and exit 2, or a warning
-# when some reports are fine.
+# before; `report` and `diff` read a run's folder as its whole tree; a folder that holds several
+# runs' reports is refused with one line naming them; bad folders give one line and exit 2, or a
+# warning when some reports are fine.
 set -u
 POOLSCOPE="$PWD/tools/poolscope"
 DIR="$PWD/tests/tools"
@@ -48,8 +51,21 @@ mkdir "$T/cmp"
 "$POOLSCOPE" compare --report-dir="$T/cmp" -- /bin/sh -c "$A </dev/null && $B </dev/null | $C" \
   >"$T/cmp.out" 2>"$T/cmp.err"
 check_rc $? 0 "compare sh -c 'A && B | C'"
-off_files=("$T/cmp/off.json" "$T/cmp"/off.json.[0-9]*)
-on_files=("$T/cmp/on.json" "$T/cmp"/on.json.[0-9]*)
+off_files=("$T/cmp/off/off.json" "$T/cmp/off"/off.json.[0-9]*)
+on_files=("$T/cmp/on/on.json" "$T/cmp/on"/on.json.[0-9]*)
+# Each run's reports in its own folder, nothing else of theirs beside them.
+[ "$(cd "$T/cmp" && echo *)" = "off off.stdout on on.stdout" ] || fail "compare's folder holds: $(ls "$T/cmp")"
+[ "$(ls "$T/cmp/off" | wc -l)" = 4 ] && [ "$(ls "$T/cmp/on" | wc -l)" = 4 ] ||
+  fail "the runs' folders hold more than their reports: $(ls "$T/cmp/off" "$T/cmp/on")"
+grep -qxF "reports: $T/cmp/off (4 processes, pooling off), $T/cmp/on (4 processes, pooling on); kept: poolscope diff $T/cmp/off $T/cmp/on" "$T/cmp.out" ||
+  fail "the reports' line: $(grep '^reports' "$T/cmp.out")"
+# One run per folder, named alike in every report of it, another in the other folder.
+runs() { for f in "$@"; do field "$f" process.run; done | sort -u; }
+[ "$(runs "${off_files[@]}" | wc -l)" = 1 ] && [ "$(runs "${on_files[@]}" | wc -l)" = 1 ] ||
+  fail "reports of one run name different runs: $(runs "${off_files[@]}") / $(runs "${on_files[@]}")"
+[ "$(runs "${off_files[@]}")" != "$(runs "${on_files[@]}")" ] || fail "the two runs have one name: $(runs "${off_files[@]}")"
+[[ "$(runs "${off_files[@]}")" == "$(field "$T/cmp/off/off.json" process.pid)-"* ]] ||
+  fail "process.run $(runs "${off_files[@]}") does not start with the root's pid"
 [ "${#off_files[@]}" = 4 ] || fail "pooling off: ${#off_files[@]} reports, expected 4 (sh, A, B, C)"
 [ "${#on_files[@]}" = 4 ] || fail "pooling on: ${#on_files[@]} reports, expected 4"
 [ "$(total "$T/cmp.out" 'logical allocations' 2)" = "$(sum_logical "${off_files[@]}")" ] ||
@@ -90,24 +106,24 @@ PY
 [ "$(grep -c 'report written' "$T/cmp.err")" = 2 ] ||
   fail "expected one 'report written' line per run (the roots'), got: $(grep 'report written' "$T/cmp.err")"
 # Each report names the root and its parent.
-root_off=$(field "$T/cmp/off.json" process.pid)
-[ "$(field "$T/cmp/off.json" process.root_pid)" = "$root_off" ] || fail "the root's root_pid is not its pid"
-[ "$(field "$T/cmp/off.json" process.parent_pid)" = None ] || fail "the root has a parent_pid"
-for f in "$T/cmp"/off.json.[0-9]*; do
+root_off=$(field "$T/cmp/off/off.json" process.pid)
+[ "$(field "$T/cmp/off/off.json" process.root_pid)" = "$root_off" ] || fail "the root's root_pid is not its pid"
+[ "$(field "$T/cmp/off/off.json" process.parent_pid)" = None ] || fail "the root has a parent_pid"
+for f in "$T/cmp/off"/off.json.[0-9]*; do
   [ "$(field "$f" process.root_pid)" = "$root_off" ] || fail "$f: root_pid is not $root_off"
   [ "$(field "$f" process.parent_pid)" = "$root_off" ] || fail "$f: parent_pid is not the shell's pid $root_off"
   "$POOLSCOPE" check "$f" >/dev/null || fail "$f: check failed: $("$POOLSCOPE" check "$f")"
 done
 
-mkdir "$T/off" "$T/on"
-cp "$T/cmp"/off.json* "$T/off/"
-cp "$T/cmp"/on.json* "$T/on/"
+# The runs' folders as they are, for what follows (the next compare writes over them).
+cp -r "$T/cmp/off" "$T/off"
+cp -r "$T/cmp/on" "$T/on"
 
 # 2. --process='*B': B's figures exactly.
 "$POOLSCOPE" compare --report-dir="$T/cmp" --process='*B' -- /bin/sh -c "$A </dev/null && $B </dev/null | $C" \
   >"$T/cmpb.out" 2>"$T/cmpb.err"
 check_rc $? 0 "compare --process='*B'"
-b_off=$(for f in "$T/cmp"/off.json*; do [ "$(basename "$(field "$f" process.exe)")" = tree_prog_B ] && echo "$f"; done)
+b_off=$(for f in "$T/cmp/off"/off.json*; do [ "$(basename "$(field "$f" process.exe)")" = tree_prog_B ] && echo "$f"; done)
 [ -n "$b_off" ] || fail "no report of B"
 [ "$(total "$T/cmpb.out" 'logical allocations' 2)" = $((base + 2000)) ] ||
   fail "--process='*B' logical (off): $(total "$T/cmpb.out" 'logical allocations' 2), expected $((base + 2000))"
@@ -127,7 +143,7 @@ grep -q '3 reports of the process tree' "$T/run.err" || fail "run: $(cat "$T/run
 grep -q "tree_prog_A" "$T/run.err" && grep -q "tree_prog_C" "$T/run.err" || fail "run's table lacks A or C"
 [ "$(grep -c 'report written' "$T/run.err")" = 1 ] || fail "run: 'report written' lines: $(grep -c 'report written' "$T/run.err")"
 logical=$(sed -n 's/^poolscope: \([0-9,]*\) logical allocations.*/\1/p' "$T/run.err" | tr -d ,)
-[ "$logical" = "$(sum_logical "$T/run"/r.json*)" ] || fail "run's total $logical != sum of its reports"
+[ "$logical" = "$(sum_logical "$T/run/r"/r.json*)" ] || fail "run's total $logical != sum of its reports"
 "$POOLSCOPE" run --pool=off --no-children -o "$T/run/r.json" -- /bin/sh -c "$A </dev/null; $C </dev/null" >/dev/null 2>"$T/runr.err"
 logical=$(sed -n 's/^poolscope: \([0-9,]*\) logical allocations.*/\1/p' "$T/runr.err" | tr -d ,)
 [ "$logical" = "$(field "$T/run/r.json" logical.allocs)" ] || fail "--no-children: $logical is not the root's figure"
@@ -144,7 +160,51 @@ grep -q '^poolscope:   pid [0-9]* (parent [0-9]*): .*sh: no report: it ended wit
 grep -q '^poolscope:   pid [0-9]* (parent [0-9]*): .*/sleep: still running when the root ended$' "$T/gone.err" ||
   fail "the running sleep is not listed: $(cat "$T/gone.err")"
 grep -q '^poolscope: .* /.*sh \[killed by SIGTERM\] ' "$T/gone.err" || fail "the shell ended by SIGTERM is not marked: $(cat "$T/gone.err")"
-ls -a "$T/gone" | grep -q '^\.poolscope-started' && fail "start markers left behind: $(ls -a "$T/gone")"
+ls -a "$T/gone" "$T/gone/r" | grep -q '^\.poolscope-started' && fail "start markers left behind: $(ls -a "$T/gone" "$T/gone/r")"
+
+# 3c. run -o out/mk.json of a tree, in a folder of the user's own: the root's report at out/mk.json, the
+#     run's reports (the root's linked in) in out/mk and nowhere else; `report out/mk` is the whole tree;
+#     `report out` the root alone, with a note naming the tree's folder. Another run beside it
+#     (out/other.json): `report out` refuses, naming both runs. A single process run again at
+#     out/mk.json leaves mk.json alone, no folder.
+mkdir -p "$T/out"
+echo mine >"$T/out/notes.txt"
+"$POOLSCOPE" run --pool=off -o "$T/out/mk.json" -- /bin/sh -c "$A </dev/null; $C </dev/null" >/dev/null 2>"$T/mk.err"
+check_rc $? 0 "run -o out/mk.json of a tree"
+[ "$(ls -A "$T/out" | tr '\n' ' ')" = "mk mk.json notes.txt " ] || fail "out/ holds: $(ls -A "$T/out")"
+[ "$(ls -A "$T/out/mk" | wc -l)" = 3 ] || fail "out/mk holds: $(ls -A "$T/out/mk")"
+cmp -s "$T/out/mk.json" "$T/out/mk/mk.json" || fail "the root's report is not in out/mk: $(ls -A "$T/out/mk")"
+grep -qxF "poolscope: exit 0; 3 reports of the process tree in $T/out/mk" "$T/mk.err" || fail "run -o out/mk.json: $(cat "$T/mk.err")"
+grep -qxF "poolscope: details: poolscope report $T/out/mk" "$T/mk.err" || fail "run -o out/mk.json: $(cat "$T/mk.err")"
+"$POOLSCOPE" report "$T/out/mk" >"$T/mk.rep" 2>"$T/mk.rep.err"
+check_rc $? 0 "report out/mk"
+grep -q 'process tree of .*: 3 processes, 3 with a report' "$T/mk.rep" || fail "report out/mk: $(head -3 "$T/mk.rep")"
+"$POOLSCOPE" report "$T/out" >"$T/out.rep" 2>"$T/out.rep.err"
+check_rc $? 0 "report out, the root's report alone"
+grep -q 'process tree of .*: 1 process, 1 with a report' "$T/out.rep" || fail "report out: $(head -3 "$T/out.rep")"
+grep -qxF "poolscope: note: $T/out/mk.json is the root process of a run whose reports are in $T/out/mk: poolscope report $T/out/mk shows the whole tree" \
+  "$T/out.rep.err" || fail "report out: no note naming the tree: $(cat "$T/out.rep.err")"
+root_mk=$(field "$T/out/mk.json" process.pid)
+"$POOLSCOPE" run --pool=off -o "$T/out/other.json" -- "$B" </dev/null >/dev/null 2>&1
+root_other=$(field "$T/out/other.json" process.pid)
+"$POOLSCOPE" report "$T/out" >"$T/out2.rep" 2>"$T/out2.err"
+check_rc $? 2 "report of a folder with two runs' reports"
+[ "$(wc -l <"$T/out2.err")" = 1 ] && grep -q "^poolscope: $T/out: the reports of 2 runs, which are never merged: .*sh (root pid $root_mk, started [0-9:]*), tree_prog_B (root pid $root_other, started [0-9:]*); give the folder of one run$" \
+  "$T/out2.err" || fail "two runs in out/: $(cat "$T/out2.err")"
+[ ! -s "$T/out2.rep" ] || fail "report rendered two runs' reports: $(head -3 "$T/out2.rep")"
+"$POOLSCOPE" run --pool=off -o "$T/out/mk.json" -- "$B" </dev/null >/dev/null 2>"$T/mk1.err"
+[ ! -e "$T/out/mk" ] || fail "a single process's run left the earlier run's folder: $(ls -A "$T/out/mk")"
+grep -qxF "poolscope: details: poolscope report $T/out/mk.json" "$T/mk1.err" || fail "single process: $(cat "$T/mk1.err")"
+
+# 3d. A template with %p: the run's folder is named by the root's pid, like the root's report.
+mkdir "$T/tpl"
+"$POOLSCOPE" run --pool=off -o "$T/tpl/r.%p.json" -- /bin/sh -c "$A </dev/null; $C </dev/null" >/dev/null 2>"$T/tpl.err"
+check_rc $? 0 "run -o r.%p.json of a tree"
+tpl_root=$(ls "$T/tpl"/r.*.json)
+tpl_pid=$(field "$tpl_root" process.pid)
+[ "$(ls -A "$T/tpl" | tr '\n' ' ')" = "r.$tpl_pid r.$tpl_pid.json " ] || fail "tpl/ holds: $(ls -A "$T/tpl")"
+[ "$(ls "$T/tpl/r.$tpl_pid"/r.*.json | wc -l)" = 3 ] || fail "tpl/r.$tpl_pid holds: $(ls -A "$T/tpl/r.$tpl_pid")"
+grep -qxF "poolscope: details: poolscope report $T/tpl/r.$tpl_pid" "$T/tpl.err" || fail "template: $(cat "$T/tpl.err")"
 
 # 4. Preloaded by hand: every process says where its report went, and names no root.
 mkdir "$T/hand"
@@ -161,12 +221,37 @@ grep -q 'process tree of .*: 4 processes, 4 with a report' "$T/rep.out" || fail 
 [ "$(grep -c '^pid [0-9]*: ' "$T/rep.out")" = 4 ] || fail "report FOLDER: not one page per process"
 "$POOLSCOPE" report --format=html "$T/off" >"$T/rep.html"
 [ "$(grep -c '<section id="process-' "$T/rep.html")" = 4 ] || fail "html of a tree: not one section per process"
-"$POOLSCOPE" report "$T/off/off.json" >"$T/one.out"
+"$POOLSCOPE" report "$T/off/off.json" >"$T/one.out" 2>"$T/one.err"
 grep -q 'process tree' "$T/one.out" && fail "report of one file shows a tree"
 "$POOLSCOPE" diff "$T/off" "$T/on" >"$T/diff.out" 2>"$T/diff.err"
 check_rc $? 0 "diff FOLDER FOLDER"
 [ "$(total "$T/diff.out" 'logical allocations' 2)" = "$(sum_logical "$T/off"/*)" ] || fail "diff of folders: totals"
+[ "$(total "$T/diff.out" 'logical allocations' 3)" = "$(sum_logical "$T/on"/*)" ] || fail "diff of folders: totals (B)"
 [ "$(row "$T/diff.out" tree_prog_B 4)" = $((base + 2000)) ] || fail "diff of folders: B's row"
+# Of the two roots' files: those two reports, and a note naming the trees' folders.
+"$POOLSCOPE" diff "$T/off/off.json" "$T/on/on.json" >"$T/diffr.out" 2>"$T/diffr.err"
+check_rc $? 0 "diff of two roots' reports"
+grep -qxF "poolscope: diff: note: A and B are the root processes of runs whose reports are in $T/off and $T/on: poolscope diff $T/off $T/on compares the whole trees" \
+  "$T/diffr.err" || fail "diff of roots: no note: $(cat "$T/diffr.err")"
+
+# 5b. Never two runs' reports in one tree: compare's folder (off/ and on/), a folder holding both
+#     runs' reports, two files of two runs: one line naming them, status 2, nothing rendered.
+"$POOLSCOPE" report "$T/cmp" >"$T/rc.out" 2>"$T/rc.err"
+check_rc $? 2 "report of compare's folder"
+[ "$(cat "$T/rc.err")" = "poolscope: $T/cmp: no reports here, but 2 folders of runs' reports, which are never merged: $T/cmp/off, $T/cmp/on; give one of them" ] ||
+  fail "report of compare's folder: $(cat "$T/rc.err")"
+[ ! -s "$T/rc.out" ] || fail "report of compare's folder rendered something"
+root_on=$(field "$T/on/on.json" process.pid)
+mkdir "$T/both"
+cp "$T/off"/* "$T/on"/* "$T/both/"
+for cmd in "report $T/both" "diff $T/both $T/on" "report $T/off/off.json $T/on/on.json"; do
+  # shellcheck disable=SC2086
+  "$POOLSCOPE" $cmd >"$T/both.out" 2>"$T/both.err"
+  check_rc $? 2 "$cmd"
+  [ "$(wc -l <"$T/both.err")" = 1 ] && grep -q "^poolscope: .*: the reports of 2 runs, which are never merged: .*sh (root pid $root_off, started [0-9:]*), .*sh (root pid $root_on, started [0-9:]*); give the folder of one run$" \
+    "$T/both.err" || fail "$cmd: $(cat "$T/both.err")"
+  [ ! -s "$T/both.out" ] || fail "$cmd rendered two runs: $(head -3 "$T/both.out")"
+done
 
 # 6. Bad folders.
 mkdir "$T/empty" "$T/bad" "$T/mixed"
