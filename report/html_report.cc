@@ -11,6 +11,7 @@
 #include "report/html_charts.h"
 #include "report/ledger_table.h"
 #include "report/report_model.h"
+#include "report/stack_frames.h"
 #include "report/text_report.h"
 
 namespace poolscope::report {
@@ -46,6 +47,7 @@ svg text { font-family: "DejaVu Sans", "Liberation Sans", Arial, sans-serif; fon
 svg text.axis-title { font-weight: bold; fill: #555f70; }
 details.stack summary { cursor: pointer; }
 details.stack span.more { color: #6b7486; font-size: 11px; }
+details.stack span.via { color: #6b7486; font-size: 11px; font-style: italic; }
 details.stack div.frame { padding-left: 16px; }
 details.stack div.skipped { color: #8a93a3; }
 svg.flame text { font-size: 11px; pointer-events: none; }
@@ -105,16 +107,22 @@ std::string FrameLine(const json& frame) {
   return line;
 }
 
-// The stack folded to its first program frame; the whole stack opens below it.
+// The stack folded to its site frame (stack_frames.h: the code that asked for the block, not
+// glibc's frames under it), with the function it called into libc when that is not the allocator;
+// the whole stack opens below it, the frames under the site greyed.
 std::string StackCell(const json& leak) {
   const json* frames = Find(leak, "stack");
   if (frames == nullptr || !frames->is_array() || frames->empty()) return "(no stack recorded)";
-  size_t first = FirstProgramFrame(*frames);
-  std::string out = "<details class=\"stack\"><summary>" + FrameLine(frames->at(first));
+  size_t site = SiteFrame(*frames);
+  std::string out = "<details class=\"stack\"><summary><span class=\"site\">" +
+                    FrameLine(frames->at(site)) + "</span>";
+  if (std::string via = SiteVia(*frames); !via.empty()) {
+    out += " <span class=\"via\">via " + E(via) + "</span>";
+  }
   out += fmt::format(" <span class=\"more\">({} frame{})</span></summary>\n", frames->size(),
                      frames->size() == 1 ? "" : "s");
   for (size_t i = 0; i < frames->size(); ++i) {
-    out += fmt::format("<div class=\"frame{}\">{}</div>\n", i < first ? " skipped" : "",
+    out += fmt::format("<div class=\"frame{}\">{}</div>\n", i < site ? " skipped" : "",
                        FrameLine(frames->at(i)));
   }
   return out + "</details>";
@@ -182,7 +190,7 @@ std::string LeakTable(const json& report) {
   return out;
 }
 
-// The call sites that allocate most, each folded to its first program frame.
+// The call sites that allocate most, each folded to its site frame.
 std::string SitesTable(const json& report) {
   const json* sites = Find(report, "sites");
   size_t total = sites != nullptr && sites->is_array() ? sites->size() : 0;
@@ -195,7 +203,7 @@ std::string SitesTable(const json& report) {
   out += "<table class=\"sites\"><tr><th class=\"n\">#</th><th class=\"n\">logical allocations"
          "</th><th class=\"n\">pooled</th><th class=\"n\">real allocations</th>"
          "<th class=\"n\">bytes</th><th class=\"n\">live at exit</th>"
-         "<th>call site (innermost program frame)</th></tr>\n";
+         "<th>call site (innermost frame outside libc and poolscope)</th></tr>\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const SiteRow& row = rows[i];
     json holder = json::object();

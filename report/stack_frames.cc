@@ -20,6 +20,10 @@ std::string Basename(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+bool StartsWith(const std::string& text, std::string_view prefix) {
+  return text.compare(0, prefix.size(), prefix) == 0;
+}
+
 }  // namespace
 
 bool IsProgramFrame(const json& frame) {
@@ -45,6 +49,26 @@ size_t FirstProgramFrame(const json& stack) {
     if (IsProgramFrame(stack[i])) return i;
   }
   return 0;
+}
+
+bool IsLibcLoaderOrPoolscopeFrame(const json& frame) {
+  const std::string base = Basename(String(frame, "object").value_or(""));
+  return StartsWith(base, "libc.so") || StartsWith(base, "ld-linux") ||
+         StartsWith(base, "libpoolscope.so");
+}
+
+size_t SiteFrame(const json& stack) {
+  if (!stack.is_array()) return 0;
+  for (size_t i = 0; i < stack.size(); ++i) {
+    if (IsProgramFrame(stack[i]) && !IsLibcLoaderOrPoolscopeFrame(stack[i])) return i;
+  }
+  return FirstProgramFrame(stack);
+}
+
+std::string SiteVia(const json& stack) {
+  const size_t site = SiteFrame(stack);
+  if (site == 0 || site == FirstProgramFrame(stack)) return "";
+  return FrameFunction(stack[site - 1]);
 }
 
 std::string FrameFunction(const json& frame) {

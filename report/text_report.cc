@@ -496,7 +496,7 @@ std::string ErrorsSection(const json& report) {
   return out;
 }
 
-// The call sites that allocate most, as a table, each with its first program frame below it.
+// The call sites that allocate most, as a table, each with its site frame (stack_frames.h) below it.
 std::string SitesSection(const json& report) {
   const json* sites = Find(report, "sites");
   size_t total = sites != nullptr && sites->is_array() ? sites->size() : 0;
@@ -528,9 +528,13 @@ std::string SitesSection(const json& report) {
       out += "      (no stack recorded)\n";
       continue;
     }
-    const json& frame = stack->at(FirstProgramFrame(*stack));
+    // Named by the code that asked for the block, glibc's frames between it and the allocator
+    // left out (the function it called into libc is named after it).
+    const json& frame = stack->at(SiteFrame(*stack));
     std::string where = FrameWhere(frame);
-    out += fmt::format("      {}{}{}\n", FrameFunction(frame), where.empty() ? "" : "  ", where);
+    std::string via = SiteVia(*stack);
+    out += fmt::format("      {}{}{}{}\n", FrameFunction(frame), where.empty() ? "" : "  ", where,
+                       via.empty() ? "" : "  (via " + via + ")");
   }
   if (total > rows.size()) {
     out += fmt::format("  ... {} more sites\n", Thousands(static_cast<int64_t>(total - rows.size())));

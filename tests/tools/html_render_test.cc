@@ -2,22 +2,36 @@
 //
 // The HTML pages (report/html_report.h) and their charts (report/html_charts.h) over recorded and
 // hand-written reports, part of render_test: self-contained and escaped, the timeline, the
-// headline and the detector's view, the call-site table, the flame graph.
+// headline and the detector's view, the call-site table (sites named by the code that called into
+// glibc), the flame graph.
 #include <string>
+#include <utility>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "report/format_util.h"
 #include "report/html_charts.h"
 #include "report/html_report.h"
+#include "report/stack_frames.h"
 #include "report/text_report.h"
 #include "tests/tools/render_test_util.h"
 
 namespace poolscope::report {
 namespace {
 
+using nlohmann::json;
 using testdata::LoadData;
 using testdata::SitesReport;
+
+constexpr size_t npos = std::string::npos;
+
+// The element with `open` (an opening tag's text) up to `close`, from `text`; "" when absent.
+std::string Between(const std::string& text, const std::string& open, const std::string& close) {
+  size_t at = text.find(open);
+  if (at == std::string::npos) return "";
+  size_t end = text.find(close, at);
+  return text.substr(at, end == std::string::npos ? std::string::npos : end + close.size() - at);
+}
 
 TEST(HtmlReportTest, SelfContainedEscapedAndComplete) {
   std::string html = HtmlReport(LoadData("report_on.json"), "report_on.json");
@@ -149,21 +163,23 @@ TEST(HtmlReportTest, HostileStringsCannotBreakOut) {
   EXPECT_NE(html.find("\xEF\xBF\xBD"), std::string::npos);  // the invalid byte, replaced
 }
 
-TEST(SitesTest, HtmlTableFoldsEachStackToItsFirstProgramFrame) {
+TEST(SitesTest, HtmlTableFoldsEachStackToItsSiteFrame) {
   std::string html = HtmlReport(SitesReport(), "sites.json");
   size_t beta = html.find(
       "<tr><td class=\"n\">1</td><td class=\"n\">50</td><td class=\"n\">50</td><td class=\"n\">0"
       "</td><td class=\"n\">800 B</td><td class=\"n\">0 (0 B)</td><td class=\"stack\"><details "
-      "class=\"stack\"><summary>beta <span class=\"where\">/bin/p</span>");
+      "class=\"stack\"><summary><span class=\"site\">beta <span class=\"where\">/bin/p</span></span>");
   size_t gamma = html.find(
       "<tr><td class=\"n\">2</td><td class=\"n\">10</td><td class=\"n\">0</td><td class=\"n\">10"
       "</td><td class=\"n\">960 B</td><td class=\"n\">0 (0 B)</td><td class=\"stack\"><details "
-      "class=\"stack\"><summary>gamma <span class=\"where\">/bin/p</span> <span class=\"more\">"
+      "class=\"stack\"><summary><span class=\"site\">gamma <span class=\"where\">/bin/p</span></span> "
+      "<span class=\"more\">"
       "(2 frames)</span></summary>\n<div class=\"frame skipped\">poolscope_arena_alloc");
   size_t alpha = html.find(
       "<tr><td class=\"n\">3</td><td class=\"n\">10</td><td class=\"n\">8</td><td class=\"n\">2"
       "</td><td class=\"n\">640 B</td><td class=\"n\">3 (96 B)</td><td class=\"stack\"><details "
-      "class=\"stack\"><summary>alpha <span class=\"where\">/bin/p</span> <span class=\"more\">"
+      "class=\"stack\"><summary><span class=\"site\">alpha <span class=\"where\">/bin/p</span></span> "
+      "<span class=\"more\">"
       "(3 frames)</span></summary>\n<div class=\"frame skipped\">malloc");
   EXPECT_NE(beta, std::string::npos) << html;
   EXPECT_NE(gamma, std::string::npos);
@@ -232,6 +248,63 @@ TEST(FlameGraphTest, HugeFiguresAndDeepStacksAreBounded) {
   EXPECT_NE(svg.find("<title>fn872: 8589934592.00 GiB (100.0% of live bytes)"), std::string::npos);
   doc["sites"] = {{{"logical_allocs", 1}, {"stack", frames}}};
   EXPECT_NE(TextReport(doc, "huge.json").find("#1"), std::string::npos);
+}
+
+// The call site is the first frame outside libc, the dynamic loader and libpoolscope.so: the code
+// that called strdup, printf, fputs or pthread_create, with what it called; a stack entirely
+// inside them keeps its innermost frame that is not the allocator.
+TEST(SiteFrameTest, FirstFrameOutsideLibcTheLoaderAndPoolscope) {
+  const char* const libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+  const char* const loader = "/usr/lib64/ld-linux-x86-64.so.2";
+  auto frame = [](const char* function, const char* object) {
+    return json{{"function", function}, {"object", object}};
+  };
+  const json strdup_stack = {frame("malloc", "/opt/lib/libpoolscope.so"), frame("__strdup", libc),
+                             frame("copy_name", "/bin/p"), frame("main", "/bin/p")};
+  const json tls_stack = {frame("allocate_dtv", loader), frame("_dl_allocate_tls", loader),
+                          frame("pthread_create@GLIBC_2.2.5", libc), frame("start_workers", "/bin/p")};
+  const json libc_only = {frame("malloc", libc), frame("__libc_alloc_buffer_allocate", libc),
+                          frame("__res_context_send", libc)};
+  const json new_stack = {frame("operator new(unsigned long)", "/usr/lib/libstdc++.so.6"),
+                          frame("Grow()", "/bin/p")};
+  EXPECT_EQ(SiteFrame(strdup_stack), 2u);
+  EXPECT_EQ(SiteVia(strdup_stack), "__strdup");
+  EXPECT_EQ(SiteFrame(tls_stack), 3u);
+  EXPECT_EQ(SiteVia(tls_stack), "pthread_create@GLIBC_2.2.5");
+  EXPECT_EQ(SiteFrame(libc_only), 1u);
+  EXPECT_EQ(SiteVia(libc_only), "");
+  EXPECT_EQ(SiteFrame(new_stack), 1u);
+  EXPECT_EQ(SiteVia(new_stack), "");
+}
+
+// In the page's call-site table: two sites whose blocks stdio allocated (both innermost in
+// `_IO_file_doallocate`) are told apart by their callers, and strdup's copy is the caller's.
+TEST(SitesTest, HtmlNamesTheCallerOfGlibc) {
+  const json doc = json::parse(R"({"sites": [
+      {"logical_allocs": 3, "stack": [{"function": "__strdup", "object": "/lib/libc.so.6"},
+                                      {"function": "copy_name", "object": "/bin/p"}]},
+      {"logical_allocs": 2, "stack": [{"function": "_IO_file_doallocate", "object": "/lib/libc.so.6"},
+                                      {"function": "_IO_doallocbuf", "object": "/lib/libc.so.6"},
+                                      {"function": "printf", "object": "/lib/libc.so.6"},
+                                      {"function": "greet", "object": "/bin/p"}]},
+      {"logical_allocs": 1, "stack": [{"function": "_IO_file_doallocate", "object": "/lib/libc.so.6"},
+                                      {"function": "fputs", "object": "/lib/libc.so.6"},
+                                      {"function": "log_line", "object": "/bin/p"}]}]})");
+  const std::string sites = Between(HtmlReport(doc, "glibc.json"), "<table class=\"sites\">", "</table>");
+  const std::pair<const char*, const char*> expected[] = {
+      {"copy_name", "__strdup"}, {"greet", "printf"}, {"log_line", "fputs"}};
+  size_t at = 0;
+  for (const auto& [site, via] : expected) {
+    const std::string summary = std::string("<summary><span class=\"site\">") + site +
+                                " <span class=\"where\">/bin/p</span></span> <span class=\"via\">via " + via +
+                                "</span>";
+    const size_t found = sites.find(summary, at);
+    EXPECT_NE(found, npos) << summary << "\n" << sites;
+    at = found == npos ? at : found;
+  }
+  EXPECT_EQ(sites.find("<span class=\"site\">_IO_file_doallocate"), npos);
+  EXPECT_EQ(sites.find("<span class=\"site\">__strdup"), npos);
+  EXPECT_NE(sites.find("<div class=\"frame skipped\">_IO_file_doallocate"), npos);
 }
 
 }  // namespace

@@ -397,6 +397,25 @@ TEST(SitesTest, TopTwentyOnly) {
   EXPECT_EQ(count, 21u);  // the header and 20 sites
 }
 
+// A site whose block glibc allocates for it is named by the program's frame that called into glibc,
+// with the function it called: strdup's copy by the code that called strdup, stdout's buffer by
+// the code that called printf (glibc's frames, like the allocator's, are not the program's site).
+TEST(SitesTest, TextNamesTheCallerOfGlibc) {
+  nlohmann::json doc = nlohmann::json::parse(R"({"sites": [
+      {"logical_allocs": 2, "stack": [{"function": "malloc", "object": "/lib/x86_64-linux-gnu/libc.so.6"},
+                                      {"function": "__strdup", "object": "/lib/x86_64-linux-gnu/libc.so.6"},
+                                      {"function": "copy_name", "object": "/bin/p", "file": "p.c", "line": 7},
+                                      {"function": "main", "object": "/bin/p"}]},
+      {"logical_allocs": 1, "stack": [{"function": "_IO_file_doallocate", "object": "/lib/x86_64-linux-gnu/libc.so.6"},
+                                      {"function": "printf", "object": "/lib/x86_64-linux-gnu/libc.so.6"},
+                                      {"function": "greet", "object": "/bin/p", "file": "p.c", "line": 12}]}]})");
+  std::string text = TextReport(doc, "glibc.json");
+  EXPECT_NE(text.find("\n      copy_name  p.c:7  (via __strdup)\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\n      greet  p.c:12  (via printf)\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("      __strdup"), std::string::npos) << text;
+  EXPECT_EQ(text.find("      _IO_file_doallocate"), std::string::npos) << text;
+}
+
 TEST(SuppressionsTest, MatchGoldens) {
   nlohmann::json doc = LoadData("report_on.json");
   EXPECT_EQ(Suppressions(doc, "report_on.json", SuppressionFormat::kLsan),
