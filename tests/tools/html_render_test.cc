@@ -1,9 +1,14 @@
 // File: tests/tools/html_render_test.cc
 //
 // The HTML pages (report/html_report.h) and their charts (report/html_charts.h) over recorded and
-// hand-written reports, part of render_test: self-contained and escaped, the timeline, the
-// headline and the detector's view, the call-site table (sites named by the code that called into
-// glibc), the flame graph.
+// hand-written reports, part of render_test: self-contained and escaped; what the program loses
+// leads the page, from the reachability scan, and what a malloc/free-counting detector sees
+// follows, named as such; each ledger once; the flame graph of the lost bytes with its switch to
+// all bytes live at exit; call sites named by the code that called into glibc; the timeline.
+// Expected figures come from the report documents the tests build or load, never from an earlier
+// output.
+#include <algorithm>
+#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -25,6 +30,19 @@ using testdata::SitesReport;
 
 constexpr size_t npos = std::string::npos;
 
+// How many times `needle` occurs in `text`.
+size_t Occurrences(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// "definitely lost" for "definitely_lost".
+std::string Words(std::string kind) {
+  std::replace(kind.begin(), kind.end(), '_', ' ');
+  return kind;
+}
+
 // The element with `open` (an opening tag's text) up to `close`, from `text`; "" when absent.
 std::string Between(const std::string& text, const std::string& open, const std::string& close) {
   size_t at = text.find(open);
@@ -43,8 +61,8 @@ TEST(HtmlReportTest, SelfContainedEscapedAndComplete) {
   EXPECT_EQ(html.find("<link"), std::string::npos);
   EXPECT_EQ(html.find("<img"), std::string::npos);
   EXPECT_NE(html.find("<style>"), std::string::npos);
-  // The four charts, the flame graph, the leak table and the call-site table.
-  EXPECT_NE(html.find("aria-label=\"logical and real ledgers\""), std::string::npos);
+  // The charts, the flame graph, the leak table and the call-site table.
+  EXPECT_NE(html.find("<table class=\"ledgers\">"), std::string::npos);
   EXPECT_NE(html.find("aria-label=\"request sizes\""), std::string::npos);
   EXPECT_NE(html.find(">pool size 64 B</text>"), std::string::npos);
   EXPECT_NE(html.find("aria-label=\"real blocks live at exit by kind\""), std::string::npos);
@@ -113,46 +131,6 @@ TEST(HtmlReportTest, TimelineDrawnWhenTheReportHasOne) {
   EXPECT_NE(section.find(">live bytes</text>"), std::string::npos) << section;
 }
 
-TEST(HtmlReportTest, ProgramLostBlocksHeadlineAndDetectorViewLabelled) {
-  std::string html = HtmlReport(LoadData("reach_list_on.json"), "reach_list_on.json");
-  size_t headline = html.find(
-      "<div class=\"card\"><div class=\"n\">10</div><div class=\"l\">the program&#39;s lost "
-      "blocks (definitely + indirectly)</div></div>");
-  size_t detector = html.find(
-      "<div class=\"card\"><div class=\"n\">0</div><div class=\"l\">detector view: lost blocks "
-      "memcheck below poolscope reports</div></div>");
-  EXPECT_NE(headline, std::string::npos);
-  EXPECT_NE(detector, std::string::npos);
-  EXPECT_LT(headline, detector);
-  // The first card of the page is the headline.
-  EXPECT_EQ(html.find("<div class=\"card\">"), headline);
-  // Every detector-view card says so.
-  EXPECT_NE(html.find("<div class=\"l\">detector view: unfreed blocks"), std::string::npos);
-  EXPECT_EQ(html.find("<div class=\"l\">unfreed blocks"), std::string::npos);
-  // The leak table: lost first with their class and how many sit in pools, still reachable in
-  // one line.
-  size_t definitely = html.find("<td>definitely lost</td><td class=\"n\">32</td>"
-                                "<td class=\"n\">1</td><td class=\"n\">1</td>");
-  size_t indirectly = html.find("<td>indirectly lost</td><td class=\"n\">288</td>"
-                                "<td class=\"n\">9</td><td class=\"n\">9</td>");
-  size_t reachable = html.find("Still reachable: 3 blocks (75.2 KiB) in 3 stacks; largest: "
-                               "<code>libstdc++.so.6.0.30+0xa57b9</code>");
-  EXPECT_NE(definitely, std::string::npos);
-  EXPECT_LT(definitely, indirectly);
-  EXPECT_LT(indirectly, reachable);
-  EXPECT_NE(reachable, std::string::npos);
-  EXPECT_EQ(html.find("<td>still reachable</td><td class=\"n\">72,704"), std::string::npos);
-  EXPECT_NE(html.find("Of the program's lost blocks, 10 (320 B) sit in pools"),
-            std::string::npos);
-}
-
-TEST(HtmlReportTest, ReportWithoutScanHasNoLostCard) {
-  std::string html = HtmlReport(LoadData("report_on.json"), "report_on.json");
-  EXPECT_EQ(html.find("lost blocks (definitely + indirectly)"), std::string::npos);
-  EXPECT_EQ(html.find("Reachability of"), std::string::npos);
-  EXPECT_NE(html.find("detector view: unfreed blocks"), std::string::npos);
-}
-
 TEST(HtmlReportTest, HostileStringsCannotBreakOut) {
   nlohmann::json doc = LoadData("minimal.json");
   doc["process"]["exe"] = "</title><script>alert(1)</script>\xff";
@@ -200,7 +178,7 @@ TEST(FlameGraphTest, WidthsFromBytesByStack) {
       {"blocks": 1, "bytes": 100,
        "stack": [{"function": "malloc", "object": "/lib/libc.so.6"},
                  {"function": "h", "object": "/bin/p"}, {"function": "main", "object": "/bin/p"}]}]})");
-  std::string svg = FlameGraph(doc);
+  std::string svg = FlameGraph(doc, FlameBytes::kAllLive);
   EXPECT_EQ(svg.rfind("<svg class=\"flame\" width=\"1020\" height=\"72\"", 0), 0u) << svg;
   auto frame = [&](const std::string& title, const std::string& geometry) {
     return svg.find("<g class=\"frame\"><title>" + title + "</title><rect " + geometry);
@@ -224,7 +202,7 @@ TEST(FlameGraphTest, WidthsFromBytesByStack) {
   EXPECT_EQ(svg.find("malloc"), std::string::npos);
   // main is one box, shared by both stacks.
   EXPECT_EQ(svg.find("<title>main:"), svg.rfind("<title>main:"));
-  EXPECT_EQ(FlameGraph(nlohmann::json::object()), "<p>No bytes live at exit.</p>\n");
+  EXPECT_EQ(FlameGraph(nlohmann::json::object(), FlameBytes::kAllLive), "<p>No bytes live at exit.</p>\n");
   std::string html = HtmlReport(doc, "flame.json");
   EXPECT_NE(html.find("<section id=\"flame\">"), std::string::npos);
   EXPECT_NE(html.find("<title>g: 300 B (75.0% of live bytes)</title>"), std::string::npos);
@@ -239,7 +217,7 @@ TEST(FlameGraphTest, HugeFiguresAndDeepStacksAreBounded) {
   nlohmann::json doc = {{"leaks",
                          {{{"blocks", 1}, {"bytes", INT64_MAX}, {"stack", frames}},
                           {{"blocks", 1}, {"bytes", INT64_MAX}, {"stack", frames}}}}};
-  std::string svg = FlameGraph(doc);
+  std::string svg = FlameGraph(doc, FlameBytes::kAllLive);
   EXPECT_EQ(svg.rfind("<svg class=\"flame\" width=\"1020\" height=\"2322\"", 0), 0u)
       << svg.substr(0, 200);
   EXPECT_NE(svg.find("<title>fn999: "), std::string::npos);
@@ -305,6 +283,190 @@ TEST(SitesTest, HtmlNamesTheCallerOfGlibc) {
   EXPECT_EQ(sites.find("<span class=\"site\">_IO_file_doallocate"), npos);
   EXPECT_EQ(sites.find("<span class=\"site\">__strdup"), npos);
   EXPECT_NE(sites.find("<div class=\"frame skipped\">_IO_file_doallocate"), npos);
+}
+
+// What the program loses leads the page: the reachability scan's four classes, blocks and bytes,
+// each as the report's `reachability` gives it. What a malloc/free-counting detector sees follows,
+// as unfreed blocks outside pools and pool blocks, never called leaks, and the counting detector's
+// verdict only there.
+TEST(HtmlHeadlineTest, WhatTheProgramLosesLeadsThePage) {
+  const json doc = LoadData("reach_list_on.json");
+  const std::string html = HtmlReport(doc, "reach_list_on.json");
+  const size_t body = html.find("<main>");
+  const size_t loss = html.find("<section id=\"loss\" class=\"headline\">");
+  ASSERT_NE(loss, npos) << html;
+  // Before it only the title lines: no other section, no card, no verdict.
+  const std::string before = html.substr(body, loss - body);
+  EXPECT_EQ(before.find("<section"), npos) << before;
+  EXPECT_EQ(before.find("class=\"card"), npos) << before;
+  EXPECT_EQ(before.find("verdict"), npos) << before;
+  const std::string section = Between(html, "<section id=\"loss\"", "</section>");
+  const json& r = doc["reachability"];
+  for (const char* kind : {"definitely_lost", "indirectly_lost", "possibly_lost", "still_reachable"}) {
+    const int64_t blocks = r[kind]["blocks"].get<int64_t>();
+    const std::string card = "<div class=\"card " + std::string(kind) + "\"><div class=\"l\">" + Words(kind) +
+                             "</div><div class=\"n\">" + Thousands(blocks) + (blocks == 1 ? " block" : " blocks") +
+                             "</div><div class=\"b\">" + Bytes(r[kind]["bytes"].get<int64_t>()) + "</div></div>";
+    EXPECT_NE(section.find(card), npos) << card << "\n" << section;
+  }
+  const int64_t lost = r["definitely_lost"]["blocks"].get<int64_t>() + r["indirectly_lost"]["blocks"].get<int64_t>();
+  const int64_t lost_bytes = r["definitely_lost"]["bytes"].get<int64_t>() + r["indirectly_lost"]["bytes"].get<int64_t>();
+  EXPECT_NE(section.find("The program loses <b>" + Thousands(lost) + " blocks (" + Bytes(lost_bytes) + ")</b> at exit"),
+            npos)
+      << section;
+  // The detector's view after it, its figures named for what they are.
+  const size_t detector_at = html.find("<section id=\"detector\">");
+  ASSERT_NE(detector_at, npos);
+  EXPECT_GT(detector_at, loss);
+  const std::string detector = Between(html, "<section id=\"detector\">", "</section>");
+  const json& view = doc["reconciliation"]["detector_view"];
+  EXPECT_NE(detector.find("<div class=\"n\">" + Thousands(view["program_leak_blocks"].get<int64_t>()) +
+                          "</div><div class=\"l\">unfreed blocks outside pools (a malloc/free-counting detector"),
+            npos)
+      << detector;
+  EXPECT_NE(detector.find("<div class=\"n\">" + Thousands(view["pool_blocks"].get<int64_t>()) +
+                          "</div><div class=\"l\">unfreed pool blocks"),
+            npos)
+      << detector;
+  for (size_t at = detector.find("<div class=\"l\">"); at != npos; at = detector.find("<div class=\"l\">", at + 1)) {
+    const std::string label = detector.substr(at, detector.find("</div>", at) - at);
+    EXPECT_EQ(label.find("leak"), npos) << label;
+  }
+  const std::string verdict = HtmlEscape(view["verdict"].get<std::string>());
+  EXPECT_EQ(section.find(verdict), npos);
+  EXPECT_NE(detector.find(verdict), npos);
+  EXPECT_EQ(html.find(verdict), html.rfind(verdict));
+}
+
+// Without a scan the headline says that what the program loses is not known, and why.
+TEST(HtmlHeadlineTest, NoScanSaidPlainly) {
+  json doc = LoadData("report_on.json");  // written before the scan existed: no `reachability`
+  std::string section = Between(HtmlReport(doc, "r.json"), "<section id=\"loss\"", "</section>");
+  EXPECT_NE(section.find("<p class=\"unknown\">Reachability was not computed for this run (the report has no "
+                         "reachability scan), so what the program loses is not known: " +
+                         Thousands(doc["logical"]["live_blocks"].get<int64_t>()) + " logical blocks"),
+            npos)
+      << section;
+  EXPECT_EQ(section.find("class=\"card"), npos) << section;
+  doc["reachability"] = {{"scanned", false}, {"not_scanned_why", "track=0"}};
+  const std::string html = HtmlReport(doc, "r.json");
+  section = Between(html, "<section id=\"loss\"", "</section>");
+  EXPECT_NE(section.find("Reachability was not computed for this run (track=0), so what the program loses is not "
+                         "known"),
+            npos)
+      << section;
+  // The flame graph then draws every live byte, says why, and has no switch.
+  const std::string flame = Between(html, "<section id=\"flame\">", "</section>");
+  EXPECT_NE(flame.find("Reachability was not computed for this run, so the lost bytes are not known"), npos) << flame;
+  EXPECT_NE(flame.find("aria-label=\"flame graph of live bytes at exit\""), npos) << flame;
+  EXPECT_EQ(flame.find("type=\"radio\""), npos) << flame;
+}
+
+// Each ledger appears once on the page: one table holds both, a bar pair per row to that row's
+// scale (the larger figure 190 px); no chart, card or second table repeats their figures.
+TEST(HtmlLedgersTest, EachLedgerOnce) {
+  const json doc = LoadData("demo_on.json");
+  const std::string html = HtmlReport(doc, "demo_on.json");
+  EXPECT_EQ(Occurrences(html, "<table class=\"ledgers\">"), 1u);
+  EXPECT_EQ(Occurrences(html, "<h2>The two ledgers</h2>"), 1u);
+  EXPECT_EQ(html.find("<h2>Ledgers</h2>"), npos);
+  for (const char* ledger : {"logical", "real"}) {
+    for (const char* field : {"allocs", "frees"}) {
+      const std::string figure = ">" + Thousands(doc[ledger][field].get<int64_t>()) + "<";
+      EXPECT_EQ(Occurrences(html, figure), 1u) << ledger << "." << field << " " << figure;
+    }
+  }
+  const int64_t logical = doc["logical"]["allocs"].get<int64_t>(), real = doc["real"]["allocs"].get<int64_t>();
+  ASSERT_GT(logical, real);
+  const std::string row = Between(html, "<tr><td>allocations</td>", "</tr>");
+  EXPECT_NE(row.find("<td class=\"n\">" + Thousands(logical) + "</td><td class=\"n\">" + Thousands(real) + "</td>"),
+            npos)
+      << row;
+  EXPECT_NE(row.find("<rect class=\"logical\" x=\"0\" y=\"2\" width=\"190.0\""), npos) << row;
+  char real_width[32];
+  std::snprintf(real_width, sizeof real_width, "%.1f", 190.0 * static_cast<double>(real) / static_cast<double>(logical));
+  EXPECT_NE(row.find("<rect class=\"real\" x=\"0\" y=\"12\" width=\"" + std::string(real_width) + "\""), npos) << row;
+}
+
+// The lost bytes by default: the flame graph of the definitely, indirectly and possibly lost groups;
+// all bytes live at exit behind a radio button (CSS shows the checked one's graph, no script).
+TEST(FlameGraphTest, LostBytesByDefaultAllLiveBehindASwitch) {
+  json doc = json::parse(R"({
+    "reachability": {"scanned": true, "definitely_lost": {"blocks": 1, "bytes": 100},
+                     "indirectly_lost": {"blocks": 2, "bytes": 50}, "possibly_lost": {"blocks": 1, "bytes": 30},
+                     "still_reachable": {"blocks": 1, "bytes": 4096}},
+    "leaks": [
+      {"kind": "still_reachable", "blocks": 1, "bytes": 4096,
+       "stack": [{"function": "_IO_file_doallocate", "object": "/lib/libc.so.6"},
+                 {"function": "printf", "object": "/lib/libc.so.6"}, {"function": "main", "object": "/bin/p"}]},
+      {"kind": "definitely_lost", "blocks": 1, "bytes": 100,
+       "stack": [{"function": "lose_head", "object": "/bin/p"}, {"function": "main", "object": "/bin/p"}]},
+      {"kind": "indirectly_lost", "blocks": 2, "bytes": 50,
+       "stack": [{"function": "lose_tail", "object": "/bin/p"}, {"function": "main", "object": "/bin/p"}]},
+      {"kind": "possibly_lost", "blocks": 1, "bytes": 30,
+       "stack": [{"function": "keep_inside", "object": "/bin/p"}, {"function": "main", "object": "/bin/p"}]}]})");
+  const json& r = doc["reachability"];
+  const int64_t lost = r["definitely_lost"]["bytes"].get<int64_t>() + r["indirectly_lost"]["bytes"].get<int64_t>() +
+                       r["possibly_lost"]["bytes"].get<int64_t>();
+  const int64_t live = lost + r["still_reachable"]["bytes"].get<int64_t>();
+  const std::string lost_svg = FlameGraph(doc, FlameBytes::kLost);
+  EXPECT_NE(lost_svg.find("<title>all lost bytes: " + Bytes(lost) + " (100.0% of lost bytes)</title>"), npos)
+      << lost_svg;
+  for (const char* frame : {"lose_head", "lose_tail", "keep_inside"}) {
+    EXPECT_NE(lost_svg.find(std::string("<title>") + frame + ": "), npos) << frame;
+  }
+  EXPECT_EQ(lost_svg.find("printf"), npos) << lost_svg;
+  const std::string all_svg = FlameGraph(doc, FlameBytes::kAllLive);
+  EXPECT_NE(all_svg.find("<title>all live bytes: " + Bytes(live) + " (100.0% of live bytes)</title>"), npos)
+      << all_svg;
+  EXPECT_NE(all_svg.find("<title>printf: "), npos);
+
+  const std::string html = HtmlReport(doc, "flame.json");
+  const std::string flame = Between(html, "<section id=\"flame\">", "</section>");
+  const size_t lost_radio = flame.find(
+      "<input type=\"radio\" name=\"flame-view\" id=\"flame-lost\" class=\"flame-lost\" checked>");
+  const size_t all_radio =
+      flame.find("<input type=\"radio\" name=\"flame-view\" id=\"flame-all\" class=\"flame-all\">");
+  const size_t lost_view = flame.find("<div class=\"flame-view flame-lost\">\n" + lost_svg + "</div>");
+  const size_t all_view = flame.find("<div class=\"flame-view flame-all\">\n" + all_svg + "</div>");
+  EXPECT_NE(lost_radio, npos) << flame;
+  EXPECT_NE(all_radio, npos) << flame;
+  EXPECT_NE(lost_view, npos) << flame;
+  EXPECT_NE(all_view, npos) << flame;
+  // The radio buttons come before the views, their siblings, which the style sheet hides unless
+  // the matching button is checked.
+  EXPECT_LT(std::max(lost_radio, all_radio), std::min(lost_view, all_view));
+  EXPECT_NE(flame.find("<label class=\"flame-choice\" for=\"flame-lost\">lost bytes (definitely, indirectly and "
+                       "possibly lost): " + Bytes(lost) + "</label>"),
+            npos);
+  EXPECT_NE(flame.find("<label class=\"flame-choice\" for=\"flame-all\">all bytes live at exit: " + Bytes(live) +
+                       "</label>"),
+            npos);
+  EXPECT_NE(html.find("div.flame-view { display: none; }"), npos);
+  EXPECT_NE(html.find("input.flame-lost:checked ~ div.flame-lost, input.flame-all:checked ~ div.flame-all { "
+                      "display: block; }"),
+            npos);
+  EXPECT_EQ(Occurrences(html, " checked"), 1u);
+}
+
+// A tree's page: each process's flame graph switches on its own (its radio buttons' ids, labels'
+// targets and group name carry its pid), and its headings are one level down.
+TEST(HtmlTreeReportTest, EachProcessHasItsOwnFlameSwitch) {
+  json a = LoadData("reach_list_on.json"), b = a;
+  a["process"]["pid"] = 100;
+  b["process"]["pid"] = 200;
+  const std::string html = HtmlTreeReport("tree", "summary", {{&a, "a.json"}, {&b, "b.json"}});
+  for (const char* pid : {"100", "200"}) {
+    const std::string p = std::string("p") + pid + "-";
+    EXPECT_NE(html.find("<input type=\"radio\" name=\"" + p + "flame-view\" id=\"" + p + "flame-lost\""), npos) << pid;
+    EXPECT_NE(html.find("for=\"" + p + "flame-lost\""), npos) << pid;
+    EXPECT_NE(html.find("for=\"" + p + "flame-all\""), npos) << pid;
+  }
+  EXPECT_EQ(html.find("name=\"flame-view\""), npos);
+  EXPECT_EQ(html.find("for=\"flame-"), npos);
+  EXPECT_EQ(html.find("<h2>What the program loses"), npos);
+  EXPECT_EQ(Occurrences(html, "<h3>What the program loses at exit</h3>"), 2u);
+  EXPECT_EQ(Occurrences(html, "<h4>Real blocks live at exit, by kind</h4>"), 2u);
 }
 
 }  // namespace
