@@ -93,6 +93,32 @@ void DrawFlame(const FlameNode& node, double x, int level, int levels, int64_t t
   }
 }
 
+// The marker of a timeline's measure.
+enum class Marker { kCircle = 0, kSquare = 1, kTriangle = 2 };
+
+// A marker centred at (x, y), filled with the line's colour and edged in white.
+std::string MarkerShape(Marker marker, double x, double y, const std::string& color) {
+  switch (marker) {
+    case Marker::kCircle:
+      return fmt::format("<circle class=\"marker circle\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" "
+                         "fill=\"{}\" stroke=\"#ffffff\"/>",
+                         x, y, color);
+    case Marker::kSquare:
+      return fmt::format("<rect class=\"marker square\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"7\" "
+                         "height=\"7\" fill=\"{}\" stroke=\"#ffffff\"/>",
+                         x - 3.5, y - 3.5, color);
+    case Marker::kTriangle:
+      return fmt::format("<path class=\"marker triangle\" d=\"M{:.1f},{:.1f} L{:.1f},{:.1f} L{:.1f},{:.1f} Z\" "
+                         "fill=\"{}\" stroke=\"#ffffff\"/>",
+                         x, y - 4.5, x + 4.5, y + 3.5, x - 4.5, y + 3.5, color);
+  }
+  return "";
+}
+
+std::string DashAttribute(const char* dash) {
+  return *dash == '\0' ? std::string() : fmt::format(" stroke-dasharray=\"{}\"", dash);
+}
+
 }  // namespace
 
 std::string LedgerBars(std::optional<int64_t> logical, std::optional<int64_t> real) {
@@ -303,12 +329,18 @@ std::string TimelineChart(const std::vector<std::pair<const json*, std::string>>
   struct Series {
     std::string label;
     std::string color;
-    bool right;  // on the resident-set axis
+    const char* dash;  // the run's dash pattern, "" for a solid line
+    Marker marker;     // the measure's marker
+    bool right;        // on the resident-set axis
     std::vector<std::pair<int64_t, int64_t>> xy;
   };
-  // Per run: logical, real, resident set. A second run's lines are darker shades of the first's.
-  static const char* const kColors[2][3] = {{kLogicalColor, kRealColor, "#6b7280"},
-                                            {"#16365e", "#8a3f0a", "#111827"}};
+  // Per run, logical, real and resident set, each line its own colour; a run's lines share a dash
+  // pattern (the first solid) and a measure's lines a marker, so six lines stay apart in print and
+  // for a reader who does not tell the colours apart.
+  static const char* const kColors[2][3] = {{kLogicalColor, kRealColor, kCachedColor},
+                                            {"#7b3fa0", "#c0392b", "#4b5563"}};
+  static const char* const kDashes[2] = {"", "7 4"};
+  static const Marker kMarkers[3] = {Marker::kCircle, Marker::kSquare, Marker::kTriangle};
   auto points_of = [](const json& report) -> const json* {
     const json* points = Find(report, "timeline.points");
     return points != nullptr && points->is_array() && points->size() >= 2 ? points : nullptr;
@@ -331,6 +363,7 @@ std::string TimelineChart(const std::vector<std::pair<const json*, std::string>>
     if (points == nullptr) continue;
     const std::string prefix = runs[r].second.empty() ? "" : runs[r].second + ": ";
     const char* const* colors = kColors[r % 2];
+    const char* dash = kDashes[r % 2];
     const std::pair<const char*, const char*> keys[] = {
         bytes ? std::make_pair("logical_live_bytes", "logical live bytes")
               : std::make_pair("logical_live_blocks", "logical live blocks"),
@@ -338,7 +371,7 @@ std::string TimelineChart(const std::vector<std::pair<const json*, std::string>>
               : std::make_pair("real_live_blocks", "real live blocks"),
         {"rss_kib", "resident set (right axis)"}};
     for (int k = 0; k < 3; ++k) {
-      Series s{prefix + keys[k].second, colors[k], k == 2, {}};
+      Series s{prefix + keys[k].second, colors[k], dash, kMarkers[k], k == 2, {}};
       for (const json& p : *points) {
         std::optional<int64_t> t = Count(p, "t_ms"), v = Count(p, keys[k].first);
         if (!t || !v) continue;  // (a null: the point is left out of that line)
@@ -364,11 +397,15 @@ std::string TimelineChart(const std::vector<std::pair<const json*, std::string>>
       "<svg width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
       "role=\"img\" aria-label=\"memory over time\">\n",
       width, height);
+  // The legend: per line a sample of it (colour, dash pattern, marker) and its name.
   for (size_t i = 0; i < series.size(); ++i) {
+    const Series& s = series[i];
     const int lx = left + 310 * static_cast<int>(i % 3), ly = 6 + 18 * static_cast<int>(i / 3);
-    svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
-                       "<text x=\"{}\" y=\"{}\">{}</text>\n",
-                       lx, ly, series[i].color, lx + 16, ly + 10, E(series[i].label));
+    svg += fmt::format("<g class=\"legend-entry\"><line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" "
+                       "stroke=\"{}\" stroke-width=\"2\"{}/>{}<text x=\"{}\" y=\"{}\">{}</text></g>\n",
+                       lx, ly + 6, lx + 30, ly + 6, s.color, DashAttribute(s.dash),
+                       MarkerShape(s.marker, lx + 15, ly + 6, s.color), lx + 36, ly + 10,
+                       E(s.label));
   }
   for (const Series& s : series) {
     if (s.xy.size() < 2) continue;
@@ -379,7 +416,18 @@ std::string TimelineChart(const std::vector<std::pair<const json*, std::string>>
     }
     svg += fmt::format("<polyline class=\"series\" fill=\"none\" stroke=\"{}\" "
                        "stroke-width=\"2\"{} points=\"{}\"><title>{}</title></polyline>\n",
-                       s.color, s.right ? " stroke-dasharray=\"5 3\"" : "", line, E(s.label));
+                       s.color, DashAttribute(s.dash), line, E(s.label));
+    // Markers at eight points spread along the line, each measure's a little apart from the
+    // others' so that lines that coincide still show every marker.
+    const size_t n = s.xy.size();
+    const size_t shift = static_cast<size_t>(s.marker);
+    std::string marks;
+    for (size_t j = 0; j < 8 && j < n; ++j) {
+      size_t at = std::min(n - 1, ((6 * j + 1 + 2 * shift) * (n - 1)) / 48);
+      marks += MarkerShape(s.marker, x_of(s.xy[at].first),
+                           y_of(s.xy[at].second, s.right ? max_rss : max_left), s.color);
+    }
+    svg += fmt::format("<g class=\"markers\">{}</g>\n", marks);
   }
   // Axes: time below, live bytes or blocks left, resident set right.
   svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#8a93a3\"/>\n", left,

@@ -45,9 +45,11 @@ enum class FlameBytes { kLost, kAllLive };
 std::string FlameGraph(const nlohmann::json& report, FlameBytes which);
 
 // Memory over time (the reports' `timeline`s): live bytes of both ledgers against time when every run
-// drawn has them (track=1), else live blocks, and the resident set on its own scale (right axis,
-// dashed), for one run or for several on one chart (each run's lines in its own shade, named by its
-// label). Empty when no run has two points or more.
+// drawn has them (track=1), else live blocks, and the resident set on its own scale (right axis),
+// for one run or for two on one chart. Every line has its own colour; the second run's lines are
+// dashed, and each measure has its marker (logical a circle, real a square, resident set a
+// triangle) at eight points along its line; the legend shows each line's sample with its name (the
+// run's label, then the measure). Empty when no run has two points or more.
 std::string TimelineChart(const std::vector<std::pair<const nlohmann::json*, std::string>>& runs);
 
 }  // namespace poolscope::report

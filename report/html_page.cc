@@ -56,6 +56,7 @@ details.detectors summary { cursor: pointer; color: #3b6fb6; }
 label.flame-choice { font-size: 13px; margin: 0 18px 10px 2px; cursor: pointer; }
 div.flame-view { display: none; }
 input.flame-lost:checked ~ div.flame-lost, input.flame-all:checked ~ div.flame-all { display: block; }
+table.compare td.label.sub { padding-left: 26px; }
 )css";
 
 }  // namespace

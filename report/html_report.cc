@@ -1,6 +1,6 @@
 // File: report/html_report.cc
 //
-// See html_report.h. The charts are in html_charts.cc.
+// See html_report.h. The charts are in html_charts.cc, the comparison page in html_compare.cc.
 // The report page, top to bottom: what the program loses (the reachability classes), what
 // detectors below poolscope see, the two ledgers, request sizes, memory over time, the flame graph,
 // the leak table, the call sites, the pool, errors. Each figure appears in one place.
@@ -383,20 +383,6 @@ std::string HtmlReport(const json& report, const std::string& path) {
                       E(Thousands(Count(report, "errors.invalid_frees"))),
                       E(Thousands(Count(report, "errors.double_frees"))));
   return page + PageEnd();
-}
-
-std::string HtmlComparePage(const std::string& title, const std::string& table, const json& before,
-                            const std::string& before_label, const json& after,
-                            const std::string& after_label) {
-  std::string page = PageStart("poolscope: " + title);
-  page += fmt::format("<h1>poolscope: {}</h1>\n", E(title));
-  page += fmt::format("<section id=\"table\">\n<pre style=\"white-space: pre-wrap\">{}</pre>\n</section>\n",
-                      E(table));
-  std::string timeline = TimelineChart({{&before, before_label}, {&after, after_label}});
-  page += "<section id=\"timeline\">\n<h2>Memory over time, both runs</h2>\n";
-  page += timeline.empty() ? std::string("<p>Neither report has a timeline of two points or more.</p>\n")
-                           : timeline;
-  return page + "</section>\n" + PageEnd();
 }
 
 std::string HtmlTreeReport(const std::string& title, const std::string& summary,

@@ -22,17 +22,29 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "report/ledger_table.h"
 
 namespace poolscope::report {
 
 // The whole page. `path` is the report's file name, shown in the title.
 std::string HtmlReport(const nlohmann::json& report, const std::string& path);
 
-// The page of a comparison of two runs (`compare --html`, `diff --html`): `table` (preformatted
-// text, as printed on stdout), then both reports' timelines on one chart.
-std::string HtmlComparePage(const std::string& title, const std::string& table, const nlohmann::json& before,
-                            const std::string& before_label, const nlohmann::json& after,
-                            const std::string& after_label);
+// One run of a comparison page.
+struct CompareRun {
+  const nlohmann::json* report = nullptr;    // the table's figures: the run's report, or its tree's totals
+  RunFacts facts;                            // what the command measured of the run, when it ran it
+  std::string label;                         // the head of the run's column ("pooling off")
+  const nlohmann::json* timeline = nullptr;  // the report whose timeline is drawn (a tree's root); may be null
+  std::string timeline_label;                // its lines' name in the chart's legend
+};
+
+// The page of a comparison of two runs (`compare --html`, `diff --html`): the side-by-side ledger as
+// a <table> (section id "table", one row per row of the text table, the change in its own column)
+// and the verdict; `processes` (the per-process table of two trees, preformatted; none when empty);
+// with `leaks_by_stack` (diff), the two runs' leaks matched by stack as a table (section id
+// "leak-diff"); then both runs' timelines on one chart (section id "timeline").
+std::string HtmlComparePage(const std::string& title, const CompareRun& before, const CompareRun& after,
+                            const std::string& processes, bool leaks_by_stack);
 
 // The page of a process tree: `summary` (preformatted text: totals and the per-process table), then
 // one <section id="process-PID"> per report of `processes` (report, file), each the page above

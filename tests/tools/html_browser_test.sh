@@ -17,7 +17,8 @@
 #   3. each call site is named by its first frame outside libc, the loader and libpoolscope.so (the
 #      callers of strdup, printf, fputs and fopen), as derived here from the report's sites;
 #   4. each ledger once: one ledger table, and each of its figures once in the page's text (demo);
-#   5. the comparison page: its table as printed, both runs' six timeline lines.
+#   5. the comparison page: its table a <table> (no <pre>), six timeline lines of six colours, two
+#      dash patterns (one per run), three marker shapes (one per measure), six legend entries.
 # Then the screenshot of the demo's page: a 1200x1600 PNG, not blank. With SCREENSHOT_OUT=PATH set,
 # the screenshot is also copied there (README's image is made so). Fails, not skips, when chromium
 # is missing: install it with `apt-get install -y chromium`.
@@ -209,21 +210,48 @@ if len(probe["sites"]) != 20:
     fail(f"the call-site table has {len(probe['sites'])} rows, expected 20 (the demo has {len(report['sites'])} sites)")
 print("demo: every section, each ledger figure once, 20 call sites")
 PY
-# 5. The comparison page: the table as printed, and both runs' lines on one chart.
-"$PY" - "$T/compare.out" "$T/compare.html" <<'PY' || fail "the comparison page"
-import html, sys
-out = open(sys.argv[1]).read()
-page = open(sys.argv[2], encoding="utf-8").read()
+# 5. The comparison page.
+with_probe "$T/compare.html" "$T/compare_probe.html"
+dump_dom "$T/compare_probe.html" "$T/compare_dom.html"
+"$PY" - "$T/demo/off.json" "$T/demo/on.json" "$T/compare.html" "$T/compare_dom.html" <<'PY' || fail "the comparison page"
+import html, json, re, sys
+off, on = (json.load(open(p)) for p in sys.argv[1:3])
+page = open(sys.argv[3], encoding="utf-8").read()
+dom = open(sys.argv[4], encoding="utf-8").read()
+probe = json.loads(html.unescape(re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S).group(1)))
 def fail(message):
     sys.exit("FAIL: " + message)
 if "<script" in page.lower():
     fail("the comparison page as written holds a script")
-row = next(line for line in out.splitlines() if line.startswith("logical allocations"))
-if html.escape(row, quote=False) not in page:
-    fail(f"the comparison page lacks the table's row {row!r}")
-if page.count("<polyline") != 6:
-    fail("the comparison page's chart lacks the two runs' six lines")
-print("comparison page: the table and both runs' lines")
+if probe["compare_tables"] != 1 or probe["pre"] != 0:
+    fail(f"the table is not an HTML table ({probe['compare_tables']} tables, {probe['pre']} <pre>)")
+if probe["compare_rows"] < 15:
+    fail(f"the comparison table has {probe['compare_rows']} rows")
+for run, label in ((off, "pooling off"), (on, "pooling on")):
+    if f"{run['logical']['allocs']:,}" not in probe["body_text"]:
+        fail(f"the table lacks {label}'s logical allocations")
+lines = probe["lines"]
+if len(lines) != 6:
+    fail(f"the chart has {len(lines)} lines, expected the two runs' six")
+if len({l["stroke"] for l in lines}) != 6:
+    fail(f"the six lines share colours: {[l['stroke'] for l in lines]}")
+dash = {run: {l["dash"] for l in lines if l["title"].startswith(run + ":")} for run in ("pooling off", "pooling on")}
+if any(len(d) != 1 for d in dash.values()) or dash["pooling off"] == dash["pooling on"]:
+    fail(f"the runs' lines are not told apart by their dash patterns: {dash}")
+shapes = {}
+for l in lines:
+    kinds = {m.split()[0] for m in l["markers"]}
+    if len(l["markers"]) < 2 or len(kinds) != 1 or any(m.split()[1] != l["stroke"] for m in l["markers"]):
+        fail(f"line {l['title']} has no markers of one shape in its colour: {l['markers']}")
+    shapes.setdefault(l["title"].split(": ", 1)[1], set()).update(kinds)
+if len(shapes) != 3 or any(len(s) != 1 for s in shapes.values()) or len({min(s) for s in shapes.values()}) != 3:
+    fail(f"the measures do not have a marker shape each: {shapes}")
+legend = {e["name"]: e for e in probe["legend"]}
+for l in lines:
+    e = legend.get(l["title"])
+    if not e or (e["stroke"], e["dash"]) != (l["stroke"], l["dash"]) or e["marker"] != l["markers"][0].split()[0]:
+        fail(f"the legend entry of {l['title']} does not show its line: {e}")
+print("comparison page: a table, six lines in six colours, two dash patterns, three markers, a legend")
 PY
 
 # --- the screenshot of the demo's page -------------------------------------------------------------

@@ -4,19 +4,24 @@
 // hand-written reports, part of render_test: self-contained and escaped; what the program loses
 // leads the page, from the reachability scan, and what a malloc/free-counting detector sees
 // follows, named as such; each ledger once; the flame graph of the lost bytes with its switch to
-// all bytes live at exit; call sites named by the code that called into glibc; the timeline.
-// Expected figures come from the report documents the tests build or load, never from an earlier
-// output.
+// all bytes live at exit; call sites named by the code that called into glibc; the timeline; the
+// comparison page's table as a <table> and its six timeline lines told apart. Expected figures come
+// from the report documents the tests build or load, never from an earlier output.
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "report/format_util.h"
 #include "report/html_charts.h"
 #include "report/html_report.h"
+#include "report/leak_diff.h"
+#include "report/ledger_table.h"
 #include "report/stack_frames.h"
 #include "report/text_report.h"
 #include "tests/tools/render_test_util.h"
@@ -49,6 +54,15 @@ std::string Between(const std::string& text, const std::string& open, const std:
   if (at == std::string::npos) return "";
   size_t end = text.find(close, at);
   return text.substr(at, end == std::string::npos ? std::string::npos : end + close.size() - at);
+}
+
+// The value of attribute `name` in the first tag of `element`, "" when it has none.
+std::string Attribute(const std::string& element, const std::string& name) {
+  size_t tag_end = element.find('>');
+  size_t at = element.find(" " + name + "=\"");
+  if (at == std::string::npos || at > tag_end) return "";
+  at += name.size() + 3;
+  return element.substr(at, element.find('"', at) - at);
 }
 
 TEST(HtmlReportTest, SelfContainedEscapedAndComplete) {
@@ -467,6 +481,117 @@ TEST(HtmlTreeReportTest, EachProcessHasItsOwnFlameSwitch) {
   EXPECT_EQ(html.find("<h2>What the program loses"), npos);
   EXPECT_EQ(Occurrences(html, "<h3>What the program loses at exit</h3>"), 2u);
   EXPECT_EQ(Occurrences(html, "<h4>Real blocks live at exit, by kind</h4>"), 2u);
+}
+
+// The comparison page's ledger is an HTML table: a row for each row of the text table, with the
+// same cells, the change in its own column, the "of which" rows marked as parts; no preformatted
+// text without a tree's process table.
+TEST(HtmlComparePageTest, TheTableIsATable) {
+  const json off = LoadData("report_off.json"), on = LoadData("report_on.json");
+  const RunFacts off_facts{1.0, 2048}, on_facts{0.5, 1024};
+  const std::string html = HtmlComparePage("compare p", {&off, off_facts, "pooling off", &off, "pooling off"},
+                                           {&on, on_facts, "pooling on", &on, "pooling on"}, "", false);
+  EXPECT_EQ(html.find("<pre"), npos) << html;
+  const std::string table = Between(html, "<table class=\"compare\">", "</table>");
+  ASSERT_FALSE(table.empty()) << html;
+  EXPECT_NE(table.find("<tr><th></th><th class=\"n\">pooling off</th><th class=\"n\">pooling on</th>"
+                       "<th class=\"n\">change</th></tr>"),
+            npos);
+  const std::vector<LedgerRow> rows = LedgerRows(off, off_facts, on, on_facts);
+  EXPECT_EQ(Occurrences(table, "<tr>"), rows.size() + 1);
+  for (const LedgerRow& row : rows) {
+    const bool part = row.label.rfind("  ", 0) == 0;
+    const std::string tr = std::string("<tr><td class=\"label") + (part ? " sub" : "") + "\">" +
+                           HtmlEscape(part ? row.label.substr(2) : row.label) + "</td><td class=\"n\">" +
+                           HtmlEscape(row.before) + "</td><td class=\"n\">" + HtmlEscape(row.after) +
+                           "</td><td class=\"n\">" + HtmlEscape(row.change) + "</td></tr>";
+    EXPECT_NE(table.find(tr), npos) << tr;
+  }
+  // One figure checked against the reports themselves.
+  EXPECT_NE(table.find("<td class=\"label\">logical allocations</td><td class=\"n\">" +
+                       Thousands(off["logical"]["allocs"].get<int64_t>()) + "</td><td class=\"n\">" +
+                       Thousands(on["logical"]["allocs"].get<int64_t>()) + "</td>"),
+            npos);
+  EXPECT_LT(html.find("</table>"), html.find("<div class=\"verdict\">"));
+  // diff's page adds the leaks matched by stack, as a table.
+  const std::string diff = HtmlComparePage("diff", {&off, {}, "A", &off, "A"}, {&on, {}, "B", &on, "B"}, "", true);
+  const std::string leaks = Between(diff, "<section id=\"leak-diff\">", "</section>");
+  size_t changed = 0;
+  for (const StackChange& change : LeakChanges(off, on)) changed += std::string(change.Change()) != "same";
+  ASSERT_GT(changed, 0u);
+  EXPECT_EQ(Occurrences(leaks, "<tr>"), std::min<size_t>(changed, 20) + 1) << leaks;
+  EXPECT_EQ(diff.find("<pre"), npos);
+}
+
+// A line of the chart: its colour, dash pattern, name, and the shapes of the markers after it.
+struct ChartLine {
+  std::string stroke, dash, title;
+  std::multiset<std::string> markers;  // "circle", "square", "triangle" with their fill
+};
+
+// The comparison chart's six lines (two runs, three measures) are told apart: six colours, the
+// second run dashed, a marker shape per measure, and a legend entry per line drawn the same way.
+TEST(HtmlComparePageTest, SixTimelineLinesToldApart) {
+  json a = LoadData("report_on.json"), b = a;
+  for (json* doc : {&a, &b}) {
+    json points = json::array();
+    for (int i = 0; i <= 20; ++i) {
+      const int64_t k = doc == &a ? i : 20 - i;
+      points.push_back({{"t_ms", 10 * i}, {"logical_live_blocks", 100 * k}, {"real_live_blocks", 50 * k},
+                        {"pools", k}, {"rss_kib", 2048 + 64 * k}, {"logical_live_bytes", 6400 * k},
+                        {"real_live_bytes", 4000 * k}});
+    }
+    (*doc)["timeline"] = {{"interval_ms", 10}, {"points", points}};
+  }
+  const std::string html = HtmlComparePage("t", {&a, {}, "A", &a, "A"}, {&b, {}, "B", &b, "B"}, "", false);
+  const std::string chart = Between(html, "<section id=\"timeline\">", "</section>");
+  std::vector<ChartLine> lines;
+  for (size_t at = chart.find("<polyline"); at != npos; at = chart.find("<polyline", at + 1)) {
+    const std::string element = chart.substr(at, chart.find("</polyline>", at) - at);
+    ChartLine line{Attribute(element, "stroke"), Attribute(element, "stroke-dasharray"),
+                   Between(element, "<title>", "</title>"), {}};
+    const std::string markers = Between(chart.substr(at), "<g class=\"markers\">", "</g>");
+    for (size_t m = markers.find("class=\"marker "); m != npos; m = markers.find("class=\"marker ", m + 1)) {
+      const std::string shape = markers.substr(m + 14, markers.find('"', m + 14) - m - 14);
+      const std::string mark = markers.substr(markers.rfind('<', m));
+      line.markers.insert(shape + " " + Attribute(mark, "fill"));
+    }
+    lines.push_back(line);
+  }
+  ASSERT_EQ(lines.size(), 6u) << chart;
+  std::set<std::string> colours;
+  std::map<std::string, std::set<std::string>> dash_by_run, shape_by_measure;
+  for (const ChartLine& line : lines) {
+    colours.insert(line.stroke);
+    const std::string title = line.title.substr(7, line.title.size() - 15);  // "<title>A: logical live bytes</title>"
+    dash_by_run[title.substr(0, 1)].insert(line.dash);
+    EXPECT_EQ(line.markers.size(), 8u) << title;
+    ASSERT_FALSE(line.markers.empty());
+    const std::string shape = line.markers.begin()->substr(0, line.markers.begin()->find(' '));
+    EXPECT_EQ(line.markers.count(shape + " " + line.stroke), line.markers.size()) << title;
+    shape_by_measure[title.substr(3)].insert(shape);
+    // Its legend entry: a sample line of the same colour and dash, with its marker, and its name.
+    const std::string name = title;
+    size_t entry = chart.find(">" + name + "</text></g>");
+    ASSERT_NE(entry, npos) << name;
+    const std::string legend = chart.substr(chart.rfind("<g class=\"legend-entry\">", entry));
+    const std::string sample = legend.substr(legend.find("<line"));
+    EXPECT_EQ(Attribute(sample, "stroke"), line.stroke) << name;
+    EXPECT_EQ(Attribute(sample, "stroke-dasharray"), line.dash) << name;
+    EXPECT_NE(legend.substr(0, legend.find("</g>")).find("class=\"marker " + shape + "\""), npos) << name;
+  }
+  EXPECT_EQ(colours.size(), 6u);
+  ASSERT_EQ(dash_by_run.size(), 2u);
+  EXPECT_EQ(dash_by_run["A"], std::set<std::string>{""});
+  ASSERT_EQ(dash_by_run["B"].size(), 1u);
+  EXPECT_NE(*dash_by_run["B"].begin(), "");
+  ASSERT_EQ(shape_by_measure.size(), 3u);
+  std::set<std::string> shapes;
+  for (const auto& [measure, shape] : shape_by_measure) {
+    EXPECT_EQ(shape.size(), 1u) << measure;
+    shapes.insert(*shape.begin());
+  }
+  EXPECT_EQ(shapes.size(), 3u);
 }
 
 }  // namespace
