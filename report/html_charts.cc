@@ -4,6 +4,7 @@
 #include "report/html_charts.h"
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -17,8 +18,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kLogicalColor = "#3b6fb6";
-constexpr const char* kRealColor = "#e07b28";
 constexpr const char* kLeakColor = "#c0392b";
 constexpr const char* kCachedColor = "#2e8b57";
 constexpr const char* kInUseColor = "#8fbc8f";
@@ -59,7 +58,7 @@ constexpr int kFlameLeft = 10, kFlameWidth = 1000, kFlameRow = 18;
 constexpr size_t kFlameLevels = 128;
 
 void DrawFlame(const FlameNode& node, double x, int level, int levels, int64_t total,
-               std::string* svg) {
+               const char* what, std::string* svg) {
   double w = static_cast<double>(kFlameWidth) * static_cast<double>(node.bytes) /
              static_cast<double>(total);
   int y = (levels - 1 - level) * kFlameRow;
@@ -69,12 +68,12 @@ void DrawFlame(const FlameNode& node, double x, int level, int levels, int64_t t
                                  : fmt::format("rgb({},{},{})", 205 + hash % 50,
                                                90 + (hash >> 8) % 120, 40 + (hash >> 16) % 50);
   *svg += fmt::format(
-      "<g class=\"frame\"><title>{}: {} ({:.1f}% of live bytes)</title>"
+      "<g class=\"frame\"><title>{}: {} ({:.1f}% of {})</title>"
       "<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\" "
       "stroke=\"#ffffff\" stroke-width=\"0.5\"/>",
       E(node.name), E(Bytes(node.bytes)),
-      100.0 * static_cast<double>(node.bytes) / static_cast<double>(total), x, y, w, kFlameRow - 1,
-      color);
+      100.0 * static_cast<double>(node.bytes) / static_cast<double>(total), what, x, y, w,
+      kFlameRow - 1, color);
   size_t fits = w > 12 ? static_cast<size_t>((w - 6) / 6.5) : 0;
   if (fits >= 3) {
     std::string label = node.name.size() <= fits ? node.name : node.name.substr(0, fits - 2) + "..";
@@ -88,67 +87,60 @@ void DrawFlame(const FlameNode& node, double x, int level, int levels, int64_t t
     return a->name < b->name;
   });
   for (const FlameNode* child : children) {
-    DrawFlame(*child, x, level + 1, levels, total, svg);
+    DrawFlame(*child, x, level + 1, levels, total, what, svg);
     x += static_cast<double>(kFlameWidth) * static_cast<double>(child->bytes) /
          static_cast<double>(total);
   }
 }
 
+// The marker of a timeline's measure.
+enum class Marker { kCircle = 0, kSquare = 1, kTriangle = 2 };
+
+// A marker centred at (x, y), filled with the line's colour and edged in white.
+std::string MarkerShape(Marker marker, double x, double y, const std::string& color) {
+  switch (marker) {
+    case Marker::kCircle:
+      return fmt::format("<circle class=\"marker circle\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" "
+                         "fill=\"{}\" stroke=\"#ffffff\"/>",
+                         x, y, color);
+    case Marker::kSquare:
+      return fmt::format("<rect class=\"marker square\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"7\" "
+                         "height=\"7\" fill=\"{}\" stroke=\"#ffffff\"/>",
+                         x - 3.5, y - 3.5, color);
+    case Marker::kTriangle:
+      return fmt::format("<path class=\"marker triangle\" d=\"M{:.1f},{:.1f} L{:.1f},{:.1f} L{:.1f},{:.1f} Z\" "
+                         "fill=\"{}\" stroke=\"#ffffff\"/>",
+                         x, y - 4.5, x + 4.5, y + 3.5, x - 4.5, y + 3.5, color);
+  }
+  return "";
+}
+
+std::string DashAttribute(const char* dash) {
+  return *dash == '\0' ? std::string() : fmt::format(" stroke-dasharray=\"{}\"", dash);
+}
+
 }  // namespace
 
-std::string LedgerChart(const json& report) {
-  struct Measure {
-    const char* label;
-    std::optional<int64_t> logical;
-    std::optional<int64_t> real;
-  };
-  std::vector<Measure> measures = {
-      {"allocations", Count(report, "logical.allocs"), Count(report, "real.allocs")},
-      {"frees", Count(report, "logical.frees"), Count(report, "real.frees")},
-      {"live blocks at exit", Count(report, "logical.live_blocks"),
-       Count(report, "real.live_blocks")},
-  };
-  int64_t max_value = 1;
-  for (const Measure& m : measures) {
-    max_value = std::max({max_value, m.logical.value_or(0), m.real.value_or(0)});
-  }
-  const int width = 520, left = 140, bar_width = 290, bar_height = 18, group_height = 58, top = 30;
-  int height = top + group_height * static_cast<int>(measures.size()) + 34;
+std::string LedgerBars(std::optional<int64_t> logical, std::optional<int64_t> real) {
+  constexpr int kWidth = 200, kBar = 190, kHeight = 22;
+  const int64_t most = std::max<int64_t>({1, logical.value_or(0), real.value_or(0)});
   std::string svg = fmt::format(
-      "<svg width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
-      "role=\"img\" aria-label=\"logical and real ledgers\">\n",
-      width, height);
-  svg += fmt::format("<rect x=\"{}\" y=\"6\" width=\"12\" height=\"12\" fill=\"{}\"/>"
-                     "<text x=\"{}\" y=\"16\">logical (program)</text>\n",
-                     left, kLogicalColor, left + 16);
-  svg += fmt::format("<rect x=\"{}\" y=\"6\" width=\"12\" height=\"12\" fill=\"{}\"/>"
-                     "<text x=\"{}\" y=\"16\">real (allocator below)</text>\n",
-                     left + 150, kRealColor, left + 166);
-  int y = top;
-  for (const Measure& m : measures) {
-    svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", left - 8,
-                       y + bar_height + 4, E(m.label));
-    int row = 0;
-    for (auto [value, color] : {std::pair{m.logical, kLogicalColor}, std::pair{m.real, kRealColor}}) {
-      int by = y + row * (bar_height + 4);
-      double w = value ? static_cast<double>(bar_width) * static_cast<double>(*value) /
-                             static_cast<double>(max_value)
-                       : 0;
-      if (value && *value > 0) w = std::max(w, 1.5);
-      svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"/>"
-                         "<text x=\"{:.1f}\" y=\"{}\">{}</text>\n",
-                         left, by, w, bar_height, color, left + w + 6, by + 13,
-                         E(Thousands(value)));
-      ++row;
-    }
-    y += group_height;
+      "<svg class=\"bars\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" role=\"img\" "
+      "aria-label=\"logical {2}, real {3}\">",
+      kWidth, kHeight, E(Thousands(logical)), E(Thousands(real)));
+  int y = 2;
+  for (auto [value, color, name] : {std::tuple{logical, kLogicalColor, "logical"},
+                                    std::tuple{real, kRealColor, "real"}}) {
+    double w = value ? static_cast<double>(kBar) * static_cast<double>(std::max<int64_t>(0, *value)) /
+                           static_cast<double>(most)
+                     : 0;
+    if (value && *value > 0) w = std::max(w, 1.5);
+    svg += fmt::format("<rect class=\"{}\" x=\"0\" y=\"{}\" width=\"{:.1f}\" height=\"8\" fill=\"{}\">"
+                       "<title>{}: {}</title></rect>",
+                       name, y, w, color, name, E(Thousands(value)));
+    y += 10;
   }
-  svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#8a93a3\"/>\n", left,
-                     top - 4, height - 30);
-  svg += fmt::format("<text class=\"axis-title\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">"
-                     "calls or blocks (bar length to scale, figure at its end)</text>\n",
-                     left + bar_width / 2, height - 8);
-  return svg + "</svg>\n";
+  return svg + "</svg>";
 }
 
 std::string SizeChart(const json& report) {
@@ -283,13 +275,25 @@ std::string LiveChart(const json& report) {
   return svg + "</svg>\n";
 }
 
-std::string FlameGraph(const json& report) {
-  FlameNode root{"all live bytes", 0, {}};
+namespace {
+
+// A leak group the reachability scan found lost: definitely, indirectly or possibly.
+bool IsLost(const json& leak) {
+  const std::string kind = String(leak, "kind").value_or("");
+  return kind == "definitely_lost" || kind == "indirectly_lost" || kind == "possibly_lost";
+}
+
+}  // namespace
+
+std::string FlameGraph(const json& report, FlameBytes which) {
+  const bool lost_only = which == FlameBytes::kLost;
+  const char* const what = lost_only ? "lost bytes" : "live bytes";
+  FlameNode root{lost_only ? "all lost bytes" : "all live bytes", 0, {}};
   const json* leaks = Find(report, "leaks");
   if (leaks != nullptr && leaks->is_array()) {
     for (const json& leak : *leaks) {
       int64_t bytes = Count(leak, "bytes").value_or(0);
-      if (bytes <= 0) continue;
+      if (bytes <= 0 || (lost_only && !IsLost(leak))) continue;
       root.bytes = SaturatingAdd(root.bytes, bytes);
       FlameNode* node = &root;
       const json* stack = Find(leak, "stack");
@@ -308,14 +312,16 @@ std::string FlameGraph(const json& report) {
       }
     }
   }
-  if (root.bytes == 0) return "<p>No bytes live at exit.</p>\n";
+  if (root.bytes == 0) {
+    return lost_only ? "<p>No bytes lost at exit.</p>\n" : "<p>No bytes live at exit.</p>\n";
+  }
   int levels = Depth(root);
   int height = levels * kFlameRow;
   std::string svg = fmt::format(
       "<svg class=\"flame\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" role=\"img\" "
-      "aria-label=\"flame graph of bytes live at exit\">\n",
-      kFlameLeft * 2 + kFlameWidth, height);
-  DrawFlame(root, kFlameLeft, 0, levels, root.bytes, &svg);
+      "aria-label=\"flame graph of {2} at exit\">\n",
+      kFlameLeft * 2 + kFlameWidth, height, what);
+  DrawFlame(root, kFlameLeft, 0, levels, root.bytes, what, &svg);
   return svg + "</svg>\n";
 }
 
@@ -323,12 +329,18 @@ std::string TimelineChart(const std::vector<std::pair<const json*, std::string>>
   struct Series {
     std::string label;
     std::string color;
-    bool right;  // on the resident-set axis
+    const char* dash;  // the run's dash pattern, "" for a solid line
+    Marker marker;     // the measure's marker
+    bool right;        // on the resident-set axis
     std::vector<std::pair<int64_t, int64_t>> xy;
   };
-  // Per run: logical, real, resident set. A second run's lines are darker shades of the first's.
-  static const char* const kColors[2][3] = {{kLogicalColor, kRealColor, "#6b7280"},
-                                            {"#16365e", "#8a3f0a", "#111827"}};
+  // Per run, logical, real and resident set, each line its own colour; a run's lines share a dash
+  // pattern (the first solid) and a measure's lines a marker, so six lines stay apart in print and
+  // for a reader who does not tell the colours apart.
+  static const char* const kColors[2][3] = {{kLogicalColor, kRealColor, kCachedColor},
+                                            {"#7b3fa0", "#c0392b", "#4b5563"}};
+  static const char* const kDashes[2] = {"", "7 4"};
+  static const Marker kMarkers[3] = {Marker::kCircle, Marker::kSquare, Marker::kTriangle};
   auto points_of = [](const json& report) -> const json* {
     const json* points = Find(report, "timeline.points");
     return points != nullptr && points->is_array() && points->size() >= 2 ? points : nullptr;
@@ -351,6 +363,7 @@ std::string TimelineChart(const std::vector<std::pair<const json*, std::string>>
     if (points == nullptr) continue;
     const std::string prefix = runs[r].second.empty() ? "" : runs[r].second + ": ";
     const char* const* colors = kColors[r % 2];
+    const char* dash = kDashes[r % 2];
     const std::pair<const char*, const char*> keys[] = {
         bytes ? std::make_pair("logical_live_bytes", "logical live bytes")
               : std::make_pair("logical_live_blocks", "logical live blocks"),
@@ -358,7 +371,7 @@ std::string TimelineChart(const std::vector<std::pair<const json*, std::string>>
               : std::make_pair("real_live_blocks", "real live blocks"),
         {"rss_kib", "resident set (right axis)"}};
     for (int k = 0; k < 3; ++k) {
-      Series s{prefix + keys[k].second, colors[k], k == 2, {}};
+      Series s{prefix + keys[k].second, colors[k], dash, kMarkers[k], k == 2, {}};
       for (const json& p : *points) {
         std::optional<int64_t> t = Count(p, "t_ms"), v = Count(p, keys[k].first);
         if (!t || !v) continue;  // (a null: the point is left out of that line)
@@ -384,11 +397,15 @@ std::string TimelineChart(const std::vector<std::pair<const json*, std::string>>
       "<svg width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
       "role=\"img\" aria-label=\"memory over time\">\n",
       width, height);
+  // The legend: per line a sample of it (colour, dash pattern, marker) and its name.
   for (size_t i = 0; i < series.size(); ++i) {
+    const Series& s = series[i];
     const int lx = left + 310 * static_cast<int>(i % 3), ly = 6 + 18 * static_cast<int>(i / 3);
-    svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
-                       "<text x=\"{}\" y=\"{}\">{}</text>\n",
-                       lx, ly, series[i].color, lx + 16, ly + 10, E(series[i].label));
+    svg += fmt::format("<g class=\"legend-entry\"><line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" "
+                       "stroke=\"{}\" stroke-width=\"2\"{}/>{}<text x=\"{}\" y=\"{}\">{}</text></g>\n",
+                       lx, ly + 6, lx + 30, ly + 6, s.color, DashAttribute(s.dash),
+                       MarkerShape(s.marker, lx + 15, ly + 6, s.color), lx + 36, ly + 10,
+                       E(s.label));
   }
   for (const Series& s : series) {
     if (s.xy.size() < 2) continue;
@@ -399,7 +416,18 @@ std::string TimelineChart(const std::vector<std::pair<const json*, std::string>>
     }
     svg += fmt::format("<polyline class=\"series\" fill=\"none\" stroke=\"{}\" "
                        "stroke-width=\"2\"{} points=\"{}\"><title>{}</title></polyline>\n",
-                       s.color, s.right ? " stroke-dasharray=\"5 3\"" : "", line, E(s.label));
+                       s.color, DashAttribute(s.dash), line, E(s.label));
+    // Markers at eight points spread along the line, each measure's a little apart from the
+    // others' so that lines that coincide still show every marker.
+    const size_t n = s.xy.size();
+    const size_t shift = static_cast<size_t>(s.marker);
+    std::string marks;
+    for (size_t j = 0; j < 8 && j < n; ++j) {
+      size_t at = std::min(n - 1, ((6 * j + 1 + 2 * shift) * (n - 1)) / 48);
+      marks += MarkerShape(s.marker, x_of(s.xy[at].first),
+                           y_of(s.xy[at].second, s.right ? max_rss : max_left), s.color);
+    }
+    svg += fmt::format("<g class=\"markers\">{}</g>\n", marks);
   }
   // Axes: time below, live bytes or blocks left, resident set right.
   svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#8a93a3\"/>\n", left,

@@ -1,6 +1,9 @@
 // File: report/html_report.cc
 //
-// See html_report.h. The charts are in html_charts.cc.
+// See html_report.h. The charts are in html_charts.cc, the comparison page in html_compare.cc.
+// The report page, top to bottom: what the program loses (the reachability classes), what
+// detectors below poolscope see, the two ledgers, request sizes, memory over time, the flame graph,
+// the leak table, the call sites, the pool, errors. Each figure appears in one place.
 #include "report/html_report.h"
 
 #include <utility>
@@ -9,8 +12,10 @@
 #include "fmt/format.h"
 #include "report/format_util.h"
 #include "report/html_charts.h"
+#include "report/html_page.h"
 #include "report/ledger_table.h"
 #include "report/report_model.h"
+#include "report/stack_frames.h"
 #include "report/text_report.h"
 
 namespace poolscope::report {
@@ -18,52 +23,16 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kStyle = R"css(
-body { font-family: "DejaVu Sans", "Liberation Sans", Arial, sans-serif; color: #1d2330;
-       background: #ffffff; margin: 0; }
-main { max-width: 1100px; margin: 0 auto; padding: 20px 24px 40px; }
-h1 { font-size: 24px; margin: 0 0 4px; }
-h2 { font-size: 18px; margin: 28px 0 8px; border-bottom: 1px solid #d5d9e0; padding-bottom: 4px; }
-p.meta { color: #555f70; margin: 2px 0; font-size: 13px; word-break: break-all; }
-.verdict { background: #f3f6fb; border-left: 4px solid #3b6fb6; padding: 10px 14px; margin: 14px 0;
-           font-size: 15px; }
-.cards { display: flex; gap: 12px; flex-wrap: wrap; margin: 12px 0; }
-.card { border: 1px solid #d5d9e0; border-radius: 6px; padding: 8px 14px; flex: 1 1 0; }
-.card .n { font-size: 22px; font-weight: bold; }
-.card .l { font-size: 12px; color: #555f70; }
-.cards.detector .card { background: #f7f8fa; }
-.cards.detector .n { font-size: 18px; color: #555f70; }
-table { border-collapse: collapse; font-size: 13px; }
-th, td { padding: 4px 10px; border-bottom: 1px solid #e6e9ee; text-align: left; vertical-align: top; }
-td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; }
-td.stack { font-family: "DejaVu Sans Mono", monospace; font-size: 12px; }
-td.stack span.where { color: #6b7486; }
-.ok { color: #2e7d32; font-weight: bold; }
-.bad { color: #c0392b; font-weight: bold; }
-svg text { font-family: "DejaVu Sans", "Liberation Sans", Arial, sans-serif; font-size: 12px;
-           fill: #1d2330; }
-.charts { display: flex; gap: 24px; flex-wrap: wrap; }
-svg text.axis-title { font-weight: bold; fill: #555f70; }
-details.stack summary { cursor: pointer; }
-details.stack span.more { color: #6b7486; font-size: 11px; }
-details.stack div.frame { padding-left: 16px; }
-details.stack div.skipped { color: #8a93a3; }
-svg.flame text { font-size: 11px; pointer-events: none; }
-)css";
-
-std::string E(const std::string& text) { return HtmlEscape(text); }
-
-std::string Card(const std::string& number, const std::string& label) {
-  return fmt::format("<div class=\"card\"><div class=\"n\">{}</div><div class=\"l\">{}</div></div>\n",
-                     E(number), E(label));
-}
-
+// The two ledgers, once: each row a measure with the logical and the real figure and the two as
+// bars to the row's own scale; the calls by entry point below.
 std::string LedgerTableHtml(const json& report) {
   std::string rows;
+  auto add = [&](const std::string& label_html, std::optional<int64_t> logical, std::optional<int64_t> real) {
+    rows += fmt::format("<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
+                        label_html, E(Thousands(logical)), E(Thousands(real)), LedgerBars(logical, real));
+  };
   auto row = [&](const std::string& label, std::string_view field) {
-    rows += fmt::format("<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
-                        E(label), E(Thousands(Count(report, fmt::format("logical.{}", field)))),
-                        E(Thousands(Count(report, fmt::format("real.{}", field)))));
+    add(E(label), Count(report, fmt::format("logical.{}", field)), Count(report, fmt::format("real.{}", field)));
   };
   row("allocations", "allocs");
   row("frees", "frees");
@@ -82,13 +51,14 @@ std::string LedgerTableHtml(const json& report) {
                                    ? Count(real_api->at(key), "")
                                    : std::nullopt;
     if (l.value_or(0) == 0 && r.value_or(0) == 0) continue;
-    rows += fmt::format(
-        "<tr><td>&nbsp;&nbsp;calls to <code>{}</code></td><td class=\"n\">{}</td>"
-        "<td class=\"n\">{}</td></tr>\n",
-        E(key), E(Thousands(l)), E(Thousands(r)));
+    add("&nbsp;&nbsp;calls to <code>" + E(key) + "</code>", l, r);
   }
-  return "<table><tr><th></th><th class=\"n\">logical</th><th class=\"n\">real</th></tr>\n" + rows +
-         "</table>\n";
+  return fmt::format(
+      "<table class=\"ledgers\"><tr><th></th><th class=\"n\">logical (program)</th>"
+      "<th class=\"n\">real (allocator below)</th><th><span class=\"key\" style=\"background: {}\">"
+      "</span>logical <span class=\"key\" style=\"background: {}\"></span>real (bars to each row's "
+      "scale)</th></tr>\n{}</table>\n",
+      kLogicalColor, kRealColor, rows);
 }
 
 // A leak group's reachability class as words ("definitely lost"), or "" when none is recorded.
@@ -105,16 +75,22 @@ std::string FrameLine(const json& frame) {
   return line;
 }
 
-// The stack folded to its first program frame; the whole stack opens below it.
+// The stack folded to its site frame (stack_frames.h: the code that asked for the block, not
+// glibc's frames under it), with the function it called into libc when that is not the allocator;
+// the whole stack opens below it, the frames under the site greyed.
 std::string StackCell(const json& leak) {
   const json* frames = Find(leak, "stack");
   if (frames == nullptr || !frames->is_array() || frames->empty()) return "(no stack recorded)";
-  size_t first = FirstProgramFrame(*frames);
-  std::string out = "<details class=\"stack\"><summary>" + FrameLine(frames->at(first));
+  size_t site = SiteFrame(*frames);
+  std::string out = "<details class=\"stack\"><summary><span class=\"site\">" +
+                    FrameLine(frames->at(site)) + "</span>";
+  if (std::string via = SiteVia(*frames); !via.empty()) {
+    out += " <span class=\"via\">via " + E(via) + "</span>";
+  }
   out += fmt::format(" <span class=\"more\">({} frame{})</span></summary>\n", frames->size(),
                      frames->size() == 1 ? "" : "s");
   for (size_t i = 0; i < frames->size(); ++i) {
-    out += fmt::format("<div class=\"frame{}\">{}</div>\n", i < first ? " skipped" : "",
+    out += fmt::format("<div class=\"frame{}\">{}</div>\n", i < site ? " skipped" : "",
                        FrameLine(frames->at(i)));
   }
   return out + "</details>";
@@ -182,7 +158,7 @@ std::string LeakTable(const json& report) {
   return out;
 }
 
-// The call sites that allocate most, each folded to its first program frame.
+// The call sites that allocate most, each folded to its site frame.
 std::string SitesTable(const json& report) {
   const json* sites = Find(report, "sites");
   size_t total = sites != nullptr && sites->is_array() ? sites->size() : 0;
@@ -195,7 +171,7 @@ std::string SitesTable(const json& report) {
   out += "<table class=\"sites\"><tr><th class=\"n\">#</th><th class=\"n\">logical allocations"
          "</th><th class=\"n\">pooled</th><th class=\"n\">real allocations</th>"
          "<th class=\"n\">bytes</th><th class=\"n\">live at exit</th>"
-         "<th>call site (innermost program frame)</th></tr>\n";
+         "<th>call site (innermost frame outside libc and poolscope)</th></tr>\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const SiteRow& row = rows[i];
     json holder = json::object();
@@ -211,56 +187,148 @@ std::string SitesTable(const json& report) {
   return out + "</table>\n";
 }
 
-// The program's live logical blocks by reachability class, and what a detector below poolscope
-// reports of them.
-std::string ReachabilityHtml(const json& report) {
+constexpr const char* kKinds[] = {"definitely_lost", "indirectly_lost", "possibly_lost",
+                                  "still_reachable"};
+
+// "definitely lost" for "definitely_lost".
+std::string Words(std::string kind) {
+  std::replace(kind.begin(), kind.end(), '_', ' ');
+  return kind;
+}
+
+// The headline: what the program loses at exit, its live logical blocks in memcheck's four classes
+// (blocks and bytes), which pooling does not change; or, without a scan, that it is not known.
+std::string LossSection(const json& report) {
+  std::string out = "<section id=\"loss\" class=\"headline\">\n<h2>What the program loses at exit</h2>\n";
   const json* reachability = Find(report, "reachability");
-  if (reachability == nullptr || !reachability->is_object()) return "";
-  std::string out = "<h2>Reachability of the live logical blocks at exit</h2>\n";
-  if (!Bool(*reachability, "scanned").value_or(false)) {
-    std::optional<std::string> why = String(*reachability, "not_scanned_why");
-    return out + "<p>Not scanned" + (why ? ": " + E(*why) : std::string()) + ".</p>\n";
+  if (reachability == nullptr || !reachability->is_object() ||
+      !Bool(*reachability, "scanned").value_or(false)) {
+    std::optional<std::string> why =
+        reachability != nullptr ? String(*reachability, "not_scanned_why") : std::nullopt;
+    if (!why && reachability == nullptr) why = "the report has no reachability scan";
+    std::optional<int64_t> live = Count(report, "logical.live_blocks");
+    return out + fmt::format(
+                     "<p class=\"unknown\">Reachability was not computed for this run{}, so what the "
+                     "program loses is not known: {} logical block{} ({}) were live at exit, listed "
+                     "below without a class.</p>\n</section>\n",
+                     why ? " (" + E(*why) + ")" : std::string(), E(Thousands(live)),
+                     live == 1 ? "" : "s", E(Bytes(Count(report, "logical.live_bytes"))));
   }
-  constexpr std::string_view kDetector = "reconciliation.detector_view.reachability";
-  const char* kinds[] = {"definitely_lost", "indirectly_lost", "possibly_lost", "still_reachable"};
-  out += "<table><tr><th></th><th class=\"n\">program (blocks)</th><th class=\"n\">program "
-         "(bytes)</th><th class=\"n\">memcheck below poolscope (blocks)</th>"
-         "<th class=\"n\">memcheck below poolscope (bytes)</th></tr>\n";
-  for (const char* kind : kinds) {
-    std::string name = kind;
-    std::replace(name.begin(), name.end(), '_', ' ');
-    out += fmt::format("<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
-                       "<td class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
-                       E(name), E(Thousands(ReachabilityBlocks(report, "reachability", kind))),
-                       E(Bytes(ReachabilityBytes(report, "reachability", kind))),
-                       E(Thousands(ReachabilityBlocks(report, kDetector, kind))),
-                       E(Bytes(ReachabilityBytes(report, kDetector, kind))));
+  auto blocks = [&](const char* kind) { return ReachabilityBlocks(report, "reachability", kind); };
+  auto bytes = [&](const char* kind) { return ReachabilityBytes(report, "reachability", kind); };
+  std::optional<int64_t> lost = LostBlocks(report);
+  std::optional<int64_t> lost_bytes;
+  if (auto d = bytes("definitely_lost"), i = bytes("indirectly_lost"); d && i) lost_bytes = *d + *i;
+  out += fmt::format("<p class=\"lead\">The program loses <b>{} block{} ({})</b> at exit, definitely "
+                     "or indirectly lost, classified as memcheck classifies them.</p>\n",
+                     E(Thousands(lost)), lost == 1 ? "" : "s", E(Bytes(lost_bytes)));
+  out += "<div class=\"cards loss\">\n";
+  for (const char* kind : kKinds) {
+    std::optional<int64_t> n = blocks(kind);
+    out += fmt::format("<div class=\"card {}\"><div class=\"l\">{}</div><div class=\"n\">{} block{}</div>"
+                       "<div class=\"b\">{}</div></div>\n",
+                       kind, E(Words(kind)), E(Thousands(n)), n == 1 ? "" : "s", E(Bytes(bytes(kind))));
   }
-  out += "</table>\n";
+  return out + "</div>\n</section>\n";
+}
+
+// What detectors below poolscope see at exit: the real blocks. A malloc/free-counting detector's
+// unfreed blocks (outside pools, pool blocks) with its verdict and the reconciliation of the real
+// blocks live at exit; then memcheck's and LeakSanitizer's predicted reports, with their verdict.
+std::string DetectorSection(const json& report) {
+  constexpr std::string_view kView = "reconciliation.detector_view";
+  auto view = [&](std::string_view field) { return Count(report, fmt::format("{}.{}", kView, field)); };
+  std::string out = "<section id=\"detector\">\n<h2>What detectors below poolscope see</h2>\n";
+  out += "<div class=\"cards detector\">\n";
+  out += Card(Thousands(view("program_leak_blocks")),
+              "unfreed blocks outside pools (a malloc/free-counting detector below poolscope)");
+  out += Card(Thousands(view("pool_blocks")), "unfreed pool blocks (poolscope's pools, not the program's)");
+  if (view("internal_blocks").value_or(0) != 0) {
+    out += Card(Thousands(view("internal_blocks")), "unfreed blocks of poolscope's own");
+  }
+  out += "</div>\n";
+  out += fmt::format("<div class=\"verdict\">{}</div>\n", E(Verdict(json::object(), report)));
+  std::optional<bool> balanced = Bool(report, "reconciliation.balanced");
+  out += "<h3>Real blocks live at exit, by kind</h3>\n" + LiveChart(report);
   out += fmt::format(
-      "<p>Of the program's lost blocks, {} ({}) sit in pools, where memcheck below poolscope "
-      "cannot see them.</p>\n",
-      E(Thousands(Count(report, "reconciliation.detector_view.hidden_in_pools.blocks"))),
-      E(Bytes(Count(report, "reconciliation.detector_view.hidden_in_pools.bytes"))));
-  constexpr std::string_view kLsan = "reconciliation.detector_view.lsan";
+      "<p>{} real live = {} unpooled live + {} pools cached + {} pools in use: {}</p>\n",
+      E(Thousands(Count(report, "reconciliation.real_live_blocks"))),
+      E(Thousands(Count(report, "reconciliation.unpooled_live_blocks"))),
+      E(Thousands(Count(report, "reconciliation.pools_cached"))),
+      E(Thousands(Count(report, "reconciliation.pools_in_use"))),
+      !balanced ? "n/a"
+                : *balanced ? "<span class=\"ok\">balanced</span>"
+                            : "<span class=\"bad\">NOT balanced</span>");
+  // memcheck's and LeakSanitizer's predicted reports: their verdict in view, their figures one
+  // click away.
+  constexpr std::string_view kMemcheck = "reconciliation.detector_view.reachability";
+  std::string figures;
+  if (Bool(report, fmt::format("{}.scanned", kMemcheck)).value_or(false)) {
+    figures += "<p>memcheck below poolscope, the real blocks by reachability:</p>\n"
+               "<table><tr><th></th><th class=\"n\">blocks</th><th class=\"n\">bytes</th></tr>\n";
+    for (const char* kind : kKinds) {
+      figures += fmt::format("<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
+                             E(Words(kind)), E(Thousands(ReachabilityBlocks(report, kMemcheck, kind))),
+                             E(Bytes(ReachabilityBytes(report, kMemcheck, kind))));
+    }
+    figures += "</table>\n";
+    figures += fmt::format(
+        "<p>Of the program's lost blocks, {} ({}) sit in pools, where memcheck below poolscope "
+        "cannot see them.</p>\n",
+        E(Thousands(view("hidden_in_pools.blocks"))), E(Bytes(view("hidden_in_pools.bytes"))));
+  }
   auto lsan_count = [&](std::string_view what, std::string_view unit) {
-    return Count(report, fmt::format("{}.{}.{}", kLsan, what, unit));
+    return view(fmt::format("lsan.{}.{}", what, unit));
   };
   if (Bool(report, "reconciliation.detector_view.lsan.scanned").value_or(false)) {
-    out += fmt::format(
+    figures += fmt::format(
         "<p>LeakSanitizer below poolscope reports {} leaked blocks ({}): {} direct, {} indirect. Of the "
         "blocks it would report without poolscope, {} ({}) sit in pools.</p>\n",
         E(Thousands(lsan_count("leaked", "blocks"))), E(Bytes(lsan_count("leaked", "bytes"))),
         E(Thousands(lsan_count("direct", "blocks"))), E(Thousands(lsan_count("indirect", "blocks"))),
         E(Thousands(lsan_count("hidden_in_pools", "blocks"))), E(Bytes(lsan_count("hidden_in_pools", "bytes"))));
   } else if (std::optional<std::string> why = String(report, "reconciliation.detector_view.lsan.not_scanned_why")) {
-    out += "<p>LeakSanitizer below poolscope: not predicted (" + E(*why) + ").</p>\n";
+    figures += "<p>LeakSanitizer below poolscope: not predicted (" + E(*why) + ").</p>\n";
   }
   if (std::optional<std::string> sentence =
           String(report, "reconciliation.detector_view.reachability_verdict")) {
     out += "<div class=\"verdict\">" + E(*sentence) + "</div>\n";
   }
-  return out;
+  if (!figures.empty()) {
+    out += "<details class=\"detectors\"><summary>memcheck&#39;s and LeakSanitizer&#39;s figures below "
+           "poolscope</summary>\n" + figures + "</details>\n";
+  }
+  return out + "</section>\n";
+}
+
+// The flame graph of the lost bytes, and of every byte live at exit, one shown at a time: two radio
+// buttons and CSS pick the view (no script). Without a scan, only the live bytes, and why.
+std::string FlameSection(const json& report) {
+  std::string out = "<section id=\"flame\">\n<h2>Bytes at exit by allocation stack (flame graph)</h2>\n"
+                    "<p>Each box is a frame, as wide as the bytes below it; callers under their callees, "
+                    "the outermost at the bottom. Hover a box for its figures.</p>\n";
+  if (!Bool(report, "reachability.scanned").value_or(false)) {
+    return out + "<p>Reachability was not computed for this run, so the lost bytes are not known: the "
+                 "graph shows every byte live at exit.</p>\n" +
+           FlameGraph(report, FlameBytes::kAllLive) + "</section>\n";
+  }
+  std::optional<int64_t> lost_bytes = 0, live_bytes = 0;
+  for (const char* kind : kKinds) {
+    std::optional<int64_t> b = ReachabilityBytes(report, "reachability", kind);
+    live_bytes = live_bytes && b ? std::optional<int64_t>(SaturatingAdd(*live_bytes, *b)) : std::nullopt;
+    if (std::string_view(kind) != "still_reachable") {
+      lost_bytes = lost_bytes && b ? std::optional<int64_t>(SaturatingAdd(*lost_bytes, *b)) : std::nullopt;
+    }
+  }
+  out += "<input type=\"radio\" name=\"flame-view\" id=\"flame-lost\" class=\"flame-lost\" checked>"
+         "<label class=\"flame-choice\" for=\"flame-lost\">lost bytes (definitely, indirectly and "
+         "possibly lost): " + E(Bytes(lost_bytes)) + "</label>\n"
+         "<input type=\"radio\" name=\"flame-view\" id=\"flame-all\" class=\"flame-all\">"
+         "<label class=\"flame-choice\" for=\"flame-all\">all bytes live at exit: " + E(Bytes(live_bytes)) +
+         "</label>\n";
+  out += "<div class=\"flame-view flame-lost\">\n" + FlameGraph(report, FlameBytes::kLost) + "</div>\n";
+  out += "<div class=\"flame-view flame-all\">\n" + FlameGraph(report, FlameBytes::kAllLive) + "</div>\n";
+  return out + "</section>\n";
 }
 
 }  // namespace
@@ -275,11 +343,7 @@ std::string HtmlReport(const json& report, const std::string& path) {
   }
   std::optional<int64_t> logical = Count(report, "logical.allocs");
   std::optional<int64_t> hits = Count(report, "pool.hits");
-  std::optional<bool> balanced = Bool(report, "reconciliation.balanced");
-  std::string page;
-  page += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
-  page += fmt::format("<title>poolscope report: {}</title>\n", E(exe));
-  page += "<style>" + std::string(kStyle) + "</style>\n</head>\n<body>\n<main>\n";
+  std::string page = PageStart("poolscope report: " + exe);
   // The heading names the program; its full path follows in the line below, wrapped.
   std::string program = exe.substr(exe.find_last_of('/') == std::string::npos ? 0 : exe.find_last_of('/') + 1);
   page += fmt::format("<h1>poolscope report: {}</h1>\n", E(program));
@@ -290,118 +354,67 @@ std::string HtmlReport(const json& report, const std::string& path) {
                       E(Thousands(Count(report, "process.ppid"))), E(Seconds(WallSeconds(report))),
                       E(String(report, "process.reason").value_or("unknown")), E(path));
   if (!argv.empty()) page += fmt::format("<p class=\"meta\">argv: <code>{}</code></p>\n", E(argv));
-  page += fmt::format("<div class=\"verdict\">{}</div>\n", E(Verdict(json::object(), report)));
-  page += "<div class=\"cards\">\n";
-  // The headline: the program's own lost blocks, which pooling does not change.
-  if (Find(report, "reachability") != nullptr) {
-    page += Card(Thousands(LostBlocks(report)), "the program's lost blocks (definitely + indirectly)");
-  }
-  page += Card(Thousands(logical), "logical allocations (program)");
-  page += Card(Thousands(Count(report, "real.allocs")), "real allocations (allocator below)");
-  page += Card(Percent(hits, logical), "served from pools");
-  page += "</div>\n";
-  page += "<div class=\"cards detector\">\n";
-  if (Find(report, "reconciliation.detector_view.reachability") != nullptr) {
-    page += Card(Thousands(DetectorLostBlocks(report)),
-                 "detector view: lost blocks memcheck below poolscope reports");
-  }
-  if (Bool(report, "reconciliation.detector_view.lsan.scanned").value_or(false)) {
-    page += Card(Thousands(Count(report, "reconciliation.detector_view.lsan.leaked.blocks")),
-                 "detector view: leaked blocks LeakSanitizer below poolscope reports");
-  }
-  page += Card(Thousands(Count(report, "reconciliation.detector_view.unfreed_blocks")),
-               "detector view: unfreed blocks a leak detector below poolscope sees");
-  page += Card(Thousands(Count(report, "reconciliation.detector_view.program_leak_blocks")),
-               "detector view: of which the program's own blocks");
-  page += "</div>\n";
-  page += "<div class=\"charts\">\n<div id=\"ledgers\">\n<h2>The two ledgers</h2>\n" +
-          LedgerChart(report) + "</div>\n<div id=\"sizes\">\n<h2>Request sizes</h2>\n" +
-          SizeChart(report) + "</div>\n</div>\n";
+  page += LossSection(report);
+  page += DetectorSection(report);
+  page += "<section id=\"ledgers\">\n<h2>The two ledgers</h2>\n<p>Logical: the calls as the program "
+          "made them; real: as they reached the allocator below poolscope.</p>\n" +
+          LedgerTableHtml(report) + "</section>\n";
+  page += "<section id=\"sizes\">\n<h2>Request sizes</h2>\n" + SizeChart(report) + "</section>\n";
   if (std::string timeline = TimelineChart({{&report, ""}}); !timeline.empty()) {
     page += "<section id=\"timeline\">\n<h2>Memory over time</h2>\n" + timeline + "</section>\n";
   }
-  page += "<h2>Real blocks live at exit, by kind</h2>\n" + LiveChart(report);
-  page += fmt::format(
-      "<p>{} real live = {} unpooled live + {} pools cached + {} pools in use: {}</p>\n",
-      E(Thousands(Count(report, "reconciliation.real_live_blocks"))),
-      E(Thousands(Count(report, "reconciliation.unpooled_live_blocks"))),
-      E(Thousands(Count(report, "reconciliation.pools_cached"))),
-      E(Thousands(Count(report, "reconciliation.pools_in_use"))),
-      !balanced ? "n/a"
-                : *balanced ? "<span class=\"ok\">balanced</span>"
-                            : "<span class=\"bad\">NOT balanced</span>");
-  page += ReachabilityHtml(report);
-  page += "<section id=\"flame\">\n<h2>Bytes live at exit by stack (flame graph)</h2>\n"
-          "<p>Each box is a frame, as wide as the bytes live at exit below it; callers under their "
-          "callees, the outermost at the bottom. Hover a box for its figures.</p>\n" +
-          FlameGraph(report) + "</section>\n";
+  page += FlameSection(report);
   page += "<section id=\"leaks\">\n<h2>Leaks (live logical blocks at exit, lost first)</h2>\n" +
           LeakTable(report) + "</section>\n";
   page += "<section id=\"sites\">\n<h2>Call sites (top " + std::to_string(kSitesShown) +
           " by logical allocations)</h2>\n" + SitesTable(report) + "</section>\n";
-  page += "<h2>Ledgers</h2>\n" + LedgerTableHtml(report);
   page += fmt::format(
-      "<h2>Pool</h2>\n<p>pool size {}, {} pools per thread; hits {}; pools created {}, reused {}, "
-      "released {}; at exit {} cached, {} in use.</p>\n",
+      "<section id=\"pool\">\n<h2>Pool</h2>\n<p>pool size {}, {} pools per thread; hits {} ({} of the "
+      "logical allocations); pools created {}, reused {}, released {}; at exit {} cached, {} in "
+      "use.</p>\n</section>\n",
       E(Bytes(Count(report, "pool.pool_size"))), E(Thousands(Count(report, "pool.pools_per_thread"))),
-      E(Thousands(hits)), E(Thousands(Count(report, "pool.pools_created"))),
+      E(Thousands(hits)), E(Percent(hits, logical)), E(Thousands(Count(report, "pool.pools_created"))),
       E(Thousands(Count(report, "pool.pools_reused"))),
       E(Thousands(Count(report, "pool.pools_released"))),
       E(Thousands(Count(report, "pool.pools_cached_at_exit"))),
       E(Thousands(Count(report, "pool.pools_in_use_at_exit"))));
-  page += fmt::format("<h2>Errors</h2>\n<p>invalid frees {}, double frees {}.</p>\n",
+  page += fmt::format("<section id=\"errors\">\n<h2>Errors</h2>\n<p>invalid frees {}, double frees {}.</p>\n"
+                      "</section>\n",
                       E(Thousands(Count(report, "errors.invalid_frees"))),
                       E(Thousands(Count(report, "errors.double_frees"))));
-  page += "</main>\n</body>\n</html>\n";
-  return page;
-}
-
-std::string HtmlComparePage(const std::string& title, const std::string& table, const json& before,
-                            const std::string& before_label, const json& after,
-                            const std::string& after_label) {
-  std::string page;
-  page += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
-  page += fmt::format("<title>poolscope: {}</title>\n", E(title));
-  page += "<style>" + std::string(kStyle) + "</style>\n</head>\n<body>\n<main>\n";
-  page += fmt::format("<h1>poolscope: {}</h1>\n", E(title));
-  page += fmt::format("<section id=\"table\">\n<pre style=\"white-space: pre-wrap\">{}</pre>\n</section>\n",
-                      E(table));
-  std::string timeline = TimelineChart({{&before, before_label}, {&after, after_label}});
-  page += "<section id=\"timeline\">\n<h2>Memory over time, both runs</h2>\n";
-  page += timeline.empty() ? std::string("<p>Neither report has a timeline of two points or more.</p>\n")
-                           : timeline;
-  page += "</section>\n</main>\n</body>\n</html>\n";
-  return page;
+  return page + PageEnd();
 }
 
 std::string HtmlTreeReport(const std::string& title, const std::string& summary,
                            const std::vector<std::pair<const nlohmann::json*, std::string>>& processes) {
-  std::string page;
-  page += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
-  page += fmt::format("<title>poolscope report: {}</title>\n", E(title));
-  page += "<style>" + std::string(kStyle) + "</style>\n</head>\n<body>\n<main>\n";
+  std::string page = PageStart("poolscope report: " + title);
   page += fmt::format("<h1>poolscope report: {}</h1>\n", E(title));
   page += fmt::format("<pre>{}</pre>\n", E(summary));
   for (const auto& [report, path] : processes) {
-    // Each process's own page, its element ids prefixed with its pid so that they stay unique.
+    // Each process's own page, its element ids prefixed with its pid so that they stay unique, and
+    // so the labels' targets and the radio buttons' group names (each process's flame graph
+    // switches on its own). Text from the report is escaped, so an attribute's `="` is markup.
     std::string one = HtmlReport(*report, path);
     size_t begin = one.find("<main>\n"), end = one.rfind("</main>");
     if (begin == std::string::npos || end == std::string::npos) continue;
-    std::string body = one.substr(begin + 7, end - begin - 7);
+    std::string prefixed = one.substr(begin + 7, end - begin - 7);
     std::string pid = Thousands(Count(*report, "process.pid"));
     pid.erase(std::remove(pid.begin(), pid.end(), ','), pid.end());
-    std::string prefixed;
-    for (size_t at = 0;;) {
-      size_t next = body.find("id=\"", at);
-      if (next == std::string::npos) {
-        prefixed += body.substr(at);
-        break;
+    for (const std::string attribute : {" id=\"", " for=\"", " name=\""}) {
+      std::string body = std::move(prefixed);
+      prefixed.clear();
+      for (size_t at = 0;;) {
+        size_t next = body.find(attribute, at);
+        if (next == std::string::npos) {
+          prefixed += body.substr(at);
+          break;
+        }
+        prefixed += body.substr(at, next + attribute.size() - at) + "p" + pid + "-";
+        at = next + attribute.size();
       }
-      prefixed += body.substr(at, next + 4 - at) + "p" + pid + "-";
-      at = next + 4;
     }
     // Its headings one level down.
-    for (const char* tag : {"h2", "h1"}) {
+    for (const char* tag : {"h3", "h2", "h1"}) {
       std::string from = std::string("<") + tag, to = std::string("<h") + char(tag[1] + 1);
       std::string from_end = std::string("</") + tag, to_end = std::string("</h") + char(tag[1] + 1);
       for (size_t at = 0; (at = prefixed.find(from, at)) != std::string::npos; at += to.size()) {
@@ -413,8 +426,7 @@ std::string HtmlTreeReport(const std::string& title, const std::string& summary,
     }
     page += fmt::format("<section id=\"process-{}\" class=\"process\">\n{}</section>\n", pid, prefixed);
   }
-  page += "</main>\n</body>\n</html>\n";
-  return page;
+  return page + PageEnd();
 }
 
 }  // namespace poolscope::report

@@ -18,12 +18,7 @@ namespace {
 
 using nlohmann::json;
 
-struct Row {
-  std::string label;
-  std::string before;
-  std::string after;
-  std::string change;
-};
+using Row = LedgerRow;
 
 Row CountRow(const std::string& label, const json& before, const json& after,
              std::string_view path) {
@@ -138,9 +133,8 @@ std::string Verdict(const json& before, const json& after) {
       Thousands(unfreed), Thousands(leaks), Thousands(pools), hold);
 }
 
-std::string LedgerTable(const json& before, const RunFacts& before_facts, const json& after,
-                        const RunFacts& after_facts, const std::string& before_label,
-                        const std::string& after_label) {
+std::vector<LedgerRow> LedgerRows(const json& before, const RunFacts& before_facts, const json& after,
+                                  const RunFacts& after_facts) {
   auto figure_row = [](const std::string& label, std::optional<int64_t> a,
                        std::optional<int64_t> b) {
     return Row{label, Thousands(a), Thousands(b), Change(a, b)};
@@ -198,6 +192,13 @@ std::string LedgerTable(const json& before, const RunFacts& before_facts, const 
              "  of which poolscope's own memory (peak)");
   }
 
+  return rows;
+}
+
+std::string LedgerTable(const json& before, const RunFacts& before_facts, const json& after,
+                        const RunFacts& after_facts, const std::string& before_label,
+                        const std::string& after_label) {
+  const std::vector<LedgerRow> rows = LedgerRows(before, before_facts, after, after_facts);
   size_t w0 = 0, w1 = before_label.size(), w2 = after_label.size(), w3 = 6;
   for (const Row& row : rows) {
     w0 = std::max(w0, row.label.size());

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 
@@ -23,6 +24,19 @@ struct RunFacts {
   std::optional<double> wall_seconds;
   std::optional<int64_t> peak_rss_kib;
 };
+
+// One row of the table as printed: its label (two leading spaces mark a part of the row above:
+// "  of which outside pools"), the two runs' figures and the change.
+struct LedgerRow {
+  std::string label;
+  std::string before;
+  std::string after;
+  std::string change;
+};
+
+// The rows of the table, in order (the list in ledger_table.cc's header).
+std::vector<LedgerRow> LedgerRows(const nlohmann::json& before, const RunFacts& before_facts,
+                                  const nlohmann::json& after, const RunFacts& after_facts);
 
 // The table and the verdict, ending with a newline. `before_label` and `after_label` head the two
 // figure columns ("pooling off", "pooling on" for compare; the file names' roles for diff).

@@ -30,11 +30,6 @@ constexpr const char* kApiOrder[] = {
     "delete",  "delete[]", "poolscope_arena_alloc",   "poolscope_arena_close",
 };
 
-std::string Basename(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 std::string Heading(const std::string& title) { return fmt::format("\n{}\n", title); }
 
 // "1 block (32 B)".
@@ -501,7 +496,7 @@ std::string ErrorsSection(const json& report) {
   return out;
 }
 
-// The call sites that allocate most, as a table, each with its first program frame below it.
+// The call sites that allocate most, as a table, each with its site frame (stack_frames.h) below it.
 std::string SitesSection(const json& report) {
   const json* sites = Find(report, "sites");
   size_t total = sites != nullptr && sites->is_array() ? sites->size() : 0;
@@ -533,9 +528,13 @@ std::string SitesSection(const json& report) {
       out += "      (no stack recorded)\n";
       continue;
     }
-    const json& frame = stack->at(FirstProgramFrame(*stack));
+    // Named by the code that asked for the block, glibc's frames between it and the allocator
+    // left out (the function it called into libc is named after it).
+    const json& frame = stack->at(SiteFrame(*stack));
     std::string where = FrameWhere(frame);
-    out += fmt::format("      {}{}{}\n", FrameFunction(frame), where.empty() ? "" : "  ", where);
+    std::string via = SiteVia(*stack);
+    out += fmt::format("      {}{}{}{}\n", FrameFunction(frame), where.empty() ? "" : "  ", where,
+                       via.empty() ? "" : "  (via " + via + ")");
   }
   if (total > rows.size()) {
     out += fmt::format("  ... {} more sites\n", Thousands(static_cast<int64_t>(total - rows.size())));
@@ -626,53 +625,6 @@ std::vector<SiteRow> TopSites(const json& report, size_t limit) {
   });
   if (rows.size() > limit) rows.resize(limit);
   return rows;
-}
-
-bool IsProgramFrame(const json& frame) {
-  std::string object = String(frame, "object").value_or("");
-  std::string base = Basename(object);
-  if (base.rfind("libpoolscope", 0) == 0) return false;
-  std::string function = String(frame, "function").value_or("");
-  if (function.rfind("poolscope_", 0) == 0 || function.rfind("poolscope::", 0) == 0) return false;
-  static const std::set<std::string> kAllocator = {
-      "malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign", "aligned_alloc",
-      "memalign", "valloc", "pvalloc", "__libc_malloc", "__libc_calloc", "__libc_realloc",
-      "__libc_free", "__libc_memalign", "__posix_memalign", "_int_malloc", "tcache_init",
-      "malloc_hook_ini"};
-  std::string name = function.substr(0, function.find('('));
-  if (kAllocator.count(name) != 0) return false;
-  if (name.rfind("operator new", 0) == 0 || name.rfind("operator delete", 0) == 0) return false;
-  return true;
-}
-
-size_t FirstProgramFrame(const json& stack) {
-  if (!stack.is_array()) return 0;
-  for (size_t i = 0; i < stack.size(); ++i) {
-    if (IsProgramFrame(stack[i])) return i;
-  }
-  return 0;
-}
-
-std::string FrameFunction(const json& frame) {
-  if (std::optional<std::string> function = String(frame, "function"); function && !function->empty()) {
-    return OneLine(*function);
-  }
-  if (std::optional<std::string> object = String(frame, "object"); object && !object->empty()) {
-    return "[" + OneLine(Basename(*object)) + "]";
-  }
-  if (std::optional<std::string> address = String(frame, "address")) return OneLine(*address);
-  return "??";
-}
-
-std::string FrameWhere(const json& frame) {
-  std::optional<std::string> file = String(frame, "file");
-  if (file && !file->empty()) {
-    std::optional<int64_t> line = Count(frame, "line");
-    return OneLine(*file) + (line && *line > 0 ? fmt::format(":{}", *line) : "");
-  }
-  std::optional<std::string> object = String(frame, "object");
-  if (object && !object->empty() && String(frame, "function")) return OneLine(*object);
-  return "";
 }
 
 std::string TextReport(const json& report, const std::string& path) {

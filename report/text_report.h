@@ -2,8 +2,8 @@
 //
 // The renderings of one report that `poolscope report` prints as text: the page a person reads top
 // to bottom (--format=text), folded stacks for flamegraph.pl (--format=folded) and the validated
-// report re-emitted pretty-printed (--format=json). Also the helpers that name a stack frame,
-// shared with the HTML page.
+// report re-emitted pretty-printed (--format=json). Also the helpers shared with the HTML page
+// (the call sites' rows, the order of leak classes); the frames are named as stack_frames.h says.
 //
 // Thread-safety: pure functions.
 #ifndef POOLSCOPE_REPORT_TEXT_REPORT_H_
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "report/stack_frames.h"
 
 namespace poolscope::report {
 
@@ -45,13 +46,6 @@ int64_t SaturatingAdd(int64_t a, int64_t b);
 // order), at most `limit` of them.
 std::vector<SiteRow> TopSites(const nlohmann::json& report, size_t limit);
 
-// Whether a frame is the program's own: not poolscope's (libpoolscope.so, poolscope_* entry points)
-// nor the allocator's entry points (malloc, free, operator new and their kin).
-bool IsProgramFrame(const nlohmann::json& frame);
-
-// The index of the first (innermost) program frame of a stack, or 0 when it has none.
-size_t FirstProgramFrame(const nlohmann::json& stack);
-
 // What of the still-reachable blocks exists only because poolscope is loaded
 // (`reachability.loaded_by_poolscope`), as a clause to end a sentence with: "; 1 block (71.0 KiB) of
 // them only because poolscope loaded libstdc++.so.6"; "" when the report names none.
@@ -60,12 +54,6 @@ std::string LoadedByPoolscopeClause(const nlohmann::json& report);
 // The order lost leak groups are listed in: definitely (0), indirectly (1), possibly lost (2), then
 // groups of no known class (3).
 int KindRank(const nlohmann::json& leak);
-
-// The frame's function, else "[object]" (basename), else "??".
-std::string FrameFunction(const nlohmann::json& frame);
-
-// "file:line" when known, else the object's path, else "".
-std::string FrameWhere(const nlohmann::json& frame);
 
 // The by_api keys of both ledgers: the schema's in its order, then any others the report adds.
 std::vector<std::string> ApiKeys(const nlohmann::json& report);

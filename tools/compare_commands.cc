@@ -179,14 +179,15 @@ int LeakExit(const nlohmann::json& before, const nlohmann::json& after, std::ost
 
 // The comparison of two process trees: totals over the selected processes of each, then the
 // per-process table, the processes matched by place.
-// `--html=FILE` of compare and diff: the table as printed, then both runs' timelines on one chart. A
-// file that cannot be written is an error (status 2), after the table on stdout.
-void WriteComparePage(const std::string& path, const std::string& title, const std::string& table,
-                      const nlohmann::json& before, const std::string& before_label,
-                      const nlohmann::json& after, const std::string& after_label, std::ostream& err) {
+// `--html=FILE` of compare and diff: the table printed on stdout as an HTML table (and a tree's
+// per-process table, a diff's leaks by stack), then both runs' timelines on one chart. A file that
+// cannot be written is an error (status 2), after the table on stdout.
+void WriteComparePage(const std::string& path, const std::string& title, const report::CompareRun& before,
+                      const report::CompareRun& after, const std::string& processes, bool leaks_by_stack,
+                      std::ostream& err) {
   if (path.empty()) return;
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << HtmlComparePage(title, table, before, before_label, after, after_label);
+  f << HtmlComparePage(title, before, after, processes, leaks_by_stack);
   f.close();
   if (!f) throw CliError{path, "cannot be written (--html)"};
   err << fmt::format("poolscope: comparison page written to {}\n", path);
@@ -254,15 +255,16 @@ int CompareTrees(const std::vector<std::string>& shown, const std::string& repor
   RunFacts facts[2];
   facts[0].wall_seconds = off.wall_seconds;
   facts[1].wall_seconds = on.wall_seconds;
-  const std::string table =
-      LedgerTable(totals[0], facts[0], totals[1], facts[1], "pooling off", "pooling on") + "\n" +
+  const std::string processes =
       ProcessTableOfTwo(trees[0], selected[0], trees[1], selected[1], "off", "on", kProcessesShown);
-  out << table;
+  out << LedgerTable(totals[0], facts[0], totals[1], facts[1], "pooling off", "pooling on") + "\n" + processes;
   if (off.exit_status != 0) out << fmt::format("note: run 1 of 2, pooling off ended with status {}\n", off.exit_status);
   if (on.exit_status != 0) out << fmt::format("note: run 2 of 2, pooling on ended with status {}\n", on.exit_status);
   out.flush();
-  WriteComparePage(html, "compare " + CommandLine(shown), table, RootDoc(trees[0]),
-                   "pooling off (root process)", RootDoc(trees[1]), "pooling on (root process)", err);
+  WriteComparePage(html, "compare " + CommandLine(shown),
+                   {&totals[0], facts[0], "pooling off", &RootDoc(trees[0]), "pooling off (root process)"},
+                   {&totals[1], facts[1], "pooling on", &RootDoc(trees[1]), "pooling on (root process)"},
+                   processes, false, err);
   if (first_failure != 0) return first_failure;
   return fail_on_leak ? LeakExit(totals[0], totals[1], err) : kExitOk;
 }
@@ -417,9 +419,7 @@ int CompareCommand(const std::vector<std::string>& args, std::ostream& out, std:
     facts[i].wall_seconds = sides[i].child.wall_seconds;
     facts[i].peak_rss_kib = sides[i].child.peak_rss_kib;
   }
-  const std::string table =
-      LedgerTable(sides[0].loaded.doc, facts[0], sides[1].loaded.doc, facts[1], "pooling off", "pooling on");
-  out << table;
+  out << LedgerTable(sides[0].loaded.doc, facts[0], sides[1].loaded.doc, facts[1], "pooling off", "pooling on");
   for (const Side& side : sides) {
     if (side.child.exit_status != 0) {
       out << fmt::format("note: {} ended with status {}\n", side.label, side.child.exit_status);
@@ -427,8 +427,10 @@ int CompareCommand(const std::vector<std::string>& args, std::ostream& out, std:
   }
   out << CompareHints(sides[1].loaded.doc);
   out.flush();
-  WriteComparePage(html, "compare " + CommandLine(shown), table, sides[0].loaded.doc, "pooling off",
-                   sides[1].loaded.doc, "pooling on", err);
+  WriteComparePage(html, "compare " + CommandLine(shown),
+                   {&sides[0].loaded.doc, facts[0], "pooling off", &sides[0].loaded.doc, "pooling off"},
+                   {&sides[1].loaded.doc, facts[1], "pooling on", &sides[1].loaded.doc, "pooling on"}, "",
+                   false, err);
   if (first_failure != 0) return first_failure;
   return fail_on_leak ? LeakExit(sides[0].loaded.doc, sides[1].loaded.doc, err) : kExitOk;
 }
@@ -476,14 +478,15 @@ int DiffCommand(const std::vector<std::string>& args, std::ostream& out, std::os
     out << fmt::format("totals over {} processes of A, {} of B\n\n",
                        ByLogicalAllocations(trees[0], selected[0]).size(),
                        ByLogicalAllocations(trees[1], selected[1]).size());
-    const std::string table =
-        LedgerTable(totals[0], {}, totals[1], {}, label_a, label_b) + "\n" +
-        ProcessTableOfTwo(trees[0], selected[0], trees[1], selected[1], "A", "B", kProcessesShown) + "\n" +
-        LeakDiffSection(totals[0], totals[1], 20);
-    out << table;
+    const std::string processes =
+        ProcessTableOfTwo(trees[0], selected[0], trees[1], selected[1], "A", "B", kProcessesShown);
+    out << LedgerTable(totals[0], {}, totals[1], {}, label_a, label_b) + "\n" + processes + "\n" +
+               LeakDiffSection(totals[0], totals[1], 20);
     out.flush();
-    WriteComparePage(html, "diff " + OneLine(files[0]) + " " + OneLine(files[1]), table, RootDoc(trees[0]),
-                     label_a + " (root process)", RootDoc(trees[1]), label_b + " (root process)", err);
+    WriteComparePage(html, "diff " + OneLine(files[0]) + " " + OneLine(files[1]),
+                     {&totals[0], {}, label_a, &RootDoc(trees[0]), label_a + " (root process)"},
+                     {&totals[1], {}, label_b, &RootDoc(trees[1]), label_b + " (root process)"}, processes,
+                     true, err);
     return fail_on_leak ? LeakExit(totals[0], totals[1], err) : kExitOk;
   }
   Report a = Load(files[0]);
@@ -505,12 +508,10 @@ int DiffCommand(const std::vector<std::string>& args, std::ostream& out, std::os
                        OneLine(tree_a), OneLine(tree_b), ShellQuote(tree_a), ShellQuote(tree_b));
   }
   out << fmt::format("poolscope diff: A = {}, B = {}\n\n", OneLine(files[0]), OneLine(files[1]));
-  const std::string table =
-      LedgerTable(a.doc, {}, b.doc, {}, label_a, label_b) + "\n" + LeakDiffSection(a.doc, b.doc, 20);
-  out << table;
+  out << LedgerTable(a.doc, {}, b.doc, {}, label_a, label_b) + "\n" + LeakDiffSection(a.doc, b.doc, 20);
   out.flush();
-  WriteComparePage(html, "diff " + OneLine(files[0]) + " " + OneLine(files[1]), table, a.doc, label_a, b.doc,
-                   label_b, err);
+  WriteComparePage(html, "diff " + OneLine(files[0]) + " " + OneLine(files[1]),
+                   {&a.doc, {}, label_a, &a.doc, label_a}, {&b.doc, {}, label_b, &b.doc, label_b}, "", true, err);
   return fail_on_leak ? LeakExit(a.doc, b.doc, err) : kExitOk;
 }
 

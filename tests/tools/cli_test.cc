@@ -200,8 +200,8 @@ TEST(DiffCommandTest, FailOnLeakJudgesReachabilityWhenScanned) {
   EXPECT_EQ(clean.status, 0) << clean.err;
 }
 
-// --html=FILE: the table printed on stdout, and both reports' timelines on one chart (each run's
-// three lines, named by its label); a file that cannot be written is status 2.
+// --html=FILE: the table printed on stdout as an HTML table, and both reports' timelines on one
+// chart (each run's three lines, named by its label); a file that cannot be written is status 2.
 TEST(DiffCommandTest, HtmlPageWithBothTimelines) {
   nlohmann::json off = LoadJson(kOff), on = LoadJson(kOn);
   for (nlohmann::json* r : {&off, &on}) {
@@ -220,11 +220,24 @@ TEST(DiffCommandTest, HtmlPageWithBothTimelines) {
   std::ifstream in(page_path);
   std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(page.rfind("<!DOCTYPE html>", 0), 0u);
-  // The table as printed, escaped (stdout's first line names the files; the table follows it).
-  const std::string table_line = diff.out.substr(diff.out.find("logical allocations"),
-                                                 diff.out.find('\n', diff.out.find("logical allocations")) -
-                                                     diff.out.find("logical allocations"));
-  EXPECT_NE(page.find(table_line), std::string::npos) << table_line;
+  // The table as printed, as an HTML table: the row of logical allocations has stdout's cells
+  // (stdout's first line names the files; the table follows it; cells are 2 or more spaces apart).
+  const size_t row_at = diff.out.find("logical allocations");
+  std::string row = diff.out.substr(row_at, diff.out.find('\n', row_at) - row_at);
+  std::vector<std::string> cells;
+  for (size_t at = 0; at < row.size();) {
+    size_t gap = row.find("  ", at);
+    cells.push_back(row.substr(at, gap == std::string::npos ? std::string::npos : gap - at));
+    if (gap == std::string::npos) break;
+    at = row.find_first_not_of(' ', gap);
+  }
+  ASSERT_EQ(cells.size(), 4u) << row;
+  EXPECT_NE(page.find("<table class=\"compare\">"), std::string::npos);
+  EXPECT_NE(page.find("<tr><td class=\"label\">" + cells[0] + "</td><td class=\"n\">" + cells[1] +
+                      "</td><td class=\"n\">" + cells[2] + "</td><td class=\"n\">" + cells[3] + "</td></tr>"),
+            std::string::npos)
+      << row << "\n" << page;
+  EXPECT_EQ(page.find("<pre"), std::string::npos);
   size_t lines = 0;
   for (size_t p = page.find("<polyline"); p != std::string::npos; p = page.find("<polyline", p + 1)) ++lines;
   EXPECT_EQ(lines, 6u);
