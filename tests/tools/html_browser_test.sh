@@ -178,10 +178,10 @@ grep -q '<p class="unknown">Reachability was not computed for this run' "$T/nosc
 # --- the demo under poolscope compare --html: its report page and the comparison page ------------------
 "$POOLSCOPE" compare --report-dir="$T/demo" --html="$T/compare.html" >"$T/compare.out" 2>"$T/compare.err" ||
   fail "poolscope compare --html: $(cat "$T/compare.err")"
-"$POOLSCOPE" report --format=html "$T/demo/on.json" >"$T/report.html" || fail "poolscope report (demo)"
+"$POOLSCOPE" report --format=html "$T/demo/on/on.json" >"$T/report.html" || fail "poolscope report (demo)"
 with_probe "$T/report.html" "$T/report_probe.html"
 dump_dom "$T/report_probe.html" "$T/report_dom.html"
-"$PY" - "$T/demo/on.json" "$T/report.html" "$T/report_dom.html" <<'PY' || fail "the demo's page"
+"$PY" - "$T/demo/on/on.json" "$T/report.html" "$T/report_dom.html" <<'PY' || fail "the demo's page"
 import html, json, re, sys
 report = json.load(open(sys.argv[1]))
 page = open(sys.argv[2], encoding="utf-8").read()
@@ -213,7 +213,7 @@ PY
 # 5. The comparison page.
 with_probe "$T/compare.html" "$T/compare_probe.html"
 dump_dom "$T/compare_probe.html" "$T/compare_dom.html"
-"$PY" - "$T/demo/off.json" "$T/demo/on.json" "$T/compare.html" "$T/compare_dom.html" <<'PY' || fail "the comparison page"
+"$PY" - "$T/demo/off/off.json" "$T/demo/on/on.json" "$T/compare.html" "$T/compare_dom.html" <<'PY' || fail "the comparison page"
 import html, json, re, sys
 off, on = (json.load(open(p)) for p in sys.argv[1:3])
 page = open(sys.argv[3], encoding="utf-8").read()
