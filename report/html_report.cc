@@ -187,6 +187,34 @@ std::string SitesTable(const json& report) {
   return out + "</table>\n";
 }
 
+// Where pooling serves the program badly and where well (PinningSites): the sites that pin most pools
+// at exit, and the one pooling saves most calls at. Nothing when no site pins a pool.
+std::string PinningSection(const json& report) {
+  const SitePinning p = PinningSites(report, 5);
+  if (p.pinning.empty()) return "";
+  std::string out =
+      "<section id=\"pinning\">\n<h2>Pools pinned at exit</h2>\n<p>The sites whose live blocks keep "
+      "most pools alive at exit (a pool holding blocks of several sites counts for each): what pooling "
+      "costs the program's memory, and where.</p>\n<table class=\"sites\"><tr><th class=\"n\">#</th>"
+      "<th class=\"n\">pools pinned</th><th class=\"n\">their bytes</th><th class=\"n\">pooled</th>"
+      "<th class=\"n\">logical allocations</th><th>call site</th></tr>\n";
+  for (size_t i = 0; i < p.pinning.size(); ++i) {
+    const SiteRow& row = p.pinning[i];
+    out += fmt::format(
+        "<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
+        "<td class=\"n\">{}</td><td class=\"stack\">{}</td></tr>\n",
+        i + 1, E(Thousands(row.pools_pinned)), E(Bytes(row.pinned_bytes)), E(Thousands(row.pool_hits)),
+        E(Thousands(row.logical_allocs)), E(SiteLine(row)));
+  }
+  out += "</table>\n";
+  if (p.saver) {
+    out += fmt::format("<p class=\"saver\">Pooling saves most at <code>{}</code>: {} real allocations "
+                       "avoided, {} pools pinned.</p>\n",
+                       E(SiteLine(*p.saver)), E(Thousands(p.saver->pool_hits)), E(Thousands(p.saver->pools_pinned)));
+  }
+  return out + "</section>\n";
+}
+
 constexpr const char* kKinds[] = {"definitely_lost", "indirectly_lost", "possibly_lost",
                                   "still_reachable"};
 
@@ -368,6 +396,7 @@ std::string HtmlReport(const json& report, const std::string& path) {
           LeakTable(report) + "</section>\n";
   page += "<section id=\"sites\">\n<h2>Call sites (top " + std::to_string(kSitesShown) +
           " by logical allocations)</h2>\n" + SitesTable(report) + "</section>\n";
+  page += PinningSection(report);
   page += fmt::format(
       "<section id=\"pool\">\n<h2>Pool</h2>\n<p>pool size {}, {} pools per thread; hits {} ({} of the "
       "logical allocations); pools created {}, reused {}, released {}; at exit {} cached, {} in "

@@ -542,39 +542,22 @@ std::string SitesSection(const json& report) {
   return out;
 }
 
-// Where pooling serves the program badly and where well: the sites whose live blocks keep most pools
-// alive at exit, and the site whose calls pooling answered most. Nothing when no site pins a pool.
+// Where pooling serves the program badly and where well (PinningSites).
 std::string PinningSection(const json& report) {
-  std::vector<SiteRow> rows = TopSites(report, SIZE_MAX);
-  std::vector<SiteRow> pinning;
-  for (const SiteRow& row : rows) {
-    if (row.pools_pinned > 0) pinning.push_back(row);
-  }
-  if (pinning.empty()) return "";
-  std::stable_sort(pinning.begin(), pinning.end(),
-                   [](const SiteRow& a, const SiteRow& b) { return a.pools_pinned > b.pools_pinned; });
   constexpr size_t kShown = 5;
+  const SitePinning p = PinningSites(report, kShown);
+  if (p.pinning.empty()) return "";
   std::string out = Heading("POOLS PINNED AT EXIT (pools the sites' live blocks keep alive; a pool "
                             "shared by sites counts for each)");
-  auto where = [](const SiteRow& row) {
-    if (row.stack == nullptr || !row.stack->is_array() || row.stack->empty()) return std::string("(no stack recorded)");
-    const json& frame = row.stack->at(FirstProgramFrame(*row.stack));
-    const std::string at = FrameWhere(frame);
-    return FrameFunction(frame) + (at.empty() ? "" : "  " + at);
-  };
-  for (size_t i = 0; i < pinning.size() && i < kShown; ++i) {
-    const SiteRow& row = pinning[i];
+  for (size_t i = 0; i < p.pinning.size(); ++i) {
+    const SiteRow& row = p.pinning[i];
     out += fmt::format("  #{}  {} pool{} ({}) pinned; {} of its {} allocations served from pools\n      {}\n", i + 1,
                        Thousands(row.pools_pinned), row.pools_pinned == 1 ? "" : "s", Bytes(row.pinned_bytes),
-                       Thousands(row.pool_hits),
-                       Thousands(row.logical_allocs), where(row));
+                       Thousands(row.pool_hits), Thousands(row.logical_allocs), SiteLine(row));
   }
-  const auto saver = std::max_element(rows.begin(), rows.end(), [](const SiteRow& a, const SiteRow& b) {
-    return a.pool_hits - a.pools_pinned < b.pool_hits - b.pools_pinned;
-  });
-  if (saver != rows.end() && saver->pool_hits > 0) {
-    out += fmt::format("  pooling saves most at: {} ({} real allocations avoided, {} pools pinned)\n", where(*saver),
-                       Thousands(saver->pool_hits), Thousands(saver->pools_pinned));
+  if (p.saver) {
+    out += fmt::format("  pooling saves most at: {} ({} real allocations avoided, {} pools pinned)\n",
+                       SiteLine(*p.saver), Thousands(p.saver->pool_hits), Thousands(p.saver->pools_pinned));
   }
   return out;
 }
@@ -592,6 +575,29 @@ int64_t SaturatingAdd(int64_t a, int64_t b) {
   int64_t sum = 0;
   if (__builtin_add_overflow(a, b, &sum)) return b > 0 ? INT64_MAX : INT64_MIN;
   return sum;
+}
+
+SitePinning PinningSites(const json& report, size_t limit) {
+  SitePinning p;
+  const std::vector<SiteRow> rows = TopSites(report, SIZE_MAX);
+  for (const SiteRow& row : rows) {
+    if (row.pools_pinned > 0) p.pinning.push_back(row);
+    if (row.pool_hits > 0 && (!p.saver || row.pool_hits - row.pools_pinned > p.saver->pool_hits - p.saver->pools_pinned)) {
+      p.saver = row;
+    }
+  }
+  std::stable_sort(p.pinning.begin(), p.pinning.end(),
+                   [](const SiteRow& a, const SiteRow& b) { return a.pools_pinned > b.pools_pinned; });
+  if (p.pinning.size() > limit) p.pinning.resize(limit);
+  return p;
+}
+
+std::string SiteLine(const SiteRow& row) {
+  if (row.stack == nullptr || !row.stack->is_array() || row.stack->empty()) return "(no stack recorded)";
+  const json& frame = row.stack->at(SiteFrame(*row.stack));
+  const std::string where = FrameWhere(frame);
+  const std::string via = SiteVia(*row.stack);
+  return FrameFunction(frame) + (where.empty() ? "" : "  " + where) + (via.empty() ? "" : "  (via " + via + ")");
 }
 
 std::vector<SiteRow> TopSites(const json& report, size_t limit) {

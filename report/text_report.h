@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,19 @@ int64_t SaturatingAdd(int64_t a, int64_t b);
 // The `sites[]` entries with most logical allocations first (ties: more bytes first, then report
 // order), at most `limit` of them.
 std::vector<SiteRow> TopSites(const nlohmann::json& report, size_t limit);
+
+// Where pooling serves a program badly and where well, from `sites[]`: the sites whose live blocks
+// keep most pools alive at exit (most first, at most `limit`; none with pooling off or without
+// tracking), and the site pooling saves most calls at (pool hits less the pools it pins), if any.
+struct SitePinning {
+  std::vector<SiteRow> pinning;
+  std::optional<SiteRow> saver;
+};
+SitePinning PinningSites(const nlohmann::json& report, size_t limit);
+
+// A site in one line: its site frame's function, file:line, and what it called into libc
+// ("lose_copy  demo.c:12  (via __strdup)").
+std::string SiteLine(const SiteRow& row);
 
 // What of the still-reachable blocks exists only because poolscope is loaded
 // (`reachability.loaded_by_poolscope`), as a clause to end a sentence with: "; 1 block (71.0 KiB) of

@@ -4,8 +4,8 @@
 # young ones. The program itself counts how many kept blocks start a pool (the pools they pin, one
 # each: N when the interleaving held); the report must say keep_block pins that many pools and
 # young_block none, while young_block's allocations were all served from pools (pool_hits = 3N,
-# real_allocs 0). `poolscope report` lists keep_block first among the pinning sites and young_block as
-# the site pooling saves most at. With pooling off no site pins anything.
+# real_allocs 0). `poolscope report` (text and HTML) and `poolscope compare` list keep_block first among
+# the pinning sites and young_block as the site pooling saves most at. With pooling off no site pins anything.
 # Args: LIB CHECKER PINNING POOLSCOPE
 set -euo pipefail
 lib=$(readlink -f "$1"); checker=$(readlink -f "$2"); prog=$(readlink -f "$3"); poolscope=$(readlink -f "$4")
@@ -51,6 +51,17 @@ section=$(sed -n '/^POOLS PINNED AT EXIT/,/^$/p' <<<"$text")
 grep -q '^  #1  50 pools (' <<<"$section" || { echo "FAIL: #1 does not pin 50 pools: $section"; exit 1; }
 grep -q '^  pooling saves most at: young_block .*(150 real allocations avoided, 0 pools pinned)' <<<"$section" \
   || { echo "FAIL: young_block is not where pooling saves most: $section"; exit 1; }
+# The HTML page's section, and compare's two lines (pooling on), name the same sites.
+page=$("$poolscope" report --format=html "$work/r1.json")
+first_row=$(sed -n '/<section id="pinning">/,/<\/section>/p' <<<"$page" | grep -m1 '^<tr><td class="n">1</td>' || true)
+[[ "$first_row" == *'<td class="n">50</td>'*'keep_block '* ]] || { echo "FAIL: the HTML page's pinning table starts with: $first_row"; exit 1; }
+grep -q '<p class="saver">Pooling saves most at <code>young_block ' <<<"$page" \
+  || { echo "FAIL: the HTML page does not name young_block where pooling saves most"; exit 1; }
+cmp_out=$(cd "$work" && "$poolscope" compare --options=pool_size=64 -- "$prog" 2>/dev/null)
+grep -q '^pools pinned at exit, most by: keep_block .*(50 pools, ' <<<"$cmp_out" \
+  || { echo "FAIL: compare does not name keep_block as pinning most: $cmp_out"; exit 1; }
+grep -q '^pooling saves most at: young_block .*(150 real allocations avoided, 0 pools pinned)' <<<"$cmp_out" \
+  || { echo "FAIL: compare does not name young_block where pooling saves most: $cmp_out"; exit 1; }
 text0=$("$poolscope" report "$work/r0.json")
 if grep -q '^POOLS PINNED AT EXIT' <<<"$text0"; then
   echo "FAIL: pool=0's report lists pinning sites"; exit 1

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "fmt/format.h"
 #include "report/format_util.h"
+#include "report/text_report.h"
 #include "report/html_report.h"
 #include "report/leak_diff.h"
 #include "report/ledger_table.h"
@@ -66,13 +67,32 @@ std::string CompareHints(const nlohmann::json& on) {
   return out;
 }
 
+// With pooling on, where pooling serves the program badly and where well: the site whose live blocks
+// pin most pools at exit, and the site it saves most calls at (report::PinningSites).
+std::string PinningLines(const nlohmann::json& on) {
+  const report::SitePinning p = report::PinningSites(on, 1);
+  std::string out;
+  if (!p.pinning.empty()) {
+    const report::SiteRow& row = p.pinning[0];
+    out += fmt::format("pools pinned at exit, most by: {} ({} pool{}, {}; `poolscope report` lists the rest)\n",
+                       report::SiteLine(row), Thousands(row.pools_pinned), row.pools_pinned == 1 ? "" : "s",
+                       report::Bytes(row.pinned_bytes));
+  }
+  if (p.saver) {
+    out += fmt::format("pooling saves most at: {} ({} real allocations avoided, {} pools pinned)\n",
+                       report::SiteLine(*p.saver), Thousands(p.saver->pool_hits), Thousands(p.saver->pools_pinned));
+  }
+  return out;
+}
+
 constexpr char kCompareUsage[] = R"(usage: poolscope compare [--options=K=V:...] [--lib=PATH] [--report-dir=DIR] [--keep] [--fail-on-leak] [--process=GLOB] [--no-children] [--html=FILE] [-- CMD [ARGS...]]
 
 Runs CMD twice with libpoolscope.so preloaded, pooling off (pool=0) then on (pool=1), each with its
 own report, and prints one table on stdout: logical and real allocations, real frees, real blocks
 live at exit, what a malloc/free-counting leak detector would see, pool figures, wall time and
-peak RSS, pooling off | on | change, then a verdict and hints (what the detector rows are; for
-python, its own allocator). Progress goes to stderr. With no CMD it runs
+peak RSS, pooling off | on | change, then a verdict, the site that pins most pools at exit and the
+one pooling saves most calls at, and hints (what the detector rows are; for python, its own
+allocator). Progress goes to stderr. With no CMD it runs
 the bundled demo workload (threads opening confined arenas, plus a few deliberate leaks).
 
 Each run's reports go to a folder of its own: DIR/off/off.json and DIR/on/on.json. DIR is a new
@@ -425,6 +445,7 @@ int CompareCommand(const std::vector<std::string>& args, std::ostream& out, std:
       out << fmt::format("note: {} ended with status {}\n", side.label, side.child.exit_status);
     }
   }
+  out << PinningLines(sides[1].loaded.doc);
   out << CompareHints(sides[1].loaded.doc);
   out.flush();
   WriteComparePage(html, "compare " + CommandLine(shown),
