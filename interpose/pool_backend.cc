@@ -13,7 +13,6 @@
 
 #include <atomic>
 #include <cstring>
-#include <vector>
 
 #include "interpose/internal.h"
 #include "interpose/real.h"
@@ -68,27 +67,17 @@ void ValgrindOpenUsable(void* p, size_t usable) {
 }
 
 // The live pooled blocks, for tracking (TrackingInit).
-void ForEachPooledBlock(void (*fn)(uintptr_t ptr, uint32_t size, uint32_t stack_id, void* arg), void* arg) {
+void ForEachPooledBlock(void (*fn)(uintptr_t ptr, uint32_t size, uint32_t stack_id, void* arg), void* arg,
+                        void (*on_pool)(void* arg)) {
   if (g_domain == nullptr) return;
-  g_domain->ForEachLiveBlock(
-      [&](void* p, pool::BlockInfo info) { fn(reinterpret_cast<uintptr_t>(p), info.size, info.stack_id, arg); });
-}
-
-size_t PoolRealBytes() {
-  if (g_domain == nullptr) return 0;
-  return g_pool_by_malloc ? g_domain->pool_bytes() + kPoolSlack : g_domain->pool_bytes();
-}
-
-void ForEachPoolsStacks(void (*fn)(const uint32_t* ids, size_t n, void* arg), void* arg) {
-  if (g_domain == nullptr || !g_domain->config().block_info) return;
-  std::vector<uint32_t> ids;  // the pool being walked: its live blocks' stack ids
-  auto flush = [&] {
-    if (!ids.empty()) fn(ids.data(), ids.size(), arg);
-    ids.clear();
+  auto on_block = [&](void* p, pool::BlockInfo info) {
+    fn(reinterpret_cast<uintptr_t>(p), info.size, info.stack_id, arg);
   };
-  g_domain->ForEachPoolWithBlocks([&](char*, bool) { flush(); },
-                                  [&](void*, pool::BlockInfo info) { ids.push_back(info.stack_id); });
-  flush();
+  if (on_pool == nullptr) {
+    g_domain->ForEachLiveBlock(on_block);
+  } else {
+    g_domain->ForEachPoolWithBlocks([&](char*, bool) { on_pool(arg); }, on_block);
+  }
 }
 
 namespace {

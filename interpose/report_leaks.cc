@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
-#include <unordered_map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -158,20 +157,6 @@ void WriteStack(report::JsonWriter& w, track::Symbolizer* sym, uint32_t stack_id
 
 // The pools each site's live blocks keep alive now: a pool counts once for every site with a live
 // block in it (a pool shared by two sites pins for both). Sites with none are absent.
-std::unordered_map<uint32_t, uint64_t> PinnedPools() {
-  std::unordered_map<uint32_t, uint64_t> pins;
-  ForEachPoolsStacks(
-      [](const uint32_t* ids, size_t n, void* arg) {
-        auto& pins = *static_cast<std::unordered_map<uint32_t, uint64_t>*>(arg);
-        std::vector<uint32_t> distinct(ids, ids + n);
-        std::sort(distinct.begin(), distinct.end());
-        distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-        for (uint32_t id : distinct) ++pins[id];
-      },
-      &pins);
-  return pins;
-}
-
 void GatherLeaks(ReportLeaks* r) {
   constexpr size_t kMaxStacks = 4096;
   constexpr size_t kMaxLeakGroups = 64;
@@ -182,9 +167,12 @@ void GatherLeaks(ReportLeaks* r) {
   LiveTotals live = {};
   const ScanOutcome* scan = LastScan();
   const bool scanned = scan != nullptr && scan->scanned;
+  // Per stack id, the pools its live blocks pin (a pool shared by sites counts for each).
+  std::vector<uint64_t> pins;
   size_t nstacks_all =
       tracked ? AggregateLeaks(raw.data(), raw.size(), &live,
-                               scanned ? +[](uintptr_t p) { return static_cast<uint8_t>(ScannedKind(p)); } : nullptr)
+                               scanned ? +[](uintptr_t p) { return static_cast<uint8_t>(ScannedKind(p)); } : nullptr,
+                               &pins)
               : 0;
   raw.resize(nstacks_all < kMaxStacks ? nstacks_all : kMaxStacks);
   std::vector<SiteCounters> site_list(kMaxSites);
@@ -192,9 +180,10 @@ void GatherLeaks(ReportLeaks* r) {
   // Beside the busiest sites, those whose live blocks pin most pools, wherever they rank by calls.
   std::vector<uint64_t> pools_pinned;
   if (tracked) {
-    const std::unordered_map<uint32_t, uint64_t> pins = PinnedPools();
     std::vector<std::pair<uint64_t, uint32_t>> by_pools;
-    for (const auto& kv : pins) by_pools.emplace_back(kv.second, kv.first);
+    for (uint32_t id = 0; id < pins.size(); ++id) {
+      if (pins[id] != 0) by_pools.emplace_back(pins[id], id);
+    }
     std::sort(by_pools.begin(), by_pools.end(), [](const auto& a, const auto& b) {
       return a.first != b.first ? a.first > b.first : a.second < b.second;
     });
@@ -204,10 +193,7 @@ void GatherLeaks(ReportLeaks* r) {
         site_list.push_back(SiteOf(id));
       }
     }
-    for (const SiteCounters& c : site_list) {
-      const auto it = pins.find(c.stack_id);
-      pools_pinned.push_back(it != pins.end() ? it->second : 0);
-    }
+    for (const SiteCounters& c : site_list) pools_pinned.push_back(c.stack_id < pins.size() ? pins[c.stack_id] : 0);
   }
   track::Symbolizer* sym = tracked ? new track::Symbolizer() : nullptr;
   // Stacks that differ only in return addresses the source cannot tell apart (an unrolled loop calls
@@ -249,7 +235,7 @@ void GatherLeaks(ReportLeaks* r) {
   r->raw = std::move(raw);
   r->sites = std::move(site_list);
   r->pools_pinned = std::move(pools_pinned);
-  r->pool_real_bytes = PoolRealBytes();
+  r->pool_real_bytes = PoolRealBytes(g_pool_size);  // as the report counts a pool (report_render.cc)
   r->groups = std::move(groups);
   r->sym = sym;
 }

@@ -74,15 +74,10 @@ class ValgrindQuiet {
   const bool on_;
 };
 __attribute__((noinline)) void WipeStackBelow();
-// The live pooled blocks, for tracking (TrackingInit).
-void ForEachPooledBlock(void (*fn)(uintptr_t ptr, uint32_t size, uint32_t stack_id, void* arg), void* arg);
-// The live blocks' stack ids of each pool that holds any, pool by pool (fn once per pool; an id
-// repeats for each of that stack's blocks in it); nothing without block information (track=0).
-// Allocates through the normal malloc: call it under the reentrancy guard.
-void ForEachPoolsStacks(void (*fn)(const uint32_t* ids, size_t n, void* arg), void* arg);
-// The bytes of one pool's real allocation (its usable bytes and, for pools carved from a malloc, the
-// slack that aligns them); 0 before pools exist.
-size_t PoolRealBytes();
+// The live pooled blocks, for tracking (TrackingInit); on_pool(arg), when not null, before each pool's
+// blocks (each pool that exists, with live blocks or none).
+void ForEachPooledBlock(void (*fn)(uintptr_t ptr, uint32_t size, uint32_t stack_id, void* arg), void* arg,
+                        void (*on_pool)(void* arg) = nullptr);
 
 // ---- threads.cc ---------------------------------------------------------------------------------------
 

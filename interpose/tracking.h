@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "track/stack_capture.h"
 
@@ -28,7 +29,9 @@ enum BlockFlags : uint8_t {
 
 // Calls fn(ptr, size, stack_id, arg) for every live pooled block, with the size and stack id kept for
 // it (see OnPooledAlloc). The pools belong to the layer above, which hands this walk in at init.
-using PooledBlockWalk = void (*)(void (*fn)(uintptr_t ptr, uint32_t size, uint32_t stack_id, void* arg), void* arg);
+// Walks the live pooled blocks, pool by pool: on_pool(arg) (when not null) before each pool's blocks.
+using PooledBlockWalk = void (*)(void (*fn)(uintptr_t ptr, uint32_t size, uint32_t stack_id, void* arg), void* arg,
+                                 void (*on_pool)(void* arg));
 
 // Called once at start-up when track=1; false when the memory could not be had (tracking stays off).
 // `pooled_blocks`: how the live pooled blocks are found (nullptr: there are none).
@@ -114,7 +117,10 @@ struct LiveTotals {
 // are by (kind, stack): a block's kind is kind_of(ptr) (blocks without an address, an open arena's,
 // are still reachable), or still reachable for every block when kind_of is null.
 // Allocates through the normal malloc: call it under the reentrancy guard.
-size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals, uint8_t (*kind_of)(uintptr_t ptr) = nullptr);
+// `pools_pinned` (when not null): per stack id, the pools holding at least one of its live blocks (a
+// pool counts for every stack with a block in it), counted in the same walk of the pools.
+size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals, uint8_t (*kind_of)(uintptr_t ptr) = nullptr,
+                      std::vector<uint64_t>* pools_pinned = nullptr);
 size_t TopSites(SiteCounters* sites, size_t max);
 // One site's counters (those of an open arena's blocks not yet charged to it aside).
 SiteCounters SiteOf(uint32_t stack_id);

@@ -36,12 +36,14 @@ PooledBlockWalk g_pooled_blocks = nullptr;
 }  // namespace tracking_internal
 
 namespace {
-void ForEachPooledBlock(void (*fn)(uintptr_t ptr, uint32_t size, uint32_t stack_id, void* arg), void* arg) {
-  if (g_pooled_blocks != nullptr) g_pooled_blocks(fn, arg);
+void ForEachPooledBlock(void (*fn)(uintptr_t ptr, uint32_t size, uint32_t stack_id, void* arg), void* arg,
+                        void (*on_pool)(void* arg) = nullptr) {
+  if (g_pooled_blocks != nullptr) g_pooled_blocks(fn, arg, on_pool);
 }
 }  // namespace
 
-size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals, uint8_t (*kind_of)(uintptr_t ptr)) {
+size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals, uint8_t (*kind_of)(uintptr_t ptr),
+                      std::vector<uint64_t>* pools_pinned) {
   *totals = LiveTotals{};
   if (!g_on) return 0;
   std::unordered_map<uint64_t, LeakGroup> by_stack;
@@ -65,11 +67,30 @@ size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals, uint8_t
   };
   g_table->ForEach([&](const track::LiveEntry& e) { add(e.stack_id, e.flags, 1, e.size, e.ptr); });
   g_recent->ForEach([&](const track::LiveEntry& e) { add(e.stack_id, e.flags, 1, e.size, e.ptr); });
+  // The pooled blocks, pool by pool: a stack's pools pinned count once per pool, its first block there
+  // (the pool it was last counted for is remembered: no set per pool).
+  using Add = decltype(add);
+  struct PooledWalk {
+    Add* add_block;
+    std::vector<uint64_t>* pins;
+    std::vector<uint64_t> last_pool;  // per stack id: 1 + the index of the last pool counted for it
+    uint64_t pool = 0;
+  } walk{&add, pools_pinned, {}, 0};
+  if (pools_pinned != nullptr) pools_pinned->clear();
   ForEachPooledBlock(
       [](uintptr_t ptr, uint32_t size, uint32_t stack_id, void* arg) {
-        (*static_cast<decltype(add)*>(arg))(stack_id, kBlockPooled, 1, size, ptr);
+        PooledWalk& w = *static_cast<PooledWalk*>(arg);
+        (*w.add_block)(stack_id, kBlockPooled, 1, size, ptr);
+        if (w.pins == nullptr) return;
+        if (stack_id >= w.pins->size()) {
+          w.pins->resize(stack_id + 1 + stack_id / 2, 0);
+          w.last_pool.resize(w.pins->size(), 0);
+        }
+        if (w.last_pool[stack_id] == w.pool) return;
+        w.last_pool[stack_id] = w.pool;
+        ++(*w.pins)[stack_id];
       },
-      &add);
+      &walk, pools_pinned != nullptr ? +[](void* arg) { ++static_cast<PooledWalk*>(arg)->pool; } : nullptr);
   ForEachArenaRecord([&](const ArenaCopy& c) {
     for (const ArenaGroup& g : c.groups) {
       if (c.open && g.blocks != 0) add(ArenaBlockStack(c.open_stack, g.ra), g.flags, g.blocks, g.bytes, 0);
