@@ -104,12 +104,12 @@ std::string LeakDiffTable(const CompareRun& before, const CompareRun& after) {
 }  // namespace
 
 std::string HtmlComparePage(const std::string& title, const CompareRun& before, const CompareRun& after,
-                            const std::string& processes, bool leaks_by_stack) {
+                            const CellTable* processes, bool leaks_by_stack) {
   std::string page = PageStart("poolscope: " + title);
   page += fmt::format("<h1>poolscope: {}</h1>\n", E(title));
   page += LedgerTableSection(before, after);
-  if (!processes.empty()) {
-    page += "<section id=\"processes\">\n<h2>Processes</h2>\n<pre>" + E(processes) + "</pre>\n</section>\n";
+  if (processes != nullptr) {
+    page += "<section id=\"processes\">\n<h2>Processes</h2>\n" + HtmlCellTable(*processes) + "</section>\n";
   }
   if (leaks_by_stack) page += LeakDiffTable(before, after);
   static const json kNone;

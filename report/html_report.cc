@@ -414,11 +414,35 @@ std::string HtmlReport(const json& report, const std::string& path) {
   return page + PageEnd();
 }
 
-std::string HtmlTreeReport(const std::string& title, const std::string& summary,
+std::string HtmlCellTable(const CellTable& table) {
+  std::string out;
+  if (!table.caption.empty()) out += fmt::format("<p>{}</p>\n", E(table.caption));
+  out += "<table class=\"processes\">\n";
+  for (size_t r = 0; r < table.rows.size(); ++r) {
+    out += "<tr>";
+    for (size_t c = 0; c < table.rows[r].size(); ++c) {
+      const char* tag = r == 0 ? "th" : "td";
+      out += fmt::format("<{}{}>{}</{}>", tag, c == table.text_column ? "" : " class=\"n\"", E(table.rows[r][c]), tag);
+    }
+    out += "</tr>\n";
+  }
+  out += "</table>\n";
+  if (!table.after.empty()) out += fmt::format("<pre>{}</pre>\n", E(table.after));
+  return out;
+}
+
+std::string HtmlTreeReport(const std::string& title, const std::string& summary, const CellTable& processes_table,
                            const std::vector<std::pair<const nlohmann::json*, std::string>>& processes) {
   std::string page = PageStart("poolscope report: " + title);
   page += fmt::format("<h1>poolscope report: {}</h1>\n", E(title));
-  page += fmt::format("<pre>{}</pre>\n", E(summary));
+  page += "<section id=\"tree\">\n";
+  for (size_t at = 0; at < summary.size();) {
+    size_t end = summary.find('\n', at);
+    if (end == std::string::npos) end = summary.size();
+    if (end > at) page += fmt::format("<p>{}</p>\n", E(summary.substr(at, end - at)));
+    at = end + 1;
+  }
+  page += HtmlCellTable(processes_table) + "</section>\n";
   for (const auto& [report, path] : processes) {
     // Each process's own page, its element ids prefixed with its pid so that they stay unique, and
     // so the labels' targets and the radio buttons' group names (each process's flame graph

@@ -29,6 +29,19 @@ namespace poolscope::report {
 // The whole page. `path` is the report's file name, shown in the title.
 std::string HtmlReport(const nlohmann::json& report, const std::string& path);
 
+// A table of text cells, for the text pages (columns padded) and the HTML pages (a <table>): a caption,
+// the rows (the first one the headings), which column is text (left-aligned; the others are figures),
+// and lines after it (processes without a report).
+struct CellTable {
+  std::string caption;
+  std::vector<std::vector<std::string>> rows;
+  size_t text_column = 0;
+  std::string after;
+};
+
+// The table as an HTML <table class="processes">, its caption a <p> before it, `after` a <pre>.
+std::string HtmlCellTable(const CellTable& table);
+
 // One run of a comparison page.
 struct CompareRun {
   const nlohmann::json* report = nullptr;    // the table's figures: the run's report, or its tree's totals
@@ -40,17 +53,18 @@ struct CompareRun {
 
 // The page of a comparison of two runs (`compare --html`, `diff --html`): the side-by-side ledger as
 // a <table> (section id "table", one row per row of the text table, the change in its own column)
-// and the verdict; `processes` (the per-process table of two trees, preformatted; none when empty);
+// and the verdict; `processes` (the per-process table of two trees, a <table>; none when null);
 // with `leaks_by_stack` (diff), the two runs' leaks matched by stack as a table (section id
 // "leak-diff"); then both runs' timelines on one chart (section id "timeline").
 std::string HtmlComparePage(const std::string& title, const CompareRun& before, const CompareRun& after,
-                            const std::string& processes, bool leaks_by_stack);
+                            const CellTable* processes, bool leaks_by_stack);
 
-// The page of a process tree: `summary` (preformatted text: totals and the per-process table), then
+// The page of a process tree: `summary` (lines of text: what the tree holds and its totals), the
+// per-process table `processes_table` as a <table>, then
 // one <section id="process-PID"> per report of `processes` (report, file), each the page above
 // with its ids, its labels' targets and its radio buttons' group names prefixed "pPID-" (each
 // process's flame graph switches on its own) and its headings one level down.
-std::string HtmlTreeReport(const std::string& title, const std::string& summary,
+std::string HtmlTreeReport(const std::string& title, const std::string& summary, const CellTable& processes_table,
                            const std::vector<std::pair<const nlohmann::json*, std::string>>& processes);
 
 }  // namespace poolscope::report

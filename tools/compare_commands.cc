@@ -203,7 +203,7 @@ int LeakExit(const nlohmann::json& before, const nlohmann::json& after, std::ost
 // per-process table, a diff's leaks by stack), then both runs' timelines on one chart. A file that
 // cannot be written is an error (status 2), after the table on stdout.
 void WriteComparePage(const std::string& path, const std::string& title, const report::CompareRun& before,
-                      const report::CompareRun& after, const std::string& processes, bool leaks_by_stack,
+                      const report::CompareRun& after, const report::CellTable* processes, bool leaks_by_stack,
                       std::ostream& err) {
   if (path.empty()) return;
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
@@ -275,16 +275,17 @@ int CompareTrees(const std::vector<std::string>& shown, const std::string& repor
   RunFacts facts[2];
   facts[0].wall_seconds = off.wall_seconds;
   facts[1].wall_seconds = on.wall_seconds;
-  const std::string processes =
-      ProcessTableOfTwo(trees[0], selected[0], trees[1], selected[1], "off", "on", kProcessesShown);
-  out << LedgerTable(totals[0], facts[0], totals[1], facts[1], "pooling off", "pooling on") + "\n" + processes;
+  const report::CellTable processes =
+      ProcessTableOfTwoCells(trees[0], selected[0], trees[1], selected[1], "off", "on", kProcessesShown);
+  out << LedgerTable(totals[0], facts[0], totals[1], facts[1], "pooling off", "pooling on") + "\n" +
+             TextOf(processes);
   if (off.exit_status != 0) out << fmt::format("note: run 1 of 2, pooling off ended with status {}\n", off.exit_status);
   if (on.exit_status != 0) out << fmt::format("note: run 2 of 2, pooling on ended with status {}\n", on.exit_status);
   out.flush();
   WriteComparePage(html, "compare " + CommandLine(shown),
                    {&totals[0], facts[0], "pooling off", &RootDoc(trees[0]), "pooling off (root process)"},
                    {&totals[1], facts[1], "pooling on", &RootDoc(trees[1]), "pooling on (root process)"},
-                   processes, false, err);
+                   &processes, false, err);
   if (first_failure != 0) return first_failure;
   return fail_on_leak ? LeakExit(totals[0], totals[1], err) : kExitOk;
 }
@@ -450,7 +451,7 @@ int CompareCommand(const std::vector<std::string>& args, std::ostream& out, std:
   out.flush();
   WriteComparePage(html, "compare " + CommandLine(shown),
                    {&sides[0].loaded.doc, facts[0], "pooling off", &sides[0].loaded.doc, "pooling off"},
-                   {&sides[1].loaded.doc, facts[1], "pooling on", &sides[1].loaded.doc, "pooling on"}, "",
+                   {&sides[1].loaded.doc, facts[1], "pooling on", &sides[1].loaded.doc, "pooling on"}, nullptr,
                    false, err);
   if (first_failure != 0) return first_failure;
   return fail_on_leak ? LeakExit(sides[0].loaded.doc, sides[1].loaded.doc, err) : kExitOk;
@@ -499,14 +500,14 @@ int DiffCommand(const std::vector<std::string>& args, std::ostream& out, std::os
     out << fmt::format("totals over {} processes of A, {} of B\n\n",
                        ByLogicalAllocations(trees[0], selected[0]).size(),
                        ByLogicalAllocations(trees[1], selected[1]).size());
-    const std::string processes =
-        ProcessTableOfTwo(trees[0], selected[0], trees[1], selected[1], "A", "B", kProcessesShown);
-    out << LedgerTable(totals[0], {}, totals[1], {}, label_a, label_b) + "\n" + processes + "\n" +
+    const report::CellTable processes =
+        ProcessTableOfTwoCells(trees[0], selected[0], trees[1], selected[1], "A", "B", kProcessesShown);
+    out << LedgerTable(totals[0], {}, totals[1], {}, label_a, label_b) + "\n" + TextOf(processes) + "\n" +
                LeakDiffSection(totals[0], totals[1], 20);
     out.flush();
     WriteComparePage(html, "diff " + OneLine(files[0]) + " " + OneLine(files[1]),
                      {&totals[0], {}, label_a, &RootDoc(trees[0]), label_a + " (root process)"},
-                     {&totals[1], {}, label_b, &RootDoc(trees[1]), label_b + " (root process)"}, processes,
+                     {&totals[1], {}, label_b, &RootDoc(trees[1]), label_b + " (root process)"}, &processes,
                      true, err);
     return fail_on_leak ? LeakExit(totals[0], totals[1], err) : kExitOk;
   }
@@ -532,7 +533,7 @@ int DiffCommand(const std::vector<std::string>& args, std::ostream& out, std::os
   out << LedgerTable(a.doc, {}, b.doc, {}, label_a, label_b) + "\n" + LeakDiffSection(a.doc, b.doc, 20);
   out.flush();
   WriteComparePage(html, "diff " + OneLine(files[0]) + " " + OneLine(files[1]),
-                   {&a.doc, {}, label_a, &a.doc, label_a}, {&b.doc, {}, label_b, &b.doc, label_b}, "", true, err);
+                   {&a.doc, {}, label_a, &a.doc, label_a}, {&b.doc, {}, label_b, &b.doc, label_b}, nullptr, true, err);
   return fail_on_leak ? LeakExit(a.doc, b.doc, err) : kExitOk;
 }
 

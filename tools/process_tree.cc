@@ -399,7 +399,15 @@ std::vector<size_t> ByLogicalAllocations(const ProcessTree& tree, const std::vec
   return out;
 }
 
+std::string TextOf(const report::CellTable& table) {
+  return table.caption + "\n" + Render(table.rows, table.text_column) + table.after;
+}
+
 std::string ProcessTable(const ProcessTree& tree, const std::vector<size_t>& selected, size_t limit) {
+  return TextOf(ProcessTableCells(tree, selected, limit));
+}
+
+report::CellTable ProcessTableCells(const ProcessTree& tree, const std::vector<size_t>& selected, size_t limit) {
   std::vector<size_t> order = ByLogicalAllocations(tree, selected);
   std::vector<std::vector<std::string>> rows = {
       {"pid", "parent", "executable", "logical allocs", "real allocs", "pool hits", "live at exit",
@@ -433,16 +441,24 @@ std::string ProcessTable(const ProcessTree& tree, const std::vector<size_t>& sel
     rows.push_back({"", "", fmt::format("{} more processes", rest_count), Thousands(rest[0]),
                     Thousands(rest[1]), Thousands(rest[2]), Thousands(rest[3]), Thousands(rest[4])});
   }
-  std::string out = fmt::format("processes: {} with a report, by logical allocations\n", order.size());
-  out += Render(rows, 2);
+  report::CellTable table;
+  table.caption = fmt::format("processes: {} with a report, by logical allocations", order.size());
+  table.rows = std::move(rows);
+  table.text_column = 2;
   std::string missing = MissingLines(tree, selected);
-  if (!missing.empty()) out += "without a report:\n" + missing;
-  return out;
+  if (!missing.empty()) table.after = "without a report:\n" + missing;
+  return table;
 }
 
 std::string ProcessTableOfTwo(const ProcessTree& a, const std::vector<size_t>& selected_a,
                               const ProcessTree& b, const std::vector<size_t>& selected_b,
                               const std::string& label_a, const std::string& label_b, size_t limit) {
+  return TextOf(ProcessTableOfTwoCells(a, selected_a, b, selected_b, label_a, label_b, limit));
+}
+
+report::CellTable ProcessTableOfTwoCells(const ProcessTree& a, const std::vector<size_t>& selected_a,
+                                         const ProcessTree& b, const std::vector<size_t>& selected_b,
+                                         const std::string& label_a, const std::string& label_b, size_t limit) {
   // Pair by place; a place only one side has gets a row of its own.
   struct Pair {
     const TreeProcess* a = nullptr;
@@ -506,13 +522,15 @@ std::string ProcessTableOfTwo(const ProcessTree& a, const std::vector<size_t>& s
     for (int64_t v : rest) row.push_back(Thousands(v));
     rows.push_back(row);
   }
-  std::string out = fmt::format("processes: {} places, matched by place in the tree, by logical allocations\n",
-                                pairs.size());
-  out += Render(rows, 2);
+  report::CellTable table;
+  table.caption = fmt::format("processes: {} places, matched by place in the tree, by logical allocations",
+                              pairs.size());
+  table.rows = std::move(rows);
+  table.text_column = 2;
   std::string missing_a = MissingLines(a, selected_a), missing_b = MissingLines(b, selected_b);
-  if (!missing_a.empty()) out += fmt::format("without a report ({}):\n{}", label_a, missing_a);
-  if (!missing_b.empty()) out += fmt::format("without a report ({}):\n{}", label_b, missing_b);
-  return out;
+  if (!missing_a.empty()) table.after += fmt::format("without a report ({}):\n{}", label_a, missing_a);
+  if (!missing_b.empty()) table.after += fmt::format("without a report ({}):\n{}", label_b, missing_b);
+  return table;
 }
 
 }  // namespace poolscope::tools

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "report/html_report.h"
 
 namespace poolscope::tools {
 
@@ -77,12 +78,18 @@ nlohmann::json TreeTotals(const ProcessTree& tree, const std::vector<size_t>& se
 // hits, logical blocks live at exit, lost blocks (definitely + indirectly), ordered by logical
 // allocations, the first `limit` and one line for the rest, then one line per entry without a report.
 std::string ProcessTable(const ProcessTree& tree, const std::vector<size_t>& selected, size_t limit);
+// Its cells, for an HTML page; TextOf renders cells as the text tables above.
+report::CellTable ProcessTableCells(const ProcessTree& tree, const std::vector<size_t>& selected, size_t limit);
+std::string TextOf(const report::CellTable& table);
 
 // The same for two trees, A and B, matched by place: pid and parent of B (else A), executable,
 // logical and real allocations of both, pool hits, live and lost blocks of B.
 std::string ProcessTableOfTwo(const ProcessTree& a, const std::vector<size_t>& selected_a,
                               const ProcessTree& b, const std::vector<size_t>& selected_b,
                               const std::string& label_a, const std::string& label_b, size_t limit);
+report::CellTable ProcessTableOfTwoCells(const ProcessTree& a, const std::vector<size_t>& selected_a,
+                                         const ProcessTree& b, const std::vector<size_t>& selected_b,
+                                         const std::string& label_a, const std::string& label_b, size_t limit);
 
 // The selected entries that have a report, by logical allocations (most first, then pid).
 std::vector<size_t> ByLogicalAllocations(const ProcessTree& tree, const std::vector<size_t>& selected);

@@ -172,12 +172,13 @@ std::string TreeReport(const ProcessTree& tree, const std::vector<size_t>& selec
       at = end == std::string::npos ? run.size() : end + 1;
     }
   }
-  summary += "\n" + ProcessTable(tree, selected, kProcessesShown);
+  const report::CellTable processes = ProcessTableCells(tree, selected, kProcessesShown);
   if (format == "html") {
     std::vector<std::pair<const nlohmann::json*, std::string>> shown;
     for (size_t i : order) shown.push_back({&tree.processes[i].doc, tree.processes[i].path});
-    return HtmlTreeReport(where.empty() ? "process tree" : "process tree of " + where, summary, shown);
+    return HtmlTreeReport(where.empty() ? "process tree" : "process tree of " + where, summary, processes, shown);
   }
+  summary += "\n" + TextOf(processes);
   std::string out = "poolscope report: " + summary;
   for (size_t i : order) {
     const TreeProcess& p = tree.processes[i];

@@ -469,7 +469,7 @@ TEST(HtmlTreeReportTest, EachProcessHasItsOwnFlameSwitch) {
   json a = LoadData("reach_list_on.json"), b = a;
   a["process"]["pid"] = 100;
   b["process"]["pid"] = 200;
-  const std::string html = HtmlTreeReport("tree", "summary", {{&a, "a.json"}, {&b, "b.json"}});
+  const std::string html = HtmlTreeReport("tree", "summary", CellTable{}, {{&a, "a.json"}, {&b, "b.json"}});
   for (const char* pid : {"100", "200"}) {
     const std::string p = std::string("p") + pid + "-";
     EXPECT_NE(html.find("<input type=\"radio\" name=\"" + p + "flame-view\" id=\"" + p + "flame-lost\""), npos) << pid;
@@ -483,6 +483,37 @@ TEST(HtmlTreeReportTest, EachProcessHasItsOwnFlameSwitch) {
   EXPECT_EQ(Occurrences(html, "<h4>Real blocks live at exit, by kind</h4>"), 2u);
 }
 
+// A process tree's per-process table, on the tree's page and on a comparison page, is an HTML table:
+// its caption, a heading row and a row per process with the same cells, figures right-aligned, and
+// the lines of processes without a report after it; the summary lines are paragraphs, not
+// preformatted text.
+TEST(HtmlTreeReportTest, TheProcessTableIsATable) {
+  CellTable table;
+  table.caption = "processes: 2 with a report, by logical allocations";
+  table.rows = {{"pid", "parent", "executable", "logical allocs"}, {"100", "-", "sh", "1,200"}, {"200", "100", "cc1 <x>", "900"}};
+  table.text_column = 2;
+  table.after = "without a report:\n  300 (exited)\n";
+  auto check = [&](const std::string& html, const std::string& what) {
+    const std::string cells = Between(html, "<table class=\"processes\">", "</table>");
+    ASSERT_FALSE(cells.empty()) << what << html;
+    EXPECT_EQ(Occurrences(cells, "<tr>"), table.rows.size()) << what;
+    EXPECT_NE(cells.find("<tr><th class=\"n\">pid</th><th class=\"n\">parent</th><th>executable</th>"
+                         "<th class=\"n\">logical allocs</th></tr>"), npos) << what << cells;
+    EXPECT_NE(cells.find("<tr><td class=\"n\">200</td><td class=\"n\">100</td><td>cc1 &lt;x&gt;</td>"
+                         "<td class=\"n\">900</td></tr>"), npos) << what << cells;
+    EXPECT_NE(html.find("<p>" + table.caption + "</p>"), npos) << what;
+    EXPECT_NE(html.find("<pre>without a report:\n  300 (exited)\n</pre>"), npos) << what;
+  };
+  const json a = LoadData("reach_list_on.json");
+  const std::string tree = HtmlTreeReport("tree", "process tree: 3 processes\ntotals: 2,100 logical", table, {{&a, "a.json"}});
+  check(tree, "tree page: ");
+  EXPECT_NE(tree.find("<p>totals: 2,100 logical</p>"), npos);
+  EXPECT_EQ(Occurrences(tree, "<pre>"), 1u) << "only the lines after the table are preformatted";
+  const json off = LoadData("report_off.json"), on = LoadData("report_on.json");
+  check(HtmlComparePage("compare sh", {&off, {}, "off", &off, "off"}, {&on, {}, "on", &on, "on"}, &table, false),
+        "compare page: ");
+}
+
 // The comparison page's ledger is an HTML table: a row for each row of the text table, with the
 // same cells, the change in its own column, the "of which" rows marked as parts; no preformatted
 // text without a tree's process table.
@@ -490,7 +521,7 @@ TEST(HtmlComparePageTest, TheTableIsATable) {
   const json off = LoadData("report_off.json"), on = LoadData("report_on.json");
   const RunFacts off_facts{1.0, 2048}, on_facts{0.5, 1024};
   const std::string html = HtmlComparePage("compare p", {&off, off_facts, "pooling off", &off, "pooling off"},
-                                           {&on, on_facts, "pooling on", &on, "pooling on"}, "", false);
+                                           {&on, on_facts, "pooling on", &on, "pooling on"}, nullptr, false);
   EXPECT_EQ(html.find("<pre"), npos) << html;
   const std::string table = Between(html, "<table class=\"compare\">", "</table>");
   ASSERT_FALSE(table.empty()) << html;
@@ -514,7 +545,7 @@ TEST(HtmlComparePageTest, TheTableIsATable) {
             npos);
   EXPECT_LT(html.find("</table>"), html.find("<div class=\"verdict\">"));
   // diff's page adds the leaks matched by stack, as a table.
-  const std::string diff = HtmlComparePage("diff", {&off, {}, "A", &off, "A"}, {&on, {}, "B", &on, "B"}, "", true);
+  const std::string diff = HtmlComparePage("diff", {&off, {}, "A", &off, "A"}, {&on, {}, "B", &on, "B"}, nullptr, true);
   const std::string leaks = Between(diff, "<section id=\"leak-diff\">", "</section>");
   size_t changed = 0;
   for (const StackChange& change : LeakChanges(off, on)) changed += std::string(change.Change()) != "same";
@@ -543,7 +574,7 @@ TEST(HtmlComparePageTest, SixTimelineLinesToldApart) {
     }
     (*doc)["timeline"] = {{"interval_ms", 10}, {"points", points}};
   }
-  const std::string html = HtmlComparePage("t", {&a, {}, "A", &a, "A"}, {&b, {}, "B", &b, "B"}, "", false);
+  const std::string html = HtmlComparePage("t", {&a, {}, "A", &a, "A"}, {&b, {}, "B", &b, "B"}, nullptr, false);
   const std::string chart = Between(html, "<section id=\"timeline\">", "</section>");
   std::vector<ChartLine> lines;
   for (size_t at = chart.find("<polyline"); at != npos; at = chart.find("<polyline", at + 1)) {
