@@ -146,7 +146,7 @@ std::string LeakTable(const json& report) {
       const json* stack = Find(*reachable[i], "stack");
       names += (names.empty() ? "" : ", ") + std::string("<code>") +
                E(stack != nullptr && stack->is_array() && !stack->empty()
-                     ? FrameFunction(stack->front())
+                     ? FrameFunction(stack->at(SiteFrame(*stack)))
                      : std::string("(no stack)")) +
                "</code>";
     }

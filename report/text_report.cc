@@ -374,7 +374,7 @@ std::string StillReachableLine(const json& report, const std::vector<const json*
     for (size_t i = 0; i < sorted.size() && i < 3; ++i) {
       const json* stack = Find(*sorted[i], "stack");
       std::string name = stack != nullptr && stack->is_array() && !stack->empty()
-                             ? FrameFunction(stack->front())
+                             ? FrameFunction(stack->at(SiteFrame(*stack)))
                              : std::string("(no stack)");
       names += (names.empty() ? "" : ", ") + name;
     }

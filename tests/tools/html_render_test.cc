@@ -483,6 +483,17 @@ TEST(HtmlTreeReportTest, EachProcessHasItsOwnFlameSwitch) {
   EXPECT_EQ(Occurrences(html, "<h4>Real blocks live at exit, by kind</h4>"), 2u);
 }
 
+// The still-reachable line names each of the largest stacks by its site frame, not by glibc's
+// innermost one: stdout's buffer by main (which called printf), not _IO_file_doallocate.
+TEST(HtmlHeadlineTest, StillReachableNamedBySiteFrames) {
+  const std::string html = HtmlReport(LoadData("reach_list_on.json"), "r.json");
+  EXPECT_NE(html.find("largest: <code>libstdc++.so.6.0.30+0xa57b9</code>, <code>main</code>, "
+                      "<code>make_list</code>"),
+            npos)
+      << Between(html, "<p class=\"reachable\">", "</p>");
+  EXPECT_EQ(html.find("<code>_IO_file_doallocate</code>"), npos);
+}
+
 // A process tree's per-process table, on the tree's page and on a comparison page, is an HTML table:
 // its caption, a heading row and a row per process with the same cells, figures right-aligned, and
 // the lines of processes without a report after it; the summary lines are paragraphs, not
