@@ -541,14 +541,16 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   const bool alone = tasks == 1;
   const bool on_valgrind = RUNNING_ON_VALGRIND != 0;
   track::MemoryReader& safe_root_reader = vm_reader ? static_cast<track::MemoryReader&>(safe_reader) : direct_reader;
-  // Large blocks' pages the program never touched are not read (TouchedPagesReader): only while no
-  // other thread runs, and not under valgrind (memcheck's view reads through its own reader).
-  const FileCloser heap_pagemap{alone && !on_valgrind ? open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC) : -1};
-  TouchedPagesReader touched_reader(direct_reader, heap_pagemap.fd);
+  // Which pages of a mapping the program ever touched (a page never touched holds no pointer): for
+  // the roots (below), and for large blocks, whose untouched pages are not read (TouchedPagesReader)
+  // while no other thread runs and not under valgrind (memcheck's view reads through its own reader).
+  const FileCloser pagemap{open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC)};
+  const bool skip_untouched = alone && !on_valgrind && pagemap.fd >= 0;
+  TouchedPagesReader touched_reader(direct_reader, pagemap.fd);
   // Other threads may free (and unmap) blocks while they run.
   track::MemoryReader& safe_heap_reader = !alone && vm_reader ? static_cast<track::MemoryReader&>(safe_reader)
-                                          : heap_pagemap.fd >= 0 ? static_cast<track::MemoryReader&>(touched_reader)
-                                                                 : direct_reader;
+                                          : skip_untouched    ? static_cast<track::MemoryReader&>(touched_reader)
+                                                              : direct_reader;
   // Blocks are read only where the maps say they can be (a live block may hold a page the program
   // made inaccessible): one reader for each view's thread.
   Array<RootRange> readable(g_scratch);
@@ -704,9 +706,8 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     return;
   }
   std::sort(program_exclude.data(), program_exclude.data() + program_exclude.size(), by_begin);
-  // Pages of the program's anonymous mappings that were never touched hold no pointer: the roots leave
-  // them out (reserved address space is most of a large program's roots).
-  const int pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  // The roots leave out the pages of the program's anonymous mappings that were never touched
+  // (`pagemap`): reserved address space is most of a large program's roots.
   // `extra` first: the classes do not depend on the roots' order, but the work does. The detector's
   // extra roots are poolscope's memory, which points into every pool: read first, they mark each pool
   // once, in address order, and the program's pointers then mostly find pools already marked (read
@@ -717,7 +718,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     for (;;) {
       RootRange* r = static_cast<RootRange*>(g_scratch.Map(cap * sizeof(RootRange)));
       if (r == nullptr) return false;
-      size_t n = track::BuildRootRanges(maps, exclude.data(), exclude.size(), r, cap, pagemap);
+      size_t n = track::BuildRootRanges(maps, exclude.data(), exclude.size(), r, cap, pagemap.fd);
       if (n <= cap) {
         bool ok = true;
         for (size_t i = 0; i < extra.size() && ok; ++i) ok = roots->Push(extra[i]);
@@ -760,7 +761,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     own_pieces.Resize(0);
     c.ok = Subtract(&own[i], 1, slab.data(), slab.size(), &own_pieces);
     for (size_t k = 0; k < own_pieces.size() && c.ok; ++k) {
-      track::ForEachTouchedRun(pagemap, own_pieces[k].begin, own_pieces[k].end,
+      track::ForEachTouchedRun(pagemap.fd, own_pieces[k].begin, own_pieces[k].end,
                                [&](uintptr_t b, uintptr_t e) { c.ok = c.ok && own_roots.Push(RootRange{b, e}); });
     }
   }
@@ -774,7 +775,6 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   c.ok = c.ok && PushAll(register_roots, &arena_roots) && PushAll(register_roots, &detector_extra);
   const bool roots_ok = c.ok && roots_of(program_exclude, arena_roots, &program_roots) &&
                         roots_of(program_exclude, detector_extra, &detector_roots);
-  if (pagemap >= 0) close(pagemap);
   if (!roots_ok) {
     out->not_scanned_why = "no memory for the scan";
     return;

@@ -161,20 +161,29 @@ bool WriteReport(const char* reason, const Snapshot& snap, const LeakCheck* chec
     Warn(o, "cannot write the report to", o.report);
     return false;
   }
+  // Renders the report into fd; true when all of it was written. *no_memory: no buffer could be had.
+  auto render_into = [&](int fd, bool* no_memory) {
+    FileSink sink(fd);
+    report::JsonWriter w(&sink);
+    *no_memory = sink.no_memory();
+    if (!*no_memory) Render(w, reason, o, p, snap, check, path_out, started_ns);
+    return sink.Finish();
+  };
+  auto warn = [&](bool no_memory) {
+    Warn(o, no_memory ? "out of memory writing the report to" : "cannot write the report to", path_out);
+  };
+  bool no_memory = false;
   struct stat st;
   if (stat(path_out, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
     int fd = open(path_out, O_WRONLY | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) {
-      Warn(o, "cannot write the report to", path_out);
+      warn(false);
       return false;
     }
-    FileSink sink(fd);
-    report::JsonWriter w(&sink);
-    if (!sink.no_memory()) Render(w, reason, o, p, snap, check, path_out, started_ns);
-    const bool ok = sink.Finish();
+    const bool ok = render_into(fd, &no_memory);
     if (!ok) {
-      if (sink.no_memory()) errno = ENOMEM;
-      Warn(o, sink.no_memory() ? "out of memory writing the report to" : "cannot write the report to", path_out);
+      if (no_memory) errno = ENOMEM;
+      warn(no_memory);
     }
     close(fd);
     return ok;
@@ -183,25 +192,17 @@ bool WriteReport(const char* reason, const Snapshot& snap, const LeakCheck* chec
   snprintf(tmp, sizeof tmp, "%s.tmp.%d", path_out, static_cast<int>(getpid()));
   int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) {
-    Warn(o, "cannot write the report to", path_out);
+    warn(false);
     return false;
   }
-  bool ok;
-  bool no_memory;
-  {
-    FileSink sink(fd);
-    report::JsonWriter w(&sink);
-    if (!sink.no_memory()) Render(w, reason, o, p, snap, check, path_out, started_ns);
-    ok = sink.Finish();
-    no_memory = sink.no_memory();
-  }
+  bool ok = render_into(fd, &no_memory);
   int saved = no_memory ? ENOMEM : errno;
   ok = (close(fd) == 0) && ok;
   if (!ok || rename(tmp, path_out) != 0) {
     if (ok) saved = errno;
     unlink(tmp);
     errno = saved;
-    Warn(o, no_memory ? "out of memory writing the report to" : "cannot write the report to", path_out);
+    warn(no_memory);
     return false;
   }
   return true;

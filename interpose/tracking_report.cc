@@ -108,6 +108,15 @@ size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals, uint8_t
   return all.size();
 }
 
+SiteCounters SiteOf(uint32_t stack_id) {
+  if (!g_on || stack_id >= std::min<uint32_t>(g_depot->size() + track::kFirstStackId, kCapacity)) {
+    return SiteCounters{stack_id, 0, 0, 0, 0};
+  }
+  const Site& s = g_sites[stack_id];
+  return SiteCounters{stack_id, s.allocs.load(std::memory_order_relaxed), s.hits.load(std::memory_order_relaxed),
+                      s.real_allocs.load(std::memory_order_relaxed), s.bytes.load(std::memory_order_relaxed)};
+}
+
 size_t TopSites(SiteCounters* sites, size_t max) {
   // This thread's batch; other threads' batches (at most kSiteBatch - 1 allocations each) show in the
   // next report.
@@ -137,10 +146,7 @@ size_t TopSites(SiteCounters* sites, size_t max) {
   size_t k = 0;
   uint32_t n = std::min<uint32_t>(g_depot->size() + track::kFirstStackId, kCapacity);
   for (uint32_t id = 0; id < n && max > 0; ++id) {
-    const Site& s = g_sites[id];
-    uint64_t allocs = s.allocs.load(std::memory_order_relaxed);
-    SiteCounters c{id, allocs, s.hits.load(std::memory_order_relaxed), s.real_allocs.load(std::memory_order_relaxed),
-                   s.bytes.load(std::memory_order_relaxed)};
+    SiteCounters c = SiteOf(id);
     auto it = open.find(id);
     if (it != open.end()) {
       c.allocs += it->second.allocs;
@@ -160,15 +166,6 @@ size_t TopSites(SiteCounters* sites, size_t max) {
   }
   std::sort_heap(sites, sites + k, before);
   return k;
-}
-
-SiteCounters SiteOf(uint32_t stack_id) {
-  if (!g_on || stack_id >= std::min<uint32_t>(g_depot->size() + track::kFirstStackId, kCapacity)) {
-    return SiteCounters{stack_id, 0, 0, 0, 0};
-  }
-  const Site& s = g_sites[stack_id];
-  return SiteCounters{stack_id, s.allocs.load(std::memory_order_relaxed), s.hits.load(std::memory_order_relaxed),
-                      s.real_allocs.load(std::memory_order_relaxed), s.bytes.load(std::memory_order_relaxed)};
 }
 
 int StackFrames(uint32_t stack_id, const uintptr_t** pcs) {

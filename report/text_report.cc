@@ -522,19 +522,9 @@ std::string SitesSection(const json& report) {
     out += fmt::format("  {:>{}}  {:>{}}  {:>{}}  {:>{}}  {:>{}}  {:>{}}\n", line[0], width[0],
                        line[1], width[1], line[2], width[2], line[3], width[3], line[4], width[4],
                        line[5], width[5]);
-    if (r == 0) continue;
-    const json* stack = rows[r - 1].stack;
-    if (stack == nullptr || !stack->is_array() || stack->empty()) {
-      out += "      (no stack recorded)\n";
-      continue;
-    }
     // Named by the code that asked for the block, glibc's frames between it and the allocator
     // left out (the function it called into libc is named after it).
-    const json& frame = stack->at(SiteFrame(*stack));
-    std::string where = FrameWhere(frame);
-    std::string via = SiteVia(*stack);
-    out += fmt::format("      {}{}{}{}\n", FrameFunction(frame), where.empty() ? "" : "  ", where,
-                       via.empty() ? "" : "  (via " + via + ")");
+    if (r != 0) out += "      " + SiteLine(rows[r - 1]) + "\n";
   }
   if (total > rows.size()) {
     out += fmt::format("  ... {} more sites\n", Thousands(static_cast<int64_t>(total - rows.size())));
