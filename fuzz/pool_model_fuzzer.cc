@@ -77,7 +77,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   cfg.max_cached = in.ConsumeIntegralInRange<int>(0, 8);
   cfg.align8 = in.ConsumeBool();
   const size_t align = cfg.align8 ? 8 : 16;
-  // One domain per configuration, kept across inputs: a PoolMap leaf is a 128 MiB reservation that is
+  // One domain per configuration, kept across inputs: a PoolMap leaf is a 32 MiB reservation that is
   // never returned (as in the library), so a fresh domain per input would exhaust the address space.
   // Every input ends with no pool left (checked), so a reused domain starts clean; the backend's
   // counters are compared as differences from their values at the start.
@@ -196,7 +196,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         CHECK(p != nullptr, "Carve(%zu) failed with memory available", n);
         ++carves;
         PoolHeader* h = domain.Find(p);
-        CHECK(h != nullptr && p >= h->base && p + n <= h->base + cfg.pool_size,
+        CHECK(h != nullptr && p >= domain.BaseOf(h) && p + n <= domain.BaseOf(h) + cfg.pool_size,
               "carved block %p (n=%zu) is not inside one pool", static_cast<void*>(p), n);
         size_t want = align;
         if (cfg.align8 && n < 16) want = 8;
@@ -244,7 +244,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         auto it = std::prev(live.end());
         char* p = it->first + it->second.n;
         PoolHeader* h = domain.Find(it->first);
-        if (p >= h->base + cfg.pool_size || inside_live(p)) break;
+        if (p >= domain.BaseOf(h) + cfg.pool_size || inside_live(p)) break;
         if (skip_known && std::find(remote_freed.begin(), remote_freed.end(), p) != remote_freed.end()) break;
         bad_free(tc, p, "free past the carved blocks");
         break;

@@ -150,11 +150,10 @@ void ForEachPoolForScan(void (*pool_fn)(uintptr_t real, size_t real_bytes, uintp
                         void (*block_fn)(uintptr_t block, uint64_t size, void* arg), void* arg) {
   if (g_domain == nullptr) return;
   const size_t bytes = g_domain->pool_bytes();
-  auto on_pool = [&](char* base, bool explicit_arena) {
-    uintptr_t real = reinterpret_cast<uintptr_t>(base);
-    if (g_pool_by_malloc) memcpy(&real, base + bytes, sizeof real);
-    pool_fn(real, g_pool_by_malloc ? bytes + kPoolSlack : bytes, reinterpret_cast<uintptr_t>(base), bytes,
-            explicit_arena, arg);
+  const size_t real_bytes = g_domain->real_bytes();
+  auto on_pool = [&](char* base, bool explicit_arena, void* real) {
+    pool_fn(reinterpret_cast<uintptr_t>(real), real_bytes, reinterpret_cast<uintptr_t>(base), bytes, explicit_arena,
+            arg);
   };
   if (block_fn == nullptr) {
     g_domain->ForEachPool(on_pool);

@@ -76,7 +76,7 @@ void ForEachPooledBlock(void (*fn)(uintptr_t ptr, uint32_t size, uint32_t stack_
   if (on_pool == nullptr) {
     g_domain->ForEachLiveBlock(on_block);
   } else {
-    g_domain->ForEachPoolWithBlocks([&](char*, bool) { on_pool(arg); }, on_block);
+    g_domain->ForEachPoolWithBlocks([&](char*, bool, void*) { on_pool(arg); }, on_block);
   }
 }
 
@@ -99,12 +99,13 @@ class ShimBackend : public pool::Backend {
     }
     ++ts.c.real.ncalls[g_pool_by_malloc ? kMalloc : kPosixMemalign];
     if (p == nullptr) return nullptr;
-    // Described to memcheck as a chunk of the pool's first kValgrindPoolHead bytes only, where no
-    // block is ever carved: memcheck then drops the real block from its leak search (it holds a pool
-    // chunk), and no chunk it keeps overlaps a pooled block, so each pointer it finds names one block.
+    // Described to memcheck as a chunk of the pool's first kValgrindPoolHead bytes only (the pool's
+    // base is the real block's start then: posix_memalign, 64), where no block is ever carved: memcheck
+    // then drops the real block from its leak search (it holds a pool chunk), and no chunk it keeps
+    // overlaps a pooled block, so each pointer it finds names one block.
     if (g_valgrind) VALGRIND_MEMPOOL_ALLOC(&g_valgrind_anchor, p, kValgrindPoolHead);
     ++ts.c.real.nallocs;
-    ts.c.real.nbytes += PoolRealBytes(bytes);
+    ts.c.real.nbytes += bytes;
     TimelineCount(ts.c.real.nallocs);
     return p;
   }
@@ -118,19 +119,12 @@ class ShimBackend : public pool::Backend {
       Guard guard(ts);
       return g_pool_memory->FreePool(p);
     }
-    if (g_pool_by_malloc) {
-      void* raw;
-      memcpy(&raw, static_cast<char*>(p) + g_domain->pool_bytes(), sizeof raw);
-      p = raw;
-    }
     Guard guard(ts);
     g_real.free(p);
   }
-  void* RealBlockOf(void* p) override {
-    if (g_pool_memory != nullptr || !g_pool_by_malloc) return p;
-    void* raw;
-    memcpy(&raw, static_cast<char*>(p) + g_domain->pool_bytes(), sizeof raw);
-    return raw;
+  size_t pool_alignment() const override {
+    if (g_pool_memory != nullptr) return g_pool_memory->pool_alignment();
+    return g_pool_by_malloc ? 16 : 64;
   }
   void* AllocMeta(size_t bytes) override { return InternalAlloc(bytes); }
   void FreeMeta(void* p, size_t bytes) override { InternalFree(p, bytes); }
@@ -167,24 +161,13 @@ void PopulateHeapAhead(uintptr_t end) {
 
 }  // namespace
 
-void* PoolFromMalloc(size_t pool_bytes) {
-  char* raw = static_cast<char*>(g_real.malloc(pool_bytes + kPoolSlack));
-  if (raw == nullptr) return nullptr;
-  PopulateHeapAhead(reinterpret_cast<uintptr_t>(raw) + pool_bytes + kPoolSlack);
-  uintptr_t base = (reinterpret_cast<uintptr_t>(raw) + pool::kLine - 1) & ~uintptr_t{pool::kLine - 1};
-  if (base + pool_bytes + sizeof raw > reinterpret_cast<uintptr_t>(raw) + pool_bytes + kPoolSlack) {
-    // The next allocator gave less than 16-byte alignment: no room for the address past the pool.
-    g_real.free(raw);
-    return nullptr;
-  }
-  memcpy(reinterpret_cast<char*>(base) + pool_bytes, &raw, sizeof raw);
-  return reinterpret_cast<void*>(base);
+void* PoolFromMalloc(size_t bytes) {
+  void* raw = g_real.malloc(bytes);
+  if (raw != nullptr) PopulateHeapAhead(reinterpret_cast<uintptr_t>(raw) + bytes);
+  return raw;
 }
 
-uint64_t PoolRealBytes(uint64_t pool_size) {
-  const uint64_t bytes = (pool_size + 63) & ~uint64_t{63};
-  return g_pool_by_malloc && g_pool_memory == nullptr ? bytes + kPoolSlack : bytes;
-}
+uint64_t PoolRealBytes() { return g_domain != nullptr ? g_domain->real_bytes() : 0; }
 
 pool::PoolMap g_pool_map(g_map_root, &g_backend);
 
@@ -197,7 +180,7 @@ extern "C" __attribute__((visibility("default"), noinline)) void* poolscope_pool
   void* p = nullptr;
   if (ps::g_pool_by_malloc) {
     p = ps::PoolFromMalloc(bytes);
-  } else if (ps::g_real.posix_memalign(&p, 64, bytes) != 0) {
+  } else if (ps::g_real.posix_memalign(&p, ps::pool::kLine, bytes) != 0) {
     p = nullptr;
   }
   __asm__ volatile("" : : "r"(p) : "memory");  // keep this frame: no tail call

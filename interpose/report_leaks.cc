@@ -235,7 +235,7 @@ void GatherLeaks(ReportLeaks* r) {
   r->raw = std::move(raw);
   r->sites = std::move(site_list);
   r->pools_pinned = std::move(pools_pinned);
-  r->pool_real_bytes = PoolRealBytes(g_pool_size);  // as the report counts a pool (report_render.cc)
+  r->pool_real_bytes = PoolRealBytes();  // as the report counts a pool (report_render.cc)
   r->groups = std::move(groups);
   r->sym = sym;
 }

@@ -251,7 +251,7 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   const Ledger logical = Logical(t);
   const Ledger real = Real(t);
   uint64_t pools_existing = s.pool.pools_created - s.pool.pools_released;
-  const uint64_t pool_bytes = PoolRealBytes(s.pool_size);
+  const uint64_t pool_bytes = PoolRealBytes();
   int64_t real_live_bytes =
       tracked ? static_cast<int64_t>(live.real_bytes + pools_existing * pool_bytes) : -1;
   WriteLedger(w, "logical", logical, true, tracked ? static_cast<int64_t>(live.bytes) : -1);
@@ -292,6 +292,7 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   w.BeginObject();
   w.FieldBool("enabled", s.pooling);
   w.Field("pool_size", s.pool_size);
+  w.Field("pool_real_bytes", pool_bytes);
   w.FieldInt("pools_per_thread", s.pools_per_thread);
   WritePoolCounters(w, s.pool);
   w.Field("pools_cached_at_exit", s.pools_cached);

@@ -168,15 +168,14 @@ namespace poolscope {
 // carving an aligned chunk out of a larger one and freeing the pieces around it, which costs several
 // times a plain malloc and fragments the heap when pools come and go (python3: 600,000 pools per
 // second). So unless valgrind is describing the pools (memcheck's mempool needs the block to be the
-// pool), a pool is a plain malloc of pool_bytes + kPoolSlack: the pool starts at the first 64-byte
-// boundary inside it (so its cache lines are its own) and the malloc'd address is kept just past the
-// pool's end, where FreePool finds it.
-constexpr size_t kPoolSlack = 48 + sizeof(void*);  // 16-byte aligned malloc: at most 48 to a boundary
+// pool), a pool is a plain malloc of Domain::real_bytes(): the pool starts at the first 64-byte
+// boundary inside it (so its cache lines are its own) and its metadata lies in the slack before that
+// boundary or after the pool (pool/pool_layout.h).
 extern bool g_pool_by_malloc;
-void* PoolFromMalloc(size_t pool_bytes);
-// The bytes the allocator below holds for one pool of `pool_size` usable bytes: what its real
-// allocation asked for (the slack included), as the real ledger counts it.
-uint64_t PoolRealBytes(uint64_t pool_size);
+void* PoolFromMalloc(size_t bytes);
+// The bytes the allocator below holds for one pool: what its real allocation asked for
+// (Domain::real_bytes: the pool, its metadata and the alignment's slack).
+uint64_t PoolRealBytes();
 }  // namespace poolscope
 
 namespace poolscope {

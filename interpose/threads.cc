@@ -344,6 +344,7 @@ void InitGlobal(ThreadState& ts) {
   }
   g_pool_by_malloc = !g_valgrind;
   g_domain = new (g_domain_storage) pool::Domain(config, ShimPoolBackend(), g_map_root);
+  g_pool_map.SetLayout(g_domain->pool_bytes(), g_domain->meta_bytes());
   g_pool_size = g_domain->config().pool_size;
   g_max_align = config.align8 ? 8 : 16;
   size_t usable = g_pool_size - g_domain->config().carve_offset;

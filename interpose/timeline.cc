@@ -95,7 +95,7 @@ TimelinePoint PointOf(const ThreadCounters& totals, const TrackedBytes& bytes, c
       if (walk_ns != nullptr) *walk_ns = Now() - start;
     }
     c.pools = p.pools;
-    c.pool_bytes = PoolRealBytes(pool_size);  // as the report counts a pool (report_render.cc)
+    c.pool_bytes = PoolRealBytes();  // as the report counts a pool (report_render.cc)
     SetLiveBytes(&p, c);
   }
   return p;

@@ -37,8 +37,8 @@ class FakeBackend : public Backend {
   size_t fail_leaves_of = 0;
   // Fill fresh pool memory with this byte, to prove the pool zeroes what the allocator returns.
   int fill = 0xA5;
-  // Each pool is followed by kTail bytes of kTailByte, checked when it is freed: the pool must never
-  // write past its end (the shim keeps the malloc'd address of a pool right there).
+  // Each pool's real block is followed by kTail bytes of kTailByte, checked when it is freed: neither
+  // the pool nor its metadata may write past the real block's end.
   static constexpr size_t kTail = 64;
   static constexpr unsigned char kTailByte = 0xE7;
   std::atomic<long> tail_overwrites{0};
@@ -49,24 +49,36 @@ class FakeBackend : public Backend {
     for (auto& leaf : leaves_) munmap(leaf.first, leaf.second);
   }
 
+  // Real blocks start 0, 16, 32 and 48 bytes past a 64-byte boundary in turn, as malloc's do, so that
+  // pools' metadata lies before some pools and after others.
   void* AllocPool(size_t bytes) override {
     if (fail_pools) return nullptr;
-    void* p = aligned_alloc(64, bytes + kTail);
+    const size_t skew = 16 * (static_cast<size_t>(skew_turn_.fetch_add(1)) % 4);
+    char* raw = static_cast<char*>(aligned_alloc(64, (bytes + 64 + kTail + 63) & ~size_t{63}));
+    char* p = raw == nullptr ? nullptr : raw + skew;
     if (p != nullptr) {
       memset(p, fill, bytes);
-      memset(static_cast<char*>(p) + bytes, kTailByte, kTail);
+      memset(p + bytes, kTailByte, kTail);
       std::lock_guard<std::mutex> lock(mu_);
       pool_bytes_[p] = bytes;
+      raw_[p] = raw;
     }
     ++pool_allocs;
-    Track(p);
+    Track(raw);
     return p;
   }
   void FreePool(void* p) override {
     ++pool_frees;
     CheckTail(p);
+    void* raw;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      raw = raw_[p];
+      raw_.erase(p);
+    }
     Untrack(p);
-    free(p);
+    Untrack(raw);
+    free(raw);
   }
   // Checks the tails of the pools not freed yet (freed ones were checked then); returns
   // tail_overwrites.
@@ -102,8 +114,8 @@ class FakeBackend : public Backend {
     return p;
   }
   long live_pools() const { return pool_allocs - pool_frees; }
-  // Resident bytes (mincore) of the reservations of exactly `bytes` each: the pool metadata's chunks
-  // or the map's leaves, told apart by their size.
+  // Resident bytes (mincore) of the reservations of exactly `bytes` each: the pool list's chunks or
+  // the map's leaves, told apart by their size.
   size_t ResidentReserved(size_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     size_t resident = 0;
@@ -145,6 +157,8 @@ class FakeBackend : public Backend {
   std::mutex mu_;
   std::set<void*> outstanding_;
   std::map<void*, size_t> pool_bytes_;
+  std::map<void*, void*> raw_;  // a pool's real block -> what aligned_alloc returned
+  std::atomic<unsigned> skew_turn_{0};
   std::vector<std::pair<void*, size_t>> leaves_;
 };
 

@@ -3,20 +3,21 @@
 // The slow paths of the pools: creating, retiring, emptying and releasing pools, frees from other
 // threads, explicit arenas and thread exit. See pool.h for the model.
 //
-// The retire handshake. While a pool is kOwned, only its owner writes `marks` and `live`; another thread
-// that frees one of its blocks sets the block's byte in `remote` instead. To retire the pool (it cannot
-// fit a request and still holds live blocks, or its thread ends), the owner
-//   1. folds in the remote bytes set so far,
-//   2. publishes `live_shared = live + 1` (the +1 is the owner's own reference, held until step 5),
-//   3. swaps `state` to kRetired (seq_cst),
-//   4. waits until `in_flight` is zero, then folds in the remote bytes set meanwhile, clearing their
-//      marks with atomic RMWs from now on,
-//   5. subtracts what it folded in step 4 plus its reference from `live_shared`.
-// A remote free increments `in_flight` (seq_cst), then reads `state`: kOwned -> sets its remote byte and
-// decrements `in_flight`; kRetired -> decrements `in_flight` and clears its mark and `live_shared` itself.
-// Because both sides use seq_cst on (`in_flight` then `state`) and (`state` then `in_flight`), either the
-// freeing thread sees kRetired or the owner sees it in flight and waits, so no byte is set after the
-// owner's last look. Whoever brings `live_shared` to zero owns the empty pool: it zeroes it and adopts it.
+// The retire handshake. While a pool is owned, only its owner writes its marks and `live`; another
+// thread that frees one of its blocks sets the block's remote bit instead. `state` holds the retired
+// bit and the count of remote frees in flight. To retire the pool (it cannot fit a request and still
+// holds live blocks, or its thread ends), the owner
+//   1. folds in the remote bits set so far,
+//   2. publishes `live = live + 1` (the +1 is the owner's own reference, held until step 5),
+//   3. sets the retired bit (seq_cst),
+//   4. waits until no remote free is in flight, then folds in the remote bits set meanwhile, clearing
+//      their marks with atomic RMWs from now on,
+//   5. subtracts what it folded in step 4 plus its reference from `live`.
+// A remote free adds one to `state` (seq_cst) and looks at the value it replaced: not retired -> sets
+// its remote bit and takes its one back; retired -> takes its one back and clears its mark and `live`
+// itself. The count and the bit are one word, so either the freeing thread sees the pool retired or the
+// owner sees it in flight and waits: no bit is set after the owner's last look. Whoever brings `live`
+// to zero owns the empty pool: it zeroes it and adopts it.
 #include "pool/pool.h"
 
 #include <sched.h>
@@ -37,7 +38,7 @@ inline size_t RoundUp(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 // Waits until no remote free of `h` is between its increment and decrement of in_flight (the retire
 // handshake's step 4, and Drain before it releases an emptied pool).
 inline void WaitForRemoteFrees(const PoolHeader* h) {
-  while (h->in_flight.load(std::memory_order_seq_cst) != 0) sched_yield();
+  while ((h->state.load(std::memory_order_seq_cst) & PoolHeader::kInFlightMask) != 0) sched_yield();
 }
 
 inline void CountFreeError(PoolStats* stats, Domain::FreeResult r) {
@@ -84,15 +85,21 @@ Domain::Domain(const Config& config, Backend* backend, std::atomic<PoolMap::Leaf
   if (config_.carve_offset >= config_.pool_size) config_.carve_offset = 0;
   pool_bytes_ = RoundUp(config_.pool_size, kLine);
   granules_ = static_cast<uint32_t>(pool_bytes_ / kGranule);
-  // The header, a mark word per granule (pool_bytes_ bytes), and for large pools with block_info a
-  // BlockInfo word per granule: all whole lines.
-  wide_info_ = config_.block_info && config_.pool_size >= kWideInfoPoolSize;
-  info_offset_ = sizeof(PoolHeader) + pool_bytes_;
-  meta_bytes_ = info_offset_ + (wide_info_ ? pool_bytes_ : 0);
-  // At least 1 MiB or 16 slots a chunk, in whole pages.
-  const size_t min_chunk = size_t{1} << 20;
-  chunk_bytes_ = RoundUp(kLine + 16 * meta_bytes_, 4096);
-  if (chunk_bytes_ < min_chunk) chunk_bytes_ = min_chunk;
+  // The header, a mark byte and a remote bit per granule, and with block_info a BlockInfo word per block
+  // slot (16 bytes of pool, 8 with malloc_align=8).
+  remote_offset_ = kHeaderBytes + granules_;
+  info_shift_ = config_.align8 ? 3 : 4;
+  info_offset_ = RoundUp(remote_offset_ + (granules_ + 7) / 8, 8);
+  meta_bytes_ = RoundUp(config_.block_info ? info_offset_ + (pool_bytes_ >> info_shift_) * 8 : info_offset_, 16);
+  // The real allocation: the pool from its first 64-byte boundary, with room for the metadata on one
+  // side whatever the allocator's alignment left before that boundary (0 to 64 - alignment bytes).
+  const size_t align = backend_->pool_alignment() >= kLine ? kLine : 16;
+  size_t slack = kLine - align;
+  for (size_t before = 0; before <= kLine - align; before += align) {
+    if (!MetaBefore(before, meta_bytes_) && before + meta_bytes_ > slack) slack = before + meta_bytes_;
+  }
+  real_bytes_ = pool_bytes_ + slack;
+  map_.SetLayout(pool_bytes_, meta_bytes_);
 }
 
 uintptr_t PopulateAhead(uintptr_t done, uintptr_t begin, uintptr_t end, uintptr_t limit, size_t ahead) {
@@ -102,65 +109,67 @@ uintptr_t PopulateAhead(uintptr_t done, uintptr_t begin, uintptr_t end, uintptr_
   return to;
 }
 
-PoolHeader* Domain::NewHeader() {
-  LockMeta();
-  PoolHeader* h = free_headers_;
-  if (h != nullptr) {
-    PoolHeader* next = h->next_free;
-    free_headers_ = next;
-    // The next pool made will take `next`, and its lines have mostly gone cold since its pool was
-    // released (pools are released while a thread frees, made while it allocates): start loading
-    // them now, so that neither the pop of its link nor CreatePool's stores wait for memory then.
-    if (next != nullptr) {
-      const size_t lines = meta_bytes_ / kLine < 4 ? meta_bytes_ / kLine : 4;
-      for (size_t i = 0; i < lines; ++i) __builtin_prefetch(reinterpret_cast<char*>(next) + i * kLine, 1);
-    }
+bool Domain::TakeEntry(uintptr_t real, uint32_t* index) {
+  LockList();
+  uint32_t i;
+  if (free_entries_ != 0) {
+    i = free_entries_ - 1;
+    free_entries_ = static_cast<uint32_t>(Entry(i).load(std::memory_order_relaxed) & ~kFreeEntry);
   } else {
-    if (chunk_ == nullptr || chunk_->used.load(std::memory_order_relaxed) == chunk_->capacity) {
-      auto* c = static_cast<MetaChunk*>(backend_->ReserveLeaf(chunk_bytes_));
-      if (c == nullptr) {
-        UnlockMeta();
-        return nullptr;
+    size_t n = nchunks_.load(std::memory_order_relaxed);
+    std::atomic<uint64_t>* chunk = n > 0 ? chunks_[n - 1].load(std::memory_order_relaxed) : nullptr;
+    if (chunk == nullptr || chunk[0].load(std::memory_order_relaxed) == kListChunkEntries) {
+      if (n == kMaxListChunks) {
+        UnlockList();
+        return false;
       }
-      c->next.store(nullptr, std::memory_order_relaxed);
-      c->used.store(0, std::memory_order_relaxed);
-      c->capacity = (chunk_bytes_ - kLine) / meta_bytes_;
-      // Appended: a walk reads `next` with acquire, so it sees the chunk's fields set.
-      if (chunk_ == nullptr) {
-        chunks_.store(c, std::memory_order_release);
-      } else {
-        chunk_->next.store(c, std::memory_order_release);
+      chunk = static_cast<std::atomic<uint64_t>*>(backend_->ReserveLeaf(kListChunkBytes));
+      if (chunk == nullptr) {
+        UnlockList();
+        return false;
       }
-      chunk_ = c;
-      meta_populated_ = reinterpret_cast<uintptr_t>(c);
+      chunks_[n].store(chunk, std::memory_order_release);
+      nchunks_.store(n + 1, std::memory_order_release);  // a walk reads it with acquire: the chunk is set
+      list_populated_ = reinterpret_cast<uintptr_t>(chunk);
+      ++n;
     }
-    const size_t i = chunk_->used.load(std::memory_order_relaxed);
-    h = chunk_->slot(i, meta_bytes_);
-    // Slots are taken in order and written at once: their pages are faulted in kMetaPopulate bytes
-    // at a time (a program that makes a million pools would take 30,000 faults otherwise).
-    const uintptr_t end = reinterpret_cast<uintptr_t>(h) + meta_bytes_;
-    if (end > meta_populated_) {
-      meta_populated_ = PopulateAhead(meta_populated_, reinterpret_cast<uintptr_t>(h), end,
-                                      reinterpret_cast<uintptr_t>(chunk_) + chunk_bytes_, kMetaPopulate);
+    const size_t used = chunk[0].load(std::memory_order_relaxed);
+    i = static_cast<uint32_t>((n - 1) * kListChunkEntries + used);
+    // Entries are taken in order and written at once: their pages are faulted in kListPopulate bytes at
+    // a time.
+    const uintptr_t at = reinterpret_cast<uintptr_t>(chunk + 1 + used);
+    if (at + 8 > list_populated_) {
+      list_populated_ = PopulateAhead(list_populated_, at, at + 8, reinterpret_cast<uintptr_t>(chunk) + kListChunkBytes,
+                                      kListPopulate);
     }
-    // (walk_base is null in a slot never used: the chunk's memory comes zeroed.)
-    chunk_->used.store(i + 1, std::memory_order_release);
+    chunk[0].store(used + 1, std::memory_order_release);
   }
-  UnlockMeta();
-  return h;
+  Entry(i).store(real, std::memory_order_release);
+  UnlockList();
+  *index = i;
+  return true;
 }
 
-void Domain::FreeHeader(PoolHeader* h) {
-  // (walk_base is null already: ReleasePool clears it first, and a pool CreatePool gives up never set it.)
-  // Its pool's addresses go with it: a leak detector below that scans this memory must not find in a
-  // free slot a pointer at memory the allocator may have handed out again (nor does the exit scan,
-  // which reads the slab as the pools it lists: ForEachMetaChunk).
-  h->base = nullptr;
-  h->used_end.store(nullptr, std::memory_order_relaxed);
-  LockMeta();
-  h->next_free = free_headers_;
-  free_headers_ = h;
-  UnlockMeta();
+void Domain::GiveBackEntry(uint32_t index) {
+  LockList();
+  // Points nowhere from now on: a leak detector below that scans the list must not find in a free entry
+  // a pointer at memory the allocator may have handed out again, nor a walk a pool.
+  Entry(index).store(kFreeEntry | free_entries_, std::memory_order_release);
+  free_entries_ = index + 1;
+  UnlockList();
+}
+
+bool Domain::LockListForWalk() const {
+  const uintptr_t self = Self();
+  if (list_lock_.load(std::memory_order_relaxed) == self) return false;  // this thread holds it, stopped
+  for (int spins = 0; spins < (1 << 16); ++spins) {
+    uintptr_t expected = 0;
+    if (list_lock_.compare_exchange_weak(expected, self, std::memory_order_acquire)) return true;
+    if ((spins & 63) == 63) sched_yield();
+  }
+  // The holder has not let go in a long while (a thread stopped inside it for good, by a signal or a
+  // debugger): walk without it.
+  return false;
 }
 
 // A real allocation taken for a pool that could not be set up goes back at once; it counts as a pool
@@ -174,71 +183,68 @@ void Domain::GiveUpPool(void* mem, PoolStats* stats) {
 
 PoolHeader* Domain::CreatePool(PoolStats* stats) {
   if (exhausted_.load(std::memory_order_relaxed)) return nullptr;
-  void* mem = backend_->AllocPool(pool_bytes_);
+  void* mem = backend_->AllocPool(real_bytes_);
   if (mem == nullptr) return nullptr;  // the program's allocator is out of memory: it may recover
-  PoolHeader* h = NewHeader();
-  if (h == nullptr) {  // no metadata chunk could be reserved
+  const uintptr_t real = reinterpret_cast<uintptr_t>(mem);
+  const uintptr_t base = (real + kLine - 1) & ~uintptr_t{kLine - 1};
+  const bool before = MetaBefore(base - real, meta_bytes_);
+  PoolHeader* const h = HeaderOfReal(real);
+  if (base + pool_bytes_ + (before ? 0 : meta_bytes_) > real + real_bytes_) {
+    GiveUpPool(mem, stats);  // an allocator that keeps less than the alignment it was asked for
+    return nullptr;
+  }
+  // The real allocator may hand back memory that held other data: the pool and its metadata start
+  // zeroed (an implicit pool, owned by no one, nothing live, nothing in flight).
+  memset(reinterpret_cast<void*>(base), 0, pool_bytes_);
+  memset(static_cast<void*>(h), 0, meta_bytes_);
+  uint32_t index;
+  if (!TakeEntry(real, &index)) {  // no list chunk could be reserved
     exhausted_.store(true, std::memory_order_relaxed);
     GiveUpPool(mem, stats);
     return nullptr;
   }
-  // Every field but walk_base, which is null (a walk may be reading it), set one by one: the slot is
-  // fresh (zeroed) or a released pool's.
-  h->owner.store(nullptr, std::memory_order_relaxed);
-  h->live = 0;
-  h->in_flight.store(0, std::memory_order_relaxed);
-  h->remote_pending.store(0, std::memory_order_relaxed);
-  h->live_shared.store(0, std::memory_order_relaxed);
-  h->used_end.store(nullptr, std::memory_order_relaxed);
-  // Only when `base` is not the block's start already: a second pointer to the same block would cost
-  // a detector's scan one more lookup a pool for nothing.
-  void* const real = backend_->RealBlockOf(mem);
-  h->real_block = real != mem ? real : nullptr;
-  h->base = static_cast<char*>(mem);
-  h->kind = kImplicit;
-  for (uint32_t i = 0; i < granules_; ++i) {
-    h->mark(i).store(0, std::memory_order_relaxed);
-    h->remote(i).store(0, std::memory_order_relaxed);
-  }
-  h->state.store(kOwned, std::memory_order_relaxed);
-  if (!map_.Insert(mem, pool_bytes_, h)) {  // no map leaf could be reserved (or an address past 2^47)
+  h->slot = index;
+  if (!map_.Insert(reinterpret_cast<void*>(base), !before)) {  // no map leaf (or an address past 2^47)
     exhausted_.store(true, std::memory_order_relaxed);
-    FreeHeader(h);
+    GiveBackEntry(index);
     GiveUpPool(mem, stats);
     return nullptr;
   }
-  // The real allocator may hand back memory that held other data.
-  memset(mem, 0, pool_bytes_);
-  h->walk_base.store(HideBase(h->base), std::memory_order_release);
   ++stats->pools_created;
   return h;
 }
 
 void Domain::ZeroPool(PoolHeader* h, char* used_end) {
-  if (used_end > h->base) memset(h->base, 0, static_cast<size_t>(used_end - h->base));
+  char* const base = BaseOf(h);
+  if (used_end > base) memset(base, 0, static_cast<size_t>(used_end - base));
   // One granule past the carved bytes: a LIFO free leaves its block's start mark where carving resumes.
-  size_t marked = static_cast<size_t>(used_end - h->base) / kGranule + 1;
+  size_t marked = static_cast<size_t>(used_end - base) / kGranule + 1;
   if (marked > granules_) marked = granules_;
   for (size_t i = 0; i < marked; ++i) h->mark(i).store(0, std::memory_order_relaxed);
-  h->live = 0;
+  h->live.store(0, std::memory_order_relaxed);
   h->owner.store(nullptr, std::memory_order_relaxed);
-  h->kind = kImplicit;
-  h->remote_pending.store(0, std::memory_order_relaxed);
-  h->live_shared.store(0, std::memory_order_relaxed);
-  h->used_end.store(nullptr, std::memory_order_relaxed);
-  h->state.store(kOwned, std::memory_order_release);
+  h->kind.store(kImplicit, std::memory_order_relaxed);
+  // Owned again. (Every remote bit is folded in, but a remote free may still be about to take its
+  // one back from `state`: only the retired bit is cleared.)
+  if (h->state.load(std::memory_order_relaxed) & PoolHeader::kRetiredBit) {
+    h->state.fetch_and(PoolHeader::kInFlightMask, std::memory_order_acq_rel);
+  }
 }
 
 void Domain::ReleasePool(PoolHeader* h, PoolStats* stats) {
-  h->walk_base.store(nullptr, std::memory_order_release);
-  map_.Erase(h->base, pool_bytes_);
-  backend_->FreePool(h->base);
-  FreeHeader(h);
+  char* const base = BaseOf(h);
+  const uint32_t index = h->slot;
+  void* const real = reinterpret_cast<void*>(Entry(index).load(std::memory_order_relaxed));
+  // Off the list first: once it is, no walk reads the pool, which can then go.
+  GiveBackEntry(index);
+  map_.Erase(base);
+  backend_->FreePool(real);
   ++stats->pools_released;
 }
 
 void Domain::PoolEmptied(ThreadCache* tc, PoolHeader* h) {
-  ZeroPool(h, h->used_end.load(std::memory_order_acquire));
+  // (A retired pool does not keep where its carving stopped: all of it is zeroed.)
+  ZeroPool(h, BaseOf(h) + pool_bytes_);
   if (tc != nullptr) {
     tc->Adopt(h);
   } else {
@@ -251,8 +257,8 @@ void Domain::PoolEmptied(ThreadCache* tc, PoolHeader* h) {
 
 Domain::FreeResult Domain::FreeSlow(ThreadCache* tc, PoolHeader* h, void* p) {
   PoolStats* stats = tc != nullptr ? &tc->stats_ : nullptr;
-  size_t off = static_cast<size_t>(static_cast<char*>(p) - h->base);
-  if (h->kind == kExplicit) {
+  size_t off = static_cast<size_t>(static_cast<char*>(p) - BaseOf(h));
+  if (h->kind.load(std::memory_order_relaxed) == kExplicit) {
     FreeResult r = FreeResult::kArenaBlock;
     if (stats != nullptr) ++stats->invalid_frees;
     return r;
@@ -263,48 +269,49 @@ Domain::FreeResult Domain::FreeSlow(ThreadCache* tc, PoolHeader* h, void* p) {
   }
   size_t g = off / kGranule;
   std::atomic<uint8_t>& mark = h->mark(g);
+  std::atomic<uint8_t>& remote = RemoteByte(h, g);
+  const uint8_t bit = RemoteBit(g);
   if (h->owner.load(std::memory_order_relaxed) == tc) {
     // The owner's fast path refused it: not a live block start, or freed by another thread already.
     uint8_t m = mark.load(std::memory_order_relaxed);
-    bool remote_freed = h->remote(g).load(std::memory_order_relaxed) != 0;
+    bool remote_freed = (remote.load(std::memory_order_relaxed) & bit) != 0;
     FreeResult r = remote_freed ? FreeResult::kDouble : Classify(m);
     CountFreeError(stats, r);
     return r;
   }
   // A retired pool stays retired until its last live block is freed, and this block is live (or the
-  // program frees it twice, which the mark tells): seen retired, the in_flight handshake (two more
-  // atomic RMWs, the costly part of the common free of a retired pool's block) has nothing to guard.
-  // The acquire pairs with the owner's seq_cst swap, so live_shared as published before it is seen.
-  if (h->state.load(std::memory_order_acquire) == kRetired) return FreeRetired(tc, h, &mark);
-  h->in_flight.fetch_add(1, std::memory_order_seq_cst);
-  if (h->state.load(std::memory_order_seq_cst) == kOwned) {
-    uint8_t m = mark.load(std::memory_order_acquire);
-    if (m != kMarkBlock) {
-      h->in_flight.fetch_sub(1, std::memory_order_release);
-      FreeResult r = Classify(m);
-      CountFreeError(stats, r);
-      return r;
-    }
-    // The owner's LIFO free trusts last_ to name a live block and does not look at remote bytes: if
-    // this is the block it carved last, take it back first. The owner's cache is still there: the
-    // block is live and its remote byte not set yet, so the owner can neither release the pool
-    // (only an empty one) nor retire it (that waits for in_flight), nor end its thread before either.
-    if (ThreadCache* owner = h->owner.load(std::memory_order_relaxed)) {
-      uintptr_t last = reinterpret_cast<uintptr_t>(p);
-      owner->last_.compare_exchange_strong(last, ThreadCache::kNoBlock, std::memory_order_relaxed);
-    }
-    uint8_t old = h->remote(g).exchange(1, std::memory_order_acq_rel);
-    if (old == 0) h->remote_pending.fetch_add(1, std::memory_order_relaxed);
-    h->in_flight.fetch_sub(1, std::memory_order_release);
-    if (old != 0) {
-      CountFreeError(stats, FreeResult::kDouble);
-      return FreeResult::kDouble;
-    }
-    if (stats != nullptr) ++stats->pooled_frees;
-    return FreeResult::kFreed;
+  // program frees it twice, which the mark tells): seen retired, the in-flight count (two more atomic
+  // RMWs, the costly part of the common free of a retired pool's block) has nothing to guard. The
+  // acquire pairs with the owner's seq_cst retire, so `live` as published before it is seen.
+  if (h->state.load(std::memory_order_acquire) & PoolHeader::kRetiredBit) return FreeRetired(tc, h, &mark);
+  if (h->state.fetch_add(1, std::memory_order_seq_cst) & PoolHeader::kRetiredBit) {
+    h->state.fetch_sub(1, std::memory_order_release);
+    return FreeRetired(tc, h, &mark);
   }
-  h->in_flight.fetch_sub(1, std::memory_order_release);
-  return FreeRetired(tc, h, &mark);
+  uint8_t m = mark.load(std::memory_order_acquire);
+  if (m != kMarkBlock) {
+    h->state.fetch_sub(1, std::memory_order_release);
+    FreeResult r = Classify(m);
+    CountFreeError(stats, r);
+    return r;
+  }
+  // The owner's LIFO free trusts last_ to name a live block and does not look at remote bits: if
+  // this is the block it carved last, take it back first. The owner's cache is still there: the
+  // block is live and its remote bit not set yet, so the owner can neither release the pool
+  // (only an empty one) nor retire it (that waits for the frees in flight), nor end its thread before
+  // either.
+  if (ThreadCache* owner = h->owner.load(std::memory_order_relaxed)) {
+    uintptr_t last = reinterpret_cast<uintptr_t>(p);
+    owner->last_.compare_exchange_strong(last, ThreadCache::kNoBlock, std::memory_order_relaxed);
+  }
+  const uint8_t old = remote.fetch_or(bit, std::memory_order_acq_rel);
+  h->state.fetch_sub(1, std::memory_order_release);
+  if ((old & bit) != 0) {
+    CountFreeError(stats, FreeResult::kDouble);
+    return FreeResult::kDouble;
+  }
+  if (stats != nullptr) ++stats->pooled_frees;
+  return FreeResult::kFreed;
 }
 
 Domain::FreeResult Domain::FreeRetired(ThreadCache* tc, PoolHeader* h, std::atomic<uint8_t>* mark) {
@@ -317,28 +324,28 @@ Domain::FreeResult Domain::FreeRetired(ThreadCache* tc, PoolHeader* h, std::atom
     return r;
   }
   if (stats != nullptr) ++stats->pooled_frees;
-  if (h->live_shared.fetch_sub(1, std::memory_order_acq_rel) == 1) PoolEmptied(tc, h);
+  if (h->live.fetch_sub(1, std::memory_order_acq_rel) == 1) PoolEmptied(tc, h);
   return FreeResult::kFreed;
 }
 
 size_t Domain::UsableSize(const PoolHeader* h, const void* p) const {
-  if (h->kind == kExplicit) return 0;
-  size_t off = static_cast<size_t>(static_cast<const char*>(p) - h->base);
+  if (h->kind.load(std::memory_order_relaxed) == kExplicit) return 0;
+  char* const base = BaseOf(h);
+  size_t off = static_cast<size_t>(static_cast<const char*>(p) - base);
   if ((off & 7) != 0 || off >= config_.pool_size) return 0;
   size_t g = off / kGranule;
   if (h->mark(g).load(std::memory_order_relaxed) != kMarkBlock) return 0;
-  // The block ends where the next block starts, or where carving stopped.
+  // The block ends where the next block starts, or where carving stopped while the pool is current,
+  // else at the pool's end (what lies past a retired pool's carving is free, zero and never carved
+  // again before the pool is emptied and zeroed whole).
   uintptr_t end;
   ThreadCache* owner = h->owner.load(std::memory_order_relaxed);
-  char* used = h->used_end.load(std::memory_order_acquire);
   if (owner != nullptr) {
     end = owner->cur_;
-  } else if (used != nullptr) {
-    end = reinterpret_cast<uintptr_t>(used);
   } else {
-    end = reinterpret_cast<uintptr_t>(h->base) + config_.pool_size;
+    end = reinterpret_cast<uintptr_t>(base) + config_.pool_size;
   }
-  size_t end_g = (end - reinterpret_cast<uintptr_t>(h->base)) / kGranule;
+  size_t end_g = (end - reinterpret_cast<uintptr_t>(base)) / kGranule;
   for (size_t k = g + 1; k < end_g; ++k) {
     if (h->mark(k).load(std::memory_order_relaxed) & kMarkStarted) {
       end_g = k;
@@ -359,37 +366,36 @@ PoolHeader* ThreadCache::TakePool() {
 }
 
 namespace {
-// Clears every remote byte set in the granules below used_end (remote frees are of live blocks, which
+// Clears every remote bit set in the granules below used_end (remote frees are of live blocks, which
 // start below the carve end) and calls fn(granule) for each; returns how many.
 template <typename F>
-int64_t TakeRemoteBytes(PoolHeader* h, size_t granules, char* used_end, F&& fn) {
-  size_t used = static_cast<size_t>(used_end - h->base + kGranule - 1) / kGranule;
-  if (used > granules) used = granules;
+int64_t TakeRemoteBits(const Domain& d, PoolHeader* h, char* used_end, F&& fn) {
+  size_t used = static_cast<size_t>(used_end - d.BaseOf(h) + kGranule - 1) / kGranule;
+  if (used > d.granules()) used = d.granules();
   int64_t seen = 0;
-  for (size_t g = 0; g < used; ++g) {
-    if (h->remote(g).load(std::memory_order_relaxed) == 0 ||
-        h->remote(g).exchange(0, std::memory_order_acq_rel) == 0) {
-      continue;
+  for (size_t g = 0; g < used; g += 8) {
+    std::atomic<uint8_t>& byte = d.RemoteByte(h, g);
+    if (byte.load(std::memory_order_relaxed) == 0) continue;
+    uint8_t bits = byte.exchange(0, std::memory_order_acq_rel);
+    for (; bits != 0; bits &= static_cast<uint8_t>(bits - 1)) {
+      ++seen;
+      fn(g + static_cast<size_t>(__builtin_ctz(bits)));
     }
-    ++seen;
-    fn(g);
   }
   return seen;
 }
 }  // namespace
 
 void ThreadCache::FoldRemoteFrees(PoolHeader* h, char* used_end) {
-  if (h->remote_pending.load(std::memory_order_acquire) == 0) return;
   int64_t n = 0;
-  const int64_t seen = TakeRemoteBytes(h, domain_->granules(), used_end, [h, &n](size_t g) {
+  TakeRemoteBits(*domain_, h, used_end, [h, &n](size_t g) {
     std::atomic<uint8_t>& mark = h->mark(g);
     uint8_t m = mark.load(std::memory_order_relaxed);
-    if ((m & kMarkLive) == 0) return;  // the owner's frees check the remote byte, so never
+    if ((m & kMarkLive) == 0) return;  // the owner's frees check the remote bit, so never
     mark.store(static_cast<uint8_t>(m & ~kMarkLive), std::memory_order_relaxed);
     ++n;
   });
-  h->remote_pending.fetch_sub(static_cast<int32_t>(seen), std::memory_order_relaxed);
-  h->live -= static_cast<int32_t>(n);
+  h->live.store(h->live.load(std::memory_order_relaxed) - static_cast<int32_t>(n), std::memory_order_relaxed);
   // The block carved last may be one of them: FreeLast trusts last_ to name a live block.
   if (h == pool_ && n != 0) last_.store(kNoBlock, std::memory_order_relaxed);
 }
@@ -397,24 +403,25 @@ void ThreadCache::FoldRemoteFrees(PoolHeader* h, char* used_end) {
 void ThreadCache::SetCurrent(PoolHeader* h) {
   pool_ = h;
   if (h == nullptr) {
-    cur_ = end_ = base_ = start_off_ = marks_at_ = info_at_ = 0;
+    cur_ = end_ = base_ = start_off_ = marks_at_ = remote_at_ = info_at_ = 0;
     fresh_ = kNoBlock;
     last_.store(kNoBlock, std::memory_order_relaxed);
     live_ = 0;
     return;
   }
   h->owner.store(this, std::memory_order_relaxed);
-  h->kind = kImplicit;
-  base_ = reinterpret_cast<uintptr_t>(h->base);
+  h->kind.store(kImplicit, std::memory_order_relaxed);
+  base_ = reinterpret_cast<uintptr_t>(domain_->BaseOf(h));
   start_off_ = domain_->config_.carve_offset;
   cur_ = base_ + start_off_;
   fresh_ = start_off_ == 0 ? base_ : kNoBlock;
   end_ = base_ + domain_->config_.pool_size;
-  marks_at_ = reinterpret_cast<uintptr_t>(h->marks()) - base_;
-  info_at_ = (domain_->wide_info() ? reinterpret_cast<uintptr_t>(h) + domain_->info_offset()
-                                    : reinterpret_cast<uintptr_t>(h->marks())) - base_;
+  const uintptr_t meta = reinterpret_cast<uintptr_t>(h);
+  marks_at_ = meta + kHeaderBytes - (base_ >> 3);
+  remote_at_ = meta + domain_->remote_offset() - (base_ >> 6);
+  info_at_ = meta + domain_->info_offset() - (base_ >> (domain_->info_shift() - 3));
   last_.store(kNoBlock, std::memory_order_relaxed);
-  live_ = h->live;
+  live_ = h->live.load(std::memory_order_relaxed);
 }
 
 void ThreadCache::EmptiedInPlace() {
@@ -427,9 +434,7 @@ void ThreadCache::EmptiedInPlace() {
     size_t marked = used / kGranule + (used != start_off_ ? 1 : 0);
     if (marked > domain_->granules()) marked = domain_->granules();
     std::atomic<uint8_t>* const marks = pool_->marks();  // (a byte store could alias pool_)
-    for (size_t off = 0; off < marked * kGranule; off += kGranule) {
-      marks[off].store(0, std::memory_order_relaxed);
-    }
+    for (size_t g = 0; g < marked; ++g) marks[g].store(0, std::memory_order_relaxed);
     cur_ = base_ + start_off_;
     last_.store(kNoBlock, std::memory_order_relaxed);
     ++stats_.resets_in_place;
@@ -439,7 +444,7 @@ void ThreadCache::EmptiedInPlace() {
 }
 
 void ThreadCache::ResetInPlace() {
-  // The owner's current pool has no live block left (and no remote byte pending: those count as live).
+  // The owner's current pool has no live block left (and no remote bit pending: those count as live).
   domain_->ZeroPool(pool_, reinterpret_cast<char*>(cur_));
   pool_->owner.store(this, std::memory_order_relaxed);
   cur_ = base_ + start_off_;
@@ -449,17 +454,15 @@ void ThreadCache::ResetInPlace() {
 }
 
 void ThreadCache::Retire(PoolHeader* h, char* used_end) {
-  h->used_end.store(used_end, std::memory_order_relaxed);
-  h->live_shared.store(h->live + 1, std::memory_order_relaxed);
+  h->live.store(h->live.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   h->owner.store(nullptr, std::memory_order_relaxed);
-  h->state.exchange(kRetired, std::memory_order_seq_cst);
+  h->state.fetch_or(PoolHeader::kRetiredBit, std::memory_order_seq_cst);
   WaitForRemoteFrees(h);
-  // The wait above made every remote byte set while the pool was owned visible here.
-  const int64_t n = TakeRemoteBytes(h, domain_->granules(), used_end, [h](size_t g) {
+  // The wait above made every remote bit set while the pool was owned visible here.
+  const int64_t n = TakeRemoteBits(*domain_, h, used_end, [h](size_t g) {
     h->mark(g).fetch_and(static_cast<uint8_t>(~kMarkLive), std::memory_order_acq_rel);
   });
-  h->remote_pending.store(0, std::memory_order_relaxed);
-  if (h->live_shared.fetch_sub(static_cast<int32_t>(n + 1), std::memory_order_acq_rel) == n + 1) {
+  if (h->live.fetch_sub(static_cast<int32_t>(n + 1), std::memory_order_acq_rel) == n + 1) {
     domain_->PoolEmptied(this, h);
   }
 }
@@ -528,9 +531,9 @@ void ThreadCache::Drain() {
     live_ = pool_->live;
     if (pool_->live == 0) {
       PoolHeader* h = pool_;
-      // A remote free whose byte was just folded in may still be between setting it and leaving
-      // (remote_pending, in_flight): it writes the header, which ReleasePool gives back. Seeing its
-      // byte made its in_flight increment visible; wait for the decrement, as Retire does.
+      // A remote free whose bit was just folded in may still be between setting it and leaving (its
+      // one in `state`): it writes the header, which ReleasePool gives back. Seeing its bit made its
+      // increment visible; wait for the decrement, as Retire does.
       WaitForRemoteFrees(h);
       domain_->ZeroPool(h, reinterpret_cast<char*>(cur_));
       SetCurrent(nullptr);
@@ -565,8 +568,9 @@ void ThreadCache::Shutdown() {
 void ThreadCache::AbandonAtFork() { MarkDead(); }
 
 void ThreadCache::ResetAtFork() {
-  if (pool_ != nullptr) pool_->in_flight.store(0, std::memory_order_relaxed);
-  for (int i = 0; i < ncached_; ++i) cache_[i]->in_flight.store(0, std::memory_order_relaxed);
+  constexpr uint16_t kRetired = PoolHeader::kRetiredBit;
+  if (pool_ != nullptr) pool_->state.fetch_and(kRetired, std::memory_order_relaxed);
+  for (int i = 0; i < ncached_; ++i) cache_[i]->state.fetch_and(kRetired, std::memory_order_relaxed);
 }
 
 }  // namespace pool

@@ -33,6 +33,8 @@
 #ifndef POOLSCOPE_POOL_POOL_H_
 #define POOLSCOPE_POOL_POOL_H_
 
+#include <sched.h>
+
 #include <atomic>
 #include <cassert>
 #include <cstddef>
@@ -44,7 +46,7 @@
 namespace poolscope {
 namespace pool {
 
-// The state every thread shares: options, the pool map, and the memory below.
+// The state every thread shares: options, the pool map, the list of pools, and the memory below.
 class Domain {
  public:
   Domain(const Config& config, Backend* backend, std::atomic<PoolMap::Leaf*>* map_root);
@@ -62,135 +64,218 @@ class Domain {
   // emptied pool. Out of line: the owner's fast path is ThreadCache::FreeOwn.
   FreeResult FreeSlow(ThreadCache* tc, PoolHeader* h, void* p);
 
-  // Usable size of the pooled block at `p` (the distance to the next block start or the carve end), or 0
-  // when `p` is not a live block start of `h`.
+  // Usable size of the pooled block at `p` (the distance to the next block start, or to the carve
+  // point while its pool is current, else to the pool's end), or 0 when `p` is not a live block start
+  // of `h`.
   size_t UsableSize(const PoolHeader* h, const void* p) const;
 
   // Creates a pool (pools_created) or nullptr.
   PoolHeader* CreatePool(PoolStats* stats);
-  // True once the memory the pool map or the pool metadata needs could not be had from the backend
+  // True once the memory the pool map or the pool list needs could not be had from the backend
   // (ReserveLeaf: an address-space limit, RLIMIT_AS, refuses the reservation): from then on
   // CreatePool fails at once, with no real allocation and no system call, rather than try again for
   // every request (a python3 run makes about a million requests a pool would take: a failing mmap
   // each).
   bool exhausted() const { return exhausted_.load(std::memory_order_relaxed); }
-  // Zeroes the used part of an emptied pool and resets its marks.
+  // Zeroes the pool's bytes below `used_end` and its marks, and makes it an empty implicit pool.
   void ZeroPool(PoolHeader* h, char* used_end);
-  // Releases a pool: map entries, real free, header (pools_released).
+  // Releases a pool: list entry, map entries, real free (pools_released).
   void ReleasePool(PoolHeader* h, PoolStats* stats);
 
   size_t pool_bytes() const { return pool_bytes_; }
+  // A pool's metadata (header, marks, remote bits, BlockInfo words), and the real allocation that holds
+  // it and the pool.
+  size_t meta_bytes() const { return meta_bytes_; }
+  size_t real_bytes() const { return real_bytes_; }
+
+  // Where a pool's metadata lies in its real allocation: before the pool's base when the slack there
+  // holds it (and meta_bytes is no multiple of 64, so that the two cases stay apart), else after the
+  // pool's last line.
+  static bool MetaBefore(size_t slack_before, size_t meta_bytes) {
+    return slack_before >= meta_bytes && meta_bytes % kLine != 0;
+  }
+  // The pool of header `h`: its base (64-aligned).
+  char* BaseOf(const PoolHeader* h) const {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(h);
+    const bool before = meta_bytes_ % kLine != 0 && (a + meta_bytes_) % kLine == 0;
+    return reinterpret_cast<char*>(before ? a + meta_bytes_ : a - pool_bytes_);
+  }
+  // The header of the pool whose real allocation starts at `real`.
+  PoolHeader* HeaderOfReal(uintptr_t real) const {
+    const uintptr_t base = (real + kLine - 1) & ~uintptr_t{kLine - 1};
+    return reinterpret_cast<PoolHeader*>(MetaBefore(base - real, meta_bytes_) ? base - meta_bytes_ : base + pool_bytes_);
+  }
+
+  // Remote bit of granule g of `h`: its byte, and the bit in it.
+  std::atomic<uint8_t>& RemoteByte(const PoolHeader* h, size_t g) const {
+    return *reinterpret_cast<std::atomic<uint8_t>*>(reinterpret_cast<uintptr_t>(h) + remote_offset_ + g / 8);
+  }
+  static uint8_t RemoteBit(size_t g) { return static_cast<uint8_t>(1u << (g & 7)); }
 
   // Leak tracking (Config::block_info): keeps `size` and `stack_id` in the BlockInfo word of the live
   // block at `p`, a block of `h` (see BlockInfo).
   void NoteBlock(PoolHeader* h, const void* p, uint32_t size, uint32_t stack_id) const {
-    StoreBlockInfo(InfoOf(h, static_cast<size_t>(static_cast<const char*>(p) - h->base) / kGranule), size, stack_id);
+    StoreBlockInfo(InfoOf(h, static_cast<size_t>(static_cast<const char*>(p) - BaseOf(h)) / kGranule), size,
+                   stack_id);
   }
-  // Where granule g of `h` keeps its BlockInfo (Config::block_info only).
+  // Where granule g of `h` keeps its BlockInfo (Config::block_info only; g on a block slot).
   InfoRef InfoOf(const PoolHeader* h, size_t g) const {
     assert(config_.block_info);
-    char* const slot = reinterpret_cast<char*>(const_cast<PoolHeader*>(h));
-    if (wide_info_) return InfoRef{slot + info_offset_ + g * kGranule, true};
-    return InfoRef{reinterpret_cast<char*>(&h->mark(g)), false};
+    return InfoRef{reinterpret_cast<char*>(const_cast<PoolHeader*>(h)) + info_offset_ +
+                   ((g * kGranule) >> info_shift_) * 8};
   }
-  bool wide_info() const { return wide_info_; }
   uint32_t granules() const { return granules_; }
   size_t info_offset() const { return info_offset_; }
+  size_t remote_offset() const { return remote_offset_; }
+  // log2 of the bytes of pool a BlockInfo word stands for (16, or 8 with malloc_align=8).
+  int info_shift() const { return info_shift_; }
+
   // Calls fn(block, BlockInfo) for every live block of every pool: a block whose start mark says live
-  // and that no other thread has freed meanwhile (its remote byte is clear). Explicit arenas' blocks are
-  // never marked, so they are not among them. From any thread at any time, without a lock: every pool's
-  // metadata lies in slots that are never unmapped, so a walk that races with the pools' owners reads
-  // their bytes as they stand (a block carved or freed meanwhile may or may not be seen, and a block
-  // carved meanwhile may show its slot's previous size and id); a walk while nothing else runs is exact.
+  // and that no other thread has freed meanwhile (its remote bit is clear). Explicit arenas' blocks are
+  // never marked, so they are not among them. From any thread at any time: the walk holds the pool
+  // list's lock while it reads a pool (no pool is released meanwhile, so no pool's memory is given
+  // back while it is read), and reads the pools' marks as they stand (a block carved or freed
+  // meanwhile may or may not be seen, and a block carved meanwhile may show its slot's previous size
+  // and id); a walk while nothing else runs is exact. The callbacks must not make or release pools.
   template <typename F>
   void ForEachLiveBlock(F&& fn) const {
-    ForEachPoolWithBlocks([](char*, bool) {}, fn);
+    ForEachPoolWithBlocks([](char*, bool, void*) {}, fn);
   }
 
-  // Calls fn(base, explicit_arena) for every pool that exists (created and not yet released), with
-  // the same guarantees as ForEachLiveBlock.
+  // Calls fn(base, explicit_arena, real) for every pool that exists (created and not yet released),
+  // `real` the start of its real allocation, with the same guarantees as ForEachLiveBlock.
   template <typename F>
   void ForEachPool(F&& fn) const {
-    for (const MetaChunk* c = chunks_.load(std::memory_order_acquire); c != nullptr;
-         c = c->next.load(std::memory_order_acquire)) {
-      const size_t used = c->used.load(std::memory_order_acquire);
-      for (size_t i = 0; i < used; ++i) {
-        const PoolHeader* h = c->slot(i, meta_bytes_);
-        char* const base = WalkBase(*h);
-        if (base != nullptr) fn(base, h->kind == kExplicit);
-      }
-    }
+    ForEachListed([&](PoolHeader* h, uintptr_t real) {
+      fn(BaseOf(h), h->kind.load(std::memory_order_relaxed) == kExplicit, reinterpret_cast<void*>(real));
+    });
   }
 
-  // For every pool that exists, on_pool(base, explicit_arena), then on_block(block, BlockInfo) for each
-  // of its live blocks, in address order: ForEachPool and ForEachLiveBlock in one walk. Same guarantees.
+  // For every pool that exists, on_pool(base, explicit_arena, real), then on_block(block, BlockInfo)
+  // for each of its live blocks, in address order: ForEachPool and ForEachLiveBlock in one walk. Same
+  // guarantees.
   template <typename P, typename B>
   void ForEachPoolWithBlocks(P&& on_pool, B&& on_block) const {
-    for (const MetaChunk* c = chunks_.load(std::memory_order_acquire); c != nullptr;
-         c = c->next.load(std::memory_order_acquire)) {
-      const size_t used = c->used.load(std::memory_order_acquire);
-      for (size_t i = 0; i < used; ++i) {
-        const PoolHeader* h = c->slot(i, meta_bytes_);
-        char* const base = WalkBase(*h);
-        if (base == nullptr) continue;
-        on_pool(base, h->kind == kExplicit);
-        for (uint32_t g = 0; g < granules_; ++g) {
-          if (h->mark(g).load(std::memory_order_relaxed) != kMarkBlock ||
-              h->remote(g).load(std::memory_order_relaxed) != 0) {
-            continue;
-          }
-          on_block(static_cast<void*>(base + g * kGranule),
-                   config_.block_info ? LoadBlockInfo(InfoOf(h, g)) : BlockInfo{0, 0});
+    // Blocks start on block slots only (16 bytes, or 8 with malloc_align=8): the other granules' marks
+    // are never set.
+    const uint32_t step = uint32_t{1} << (info_shift_ - 3);
+    ForEachListed([&](PoolHeader* h, uintptr_t real) {
+      char* const base = BaseOf(h);
+      on_pool(base, h->kind.load(std::memory_order_relaxed) == kExplicit, reinterpret_cast<void*>(real));
+      const std::atomic<uint8_t>* const marks = h->marks();
+      const auto* const remote =
+          reinterpret_cast<const std::atomic<uint8_t>*>(reinterpret_cast<uintptr_t>(h) + remote_offset_);
+      for (uint32_t g = 0; g < granules_; g += step) {
+        if (marks[g].load(std::memory_order_relaxed) != kMarkBlock ||
+            (remote[g / 8].load(std::memory_order_relaxed) & RemoteBit(g)) != 0) {
+          continue;
         }
+        on_block(static_cast<void*>(base + g * kGranule),
+                 config_.block_info ? LoadBlockInfo(InfoOf(h, g)) : BlockInfo{0, 0});
       }
-    }
+    });
   }
 
-  // Calls fn(begin, end) for each chunk of the metadata slab, the address space reserved for it (its
-  // pages are touched as slots are carved). A live pool's slot points into the heap only at that pool
-  // (real_block, base, used_end); a free slot, nowhere (FreeHeader clears them).
+  // Calls fn(begin, end) for each chunk of the pool list, the address space reserved for it (its
+  // pages are touched as entries are taken). A live pool's entry is a pointer at the start of its real
+  // allocation; a free entry has bit 63 set, so it points nowhere.
   template <typename F>
   void ForEachMetaChunk(F&& fn) const {
-    for (const MetaChunk* c = chunks_.load(std::memory_order_acquire); c != nullptr;
-         c = c->next.load(std::memory_order_acquire)) {
-      fn(reinterpret_cast<uintptr_t>(c), reinterpret_cast<uintptr_t>(c) + chunk_bytes_);
+    const size_t n = nchunks_.load(std::memory_order_acquire);
+    for (size_t i = 0; i < n; ++i) {
+      const uintptr_t c = reinterpret_cast<uintptr_t>(chunks_[i].load(std::memory_order_acquire));
+      fn(c, c + kListChunkBytes);
     }
   }
 
-  // fork(): the metadata slab's lock is taken before and released (or reset, in the child) after.
-  void ForkPrepare() { LockMeta(); }
-  void ForkParent() { UnlockMeta(); }
-  void ForkChild() { meta_lock_.store(false, std::memory_order_relaxed); }
+  // fork(): the pool list's lock is taken before and released (or reset, in the child) after.
+  void ForkPrepare() { LockList(); }
+  void ForkParent() { UnlockList(); }
+  void ForkChild() { list_lock_.store(0, std::memory_order_relaxed); }
 
-  // New metadata slots' pages are faulted in ahead of use, this many bytes at a time (one call instead
-  // of 16 page faults, which cost several microseconds each in some virtual machines): at most this
-  // much resident beyond the slots in use.
-  static constexpr size_t kMetaPopulate = size_t{64} << 10;
+  // New pool-list entries' pages are faulted in ahead of use, this many bytes at a time (one call
+  // instead of 16 page faults, which cost several microseconds each in some virtual machines): at
+  // most this much resident beyond the entries in use.
+  static constexpr size_t kListPopulate = size_t{16} << 10;
+  // The pool list's chunks: 64 KiB of address space each (8,191 entries), at most kMaxListChunks
+  // (134 million pools; past them CreatePool fails, as when the memory cannot be had); a chunk's first
+  // word counts the entries taken from it, the rest are entries.
+  static constexpr size_t kListChunkBytes = size_t{64} << 10;
+  static constexpr size_t kListChunkEntries = kListChunkBytes / sizeof(uint64_t) - 1;
+  static constexpr size_t kMaxListChunks = 16384;
 
  private:
   friend class ThreadCache;
 
-  // Pool metadata (meta_bytes_ each: header, mark words, BlockInfo words) is carved in slots from chunks
-  // of poolscope's own memory that are never returned (LeafSource) and reused through a free list, so
-  // that ForEachLiveBlock can walk every pool's metadata with no list of pools kept on their paths.
-  // Chunks are listed oldest first: the walks see pools mostly in the order they were made, which is
+  // The pool list: one 8-byte entry per pool that exists, in chunks of poolscope's own memory that
+  // are never returned (LeafSource), reused through a free list, so that the walks find every pool
+  // with no list kept on the pools' paths. A live entry is the pool's real allocation (where the walk
+  // finds its metadata, HeaderOfReal); a free one kFreeEntry | the next free entry's index + 1 (0: none).
+  // Entries are taken mostly in order: the walks see pools mostly in the order they were made, which is
   // mostly the order of their addresses (the exit scan's sort relies on it for speed, not for truth).
-  struct MetaChunk {
-    std::atomic<const MetaChunk*> next;  // set once, when the next chunk is made
-    std::atomic<size_t> used;  // slots carved so far
-    size_t capacity;
-    PoolHeader* slot(size_t i, size_t bytes) const {
-      return reinterpret_cast<PoolHeader*>(reinterpret_cast<uintptr_t>(this) + kLine + i * bytes);
-    }
-  };
-  PoolHeader* NewHeader();  // nullptr when out of memory
-  void FreeHeader(PoolHeader* h);
-  void LockMeta() {
-    while (meta_lock_.exchange(true, std::memory_order_acquire)) {
-      while (meta_lock_.load(std::memory_order_relaxed)) __builtin_ia32_pause();
+  static constexpr uint64_t kFreeEntry = uint64_t{1} << 63;
+  std::atomic<uint64_t>& Entry(uint32_t i) const {
+    return chunks_[i / kListChunkEntries].load(std::memory_order_relaxed)[1 + i % kListChunkEntries];
+  }
+  // An entry for `real`, or false when the list cannot grow.
+  bool TakeEntry(uintptr_t real, uint32_t* index);
+  void GiveBackEntry(uint32_t index);
+
+  // Calls fn(header, real) for every listed pool, holding the list's lock a batch of entries at a time
+  // (unless this thread holds it already: a signal's report on a thread stopped inside it, when no
+  // other thread can release a pool either), or, when it cannot have the lock in a while, without it.
+  template <typename F>
+  void ForEachListed(F&& fn) const {
+    const size_t n = nchunks_.load(std::memory_order_acquire);
+    for (size_t c = 0; c < n; ++c) {
+      std::atomic<uint64_t>* const chunk = chunks_[c].load(std::memory_order_acquire) + 1;
+      const size_t used = chunk[-1].load(std::memory_order_acquire);
+      for (size_t i = 0; i < used; i += kWalkBatch) {
+        const bool locked = LockListForWalk();
+        const size_t stop = i + kWalkBatch < used ? i + kWalkBatch : used;
+        for (size_t k = i; k < stop; ++k) {
+          // The pools' metadata lies apart, in their real blocks: start loading a pool's a few entries
+          // ahead of its turn.
+          if (k + kWalkAhead < used) {
+            const uint64_t ahead = chunk[k + kWalkAhead].load(std::memory_order_relaxed);
+            if (ahead != 0 && (ahead & kFreeEntry) == 0) __builtin_prefetch(HeaderOfReal(ahead));
+          }
+          const uint64_t v = chunk[k].load(std::memory_order_acquire);
+          if (v == 0 || (v & kFreeEntry) != 0) continue;
+          fn(HeaderOfReal(v), static_cast<uintptr_t>(v));
+        }
+        if (locked) UnlockList();
+      }
     }
   }
-  void UnlockMeta() { meta_lock_.store(false, std::memory_order_release); }
+  static constexpr size_t kWalkBatch = 256;
+  static constexpr size_t kWalkAhead = 8;
+
+  // The list's lock, which creating and releasing a pool take, and a walk of the pools: 0 when free,
+  // else the holder's thread pointer.
+  static uintptr_t Self() {
+#if defined(__x86_64__)
+    uintptr_t tp;
+    asm("mov %%fs:0, %0" : "=r"(tp));
+    return tp;
+#else
+    return reinterpret_cast<uintptr_t>(__builtin_thread_pointer());
+#endif
+  }
+  void LockList() const {
+    const uintptr_t self = Self();
+    uintptr_t expected = 0;
+    for (int spins = 1; !list_lock_.compare_exchange_weak(expected, self, std::memory_order_acquire); ++spins) {
+      expected = 0;
+      if (spins % 64 == 0) {
+        sched_yield();  // the holder may be a walk that lost its CPU
+      } else {
+        __builtin_ia32_pause();
+      }
+    }
+  }
+  void UnlockList() const { list_lock_.store(0, std::memory_order_release); }
+  bool LockListForWalk() const;
 
   void PoolEmptied(ThreadCache* tc, PoolHeader* h);  // a retired pool's last block was freed
   void GiveUpPool(void* mem, PoolStats* stats);  // CreatePool could not set up the pool of `mem`
@@ -199,18 +284,20 @@ class Domain {
   Config config_;
   Backend* backend_;
   PoolMap map_;
-  size_t pool_bytes_;    // the real allocation: pool_size rounded up to 64
-  size_t meta_bytes_;    // header + mark words (+ BlockInfo words)
-  size_t info_offset_;   // from a pool's header to its first BlockInfo word (wide_info_)
-  bool wide_info_;       // block_info with pools of kWideInfoPoolSize or more: a BlockInfo array
+  size_t pool_bytes_;     // the pool's usable bytes: pool_size rounded up to 64
+  size_t meta_bytes_;     // header + mark bytes + remote bits (+ BlockInfo words)
+  size_t real_bytes_;     // the real allocation: the pool, its metadata and the alignment's slack
+  size_t remote_offset_;  // from a pool's header to its remote bits
+  size_t info_offset_;    // from a pool's header to its first BlockInfo word
+  int info_shift_;
   uint32_t granules_;
-  // The metadata slab: chunks (oldest first), the free slots, the lock over both and the chunk size.
-  std::atomic<const MetaChunk*> chunks_{nullptr};
-  MetaChunk* chunk_ = nullptr;  // the newest chunk, where new slots are carved
-  PoolHeader* free_headers_ = nullptr;
-  std::atomic<bool> meta_lock_{false};
-  size_t chunk_bytes_ = 0;
-  uintptr_t meta_populated_ = 0;  // the newest chunk's pages are faulted in up to here (NewHeader)
+  // The pool list: its chunks, how many, the entries used in the newest, the free entries (index + 1),
+  // and how far the newest chunk's pages are faulted in.
+  std::atomic<std::atomic<uint64_t>*> chunks_[kMaxListChunks] = {};
+  std::atomic<size_t> nchunks_{0};
+  uint32_t free_entries_ = 0;
+  uintptr_t list_populated_ = 0;
+  mutable std::atomic<uintptr_t> list_lock_{0};
   std::atomic<bool> exhausted_{false};
 };
 

@@ -60,12 +60,14 @@ void AddStats(PoolStats* into, const PoolStats& from);
 // What the pool needs from below.
 class Backend : public LeafSource {
  public:
-  // A real allocation of `bytes` (a multiple of 64), 64-byte aligned; nullptr when out of memory.
+  // A real allocation of `bytes` for a pool and its metadata (Domain::real_bytes), aligned to at least
+  // pool_alignment(); nullptr when out of memory. The pool lies at its first 64-byte boundary, its
+  // metadata beside it (PoolHeader).
   virtual void* AllocPool(size_t bytes) = 0;
-  virtual void FreePool(void* p) = 0;
-  // Where the real allocation that holds the pool `p` (from AllocPool) starts: p itself, unless the
-  // backend carves the pool out of a larger block.
-  virtual void* RealBlockOf(void* p) { return p; }
+  // Frees what AllocPool returned.
+  virtual void FreePool(void* real) = 0;
+  // The alignment AllocPool's blocks have at least: 16 (malloc's) or 64.
+  virtual size_t pool_alignment() const { return 16; }
   // poolscope's own memory, zeroed, never from the program's allocator.
   virtual void* AllocMeta(size_t bytes) = 0;
   virtual void FreeMeta(void* p, size_t bytes) = 0;
@@ -80,7 +82,7 @@ struct Config {
   // starts where the pool does, so the pointers poolscope keeps to its pools never look like
   // pointers to a block the program leaked). Rounded up to a multiple of 16.
   size_t carve_offset = 0;
-  // Keep a BlockInfo word per granule beside each pool's marks, for leak tracking (NoteBlock,
+  // Keep a BlockInfo word per block slot in each pool's metadata, for leak tracking (NoteBlock,
   // ThreadCache::InfoSlot, ForEachLiveBlock's sizes and stack ids). Without it those words do not
   // exist: the walk gives zeros for them and the others must not be called.
   bool block_info = false;
@@ -89,109 +91,75 @@ struct Config {
 class ThreadCache;
 struct Arena;
 
-enum PoolState : int { kOwned = 0, kRetired = 1 };
-enum PoolKind : uint32_t { kImplicit = 0, kExplicit = 1 };
+enum PoolKind : uint8_t { kImplicit = 0, kExplicit = 1 };
 
-// The metadata of one pool, in poolscope's own memory (the pool's real allocation holds only the
-// program's blocks): this line, then the pool's mark words (one 8-byte word per granule, at the
-// granule's byte offset from the line's end), then, only when the domain keeps block information
-// (Config::block_info, leak tracking) and pools of 64 KiB or more, one BlockInfo word per granule.
-// For the default pool of 64 bytes that is 128 bytes a pool, with tracking or without.
+// A pool's metadata lives in its own real allocation, beside the pool's `pool_size` usable bytes: in
+// the slack before the pool's first 64-byte boundary when that slack holds it, else right after the
+// pool's last line (Domain::PlaceIn). With the default pool (64 bytes from a 112-byte malloc, whose
+// 16-byte alignment leaves 0, 16, 32 or 48 bytes before the boundary) its 32 bytes always fit on one
+// side, so a pool costs the program's allocator what it did before and poolscope's own memory only its
+// entry in the domain's pool list (8 bytes) and its lines in the pool map (2 bytes a line).
 //
-// A mark word: byte 0 the mark (kMarkLive | kMarkStarted; kMarkStarted tells a double free from an
-// interior one), byte 1 the remote byte (non-zero = the block starting here was freed by another
-// thread while the pool was owned, not yet folded in), bytes 2-7 tracking's BlockInfo or unused.
-// One word per granule, at the granule's offset, so that the fast paths index marks with the
-// block's address itself (no shift), and a free's mark and remote byte lie on one line. The owner
-// writes marks with plain byte stores; other threads write only remote bytes (and, once the pool is
-// retired, marks with atomic read-modify-writes).
+// The metadata, Domain::meta_bytes() of it, 16-byte aligned: this header (kHeaderBytes), a mark byte per
+// granule, a remote bit per granule, and with leak tracking (Config::block_info) a BlockInfo word per
+// block slot (16 bytes, or 8 with malloc_align=8), 8-byte aligned.
 //
-// Every field is in this one line: the owner's (live, and owner while it holds the pool) and those
-// any thread writes (state, in_flight, remote_pending, live_shared). The owner's fast paths read
-// none of them (FreeOwn compares the pool with its current one), so the line is shared only by the
-// slow paths of a pool whose blocks other threads free.
-struct alignas(kLine) PoolHeader {
-  // First in the line: a detector below that scans this memory meets the pointer to the start of
-  // the pool's real block before `base` (inside it), and so reads each pool once.
-  union {
-    PoolHeader* next_free;  // while the slot is free: the next in the domain's list of free slots
-    // While its pool lives: where the pool's real allocation starts (Backend::RealBlockOf) when that
-    // is not `base`, else nullptr. Nothing of the pool's reads it: it is there so that a leak detector
-    // below poolscope, which scans this memory, finds each pool's real block pointed to at its start,
-    // whatever the allocator's alignment made of the pool's own start.
-    void* real_block;
-  };
-  char* base;           // the real allocation; blocks are carved from [base, base + pool_size)
+// A mark byte: kMarkLive | kMarkStarted (kMarkStarted tells a double free from an interior one). The
+// owner writes marks with plain byte stores; other threads only set remote bits (atomic OR), and, once
+// the pool is retired, clear marks with atomic read-modify-writes. A remote bit set means: the block
+// starting at that granule was freed by another thread while the pool was owned, not yet folded in.
+//
+// The owner's fast paths read none of the header (FreeOwn compares the pool with its current one), so
+// the header is touched by the slow paths and by frees from other threads.
+struct PoolHeader {
   // The thread whose implicit arena's current pool this is, else nullptr. Read by any thread (a free
   // compares it with its own cache), written by the owner.
   std::atomic<ThreadCache*> owner;
-  // `base` from the pool's creation to its release, else nullptr: what Domain::ForEachLiveBlock, which
-  // may read any slot of the metadata slab at any time, reads instead of the plain fields. Kept with
-  // bit 63 set (HideBase; WalkBase reads it): a leak detector below poolscope that scans this memory
-  // then sees no pointer in it, and looks each pool up once less.
-  std::atomic<char*> walk_base;
-  std::atomic<char*> used_end;            // end of the carved bytes, published at retire
-  int32_t live;         // live blocks, as the owner sees them (remote frees not yet folded in count)
-  PoolKind kind;        // kExplicit while an explicit arena holds it
-  std::atomic<int> state;                 // PoolState
-  std::atomic<int> in_flight;             // remote frees between reading `state` and marking
-  std::atomic<int32_t> remote_pending;    // remote bytes set, a hint for the owner
-  std::atomic<int32_t> live_shared;       // live blocks once retired (plus one while retiring)
+  // Live blocks: the owner's count while it owns the pool (stale while the pool is current: the
+  // owner's cache keeps it), shared once retired (plus one while retiring): the thread that brings it
+  // to zero owns the empty pool.
+  std::atomic<int32_t> live;
+  uint32_t slot;                 // the pool's entry in the domain's pool list
+  std::atomic<uint16_t> state;   // kRetiredBit | remote frees between their check of it and their bit
+  std::atomic<uint8_t> kind;     // PoolKind: kExplicit while an explicit arena holds it
+  uint8_t unused;
 
-  // The mark words, right after the header; the mark and remote byte of granule g.
+  static constexpr uint16_t kRetiredBit = 0x8000;
+  static constexpr uint16_t kInFlightMask = 0x7fff;
+
+  // The mark bytes, right after the header; the mark of granule g.
   std::atomic<uint8_t>* marks() const {
-    return reinterpret_cast<std::atomic<uint8_t>*>(const_cast<PoolHeader*>(this + 1));
+    return reinterpret_cast<std::atomic<uint8_t>*>(reinterpret_cast<char*>(const_cast<PoolHeader*>(this)) + 20);
   }
-  std::atomic<uint8_t>& mark(size_t g) const { return marks()[g * kGranule]; }
-  std::atomic<uint8_t>& remote(size_t g) const { return marks()[g * kGranule + 1]; }
+  std::atomic<uint8_t>& mark(size_t g) const { return marks()[g]; }
 };
+constexpr size_t kHeaderBytes = 20;  // the fields above; the struct's tail padding holds marks
+static_assert(offsetof(PoolHeader, unused) + 1 == kHeaderBytes, "marks start right after the header");
+static_assert(alignof(PoolHeader) == 8, "a header is 8-byte aligned");
 
-static_assert(sizeof(PoolHeader) == kLine, "a pool header is one line");
-
-// walk_base's stored form of `base`, and back: bit 63, which no user address has, set; nullptr stays.
-inline char* HideBase(char* base) {
-  return base == nullptr ? nullptr : reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(base) | (uintptr_t{1} << 63));
-}
-inline char* WalkBase(const PoolHeader& h) {
-  return reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(h.walk_base.load(std::memory_order_acquire)) &
-                                 ~(uintptr_t{1} << 63));
-}
 // A pool's granule count fits the 32-bit counts (kMaxPoolSize / kGranule blocks at most).
 static_assert(kMaxPoolSize / kGranule < (size_t{1} << 30), "live counts are 32-bit");
+static_assert((kMaxPoolSize / kLine) * 2 + 1 <= 0xffff, "a pool's line index fits its map entry");
 
 // What leak tracking keeps of a live pooled block (Config::block_info): its requested size and its
-// allocation stack's id. In a domain whose pools are smaller than 64 KiB (every size fits 16 bits)
-// they go in the six spare bytes of the block's mark word: the size in bytes 2-3, the id in bytes
-// 4-7, on the line the carve and the free touch anyway, so a tracked pool's slot is no larger than
-// an untracked one's. Larger pools have a BlockInfo word per granule after the mark words instead:
-// the size in the low 32 bits and the id in the high 32, as one word. The report reads them back by
-// walking every pool's marks (Domain::ForEachLiveBlock).
+// allocation stack's id, one 8-byte word per block slot of the pool's metadata: the size in the low 32
+// bits and the id in the high 32. The report reads them back by walking every pool's marks
+// (Domain::ForEachLiveBlock).
 struct BlockInfo {
   uint32_t size;
   uint32_t stack_id;
 };
-// A block's BlockInfo: its mark word (inline) or its BlockInfo word (wide).
+// A block's BlockInfo word.
 struct InfoRef {
   char* word;
-  bool wide;
 };
 POOLSCOPE_ALWAYS_INLINE void StoreBlockInfo(InfoRef slot, uint32_t size, uint32_t stack_id) {
-  if (POOLSCOPE_UNLIKELY(slot.wide)) {
-    reinterpret_cast<std::atomic<uint64_t>*>(slot.word)->store(uint64_t{stack_id} << 32 | size,
-                                                               std::memory_order_relaxed);
-    return;
-  }
-  reinterpret_cast<std::atomic<uint16_t>*>(slot.word + 2)->store(static_cast<uint16_t>(size),
-                                                                 std::memory_order_relaxed);
-  reinterpret_cast<std::atomic<uint32_t>*>(slot.word + 4)->store(stack_id, std::memory_order_relaxed);
+  reinterpret_cast<std::atomic<uint64_t>*>(slot.word)->store(uint64_t{stack_id} << 32 | size,
+                                                             std::memory_order_relaxed);
 }
 inline BlockInfo LoadBlockInfo(InfoRef slot) {
-  if (slot.wide) {
-    const uint64_t w = reinterpret_cast<const std::atomic<uint64_t>*>(slot.word)->load(std::memory_order_relaxed);
-    return BlockInfo{static_cast<uint32_t>(w), static_cast<uint32_t>(w >> 32)};
-  }
-  return BlockInfo{reinterpret_cast<const std::atomic<uint16_t>*>(slot.word + 2)->load(std::memory_order_relaxed),
-                   reinterpret_cast<const std::atomic<uint32_t>*>(slot.word + 4)->load(std::memory_order_relaxed)};
+  const uint64_t w = reinterpret_cast<const std::atomic<uint64_t>*>(slot.word)->load(std::memory_order_relaxed);
+  return BlockInfo{static_cast<uint32_t>(w), static_cast<uint32_t>(w >> 32)};
 }
 // For memory written in order: faults in with one call (madvise MADV_POPULATE_WRITE) the pages from
 // begin's, or from `done` when that is higher, to `ahead` bytes past end's last page, but not past
@@ -199,9 +167,6 @@ inline BlockInfo LoadBlockInfo(InfoRef slot) {
 // machines (where the kernel lacks the advice, before 5.14, pages fault in as they are touched).
 // Returns how far the pages are now faulted in: the caller's next `done`.
 uintptr_t PopulateAhead(uintptr_t done, uintptr_t begin, uintptr_t end, uintptr_t limit, size_t ahead);
-
-// Pools below this size keep BlockInfo in their mark words.
-constexpr size_t kWideInfoPoolSize = size_t{1} << 16;
 
 }  // namespace pool
 }  // namespace poolscope

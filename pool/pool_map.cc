@@ -18,31 +18,32 @@ PoolMap::Leaf* PoolMap::LeafFor(uintptr_t a, bool create) {
   return leaf;
 }
 
-bool PoolMap::Insert(const void* begin, size_t bytes, PoolHeader* h) {
+bool PoolMap::Insert(const void* begin, bool meta_after) {
   uintptr_t a = reinterpret_cast<uintptr_t>(begin);
-  uintptr_t end = a + bytes;
+  uintptr_t end = a + pool_bytes_;
   if ((end - 1) >> kAddressBits) return false;
   // Reserve every leaf first so that a failure leaves nothing half-marked.
   for (uintptr_t l = a >> kLeafShift; l <= (end - 1) >> kLeafShift; ++l) {
     if (LeafFor(l << kLeafShift, true) == nullptr) return false;
   }
-  for (uintptr_t line = a; line < end; line += uintptr_t{1} << kLineShift) {
+  uint32_t index = 1;
+  for (uintptr_t line = a; line < end; line += uintptr_t{1} << kLineShift, ++index) {
     Leaf* leaf = LeafFor(line, false);
     leaf->page[(line >> kPageShift) & (kPagesPerLeaf - 1)]
         .line[(line >> kLineShift) & (kLinesPerPage - 1)]
-        .store(h, std::memory_order_relaxed);
+        .store(static_cast<uint16_t>(index << 1 | (meta_after ? 1 : 0)), std::memory_order_relaxed);
   }
   return true;
 }
 
-void PoolMap::Erase(const void* begin, size_t bytes) {
+void PoolMap::Erase(const void* begin) {
   uintptr_t a = reinterpret_cast<uintptr_t>(begin);
-  for (uintptr_t line = a; line < a + bytes; line += uintptr_t{1} << kLineShift) {
+  for (uintptr_t line = a; line < a + pool_bytes_; line += uintptr_t{1} << kLineShift) {
     Leaf* leaf = LeafFor(line, false);
     if (leaf == nullptr) continue;
     leaf->page[(line >> kPageShift) & (kPagesPerLeaf - 1)]
         .line[(line >> kLineShift) & (kLinesPerPage - 1)]
-        .store(nullptr, std::memory_order_relaxed);
+        .store(0, std::memory_order_relaxed);
   }
 }
 

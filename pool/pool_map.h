@@ -5,13 +5,15 @@
 //
 // Pools are 64-byte aligned and a whole number of 64-byte lines long. The map is a two-level radix
 // tree over 47-bit user addresses: a root of 2^17 leaf pointers (one per GiB), each leaf 2^18 pages of
-// 64 line slots (one per 64-byte line of a 4 KiB page). A slot holds the header of the pool that owns
-// the line, or null. Leaves are reserved with mmap(MAP_NORESERVE) on first use, so only the map pages
-// that describe pool memory are ever backed (512 bytes of map per 4 KiB page that holds pools).
+// 64 line entries (one per 64-byte line of a 4 KiB page). An entry of a pool's line says which line
+// of its pool it is and on which side of the pool its metadata lies (pool_layout.h), from which Find
+// computes the metadata's address; 0 for a line of no pool. Leaves are reserved with
+// mmap(MAP_NORESERVE) on first use, so only the map pages that describe pool memory are ever backed
+// (128 bytes of map per 4 KiB page that holds pools).
 //
 // Thread-safety: Find() may run on any thread at any time, concurrently with Insert()/Erase() of other
 // pools. Insert() and Erase() of one pool must not race with each other (a pool is inserted once when it
-// is created and erased once when it is released). Slots are relaxed atomics: a pointer can only be
+// is created and erased once when it is released). Entries are relaxed atomics: a pointer can only be
 // found in a pool's lines while that pool is live, and the real allocator orders its own reuse.
 #ifndef POOLSCOPE_POOL_POOL_MAP_H_
 #define POOLSCOPE_POOL_POOL_MAP_H_
@@ -43,8 +45,9 @@ class PoolMap {
   static constexpr size_t kPagesPerLeaf = size_t{1} << (kLeafShift - kPageShift);
   static constexpr size_t kLinesPerPage = size_t{1} << (kPageShift - kLineShift);
 
+  // (line index in its pool + 1) << 1 | metadata after the pool; 0: no pool.
   struct Page {
-    std::atomic<PoolHeader*> line[kLinesPerPage];
+    std::atomic<uint16_t> line[kLinesPerPage];
   };
   struct Leaf {
     Page page[kPagesPerLeaf];
@@ -54,6 +57,14 @@ class PoolMap {
   // preload library, so the map needs no allocation to answer "not ours").
   constexpr PoolMap(std::atomic<Leaf*>* root, LeafSource* source) : root_(root), source_(source) {}
 
+  // Every pool's usable bytes (a multiple of 64, at most 2 MiB) and metadata bytes: what Find needs to
+  // compute a pool's metadata from its entry. Set before any pool is inserted (Domain's constructor;
+  // a copy of the map takes them with it).
+  void SetLayout(size_t pool_bytes, size_t meta_bytes) {
+    pool_bytes_ = pool_bytes;
+    meta_bytes_ = meta_bytes;
+  }
+
   // The header of the pool whose lines contain `p`, or nullptr. Fast path: inline, no lock.
   inline PoolHeader* Find(const void* p) const {
     uintptr_t a = reinterpret_cast<uintptr_t>(p);
@@ -61,20 +72,27 @@ class PoolMap {
     Leaf* leaf = root_[a >> kLeafShift].load(std::memory_order_acquire);
     if (leaf == nullptr) return nullptr;
     const Page& page = leaf->page[(a >> kPageShift) & (kPagesPerLeaf - 1)];
-    return page.line[(a >> kLineShift) & (kLinesPerPage - 1)].load(std::memory_order_relaxed);
+    const uintptr_t e = page.line[(a >> kLineShift) & (kLinesPerPage - 1)].load(std::memory_order_relaxed);
+    if (e == 0) return nullptr;
+    // The pool's base: this line, less the lines before it in the pool.
+    const uintptr_t base = (a & ~uintptr_t{63}) - (((e >> 1) - 1) << kLineShift);
+    return reinterpret_cast<PoolHeader*>((e & 1) != 0 ? base + pool_bytes_ : base - meta_bytes_);
   }
 
-  // Marks [begin, begin + bytes) (64-byte aligned, a multiple of 64) as owned by `h`.
-  // Returns false (and marks nothing) if a leaf could not be reserved.
-  bool Insert(const void* begin, size_t bytes, PoolHeader* h);
+  // Marks the lines of the pool at `begin` (64-byte aligned, pool_bytes long) as the pool's, with its
+  // metadata after the pool (`meta_after`) or before it. Returns false (and marks nothing) if a leaf
+  // could not be reserved.
+  bool Insert(const void* begin, bool meta_after);
   // Clears what Insert() marked.
-  void Erase(const void* begin, size_t bytes);
+  void Erase(const void* begin);
 
  private:
   Leaf* LeafFor(uintptr_t a, bool create);
 
   std::atomic<Leaf*>* root_;
   LeafSource* source_;
+  size_t pool_bytes_ = 0;
+  size_t meta_bytes_ = 0;
 };
 
 }  // namespace pool

@@ -119,37 +119,45 @@ TEST(PoolTest, CacheFullReleases) {
   EXPECT_EQ(tc.stats().pools_released, 3u);
 }
 
-// A released pool's metadata slot keeps no pointer into it (a detector below that scans the slab
-// must not find one at memory the allocator hands out again); a live pool's slot points only into
-// its own pool, with its start among its words.
-TEST(PoolTest, TheMetadataPointsIntoLivePoolsAlone) {
+// A released pool's entry in the pool list keeps no pointer into it (a detector below that scans the
+// list must not find one at memory the allocator hands out again); a live pool's entry points at the
+// start of its real block, and nowhere else.
+TEST(PoolTest, ThePoolListPointsAtLivePoolsAlone) {
   TestDomain t(Cfg(64, 1));
   ThreadCache tc(&t.domain);
   std::vector<void*> blocks;
   for (int i = 0; i < 4 * 4; ++i) blocks.push_back(tc.Carve(16));  // fills 4 pools
   void* live = tc.Carve(16);                                        // a fifth pool becomes current
+  std::map<uintptr_t, uintptr_t> real_of;  // base -> real block, of every pool made
+  t.domain.ForEachPool([&](char* base, bool, void* real) {
+    real_of[reinterpret_cast<uintptr_t>(base)] = reinterpret_cast<uintptr_t>(real);
+  });
+  ASSERT_EQ(real_of.size(), 5u);
   for (int i = 0; i < 16; ++i) tc.Free(t.domain.Find(blocks[i]), blocks[i]);
   ASSERT_EQ(tc.stats().pools_released, 3u);
   std::vector<uintptr_t> existing, released;
-  t.domain.ForEachPool([&](char* base, bool) { existing.push_back(reinterpret_cast<uintptr_t>(base)); });
+  t.domain.ForEachPool([&](char* base, bool, void*) { existing.push_back(reinterpret_cast<uintptr_t>(base)); });
   for (int i = 0; i < 16; i += 4) {
     const uintptr_t base = reinterpret_cast<uintptr_t>(blocks[i]);
-    if (std::find(existing.begin(), existing.end(), base) == existing.end()) released.push_back(base);
+    if (std::find(existing.begin(), existing.end(), base) == existing.end()) released.push_back(real_of[base]);
   }
   ASSERT_EQ(released.size(), 3u);
-  const uintptr_t live_base = reinterpret_cast<uintptr_t>(live);
+  const uintptr_t live_real = real_of[reinterpret_cast<uintptr_t>(live)];
+  ASSERT_NE(live_real, 0u);
   int chunks = 0, at_live_start = 0;
   t.domain.ForEachMetaChunk([&](uintptr_t b, uintptr_t e) {
     ++chunks;
-    // Only what has been carved of the chunk is touched; the rest of the reservation reads as zeros.
+    // Only what has been taken of the chunk is touched; the rest of the reservation reads as zeros.
     for (const uint64_t* w = reinterpret_cast<const uint64_t*>(b); reinterpret_cast<uintptr_t>(w) < e; ++w) {
       if (*w == 0) continue;
-      for (uintptr_t r : released) EXPECT_FALSE(*w >= r && *w < r + 64) << std::hex << *w << " points into a released pool";
-      if (*w == live_base) ++at_live_start;
+      for (uintptr_t r : released) {
+        EXPECT_FALSE(*w >= r && *w < r + t.domain.real_bytes()) << std::hex << *w << " points into a released pool";
+      }
+      if (*w == live_real) ++at_live_start;
     }
   });
   EXPECT_EQ(chunks, 1);
-  EXPECT_GE(at_live_start, 1);
+  EXPECT_EQ(at_live_start, 1);
   tc.Free(t.domain.Find(live), live);
 }
 
@@ -310,7 +318,7 @@ TEST(PoolTest, CarveOffsetKeepsMallocAlignment) {
   ThreadCache tc(&t.domain);
   char* p = static_cast<char*>(tc.Carve(5));
   EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 16, 0u);
-  EXPECT_EQ(p - t.domain.Find(p)->base, 16);
+  EXPECT_EQ(p - t.domain.BaseOf(t.domain.Find(p)), 16);
   EXPECT_EQ(tc.Free(t.domain.Find(p), p), Domain::FreeResult::kFreed);
   EXPECT_EQ(tc.stats().resets_in_place, 1u);  // the LIFO free of the first block is a reset
   // ... which keeps the block's mark, as without an offset: freed again, it is a double free.
@@ -365,7 +373,7 @@ TEST(PoolTest, Align8LifoFreesZeroWithinThePool) {
     EXPECT_EQ(tc.Free(t.domain.Find(blocks[i]), blocks[i]), Domain::FreeResult::kFreed) << i;
   }
   EXPECT_EQ(tc.stats().resets_in_place, 1u);
-  EXPECT_TRUE(AllZero(t.domain.Find(blocks[0])->base, 64));
+  EXPECT_TRUE(AllZero(t.domain.BaseOf(t.domain.Find(blocks[0])), 64));
   // LIFO pairs of 8 and 24 bytes (a 24-byte block starts 16-aligned) in the middle of the pool: the
   // carve point moves back over each, zeroed, and the block before stays.
   char* a = static_cast<char*>(tc.Carve(8));
@@ -406,49 +414,99 @@ TEST(PoolTest, LargePoolBlocksFoundAcrossPages) {
   EXPECT_TRUE(AllZero(blocks[0], 250 * 4000));
 }
 
-// What a pool costs in poolscope's own memory, measured as resident pages of the metadata chunks the
-// backend reserved: one header line and one mark word per granule (128 bytes for a 64-byte pool),
-// with block information for tracking or without (it goes in the mark words).
-TEST(PoolTest, ResidentMetadataIsAHeaderLineAndAMarkWordPerGranule) {
-  constexpr size_t kPools = 3000;
-  constexpr size_t kChunk = size_t{1} << 20;  // a metadata chunk (map leaves are 128 MiB)
-  auto resident_per_pool = [&](const Config& config) {
-    TestDomain t(config);
-    ThreadCache tc(&t.domain);
-    std::vector<void*> blocks;
+// A backend whose pools lie next to each other, as a heap made of pools has them: blocks of the
+// requested size, each after an 8-byte chunk header and rounded up to 16 bytes (glibc's malloc).
+class DenseBackend : public FakeBackend {
+ public:
+  DenseBackend() {
+    heap_ = static_cast<char*>(mmap(nullptr, kHeap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                                    -1, 0));
+    next_ = heap_ + 16;
+  }
+  ~DenseBackend() override { munmap(heap_, kHeap); }
+  size_t used() const { return static_cast<size_t>(next_ - heap_); }
+  void* AllocPool(size_t bytes) override {
+    const size_t chunk = (bytes + 8 + 15) & ~size_t{15};
+    if (next_ + chunk > heap_ + kHeap) return nullptr;
+    char* p = next_;
+    next_ += chunk;
+    ++pool_allocs;
+    return p;
+  }
+  void FreePool(void*) override { ++pool_frees; }
+
+ private:
+  static constexpr size_t kHeap = size_t{256} << 20;
+  char* heap_;
+  char* next_;
+};
+
+// What a pool costs in poolscope's own memory, measured as resident pages of what the domain reserved
+// (pool-list chunks and map leaves), with pools packed as a heap of pools packs them: its entry in
+// the pool list (8 bytes) and its share of the map's page (128 bytes for the 32 pools of 128 bytes a
+// page holds), with tracking or without; its metadata lies in its real block. At most 16 bytes.
+TEST(PoolTest, OwnResidentMemoryIsAListEntryAndMapLines) {
+  constexpr size_t kPools = 100000;
+  auto own_per_pool = [&](const Config& config) {
+    auto root = std::make_unique<std::atomic<PoolMap::Leaf*>[]>(PoolMap::kRootSize);
+    DenseBackend backend;
+    Domain domain(config, &backend, root.get());
+    ThreadCache tc(&domain);
     // Each 64-byte block fills its pool: kPools pools, each retired holding its block.
+    std::vector<void*> blocks;
     for (size_t i = 0; i < kPools; ++i) blocks.push_back(tc.Carve(64));
-    EXPECT_EQ(t.backend.pool_allocs.load(), static_cast<long>(kPools));
-    const size_t resident = t.backend.ResidentReserved(kChunk);
-    for (void* b : blocks) EXPECT_EQ(tc.Free(t.domain.Find(b), b), Domain::FreeResult::kFreed);
+    EXPECT_EQ(backend.pool_allocs.load(), static_cast<long>(kPools));
+    const size_t list = backend.ResidentReserved(Domain::kListChunkBytes);
+    const size_t map = backend.ResidentReserved(sizeof(PoolMap::Leaf));
+    // The list: 8 bytes a pool, and pages faulted in ahead by at most Domain::kListPopulate.
+    EXPECT_GE(list, kPools * 8);
+    EXPECT_LE(list, kPools * 8 + Domain::kListPopulate + 4096);
+    // The map: 2 bytes a 64-byte line of the pools' memory (and at most a page more at each end).
+    EXPECT_LE(map, backend.used() / 32 + 2 * 4096);
+    for (void* b : blocks) EXPECT_EQ(tc.Free(domain.Find(b), b), Domain::FreeResult::kFreed);
     tc.Shutdown();
-    return static_cast<double>(resident) / kPools;
+    return static_cast<double>(list + map) / kPools;
   };
-  const double plain = resident_per_pool(Cfg());
-  const double tracked = resident_per_pool(TrackedCfg());
-  // (Pages are whole, and faulted in ahead of the slots by at most Domain::kMetaPopulate.)
-  const double ahead = (Domain::kMetaPopulate + 4096.0) / kPools;
-  EXPECT_GE(plain, 128.0);
-  EXPECT_LE(plain, 128.0 + ahead);
-  EXPECT_GE(tracked, 128.0);
-  EXPECT_LE(tracked, 128.0 + ahead);
+  EXPECT_LE(own_per_pool(Cfg()), 16.0);
+  EXPECT_LE(own_per_pool(TrackedCfg()), 16.0 + 8.0);  // (the tracked pool's real block is larger: more map)
 }
 
-// A free's mark and its remote byte share a line; the header is one line of its own.
-TEST(PoolTest, AGranulesMarkAndRemoteByteShareALine) {
-  TestDomain t(Cfg(256));
-  ThreadCache tc(&t.domain);
-  void* p = tc.Carve(8);
-  PoolHeader* h = t.domain.Find(p);
-  ASSERT_NE(h, nullptr);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(h) % kLine, 0u);
-  for (size_t g = 0; g < 256 / kGranule; ++g) {
-    const uintptr_t mark = reinterpret_cast<uintptr_t>(&h->mark(g));
-    const uintptr_t remote = reinterpret_cast<uintptr_t>(&h->remote(g));
-    EXPECT_EQ(mark / kLine, remote / kLine) << "granule " << g;
-    EXPECT_GE(mark, reinterpret_cast<uintptr_t>(h) + kLine) << "granule " << g << ": inside the header";
+// The default pool's metadata lies on one line beside the pool, on whichever side the allocator's
+// alignment left room (both sides occur): a free touches the block's line and at most one more.
+// Pools of 128 and 256 bytes likewise; and no pool writes past its real block (the backend's tails).
+TEST(PoolTest, AFreeTouchesTheBlocksLineAndOneMetadataLine) {
+  for (size_t pool_size : {64, 128, 256}) {
+    for (bool tracked : {false, true}) {
+      TestDomain t(tracked ? TrackedCfg(pool_size) : Cfg(pool_size));
+      if (pool_size == 64) EXPECT_EQ(t.domain.real_bytes(), tracked ? 176u : 112u);
+      ThreadCache tc(&t.domain);
+      int before = 0, after = 0;
+      std::vector<void*> blocks;
+      for (int i = 0; i < 16; ++i) {
+        void* p = tc.Carve(pool_size);  // a pool each
+        ASSERT_NE(p, nullptr);
+        blocks.push_back(p);
+        PoolHeader* h = t.domain.Find(p);
+        ASSERT_NE(h, nullptr);
+        EXPECT_EQ(t.domain.BaseOf(h), p);
+        const uintptr_t meta = reinterpret_cast<uintptr_t>(h);
+        (meta < reinterpret_cast<uintptr_t>(p) ? before : after) += 1;
+        if (tracked) continue;  // (BlockInfo words lie further on)
+        EXPECT_EQ(meta / kLine, (meta + t.domain.meta_bytes() - 1) / kLine) << pool_size;
+        for (size_t g = 0; g < pool_size / kGranule; ++g) {
+          EXPECT_EQ(reinterpret_cast<uintptr_t>(&h->mark(g)) / kLine, meta / kLine);
+          EXPECT_EQ(reinterpret_cast<uintptr_t>(&t.domain.RemoteByte(h, g)) / kLine, meta / kLine);
+        }
+      }
+      if (pool_size == 64 && !tracked) {  // (the tracked pool's 64 bytes of metadata always go after it)
+        EXPECT_GT(before, 0);
+        EXPECT_GT(after, 0);
+      }
+      for (void* b : blocks) EXPECT_EQ(tc.Free(t.domain.Find(b), b), Domain::FreeResult::kFreed);
+      EXPECT_EQ(t.backend.CheckTails(), 0);
+      tc.Shutdown();
+    }
   }
-  EXPECT_EQ(tc.Free(h, p), Domain::FreeResult::kFreed);
 }
 
 TEST(PoolTest, BackendFailureReturnsNull) {
@@ -617,10 +675,11 @@ TEST(ArenaTest, InlineCarveTakesACachedPoolOnlyForARequestThatFits) {
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(tc.cached(), 0);
   EXPECT_EQ(tc.stats().pools_reused, 1u);
-  EXPECT_EQ(p, a->pool->base);
+  EXPECT_EQ(p, a->pool_base);
+  EXPECT_EQ(a->pool_base, t.domain.BaseOf(a->pool));
   void* q = tc.ArenaTryCarve(a, 4, 0);  // 0: 16-aligned
   ASSERT_NE(q, nullptr);
-  EXPECT_EQ(static_cast<char*>(q), a->pool->base + 16);
+  EXPECT_EQ(static_cast<char*>(q), a->pool_base + 16);
   EXPECT_EQ(tc.stats().hits, 3u);
   EXPECT_EQ(a->pooled_blocks, 2u);
   tc.ArenaClosePool(a);
@@ -642,11 +701,11 @@ TEST(ArenaTest, InlineCloseZeroesTheLineAndKeepsAnEmptyStruct) {
   char* p[3] = {static_cast<char*>(tc.ArenaCarve(a, 4, 4, &reason)),
                 static_cast<char*>(tc.ArenaTryCarve(a, 20, 1)), static_cast<char*>(tc.ArenaTryCarve(a, 30, 2))};
   for (char* q : p) ASSERT_NE(q, nullptr);
-  EXPECT_EQ(a->cur, a->pool->base + 64);  // 8 + 24 + 32: the whole line
+  EXPECT_EQ(a->cur, a->pool_base + 64);  // 8 + 24 + 32: the whole line
   memset(p[0], 0x5A, 8);
   memset(p[1], 0x5A, 24);
   memset(p[2], 0x5A, 32);
-  char* base = a->pool->base;
+  char* base = a->pool_base;
   ASSERT_TRUE(tc.TryCloseArena(a));
   EXPECT_TRUE(AllZero(base, 64));
   // The struct keeps its pool, empty, for the next open; the pool counts as cached.
@@ -657,7 +716,7 @@ TEST(ArenaTest, InlineCloseZeroesTheLineAndKeepsAnEmptyStruct) {
   EXPECT_EQ(tc.cached(), 1);
   EXPECT_EQ(tc.free_arenas(), 1);
   EXPECT_EQ(tc.stats().pooled_frees, 3u);
-  EXPECT_EQ(t.domain.Find(base)->kind, kExplicit);
+  EXPECT_EQ(t.domain.Find(base)->kind.load(), kExplicit);
   EXPECT_EQ(tc.NewArena(), a);
   EXPECT_EQ(tc.free_arenas(), 0);
   EXPECT_EQ(tc.cached(), 0);
@@ -830,28 +889,10 @@ std::map<void*, BlockInfo> LiveBlocks(const Domain& d) {
   return out;
 }
 
-// In a mark word (pools below 64 KiB): every size such a pool can hold and every id, and the mark
-// and remote bytes stay as they were.
-TEST(BlockInfoTest, InlineSizesUpToTheLargestInlinePoolAndEveryStackIdRoundTrip) {
-  alignas(8) std::atomic<uint8_t> word[8] = {};
-  word[0].store(kMarkBlock);
-  word[1].store(1);
-  const InfoRef slot{reinterpret_cast<char*>(word), false};
-  for (uint32_t size : {0u, 1u, 255u, 256u, static_cast<uint32_t>(kWideInfoPoolSize - 1)}) {
-    for (uint32_t id : {0u, 2u, 0x12345678u, ~0u}) {
-      StoreBlockInfo(slot, size, id);
-      EXPECT_EQ(LoadBlockInfo(slot).size, size);
-      EXPECT_EQ(LoadBlockInfo(slot).stack_id, id);
-      EXPECT_EQ(word[0].load(), kMarkBlock) << "the mark byte was overwritten";
-      EXPECT_EQ(word[1].load(), 1) << "the remote byte was overwritten";
-    }
-  }
-}
-
-// In a BlockInfo word (pools of 64 KiB or more): sizes up to the largest pool.
-TEST(BlockInfoTest, WideSizesUpToTheLargestPoolAndEveryStackIdRoundTrip) {
+// A BlockInfo word: sizes up to the largest pool and every id, and the words beside it stay.
+TEST(BlockInfoTest, SizesUpToTheLargestPoolAndEveryStackIdRoundTrip) {
   std::atomic<uint64_t> words[3] = {};
-  const InfoRef slot{reinterpret_cast<char*>(&words[1]), true};
+  const InfoRef slot{reinterpret_cast<char*>(&words[1])};
   for (uint32_t size : {0u, 1u, 65535u, 65536u, 1u << 20}) {
     for (uint32_t id : {0u, 2u, 0x12345678u, ~0u}) {
       StoreBlockInfo(slot, size, id);
@@ -863,13 +904,11 @@ TEST(BlockInfoTest, WideSizesUpToTheLargestPoolAndEveryStackIdRoundTrip) {
   }
 }
 
-// The domain picks the form by pool size: a block that fills a 64 KiB pool keeps its whole size
-// (65,536 does not fit a mark word's 16 bits), and one that fills the largest inline pool keeps its
-// size beside its mark.
-TEST(BlockInfoTest, LargePoolsKeepWholeSizes) {
-  for (size_t pool_size : {kWideInfoPoolSize - 64, kWideInfoPoolSize}) {
+// A block that fills its pool keeps its whole size, whatever the pool's size, and blocks on every
+// slot keep their own words (a word per 16 bytes, or per 8 with malloc_align=8).
+TEST(BlockInfoTest, EverySlotKeepsItsOwnWord) {
+  for (size_t pool_size : {size_t{64}, size_t{1} << 16, kMaxPoolSize}) {
     TestDomain t(TrackedCfg(pool_size));
-    EXPECT_EQ(t.domain.wide_info(), pool_size >= kWideInfoPoolSize);
     ThreadCache tc(&t.domain);
     const uint32_t n = static_cast<uint32_t>(pool_size);
     void* b = tc.Carve(n);
@@ -878,8 +917,29 @@ TEST(BlockInfoTest, LargePoolsKeepWholeSizes) {
     auto got = LiveBlocks(t.domain);
     ASSERT_EQ(got.size(), 1u) << pool_size;
     EXPECT_EQ(got[b].size, n) << pool_size;
-    EXPECT_EQ(got[b].stack_id, 4u);
+    EXPECT_EQ(got[b].stack_id, 4u) << pool_size;
     EXPECT_EQ(tc.Free(t.domain.Find(b), b), Domain::FreeResult::kFreed);
+    tc.Shutdown();
+  }
+  for (bool align8 : {false, true}) {
+    Config c = TrackedCfg(64);
+    c.align8 = align8;
+    TestDomain t(c);
+    ThreadCache tc(&t.domain);
+    std::vector<void*> blocks;
+    for (uint32_t i = 0; i < (align8 ? 8u : 4u); ++i) {
+      void* b = tc.Carve(8);
+      ASSERT_NE(b, nullptr);
+      NoteCarved(tc, b, 5 + i, 100 + i);
+      blocks.push_back(b);
+    }
+    auto got = LiveBlocks(t.domain);
+    ASSERT_EQ(got.size(), blocks.size()) << align8;
+    for (uint32_t i = 0; i < blocks.size(); ++i) {
+      EXPECT_EQ(got[blocks[i]].size, 5 + i) << align8;
+      EXPECT_EQ(got[blocks[i]].stack_id, 100 + i) << align8;
+    }
+    for (void* b : blocks) EXPECT_EQ(tc.Free(t.domain.Find(b), b), Domain::FreeResult::kFreed);
     tc.Shutdown();
   }
 }
@@ -969,12 +1029,12 @@ TEST(BlockInfoTest, InfoSlotStaysTheBlocksWhenThePoolChanges) {
   EXPECT_EQ(got.size(), 4u);
 }
 
-// Pools by the thousand: the metadata slab grows by chunks, the walk finds every pool's block, and
-// released pools' slots are reused without their old blocks coming back.
+// Pools by the thousand: the pool list grows by chunks, the walk finds every pool's block, and
+// released pools' entries are reused without their old blocks coming back.
 TEST(BlockInfoTest, TheWalkCoversEveryChunkAndReusedSlots) {
   TestDomain t(TrackedCfg(64, 0));
   ThreadCache tc(&t.domain);
-  constexpr int kBlocks = 12000;  // 48-byte blocks: one a pool, about three chunks of slots
+  constexpr int kBlocks = 20000;  // 48-byte blocks: one a pool, three chunks of the pool list
   std::vector<void*> blocks;
   for (int i = 0; i < kBlocks; ++i) {
     void* p = tc.Carve(48);
@@ -1016,7 +1076,7 @@ TEST(BlockInfoTest, TheWalkCoversEveryChunkAndReusedSlots) {
 TEST(BlockInfoTest, TheWalkListsPoolsInTheOrderTheyWereMade) {
   TestDomain t(TrackedCfg(64, 0));
   ThreadCache tc(&t.domain);
-  constexpr int kBlocks = 12000;  // one pool each, about three chunks of metadata slots
+  constexpr int kBlocks = 20000;  // one pool each, three chunks of the pool list
   std::vector<void*> made;
   for (int i = 0; i < kBlocks; ++i) {
     void* p = tc.Carve(48);
@@ -1121,7 +1181,7 @@ TEST(PoolForkTest, AThreadStoppedMidMoveLeavesItsPoolsAlone) {
   EXPECT_EQ(t.backend.pool_frees, released) << "a pool of the stopped thread went back to the allocator";
 }
 
-// fork() child: a remote free stopped between its in_flight updates on the surviving thread's pool
+// fork() child: a remote free stopped between its two updates of `state` on the surviving thread's pool
 // never finishes; without ResetAtFork, the first retire of that pool waits for it forever (the test
 // then hangs until Bazel's timeout).
 TEST(PoolForkTest, ARemoteFreeStoppedMidwayDoesNotHoldTheSurvivorsPool) {
@@ -1130,9 +1190,9 @@ TEST(PoolForkTest, ARemoteFreeStoppedMidwayDoesNotHoldTheSurvivorsPool) {
   void* a = self.Carve(16);
   ASSERT_NE(a, nullptr);
   PoolHeader* p = t.domain.Find(a);
-  p->in_flight.fetch_add(1);  // the stopped thread's half of the handshake
+  p->state.fetch_add(1);  // the stopped thread's half of the handshake
   self.ResetAtFork();
-  EXPECT_EQ(p->in_flight.load(), 0);
+  EXPECT_EQ(p->state.load() & PoolHeader::kInFlightMask, 0);
   // Fill the pool past its end: it retires (holding `a`) and a fresh one is made.
   for (int i = 0; i < 8; ++i) ASSERT_NE(self.Carve(16), nullptr);
   EXPECT_NE(self.current(), p);

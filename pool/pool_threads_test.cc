@@ -208,19 +208,20 @@ TEST(PoolThreadsTest, OwnerFreeOfLastBlockAfterRemoteFreeFoldedInIsADoubleFree) 
   other.Shutdown();
 }
 
-// A remote free sets its block's byte, then still writes the pool's header (remote_pending, in_flight).
-// If the owner drains (thread exit) between the two, folds the byte in and finds the pool empty, it
-// must not release the header under that free. The test holds a free in that window by hand.
+// A remote free sets its block's remote bit, then still writes the pool's header (its one in `state`).
+// If the owner drains (thread exit) between the two, folds the bit in and finds the pool empty, it
+// must not release the pool (and its header) under that free. The test holds a free in that window by
+// hand.
 TEST(PoolThreadsTest, DrainWaitsForARemoteFreeStillInFlight) {
   TestDomain t(Config{true, 64, 4, false});
   ThreadCache owner(&t.domain);
   char* p = static_cast<char*>(owner.Carve(16));  // the pool's only block
   PoolHeader* h = t.domain.Find(p);
   ASSERT_NE(h, nullptr);
-  // What FreeSlow has done for a remote free of p when it stops after setting the byte.
-  h->in_flight.fetch_add(1, std::memory_order_seq_cst);
-  h->remote(static_cast<size_t>(p - h->base) / kGranule).store(1, std::memory_order_release);
-  h->remote_pending.fetch_add(1, std::memory_order_relaxed);
+  // What FreeSlow has done for a remote free of p when it stops after setting the bit.
+  h->state.fetch_add(1, std::memory_order_seq_cst);
+  const size_t g = static_cast<size_t>(p - t.domain.BaseOf(h)) / kGranule;
+  t.domain.RemoteByte(h, g).fetch_or(Domain::RemoteBit(g), std::memory_order_release);
   std::atomic<bool> drained{false};
   std::thread drainer([&] {
     owner.Drain();
@@ -229,15 +230,15 @@ TEST(PoolThreadsTest, DrainWaitsForARemoteFreeStillInFlight) {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_FALSE(drained.load(std::memory_order_acquire));
   EXPECT_EQ(t.backend.pool_frees.load(), 0);
-  h->in_flight.fetch_sub(1, std::memory_order_release);  // the free leaves
+  h->state.fetch_sub(1, std::memory_order_release);  // the free leaves
   drainer.join();
   EXPECT_EQ(t.backend.pool_frees.load(), 1);
   EXPECT_EQ(owner.current(), nullptr);
   owner.Shutdown();
 }
 
-// Pools of 128 bytes keep their remote bytes in the header's shared line, pools of 512 on lines of
-// their own: both layouts under the same churn.
+// Pools of 128 bytes (their metadata on one line) and of 512 (metadata over two): both layouts under
+// the same churn.
 void ManyThreadsChurn(size_t pool_size) {
   TestDomain t(Config{true, pool_size, 2, false});
   constexpr int kThreads = 8;

@@ -36,6 +36,7 @@ struct Arena {
   uint64_t pooled_blocks;
   Arena* next_free;  // in its thread's list of closed arenas, for reuse
   PoolHeader* pool;
+  char* pool_base;  // the pool's base, while it has one
   RegularBlock* regular;
   uint64_t regular_blocks;
   void* track;  // the layer above's leak-tracking record for this arena, or nullptr
@@ -245,7 +246,7 @@ class ThreadCache {
       PoolHeader* h = cache_[--ncached_];
       ++stats_.pools_reused;
       AttachPool(arena, h);
-      p = reinterpret_cast<uintptr_t>(h->base);  // 64-aligned, and rounded <= pool_size_: it fits
+      p = reinterpret_cast<uintptr_t>(arena->cur);  // 64-aligned, and rounded <= pool_size_: it fits
     }
     arena->cur = reinterpret_cast<char*>(p + rounded);
     ++arena->pooled_blocks;
@@ -261,11 +262,11 @@ class ThreadCache {
     // An explicit pool's marks, live counts and retire state were never touched (its blocks are not
     // freed one by one: FreeSlow turns them away before looking at anything else), so zeroing the
     // carved bytes and giving it back its implicit identity is the whole reset.
-    const size_t used = static_cast<size_t>(arena->cur - h->base);
+    const size_t used = static_cast<size_t>(arena->cur - arena->pool_base);
     if (POOLSCOPE_LIKELY(used <= kLine)) {
-      ZeroLine(h->base);
+      ZeroLine(arena->pool_base);
     } else {
-      memset(h->base, 0, used);
+      memset(arena->pool_base, 0, used);
     }
     DetachPool(arena, h);
     Adopt(h);
@@ -282,7 +283,7 @@ class ThreadCache {
     if (POOLSCOPE_UNLIKELY(nfree_arenas_ >= max_free_arenas_)) return false;
     if (PoolHeader* h = arena->pool) {
       // (Pools kept on the list count against the cache's limit: pools=0 keeps none.)
-      if (POOLSCOPE_UNLIKELY(arena->cur - h->base > static_cast<ptrdiff_t>(kLine) ||
+      if (POOLSCOPE_UNLIKELY(arena->cur - arena->pool_base > static_cast<ptrdiff_t>(kLine) ||
                              ncached_ + kept_pools_ >= max_cached_)) {
         return false;
       }
@@ -298,7 +299,7 @@ class ThreadCache {
   POOLSCOPE_ALWAYS_INLINE bool TryCloseArenaInSlot(Arena* arena) {
     if (POOLSCOPE_UNLIKELY(last_arena_ != nullptr)) return false;
     if (PoolHeader* h = arena->pool) {
-      if (POOLSCOPE_UNLIKELY(arena->cur - h->base > static_cast<ptrdiff_t>(kLine))) return false;
+      if (POOLSCOPE_UNLIKELY(arena->cur - arena->pool_base > static_cast<ptrdiff_t>(kLine))) return false;
       EmptyKeptArena(arena, h);
     }
     last_arena_ = arena;
@@ -396,7 +397,8 @@ class ThreadCache {
   // Config::block_info only.
   POOLSCOPE_ALWAYS_INLINE InfoRef InfoSlot(const void* p) const {
     assert(domain_->config().block_info);
-    return InfoRef{reinterpret_cast<char*>(info_at_ + reinterpret_cast<uintptr_t>(p)), domain_->wide_info()};
+    // A word per 16 bytes of pool (8 with malloc_align=8): the address halved (or not), biased.
+    return InfoRef{reinterpret_cast<char*>(info_at_ + (reinterpret_cast<uintptr_t>(p) >> (align8_ ? 0 : 1)))};
   }
 
   // The next free of the block carved last takes the general path (a caller that must see every free).
@@ -439,7 +441,7 @@ class ThreadCache {
   POOLSCOPE_ALWAYS_INLINE bool IsOwnLive(const PoolHeader* h, uintptr_t a) const {
     return h == pool_ && (a & 7) == 0 &&
            MarkAt(a).load(std::memory_order_relaxed) == kMarkBlock &&
-           RemoteAt(a).load(std::memory_order_relaxed) == 0;
+           (RemoteAt(a).load(std::memory_order_relaxed) & (1u << ((a >> 3) & 7))) == 0;
   }
   // FreeOwn's free, once IsOwnLive said yes.
   POOLSCOPE_ALWAYS_INLINE void FreeOwnLive(uintptr_t a) {
@@ -453,32 +455,35 @@ class ThreadCache {
     reinterpret_cast<uint64_t*>(a)[1] = 0;
   }
 
-  // The mark byte and the remote byte of the current pool's granule at address a.
+  // The mark byte of the current pool's granule at address a, and the byte of its remote bit.
   std::atomic<uint8_t>& MarkAt(uintptr_t a) const {
-    return *reinterpret_cast<std::atomic<uint8_t>*>(marks_at_ + a);
+    return *reinterpret_cast<std::atomic<uint8_t>*>(marks_at_ + (a >> 3));
   }
   std::atomic<uint8_t>& RemoteAt(uintptr_t a) const {
-    return *reinterpret_cast<std::atomic<uint8_t>*>(marks_at_ + a + 1);
+    return *reinterpret_cast<std::atomic<uint8_t>*>(remote_at_ + (a >> 6));
   }
 
   // The current pool's live count goes to its header before a slow path works on the header, and
   // comes back after.
   void SyncOut() {
-    if (pool_ != nullptr) pool_->live = static_cast<int32_t>(live_);
+    if (pool_ != nullptr) pool_->live.store(static_cast<int32_t>(live_), std::memory_order_relaxed);
   }
   void SetCurrent(PoolHeader* h);
   // Makes `h` (empty, zeroed) the pool of explicit arena `arena`.
   void AttachPool(Arena* arena, PoolHeader* h) {
-    h->kind = kExplicit;
+    h->kind.store(kExplicit, std::memory_order_relaxed);
+    char* const base = domain_->BaseOf(h);
     arena->pool = h;
-    arena->cur = h->base;
-    arena->end = h->base + pool_size_;
+    arena->pool_base = base;
+    arena->cur = base;
+    arena->end = base + pool_size_;
   }
   // Undoes AttachPool: `h`, the arena's pool (zeroed by the caller), is an implicit pool again, held by
   // no arena; the caller caches or releases it.
   POOLSCOPE_ALWAYS_INLINE static void DetachPool(Arena* arena, PoolHeader* h) {
-    h->kind = kImplicit;
+    h->kind.store(kImplicit, std::memory_order_relaxed);
     arena->pool = nullptr;
+    arena->pool_base = nullptr;
     arena->cur = arena->end = nullptr;
   }
 
@@ -504,8 +509,8 @@ class ThreadCache {
   }
   // Empties a closed arena whose carved bytes lie in its pool's first line, keeping the pool: counts
   // its blocks' frees and zeroes the line.
-  POOLSCOPE_ALWAYS_INLINE void EmptyKeptArena(Arena* arena, PoolHeader* h) {
-    char* const base = h->base;  // (read once: the stores below could alias the header)
+  POOLSCOPE_ALWAYS_INLINE void EmptyKeptArena(Arena* arena, PoolHeader*) {
+    char* const base = arena->pool_base;
     stats_.pooled_frees += arena->pooled_blocks;
     ZeroLine(base);
     arena->cur = base;
@@ -540,12 +545,13 @@ class ThreadCache {
   // referenced; that free then takes EmptiedInPlace, which counts the same reset.
   uintptr_t fresh_ = kNoBlock;
   uintptr_t base_ = 0;  // the current pool's base, copied here so that the slow paths skip the header
-  // The current pool's mark words and BlockInfo words (its mark words again when they hold the
-  // BlockInfo), biased by the pool's base: the mark word of the granule at address a is at
-  // marks_at_ + a (its remote byte one further), its BlockInfo at info_at_ + a (base_ is 64-aligned),
-  // so that the fast paths index them with the address and no subtraction. Integers, not pointers:
-  // they point below the words.
+  // The current pool's mark bytes, remote bits and BlockInfo words, biased by the pool's base (which is
+  // 64-aligned): the mark of the granule at address a is at marks_at_ + (a >> 3), the byte of its remote
+  // bit at remote_at_ + (a >> 6), its BlockInfo at info_at_ + (a >> 1) (or + a, malloc_align=8), so
+  // that the fast paths index them with the address and no subtraction. Integers, not pointers: they
+  // point below the metadata.
   uintptr_t marks_at_ = 0;
+  uintptr_t remote_at_ = 0;
   uintptr_t info_at_ = 0;
   // The start of the block carved last, while it is live; else kNoBlock. Written by this thread
   // (plain stores), and cleared by another thread that frees that block (a compare-and-swap in

@@ -1,6 +1,6 @@
 #!/bin/bash
-# Under an address-space limit (ulimit -v 98304: 96 MiB) poolscope cannot reserve its pool map (a
-# leaf is 128 MiB of address space), so it must give up pooling once and say so: the program
+# Under an address-space limit (ulimit -v 40960: 40 MiB) poolscope cannot reserve its pool map (a
+# leaf is 32 MiB of address space), so it must give up pooling once and say so: the program
 # (alloc_fuzz, one thread, 200,000 operations) prints what it prints bare under the same limit, stderr
 # holds one warning line besides the report line, and the report balances with no pool made and the
 # pooled-size requests counted as `disabled` misses, not each one trying the reservation again (a
@@ -12,7 +12,7 @@ set -euo pipefail
 source "$(dirname "$0")/integration_lib.sh"
 integration_init "$1" "$2"
 prog=$(abspath "$3")
-limited=(bash -c 'ulimit -v 98304 && exec "$0" "$@"' "$prog" 1 200000 1)
+limited=(bash -c 'ulimit -v 40960 && exec "$0" "$@"' "$prog" 1 200000 1)
 run_with_options address_limit bare - /dev/null -- "${limited[@]}"
 [ "$(cat "$WORK/address_limit/bare/status")" = 0 ] || fail "address_limit: the bare run failed under the limit"
 for mode in tracked untracked; do

@@ -34,7 +34,8 @@ if pool == 1:
     assert keep["pools_pinned"] == n, "keep_block pins %d pools, expected %d" % (keep["pools_pinned"], n)
     assert young["pools_pinned"] == 0, "young_block pins %d pools, expected 0" % young["pools_pinned"]
     per_pool = keep["pinned_bytes"] // n
-    assert keep["pinned_bytes"] == per_pool * n and 64 <= per_pool <= 128, keep
+    # (a pool's real allocation: its 64 bytes, its metadata with tracking and the alignment's slack)
+    assert keep["pinned_bytes"] == per_pool * n and 64 <= per_pool <= 256, keep
     assert young["pool_hits"] == 3 * n and young["real_allocs"] == 0, young
     assert keep["pool_hits"] == n, keep
 else:

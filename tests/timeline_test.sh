@@ -61,9 +61,10 @@ if track == 0:
         if p["logical_live_bytes"] is not None or p["real_live_bytes"] is not None:
             problems.append("point %d has live bytes with track=0: %s" % (i, p))
 else:
-    # pool_size=64, and what the allocator below holds for it: a plain malloc with 56 bytes of slack
-    # (so that the pool can start on a 64-byte boundary inside it).
-    pool_bytes = 64 + 56
+    # What the allocator below holds for a pool: the pool, its metadata and the slack that lets it
+    # start on a 64-byte boundary.
+    pool_bytes = d["pool"]["pool_real_bytes"]
+    assert pool_bytes > 64, d["pool"]
     base_bytes = d["logical"]["live_bytes"]
     # The real bytes live at exit that are not pools.
     base_real = d["real"]["live_bytes"] - pts[-1]["pools"] * pool_bytes
