@@ -10,9 +10,10 @@
 // TLS-relative compare, the pool carve (a compare, three stores, the mark, the live count) and one
 // counter increment, by entry point and size, in the thread's carve table (it stands for the call, the
 // logical block, its bytes and size bucket, and the pool hit; see Settle in counters.h): no lock, no
-// atomic read-modify-write, no call. 18 instructions for malloc(5) (one of them loads the table's
-// address), 18 for the LIFO free after it (FreeLast in pool/thread_cache.h): with the benchmark loop's 9, 45 per
-// pair (bench/callgrind_pair.sh).
+// atomic read-modify-write, no call. 21 instructions for malloc(5) (one of them loads the table's
+// address; the mark's index is the address shifted, and its address is kept for the LIFO free), 18 for
+// the LIFO free after it (FreeLast in pool/thread_cache.h): with the benchmark loop's 9, 48 per pair
+// (bench/callgrind_pair.sh).
 //
 // Thread-safety: every function may be called from any thread, re-entrantly from poolscope's own libc
 // calls (those pass straight through, uncounted as logical or real), from signal handlers no more safely

@@ -130,14 +130,16 @@ class ThreadCache {
     // FoldRemoteFrees, resets, retiring), and by another thread that frees it (Domain::FreeSlow), so
     // the remote byte need not be looked at. (kNoBlock when there is none.)
     if (POOLSCOPE_UNLIKELY(!IsLast(a))) return false;
-    return FreeKnownLast(p, nfreed, nreset);
+    // (The carve kept the block's mark address: no shift of the address here.)
+    return FreeKnownLast(p, *reinterpret_cast<std::atomic<uint8_t>*>(last_mark_), nfreed, nreset);
   }
 
   // FreeLast once `p` is known to be the block carved last (or, for FreeOwnTracked, to end at the
-  // carve point), without reading last_ back.
-  POOLSCOPE_ALWAYS_INLINE bool FreeKnownLast(void* p, uint64_t* nfreed, uint64_t* nreset) {
+  // carve point), without reading last_ back; `mark` is its mark byte.
+  POOLSCOPE_ALWAYS_INLINE bool FreeKnownLast(void* p, std::atomic<uint8_t>& mark, uint64_t* nfreed,
+                                             uint64_t* nreset) {
     uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    MarkAt(a).store(kMarkStarted, std::memory_order_relaxed);
+    mark.store(kMarkStarted, std::memory_order_relaxed);
     // Zeroed in steps of 16 bytes, at least one: a block named last is a whole number of them, or
     // (malloc_align=8) ends 8 bytes short of one that is still the pool's, beyond the carve point.
     const uintptr_t end = cur_;
@@ -187,7 +189,7 @@ class ThreadCache {
       // it, for the next carve to overwrite). Carving resumes at `a` now, and a block carved there
       // may cover `end`: clear that mark, or it would end such a block early (UsableSize, realloc).
       if (end < end_) MarkAt(end).store(0, std::memory_order_relaxed);
-      return FreeKnownLast(p, nfreed, nreset);
+      return FreeKnownLast(p, MarkAt(a), nfreed, nreset);
     }
     FreeOwnLive(a);
     ++*nfreed;
@@ -414,9 +416,11 @@ class ThreadCache {
   // The block [p, next) is carved: marked, counted live, and named last (or not: `last` is p or kNoBlock).
   POOLSCOPE_ALWAYS_INLINE void* Carved(uintptr_t p, uintptr_t next, uintptr_t last) {
     cur_ = next;
-    MarkAt(p).store(kMarkBlock, std::memory_order_relaxed);
+    std::atomic<uint8_t>& mark = MarkAt(p);
+    mark.store(kMarkBlock, std::memory_order_relaxed);
     ++live_;
     last_.store(last, std::memory_order_relaxed);
+    last_mark_ = reinterpret_cast<uintptr_t>(&mark);
     return reinterpret_cast<void*>(p);
   }
 
@@ -557,6 +561,8 @@ class ThreadCache {
   // (plain stores), and cleared by another thread that frees that block (a compare-and-swap in
   // Domain::FreeSlow), so that the LIFO free never takes a block another thread freed.
   std::atomic<uintptr_t> last_{kNoBlock};
+  // The mark byte's address of the block last_ names (meaningless while last_ is kNoBlock).
+  uintptr_t last_mark_ = 0;
   int64_t live_ = 0;    // the current pool's live count (its header's `live` is stale meanwhile)
   PoolHeader* pool_ = nullptr;
   PoolHeader* cache_[kMaxCachedPools] = {};
