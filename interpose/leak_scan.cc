@@ -22,6 +22,7 @@
 
 #include "interpose/internal.h"
 #include "interpose/real.h"
+#include "interpose/root_words.h"
 #include "interpose/scan_memory.h"
 #include "interpose/side_thread.h"
 #include "interpose/thread_registers.h"
@@ -42,6 +43,9 @@ using scan::InternalScratch;
 using scan::MemcheckViewReader;
 using scan::OwnInPlaceReader;
 using scan::PoolStartsReader;
+using scan::RootView;
+using scan::RootWordsRead;
+using scan::WordsInPlaceReader;
 using scan::TouchedPagesReader;
 using track::LeakKind;
 using track::RootRange;
@@ -708,12 +712,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   std::sort(program_exclude.data(), program_exclude.data() + program_exclude.size(), by_begin);
   // The roots leave out the pages of the program's anonymous mappings that were never touched
   // (`pagemap`): reserved address space is most of a large program's roots.
-  // `extra` first: the classes do not depend on the roots' order, but the work does. The detector's
-  // extra roots are poolscope's memory, which points into every pool: read first, they mark each pool
-  // once, in address order, and the program's pointers then mostly find pools already marked (read
-  // last, they make most pools possibly lost, and those the metadata points to the start of are read
-  // again when they become reachable).
-  auto roots_of = [&](Array<RootRange>& exclude, Array<RootRange>& extra, Array<RootRange>* roots) {
+  auto roots_of = [&](Array<RootRange>& exclude, Array<RootRange>* roots) {
     size_t cap = 1024;
     for (;;) {
       RootRange* r = static_cast<RootRange*>(g_scratch.Map(cap * sizeof(RootRange)));
@@ -721,7 +720,6 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
       size_t n = track::BuildRootRanges(maps, exclude.data(), exclude.size(), r, cap, pagemap.fd);
       if (n <= cap) {
         bool ok = true;
-        for (size_t i = 0; i < extra.size() && ok; ++i) ok = roots->Push(extra[i]);
         for (size_t i = 0; i < n && ok; ++i) ok = roots->Push(r[i]);
         g_scratch.Unmap(r, cap * sizeof(RootRange));
         return ok;
@@ -730,7 +728,9 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
       cap = n;
     }
   };
-  Array<RootRange> program_roots(g_scratch), detector_roots(g_scratch);
+  // The process's memory as a root (the same for the program's view and the detector's), then the
+  // program's view's: its extra roots and those.
+  Array<RootRange> base_roots(g_scratch), program_roots(g_scratch), detector_roots(g_scratch);
   // The detector reads poolscope's memory wherever it lies, even in a mapping the kernel merged with
   // the allocator's heap; not the scan's own arrays, which do not exist when the detector looks.
   // Much of it is address space reserved and never touched (the tables' room to grow): only its
@@ -773,8 +773,8 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
           : RootRange{0, 0};
   if (exit_registers.end != 0) c.ok = c.ok && arena_roots.Push(exit_registers);
   c.ok = c.ok && PushAll(register_roots, &arena_roots) && PushAll(register_roots, &detector_extra);
-  const bool roots_ok = c.ok && roots_of(program_exclude, arena_roots, &program_roots) &&
-                        roots_of(program_exclude, detector_extra, &detector_roots);
+  const bool roots_ok = c.ok && roots_of(program_exclude, &base_roots) &&
+                        PushAll(arena_roots, &program_roots) && PushAll(base_roots, &program_roots);
   if (!roots_ok) {
     out->not_scanned_why = "no memory for the scan";
     return;
@@ -790,13 +790,12 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // A signal's report cuts the scan off at its deadline: each view's reads through readers that stop
   // (only then: a layer of reader costs a call per block).
   ScanDeadline deadline(in.deadline_ns);
-  DeadlineReader deadline_program_roots(root_reader, deadline), deadline_program_heap(heap_reader, deadline),
+  DeadlineReader deadline_roots(own_in_place, deadline), deadline_program_heap(heap_reader, deadline),
       deadline_detector_roots(own_reader, deadline), deadline_detector_heap(detector_heap_reader, deadline);
   const bool timed = in.deadline_ns != 0;
   auto pick = [timed](track::MemoryReader& with_deadline, track::MemoryReader& plain) -> track::MemoryReader& {
     return timed ? with_deadline : plain;
   };
-  track::MemoryReader& program_root_reader = pick(deadline_program_roots, root_reader);
   track::MemoryReader& program_heap_reader = pick(deadline_program_heap, heap_reader);
   // LeakSanitizer's roots: the loaded objects' globals and the threads' stacks and TLS (the mappings
   // holding a thread's stack pointer or thread pointer), less what no detector scans.
@@ -857,12 +856,65 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     lsan_wanted = ok;
     if (!ok) out->lsan_not_scanned_why = "no memory for the scan";
   }
+  // Every view's roots read once (root_words.h): the words that may point at a block, in the spans of
+  // the real blocks and the live table's (the program's pooled blocks lie in pools), both sorted.
+  Array<RootRange> spans(g_scratch), tracked_spans(g_scratch), merged_spans(g_scratch);
+  constexpr uintptr_t kSpanGap = uintptr_t{1} << 16;
+  bool spans_ok = spans.Resize(dblocks.size()) && tracked_spans.Resize(tracked.size());
+  if (spans_ok) {
+    spans.Resize(scan::BlockSpans(dblocks.data(), dblocks.size(), kSpanGap, spans.data()));
+    tracked_spans.Resize(scan::BlockSpans(tracked.data(), tracked.size(), kSpanGap, tracked_spans.data()));
+    spans_ok = PushAll(spans, &merged_spans) && PushAll(tracked_spans, &merged_spans);
+  }
+  size_t nspans = 0;
+  if (spans_ok) {
+    std::sort(merged_spans.data(), merged_spans.data() + merged_spans.size(), by_begin);
+    for (size_t i = 0; i < merged_spans.size(); ++i) {
+      if (nspans > 0 && merged_spans[i].begin <= merged_spans[nspans - 1].end) {
+        merged_spans[nspans - 1].end = std::max(merged_spans[nspans - 1].end, merged_spans[i].end);
+      } else {
+        merged_spans[nspans++] = merged_spans[i];
+      }
+    }
+  }
+  spans.Free();
+  tracked_spans.Free();
+  Array<uint64_t> program_words(g_scratch), detector_words(g_scratch), lsan_words(g_scratch),
+      program_lsan_words(g_scratch);
+  const RootView views[] = {{program_roots.data(), program_roots.size()},
+                            {base_roots.data(), base_roots.size()},
+                            {lsan_roots.data(), lsan_wanted ? lsan_roots.size() : 0},
+                            {program_lsan_roots.data(), lsan_wanted ? program_lsan_roots.size() : 0}};
+  Array<uint64_t>* const words[] = {&program_words, &detector_words, &lsan_words, &program_lsan_words};
+  RootWordsRead roots_read;
+  if (!spans_ok || !CollectRootWords(views, 4, pick(deadline_roots, own_in_place), merged_spans.data(), nspans,
+                                     g_scratch, words, &roots_read)) {
+    out->not_scanned_why = "no memory for the scan";
+    return;
+  }
+  base_roots.Free();
+  // Each view's roots: its words, read in place. The detector's extra roots first: the classes do not
+  // depend on the roots' order, but the work does. They are poolscope's memory, which points into
+  // every pool: read first, they mark each pool once, in address order, and the program's pointers
+  // then mostly find pools already marked (read last, they make most pools possibly lost, and those
+  // the metadata points to the start of are read again when they become reachable).
+  track::DirectMemoryReader in_place;
+  WordsInPlaceReader program_root_reader(in_place, program_words.data(), program_words.size()),
+      detector_root_reader(pick(deadline_detector_roots, own_reader), detector_words.data(), detector_words.size()),
+      lsan_root_reader(in_place, lsan_words.data(), lsan_words.size()),
+      program_lsan_root_reader(in_place, program_lsan_words.data(), program_lsan_words.size());
+  const RootRange program_words_range = program_root_reader.range(), lsan_words_range = lsan_root_reader.range(),
+                  program_lsan_words_range = program_lsan_root_reader.range();
+  if (!PushAll(detector_extra, &detector_roots) || !detector_roots.Push(detector_root_reader.range())) {
+    out->not_scanned_why = "no memory for the scan";
+    return;
+  }
   // (LeakSanitizer's view of the real blocks reads through the detector's heap reader once memcheck's
   // is done, on the same thread; the program's view counts what could not be read.)
   DetectorJob job{dblocks.data(), dblocks.size(), detector_roots.data(), detector_roots.size(),
-                  &pick(deadline_detector_roots, own_reader), &pick(deadline_detector_heap, detector_heap_reader),
+                  &detector_root_reader, &pick(deadline_detector_heap, detector_heap_reader),
                   {}, false,
-                  lsan_wanted ? lsan_roots.data() : nullptr, lsan_roots.size(), &root_reader, out, false};
+                  lsan_wanted ? &lsan_words_range : nullptr, 1, &lsan_root_reader, out, false};
   SideThread side;
   const bool parallel = SideThread::Usable() && side.Start(ClassifyForDetector, &job);
   // Meanwhile the program's view: the pools' blocks and the live table's, in the pooled blocks' array.
@@ -874,14 +926,14 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   if (program_ok) MergeInto(blocks.data(), npooled, tracked.data(), tracked.size());
   tracked.Free();
   program_ok = program_ok &&
-               track::ClassifyReachability(blocks.data(), blocks.size(), program_roots.data(), program_roots.size(),
-                                           program_root_reader, program_heap_reader, g_scratch, &out->program);
+               track::ClassifyReachability(blocks.data(), blocks.size(), &program_words_range, 1, program_root_reader,
+                                           program_heap_reader, g_scratch, &out->program);
   // (What the program's view could not read; LeakSanitizer's view below reads some of it again.)
   out->unreadable_bytes = checked_heap.unreadable();
   Array<ScanBlock> program_lsan(g_scratch);
   const bool lsan_program_ok =
       lsan_wanted && program_ok && blocks.size() <= kLsanViewMaxBlocks &&
-      ClassifyCopy(blocks.data(), blocks.size(), program_lsan_roots.data(), program_lsan_roots.size(), root_reader,
+      ClassifyCopy(blocks.data(), blocks.size(), &program_lsan_words_range, 1, program_lsan_root_reader,
                    heap_reader, &program_lsan);
   if (parallel) {
     side.Join();
