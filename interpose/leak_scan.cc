@@ -391,7 +391,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // A signal's report cuts the scan off at its deadline: each view's reads through readers that stop
   // (only then: a layer of reader costs a call per block).
   ScanDeadline deadline(in.deadline_ns);
-  DeadlineReader deadline_roots(own_in_place, deadline), deadline_program_heap(heap_reader, deadline),
+  DeadlineReader deadline_program_heap(heap_reader, deadline),
       deadline_detector_roots(own_reader, deadline), deadline_detector_heap(detector_heap_reader, deadline);
   const bool timed = in.deadline_ns != 0;
   auto pick = [timed](track::MemoryReader& with_deadline, track::MemoryReader& plain) -> track::MemoryReader& {
@@ -488,7 +488,28 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
                             {program_lsan_roots.data(), lsan_wanted ? program_lsan_roots.size() : 0}};
   Array<uint64_t>* const words[] = {&program_words, &detector_words, &lsan_words, &program_lsan_words};
   RootWordsRead roots_read;
-  if (!spans_ok || !CollectRootWords(views, 4, pick(deadline_roots, own_in_place), merged_spans.data(), nspans,
+  // Alone and not under valgrind, the touched pages of private anonymous mappings are read in place
+  // (nothing unmaps them meanwhile, and untouched pages, guard pages among them, are no roots): only
+  // files' mappings, which a truncated file can make fault, go through the kernel.
+  Array<RootRange> in_place_ranges(g_scratch);
+  bool in_place_ok = true;
+  if (skip_untouched) {
+    size_t m = 0;
+    for (size_t i = 0; i < base_roots.size() && in_place_ok; ++i) {
+      while (m < maps.size() && maps[m].end <= base_roots[i].begin) ++m;
+      if (m == maps.size()) break;
+      const track::Mapping& map = maps[m];
+      const bool anonymous = map.perms[3] == 'p' && map.inode == 0 && (map.path[0] == '\0' || map.path[0] == '[');
+      if (anonymous && map.start <= base_roots[i].begin && base_roots[i].end <= map.end) {
+        in_place_ok = in_place_ranges.Push(base_roots[i]);
+      }
+    }
+    in_place_ok = in_place_ok && PushAll(own_roots, &in_place_ranges);
+    std::sort(in_place_ranges.data(), in_place_ranges.data() + in_place_ranges.size(), by_begin);
+  }
+  OwnInPlaceReader roots_in_place(root_reader, in_place_ranges.data(), in_place_ok ? in_place_ranges.size() : 0);
+  DeadlineReader deadline_roots_in_place(roots_in_place, deadline);
+  if (!spans_ok || !CollectRootWords(views, 4, pick(deadline_roots_in_place, roots_in_place), merged_spans.data(), nspans,
                                      g_scratch, words, &roots_read)) {
     out->not_scanned_why = "no memory for the scan";
     return;
