@@ -21,7 +21,9 @@
 #include <cstring>
 
 #include "interpose/internal.h"
+#include "interpose/leak_scan_internal.h"
 #include "interpose/real.h"
+#include "interpose/root_words.h"
 #include "interpose/scan_memory.h"
 #include "interpose/side_thread.h"
 #include "interpose/thread_registers.h"
@@ -34,20 +36,11 @@
 namespace poolscope {
 namespace {
 
-using scan::Array;
-using scan::CheckedReader;
-using scan::DeadlineReader;
-using scan::ScanDeadline;
-using scan::InternalScratch;
-using scan::MemcheckViewReader;
-using scan::OwnInPlaceReader;
-using scan::PoolStartsReader;
-using scan::TouchedPagesReader;
+using namespace scan;  // the scan's pieces (leak_scan_internal.h)
 using track::LeakKind;
 using track::RootRange;
 using track::ScanBlock;
 
-InternalScratch g_scratch;
 ScanOutcome g_outcome;
 bool g_done = false;
 // The program's blocks, sorted by start, with their kinds, kept for ScannedKind.
@@ -65,394 +58,6 @@ uint64_t NowMs() {
 int CountTasks() {
   size_t n = 0;
   return ListThreads(nullptr, 0, &n) ? static_cast<int>(n) : -1;
-}
-
-// libpoolscope.so's writable segments, and its static TLS block in the calling thread.
-struct OwnObject {
-  RootRange writable[4];
-  int nwritable;
-  uintptr_t tls_data;
-  size_t tls_bytes;
-};
-
-int FindOwnObject(struct dl_phdr_info* info, size_t, void* arg) {
-  auto* own = static_cast<OwnObject*>(arg);
-  const uintptr_t self = reinterpret_cast<uintptr_t>(&FindOwnObject);
-  bool ours = false;
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
-    if (ph.p_type == PT_LOAD && self >= lo && self < lo + ph.p_memsz) ours = true;
-  }
-  if (!ours) return 0;
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
-    if (ph.p_type == PT_LOAD && (ph.p_flags & PF_W) != 0 && own->nwritable < 4) {
-      own->writable[own->nwritable++] = RootRange{lo & ~uintptr_t{4095}, (lo + ph.p_memsz + 4095) & ~uintptr_t{4095}};
-    }
-    if (ph.p_type == PT_TLS) own->tls_bytes = ph.p_memsz;
-  }
-  own->tls_data = reinterpret_cast<uintptr_t>(info->dlpi_tls_data);
-  return 1;
-}
-
-// The lowest address of the calling thread's TLS blocks, over every object.
-int FindLowestTls(struct dl_phdr_info* info, size_t, void* arg) {
-  auto* lowest = static_cast<uintptr_t*>(arg);
-  const uintptr_t tls = reinterpret_cast<uintptr_t>(info->dlpi_tls_data);
-  if (tls != 0 && tls < *lowest) *lowest = tls;
-  return 0;
-}
-
-// Whether the allocator below is glibc's: its block headers are then read to tell a block mmap'd for
-// itself from one carved from a heap.
-bool RealAllocatorIsGlibc() {
-  Dl_info info;
-  return g_real.malloc != nullptr && dladdr(reinterpret_cast<void*>(g_real.malloc), &info) != 0 &&
-         info.dli_fname != nullptr && strstr(info.dli_fname, "/libc.so") != nullptr;
-}
-
-// For a block of glibc's malloc that is a mapping of its own (its chunk header's IS_MMAPPED bit, 0x2),
-// that mapping: from the chunk's start less its alignment offset (the header's prev_size) to the
-// chunk's end, page-aligned at both ends. The header is checked for that shape before it is believed.
-// Blocks under a page never are (the smallest mmap threshold glibc takes is a page).
-bool GlibcMappedChunk(track::MemoryReader& reader, const ScanBlock& b, RootRange* extent) {
-  constexpr uint64_t kPage = 4096, kIsMmapped = 0x2, kFlags = 0x7;
-  if (b.size() + 16 < kPage || b.start < 16 + kPage) return false;
-  uint64_t header[2];  // prev_size, size | flags
-  if (reader.Read(b.start - 16, header, sizeof header) != sizeof header) return false;
-  const uint64_t chunk = b.start - 16, offset = header[0], size = header[1] & ~kFlags;
-  if ((header[1] & kFlags) != kIsMmapped || size < b.size() + 16 || offset > chunk) return false;
-  if ((chunk - offset) % kPage != 0 || (offset + size) % kPage != 0) return false;
-  *extent = RootRange{chunk - offset, chunk + size};
-  return true;
-}
-
-// glibc's main arena (its struct malloc_state, in libc's data) as laid out on x86-64 since 2.27: the
-// pointers at its top chunk, its last remainder and its bins point at chunk headers, which lie in the
-// last 8 bytes of the block before them; read as a root, the arena would make that block possibly
-// lost. memcheck replaces the allocator and never sees it. Offsets in bytes.
-constexpr uintptr_t kArenaBins = 112, kArenaBinsEnd = 2144, kArenaNext = 2160, kArenaBytes = 2200;
-
-// Loaded objects' writable segments (their data and bss: globals, as LeakSanitizer scans them): of
-// every object, of libc alone, or of a sanitizer runtime (liblsan, libasan) alone.
-enum class Objects { kAll, kLibc, kSanitizerRuntime };
-
-struct WritableSegments {
-  Array<RootRange>* ranges;
-  Objects which;
-};
-
-bool IsSanitizerRuntime(const char* name) {
-  return name != nullptr && (strstr(name, "/liblsan.so") != nullptr || strstr(name, "/libasan.so") != nullptr);
-}
-
-int CollectWritableSegments(struct dl_phdr_info* info, size_t, void* arg) {
-  auto* want = static_cast<WritableSegments*>(arg);
-  const bool libc = info->dlpi_name != nullptr && strstr(info->dlpi_name, "/libc.so") != nullptr;
-  if (want->which == Objects::kLibc && !libc) return 0;
-  if (want->which == Objects::kSanitizerRuntime && !IsSanitizerRuntime(info->dlpi_name)) return 0;
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_W) == 0 || ph.p_memsz == 0) continue;
-    const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
-    if (!want->ranges->Push(RootRange{lo & ~uintptr_t{15}, lo + ph.p_memsz})) return 1;
-  }
-  return want->which == Objects::kLibc ? 1 : 0;
-}
-
-// Where glibc's main arena starts in [lo, lo + 8 * n), a copy of which is words[0, n): at a 16-byte
-// boundary, with at least 16 of its bins empty (each a pair of pointers at the pair's own address less
-// 16) and its list of arenas (`next`, through arenas that live in their heaps and are read through
-// `reader`) coming back to it within 64 steps. 0 when there is none.
-uintptr_t FindMainArena(uintptr_t lo, const uint64_t* words, size_t n, track::MemoryReader& reader) {
-  const uintptr_t hi = lo + 8 * n;
-  auto word = [&](uintptr_t addr) { return words[(addr - lo) / 8]; };
-  for (uintptr_t a = lo; a + kArenaBytes <= hi; a += 16) {
-    uint64_t next = word(a + kArenaNext);
-    if (next != a && (next % 16 != 0 || (next >= lo && next < hi))) continue;
-    int empty = 0;
-    for (uintptr_t bin = a + kArenaBins; bin < a + kArenaBinsEnd && empty < 16; bin += 16) {
-      if (word(bin) == bin - 16 && word(bin + 8) == bin - 16) ++empty;
-    }
-    if (empty < 16) continue;
-    for (int step = 0; step < 64 && next != a && next != 0; ++step) {
-      if (reader.Read(next + kArenaNext, &next, sizeof next) != sizeof next) next = 0;
-    }
-    if (next == a) return a;
-  }
-  return 0;
-}
-
-// glibc's main arena, or 0 when it cannot be found.
-uintptr_t MainArena(track::MemoryReader& reader) {
-  Array<RootRange> data(g_scratch);
-  WritableSegments libc{&data, Objects::kLibc};
-  dl_iterate_phdr(CollectWritableSegments, &libc);
-  uintptr_t found = 0;
-  for (size_t i = 0; i < data.size() && found == 0; ++i) {
-    const size_t n = (data[i].end - data[i].begin) / 8;
-    Array<uint64_t> copy(g_scratch);
-    if (n == 0 || !copy.Resize(n)) continue;
-    if (reader.Read(data[i].begin, copy.data(), 8 * n) != 8 * n) continue;
-    found = FindMainArena(data[i].begin, copy.data(), n, reader);
-  }
-  return found;
-}
-
-// ranges[0, n) (sorted by begin, disjoint) less exclude[0, nexclude) (sorted by begin, may overlap),
-// into `out`.
-bool Subtract(const RootRange* ranges, size_t n, const RootRange* exclude, size_t nexclude, Array<RootRange>* out) {
-  size_t e = 0;
-  for (size_t i = 0; i < n; ++i) {
-    uintptr_t b = ranges[i].begin;
-    const uintptr_t end = ranges[i].end;
-    while (e < nexclude && exclude[e].end <= b) ++e;
-    for (size_t k = e; k < nexclude && exclude[k].begin < end && b < end; ++k) {
-      if (exclude[k].end <= b) continue;
-      if (exclude[k].begin > b && !out->Push(RootRange{b, exclude[k].begin})) return false;
-      b = std::max(b, exclude[k].end);
-    }
-    if (b < end && !out->Push(RootRange{b, end})) return false;
-  }
-  return true;
-}
-
-// A block's bytes as LeakSanitizer counts them: it serves malloc(0) with one byte.
-uint64_t LsanBytes(const ScanBlock& b) { return b.size() > 0 ? b.size() : 1; }
-uint64_t Bytes(const ScanBlock& b) { return b.size(); }
-
-bool IsLost(const ScanBlock& b) {
-  return b.kind() == LeakKind::kDefinitelyLost || b.kind() == LeakKind::kIndirectlyLost;
-}
-
-// The lost blocks of blocks[0, n) that sit in pools (what a detector below cannot see), their bytes
-// as `bytes` counts them.
-track::LeakTotal LostInPools(const ScanBlock* blocks, size_t n, uint64_t (*bytes)(const ScanBlock&)) {
-  track::LeakTotal t = {};
-  for (size_t i = 0; i < n; ++i) {
-    if (blocks[i].pooled() && IsLost(blocks[i])) {
-      ++t.blocks;
-      t.bytes += bytes(blocks[i]);
-    }
-  }
-  return t;
-}
-
-// `from`'s blocks classified into `blocks` (a copy) over `roots`.
-bool ClassifyCopy(const ScanBlock* from, size_t n, const RootRange* roots, size_t nroots,
-                  track::MemoryReader& root_reader, track::MemoryReader& heap_reader, Array<ScanBlock>* blocks) {
-  if (!blocks->Resize(n)) return false;
-  memcpy(blocks->data(), from, n * sizeof(ScanBlock));
-  track::ReachabilityResult r;
-  return track::ClassifyReachability(blocks->data(), n, roots, nroots, root_reader, heap_reader, g_scratch, &r);
-}
-
-bool PushAll(Array<RootRange>& from, Array<RootRange>* to) {
-  for (size_t i = 0; i < from.size(); ++i) {
-    if (!to->Push(from[i])) return false;
-  }
-  return true;
-}
-
-// LeakSanitizer's view of the real blocks (ScanOutcome::lsan_*): classified by memcheck's rules over
-// LeakSanitizer's roots, its leaked blocks are memcheck's definitely and indirectly lost ones (an
-// interior pointer keeps a block for both); a leaked block that another leaked block points into
-// (anywhere in it) is indirect, the rest direct, as LeakSanitizer splits them (a cycle is all
-// indirect).
-bool ClassifyForLsan(const ScanBlock* dblocks, size_t n, const RootRange* roots, size_t nroots,
-                     track::MemoryReader& root_reader, track::MemoryReader& heap_reader, ScanOutcome* out) {
-  Array<ScanBlock> blocks(g_scratch);
-  if (!ClassifyCopy(dblocks, n, roots, nroots, root_reader, heap_reader, &blocks)) return false;
-  Array<uint8_t> indirect(g_scratch);
-  if (!indirect.Resize(n)) return false;
-  memset(indirect.data(), 0, n);
-  uint64_t words[512];
-  for (size_t i = 0; i < n; ++i) {
-    if (!IsLost(blocks[i])) continue;
-    for (uint64_t off = 0; off + 8 <= blocks[i].size();) {
-      const size_t len = static_cast<size_t>(std::min<uint64_t>(sizeof words, (blocks[i].size() - off) & ~uint64_t{7}));
-      const size_t got = heap_reader.Read(blocks[i].start + off, words, len);
-      for (size_t w = 0; w < got / 8; ++w) {
-        // The block holding words[w]: the last one starting at or before it.
-        const ScanBlock* after = std::upper_bound(blocks.data(), blocks.data() + n, words[w],
-                                                  [](uint64_t v, const ScanBlock& b) { return v < b.start; });
-        if (after == blocks.data()) continue;
-        const size_t j = static_cast<size_t>(after - blocks.data()) - 1;
-        const uint64_t size = blocks[j].size() > 0 ? blocks[j].size() : 1;
-        if (j != i && words[w] - blocks[j].start < size && IsLost(blocks[j])) indirect[j] = 1;
-      }
-      if (got < len) break;
-      off += len;
-    }
-  }
-  for (size_t i = 0; i < n; ++i) {
-    if (!IsLost(blocks[i])) continue;
-    track::LeakTotal& t = indirect[i] ? out->lsan_indirect : out->lsan_direct;
-    ++t.blocks;
-    t.bytes += LsanBytes(blocks[i]);
-    ++out->lsan_leaked.blocks;
-    out->lsan_leaked.bytes += LsanBytes(blocks[i]);
-  }
-  return true;
-}
-
-// Above this many real blocks LeakSanitizer's view is not computed: a third classification of the
-// heap would cost the exit about a third more.
-constexpr size_t kLsanViewMaxBlocks = size_t{1} << 20;
-constexpr char kLsanTooManyBlocks[] = "more than 1,048,576 blocks: not computed (it would cost the exit a third more)";
-
-struct RangeSink {
-  Array<RootRange>* ranges;
-  bool* ok;
-};
-
-void PushRange(uintptr_t b, uintptr_t e, void* arg) {
-  auto* s = static_cast<RangeSink*>(arg);
-  *s->ok = *s->ok && s->ranges->Push(RootRange{b, e});
-}
-
-// Memory about to be written, faulted in and touched by a thread that has nothing else to do yet: a
-// fresh page's first access costs more than the walk that fills it on some machines (1.4 ms a MiB in
-// the hypervisor here, whether or not the kernel faulted the page in ahead). One byte a page is read
-// after each step is faulted in. No other thread may write [begin, end) meanwhile. Stop() (or the
-// destructor) ends it at its next step and waits: the memory must outlive it.
-class Prefaulter {
- public:
-  ~Prefaulter() { Stop(); }
-  void Start(char* begin, char* end) {  // page-aligned
-    begin_ = begin;
-    end_ = end;
-    running_ = thread_.Start(Run, this);
-  }
-  void Stop() {
-    if (!running_) return;
-    stop_.store(true, std::memory_order_relaxed);
-    thread_.Join();
-    running_ = false;
-  }
-
- private:
-  static int Run(void* arg) {
-    auto* self = static_cast<Prefaulter*>(arg);
-    constexpr size_t kStep = size_t{256} << 10;
-    for (char* from = self->begin_; from < self->end_; from += kStep) {
-      if (self->stop_.load(std::memory_order_relaxed)) break;
-      const size_t len = std::min<size_t>(kStep, self->end_ - from);
-      madvise(from, len, MADV_POPULATE_WRITE);
-      for (size_t off = 0; off < len; off += 4096) (void)__atomic_load_n(from + off, __ATOMIC_RELAXED);
-    }
-    return 0;
-  }
-  char* begin_ = nullptr;
-  char* end_ = nullptr;
-  std::atomic<bool> stop_{false};
-  bool running_ = false;
-  SideThread thread_;
-};
-
-struct Collect {
-  Array<ScanBlock>* tracked;  // the live table's blocks
-  Array<ScanBlock>* blocks;   // the pools' live blocks, pool by pool in the walk's order
-  Array<ScanBlock>* pools;    // the pools' real blocks
-  Array<RootRange>* arena_roots;
-  bool ok;
-};
-
-void CollectPool(uintptr_t r, size_t rb, uintptr_t base, size_t bytes, bool arena, void* arg) {
-  auto* c = static_cast<Collect*>(arg);
-  // (Marked pooled: in the detector's view, the mark tells a pool's real block from an unpooled one.)
-  c->ok = c->ok && c->pools->Push(ScanBlock::Of(r, rb, true)) && (!arena || c->arena_roots->Push(RootRange{base, base + bytes}));
-}
-
-void CollectPooledBlock(uintptr_t p, uint64_t size, void* arg) {
-  auto* c = static_cast<Collect*>(arg);
-  c->ok = c->ok && c->blocks->Push(ScanBlock::Of(p, size, true));
-}
-
-// Sorts a[0, n) by start. A list made mostly in address order (`mostly_in_order`) moves only where it
-// is out of order, with room for an eighth of its records; otherwise it takes a radix sort.
-bool SortByStart(ScanBlock* a, size_t n, bool mostly_in_order) {
-  auto start_of = [](const ScanBlock& b) { return uint64_t{b.start}; };
-  Array<ScanBlock> scratch(g_scratch, /*sparse=*/mostly_in_order);
-  if (mostly_in_order) {
-    if (!scratch.Resize(n / 8 + 4096)) return false;
-    if (track::SortNearlyInOrder(a, n, start_of, scratch.data(), scratch.size())) return true;
-  }
-  if (!scratch.Resize(n)) return false;
-  track::RadixSortBy(a, scratch.data(), n, start_of);
-  return true;
-}
-
-// Merges b[0, nb) (sorted by start, a copy kept elsewhere) into a[0, na) (sorted, with room for nb
-// more after it) from the end: the merge never overwrites a record it has yet to move.
-void MergeInto(ScanBlock* a, size_t na, const ScanBlock* b, size_t nb) {
-  size_t i = na, j = nb, out = na + nb;
-  while (j > 0) {
-    if (i > 0 && a[i - 1].start > b[j - 1].start) {
-      a[--out] = a[--i];
-    } else {
-      a[--out] = b[--j];
-    }
-  }
-}
-
-struct DetectorJob {
-  ScanBlock* blocks;
-  size_t n;
-  const RootRange* roots;
-  size_t nroots;
-  track::MemoryReader* root_reader;
-  track::MemoryReader* heap_reader;
-  track::ReachabilityResult result;
-  bool ok;
-  // Then, when lsan_roots is not null, LeakSanitizer's view of the same blocks into *lsan_out
-  // (ScanOutcome::lsan_leaked, _direct, _indirect), through lsan_root_reader and heap_reader.
-  const RootRange* lsan_roots;
-  size_t nlsan_roots;
-  track::MemoryReader* lsan_root_reader;
-  ScanOutcome* lsan_out;
-  bool lsan_ok;
-};
-
-// Scratch memory given back when the scan returns.
-struct ScratchMapping {
-  void* p;
-  size_t bytes;
-  ~ScratchMapping() {
-    if (p != nullptr) g_scratch.Unmap(p, bytes);
-  }
-};
-
-struct FileCloser {
-  int fd;
-  ~FileCloser() {
-    if (fd >= 0) close(fd);
-  }
-};
-
-// How long the helper that reads the other threads' registers may take (it stops each for a few
-// microseconds; a thread the kernel cannot stop in time is read without its registers).
-constexpr uint64_t kRegistersTimeoutMs = 500;
-
-// Whether that helper may run: not under valgrind (its threads' registers are the tool's), no seccomp
-// filter (one may kill the process for clone or ptrace), no tracer (a thread has one at most).
-bool RegistersReadable() {
-  if (RUNNING_ON_VALGRIND != 0) return false;
-  char buf[8192];
-  return ReadSelfStatus(buf, sizeof buf) && !SeccompFiltered(buf) && !Traced(buf);
-}
-
-int ClassifyForDetector(void* arg) {
-  auto* j = static_cast<DetectorJob*>(arg);
-  j->ok = track::ClassifyReachability(j->blocks, j->n, j->roots, j->nroots, *j->root_reader, *j->heap_reader,
-                                      g_scratch, &j->result);
-  if (j->ok && j->lsan_roots != nullptr) {
-    j->lsan_ok = ClassifyForLsan(j->blocks, j->n, j->lsan_roots, j->nlsan_roots, *j->lsan_root_reader, *j->heap_reader,
-                                 j->lsan_out);
-  }
-  return 0;
 }
 
 void Classify(const ScanInputs& in, ScanOutcome* out) {
@@ -708,12 +313,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   std::sort(program_exclude.data(), program_exclude.data() + program_exclude.size(), by_begin);
   // The roots leave out the pages of the program's anonymous mappings that were never touched
   // (`pagemap`): reserved address space is most of a large program's roots.
-  // `extra` first: the classes do not depend on the roots' order, but the work does. The detector's
-  // extra roots are poolscope's memory, which points into every pool: read first, they mark each pool
-  // once, in address order, and the program's pointers then mostly find pools already marked (read
-  // last, they make most pools possibly lost, and those the metadata points to the start of are read
-  // again when they become reachable).
-  auto roots_of = [&](Array<RootRange>& exclude, Array<RootRange>& extra, Array<RootRange>* roots) {
+  auto roots_of = [&](Array<RootRange>& exclude, Array<RootRange>* roots) {
     size_t cap = 1024;
     for (;;) {
       RootRange* r = static_cast<RootRange*>(g_scratch.Map(cap * sizeof(RootRange)));
@@ -721,7 +321,6 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
       size_t n = track::BuildRootRanges(maps, exclude.data(), exclude.size(), r, cap, pagemap.fd);
       if (n <= cap) {
         bool ok = true;
-        for (size_t i = 0; i < extra.size() && ok; ++i) ok = roots->Push(extra[i]);
         for (size_t i = 0; i < n && ok; ++i) ok = roots->Push(r[i]);
         g_scratch.Unmap(r, cap * sizeof(RootRange));
         return ok;
@@ -730,7 +329,9 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
       cap = n;
     }
   };
-  Array<RootRange> program_roots(g_scratch), detector_roots(g_scratch);
+  // The process's memory as a root (the same for the program's view and the detector's), then the
+  // program's view's: its extra roots and those.
+  Array<RootRange> base_roots(g_scratch), program_roots(g_scratch), detector_roots(g_scratch);
   // The detector reads poolscope's memory wherever it lies, even in a mapping the kernel merged with
   // the allocator's heap; not the scan's own arrays, which do not exist when the detector looks.
   // Much of it is address space reserved and never touched (the tables' room to grow): only its
@@ -773,8 +374,8 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
           : RootRange{0, 0};
   if (exit_registers.end != 0) c.ok = c.ok && arena_roots.Push(exit_registers);
   c.ok = c.ok && PushAll(register_roots, &arena_roots) && PushAll(register_roots, &detector_extra);
-  const bool roots_ok = c.ok && roots_of(program_exclude, arena_roots, &program_roots) &&
-                        roots_of(program_exclude, detector_extra, &detector_roots);
+  const bool roots_ok = c.ok && roots_of(program_exclude, &base_roots) &&
+                        PushAll(arena_roots, &program_roots) && PushAll(base_roots, &program_roots);
   if (!roots_ok) {
     out->not_scanned_why = "no memory for the scan";
     return;
@@ -790,13 +391,12 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // A signal's report cuts the scan off at its deadline: each view's reads through readers that stop
   // (only then: a layer of reader costs a call per block).
   ScanDeadline deadline(in.deadline_ns);
-  DeadlineReader deadline_program_roots(root_reader, deadline), deadline_program_heap(heap_reader, deadline),
+  DeadlineReader deadline_program_heap(heap_reader, deadline),
       deadline_detector_roots(own_reader, deadline), deadline_detector_heap(detector_heap_reader, deadline);
   const bool timed = in.deadline_ns != 0;
   auto pick = [timed](track::MemoryReader& with_deadline, track::MemoryReader& plain) -> track::MemoryReader& {
     return timed ? with_deadline : plain;
   };
-  track::MemoryReader& program_root_reader = pick(deadline_program_roots, root_reader);
   track::MemoryReader& program_heap_reader = pick(deadline_program_heap, heap_reader);
   // LeakSanitizer's roots: the loaded objects' globals and the threads' stacks and TLS (the mappings
   // holding a thread's stack pointer or thread pointer), less what no detector scans.
@@ -857,12 +457,86 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     lsan_wanted = ok;
     if (!ok) out->lsan_not_scanned_why = "no memory for the scan";
   }
+  // Every view's roots read once (root_words.h): the words that may point at a block, in the spans of
+  // the real blocks and the live table's (the program's pooled blocks lie in pools), both sorted.
+  Array<RootRange> spans(g_scratch), tracked_spans(g_scratch), merged_spans(g_scratch);
+  constexpr uintptr_t kSpanGap = uintptr_t{1} << 16;
+  bool spans_ok = spans.Resize(dblocks.size()) && tracked_spans.Resize(tracked.size());
+  if (spans_ok) {
+    spans.Resize(scan::BlockSpans(dblocks.data(), dblocks.size(), kSpanGap, spans.data()));
+    tracked_spans.Resize(scan::BlockSpans(tracked.data(), tracked.size(), kSpanGap, tracked_spans.data()));
+    spans_ok = PushAll(spans, &merged_spans) && PushAll(tracked_spans, &merged_spans);
+  }
+  size_t nspans = 0;
+  if (spans_ok) {
+    std::sort(merged_spans.data(), merged_spans.data() + merged_spans.size(), by_begin);
+    for (size_t i = 0; i < merged_spans.size(); ++i) {
+      if (nspans > 0 && merged_spans[i].begin <= merged_spans[nspans - 1].end) {
+        merged_spans[nspans - 1].end = std::max(merged_spans[nspans - 1].end, merged_spans[i].end);
+      } else {
+        merged_spans[nspans++] = merged_spans[i];
+      }
+    }
+  }
+  spans.Free();
+  tracked_spans.Free();
+  Array<uint64_t> program_words(g_scratch), detector_words(g_scratch), lsan_words(g_scratch),
+      program_lsan_words(g_scratch);
+  const RootView views[] = {{program_roots.data(), program_roots.size()},
+                            {base_roots.data(), base_roots.size()},
+                            {lsan_roots.data(), lsan_wanted ? lsan_roots.size() : 0},
+                            {program_lsan_roots.data(), lsan_wanted ? program_lsan_roots.size() : 0}};
+  Array<uint64_t>* const words[] = {&program_words, &detector_words, &lsan_words, &program_lsan_words};
+  RootWordsRead roots_read;
+  // Alone and not under valgrind, the touched pages of private anonymous mappings are read in place
+  // (nothing unmaps them meanwhile, and untouched pages, guard pages among them, are no roots): only
+  // files' mappings, which a truncated file can make fault, go through the kernel.
+  Array<RootRange> in_place_ranges(g_scratch);
+  bool in_place_ok = true;
+  if (skip_untouched) {
+    size_t m = 0;
+    for (size_t i = 0; i < base_roots.size() && in_place_ok; ++i) {
+      while (m < maps.size() && maps[m].end <= base_roots[i].begin) ++m;
+      if (m == maps.size()) break;
+      const track::Mapping& map = maps[m];
+      const bool anonymous = map.perms[3] == 'p' && map.inode == 0 && (map.path[0] == '\0' || map.path[0] == '[');
+      if (anonymous && map.start <= base_roots[i].begin && base_roots[i].end <= map.end) {
+        in_place_ok = in_place_ranges.Push(base_roots[i]);
+      }
+    }
+    in_place_ok = in_place_ok && PushAll(own_roots, &in_place_ranges);
+    std::sort(in_place_ranges.data(), in_place_ranges.data() + in_place_ranges.size(), by_begin);
+  }
+  OwnInPlaceReader roots_in_place(root_reader, in_place_ranges.data(), in_place_ok ? in_place_ranges.size() : 0);
+  DeadlineReader deadline_roots_in_place(roots_in_place, deadline);
+  if (!spans_ok || !CollectRootWords(views, 4, pick(deadline_roots_in_place, roots_in_place), merged_spans.data(), nspans,
+                                     g_scratch, words, &roots_read)) {
+    out->not_scanned_why = "no memory for the scan";
+    return;
+  }
+  base_roots.Free();
+  // Each view's roots: its words, read in place. The detector's extra roots first: the classes do not
+  // depend on the roots' order, but the work does. They are poolscope's memory, which points into
+  // every pool: read first, they mark each pool once, in address order, and the program's pointers
+  // then mostly find pools already marked (read last, they make most pools possibly lost, and those
+  // the metadata points to the start of are read again when they become reachable).
+  track::DirectMemoryReader in_place;
+  WordsInPlaceReader program_root_reader(in_place, program_words.data(), program_words.size()),
+      detector_root_reader(pick(deadline_detector_roots, own_reader), detector_words.data(), detector_words.size()),
+      lsan_root_reader(in_place, lsan_words.data(), lsan_words.size()),
+      program_lsan_root_reader(in_place, program_lsan_words.data(), program_lsan_words.size());
+  const RootRange program_words_range = program_root_reader.range(), lsan_words_range = lsan_root_reader.range(),
+                  program_lsan_words_range = program_lsan_root_reader.range();
+  if (!PushAll(detector_extra, &detector_roots) || !detector_roots.Push(detector_root_reader.range())) {
+    out->not_scanned_why = "no memory for the scan";
+    return;
+  }
   // (LeakSanitizer's view of the real blocks reads through the detector's heap reader once memcheck's
   // is done, on the same thread; the program's view counts what could not be read.)
   DetectorJob job{dblocks.data(), dblocks.size(), detector_roots.data(), detector_roots.size(),
-                  &pick(deadline_detector_roots, own_reader), &pick(deadline_detector_heap, detector_heap_reader),
+                  &detector_root_reader, &pick(deadline_detector_heap, detector_heap_reader),
                   {}, false,
-                  lsan_wanted ? lsan_roots.data() : nullptr, lsan_roots.size(), &root_reader, out, false};
+                  lsan_wanted ? &lsan_words_range : nullptr, 1, &lsan_root_reader, out, false};
   SideThread side;
   const bool parallel = SideThread::Usable() && side.Start(ClassifyForDetector, &job);
   // Meanwhile the program's view: the pools' blocks and the live table's, in the pooled blocks' array.
@@ -874,14 +548,14 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   if (program_ok) MergeInto(blocks.data(), npooled, tracked.data(), tracked.size());
   tracked.Free();
   program_ok = program_ok &&
-               track::ClassifyReachability(blocks.data(), blocks.size(), program_roots.data(), program_roots.size(),
-                                           program_root_reader, program_heap_reader, g_scratch, &out->program);
+               track::ClassifyReachability(blocks.data(), blocks.size(), &program_words_range, 1, program_root_reader,
+                                           program_heap_reader, g_scratch, &out->program);
   // (What the program's view could not read; LeakSanitizer's view below reads some of it again.)
   out->unreadable_bytes = checked_heap.unreadable();
   Array<ScanBlock> program_lsan(g_scratch);
   const bool lsan_program_ok =
       lsan_wanted && program_ok && blocks.size() <= kLsanViewMaxBlocks &&
-      ClassifyCopy(blocks.data(), blocks.size(), program_lsan_roots.data(), program_lsan_roots.size(), root_reader,
+      ClassifyCopy(blocks.data(), blocks.size(), &program_lsan_words_range, 1, program_lsan_root_reader,
                    heap_reader, &program_lsan);
   if (parallel) {
     side.Join();
@@ -922,69 +596,6 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
 }
 
 }  // namespace
-
-namespace {
-
-// libc's exit(): [begin, end) of its code, or {0, 0} when it cannot be told.
-RootRange ExitFunction() {
-  Dl_info info;
-  void* sym = nullptr;
-  // libc's exit as ResolveReal found it (libpoolscope.so defines an exit() of its own that jumps to
-  // it); only libc's (another preloaded object's exit: the walk then stops at libc's first frame).
-  ResolveReal();
-  void* fn = reinterpret_cast<void*>(g_real.exit);
-  if (fn == nullptr || dladdr1(fn, &info, &sym, RTLD_DL_SYMENT) == 0 || sym == nullptr) return RootRange{0, 0};
-  if (info.dli_fname == nullptr || strstr(info.dli_fname, "/libc.so") == nullptr) return RootRange{0, 0};
-  const auto* entry = static_cast<const ElfW(Sym)*>(sym);
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(info.dli_saddr);
-  return RootRange{begin, begin + entry->st_size};
-}
-
-RootRange g_exit_fn = {0, 0};
-
-}  // namespace
-
-void PrepareScan() {
-  if (g_exit_fn.end == 0) g_exit_fn = ExitFunction();
-}
-
-uintptr_t ExitPathSp(const track::StartFrame& from) {
-  // A detector that follows the stack pointer reads the exiting thread's stack from the program's
-  // call into exit() up: the frames of exit's own work below it were the program's dead frames before
-  // (left by functions that returned; memcheck holds them undefined), so they are no roots. The walk
-  // goes up to exit()'s frame, whose CFA is the caller's stack pointer at the call; a return from main
-  // calls exit() too. When exit() is not met, the first frame of libc's exit path.
-  // Looked up at load: looking it up now would allocate, and move the heap's top the scan reads.
-  const RootRange exit_fn = g_exit_fn;
-  uintptr_t pc = from.ra, sp = from.sp, bp = from.bp;
-  uintptr_t first_libc = 0;
-  for (int step = 0; step < 48 && pc != 0; ++step) {
-    if (first_libc == 0) {
-      Dl_info info;
-      if (dladdr(reinterpret_cast<void*>(pc - 1), &info) != 0 && info.dli_fname != nullptr &&
-          strstr(info.dli_fname, "/libc.so") != nullptr) {
-        first_libc = sp;
-      }
-    }
-    const track::FrameRule rule = track::LookupFrameRule(pc - 1);
-    if (track::RuleKind(rule) != track::kRuleStep || (rule & track::kRuleCfaDeref) != 0) break;
-    const uintptr_t cfa = ((rule & track::kRuleCfaOnRbp) != 0 ? bp : sp) + track::RuleCfaOffset(rule);
-    if (pc - 1 - exit_fn.begin < exit_fn.end - exit_fn.begin) return cfa;
-    switch (track::RuleRbp(rule)) {
-      case track::kRbpAtCfa:
-        bp = *reinterpret_cast<const uintptr_t*>(cfa + track::RuleRbpOffset(rule));
-        break;
-      case track::kRbpAtRbp:
-        bp = *reinterpret_cast<const uintptr_t*>(bp + track::RuleRbpOffset(rule));
-        break;
-      default:
-        break;
-    }
-    pc = *reinterpret_cast<const uintptr_t*>(cfa - 8);
-    sp = cfa;
-  }
-  return first_libc != 0 ? first_libc : from.sp;
-}
 
 const ScanOutcome& ScanAtExit(const ScanInputs& in) {
   if (!g_done) {

@@ -1,0 +1,235 @@
+// File: interpose/leak_scan_internal.h
+//
+// What the exit scan's files share (leak_scan.h has the scan itself): its scratch memory, the roots'
+// pieces (libpoolscope.so's own object, loaded objects' writable segments, glibc's main arena and its
+// blocks mapped for themselves, range arithmetic; scan_roots.cc) and the views' pieces (collecting and
+// sorting the blocks, LeakSanitizer's view, the detector's job on the second thread; scan_views.cc).
+//
+// Thread-safety: as leak_scan.h; g_scratch may be used by the scan's two threads at once.
+#ifndef POOLSCOPE_INTERPOSE_LEAK_SCAN_INTERNAL_H_
+#define POOLSCOPE_INTERPOSE_LEAK_SCAN_INTERNAL_H_
+
+#include <link.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "interpose/leak_scan.h"
+#include "interpose/scan_memory.h"
+#include "interpose/side_thread.h"
+#include "track/reachability.h"
+
+namespace poolscope {
+namespace scan {
+
+using track::LeakKind;
+using track::RootRange;
+using track::ScanBlock;
+
+// Every mapping the scan makes for itself (kept out of every view's roots).
+extern InternalScratch g_scratch;
+
+// libpoolscope.so's writable segments, and its static TLS block in the calling thread.
+struct OwnObject {
+  RootRange writable[4];
+  int nwritable;
+  uintptr_t tls_data;
+  size_t tls_bytes;
+};
+
+int FindOwnObject(struct dl_phdr_info* info, size_t, void* arg);
+
+// The lowest address of the calling thread's TLS blocks, over every object.
+int FindLowestTls(struct dl_phdr_info* info, size_t, void* arg);
+
+// Whether the allocator below is glibc's: its block headers are then read to tell a block mmap'd for
+// itself from one carved from a heap.
+bool RealAllocatorIsGlibc();
+
+// For a block of glibc's malloc that is a mapping of its own (its chunk header's IS_MMAPPED bit, 0x2),
+// that mapping: from the chunk's start less its alignment offset (the header's prev_size) to the
+// chunk's end, page-aligned at both ends. The header is checked for that shape before it is believed.
+// Blocks under a page never are (the smallest mmap threshold glibc takes is a page).
+bool GlibcMappedChunk(track::MemoryReader& reader, const ScanBlock& b, RootRange* extent);
+
+// glibc's main arena (its struct malloc_state, in libc's data) as laid out on x86-64 since 2.27: the
+// pointers at its top chunk, its last remainder and its bins point at chunk headers, which lie in the
+// last 8 bytes of the block before them; read as a root, the arena would make that block possibly
+// lost. memcheck replaces the allocator and never sees it. Offsets in bytes.
+constexpr uintptr_t kArenaBins = 112, kArenaBinsEnd = 2144, kArenaNext = 2160, kArenaBytes = 2200;
+
+// Loaded objects' writable segments (their data and bss: globals, as LeakSanitizer scans them): of
+// every object, of libc alone, or of a sanitizer runtime (liblsan, libasan) alone.
+enum class Objects { kAll, kLibc, kSanitizerRuntime };
+
+struct WritableSegments {
+  Array<RootRange>* ranges;
+  Objects which;
+};
+
+bool IsSanitizerRuntime(const char* name);
+
+int CollectWritableSegments(struct dl_phdr_info* info, size_t, void* arg);
+
+// Where glibc's main arena starts in [lo, lo + 8 * n), a copy of which is words[0, n): at a 16-byte
+// boundary, with at least 16 of its bins empty (each a pair of pointers at the pair's own address less
+// 16) and its list of arenas (`next`, through arenas that live in their heaps and are read through
+// `reader`) coming back to it within 64 steps. 0 when there is none.
+uintptr_t FindMainArena(uintptr_t lo, const uint64_t* words, size_t n, track::MemoryReader& reader);
+
+// glibc's main arena, or 0 when it cannot be found.
+uintptr_t MainArena(track::MemoryReader& reader);
+
+// ranges[0, n) (sorted by begin, disjoint) less exclude[0, nexclude) (sorted by begin, may overlap),
+// into `out`.
+bool Subtract(const RootRange* ranges, size_t n, const RootRange* exclude, size_t nexclude, Array<RootRange>* out);
+
+// A block's bytes as LeakSanitizer counts them: it serves malloc(0) with one byte.
+inline uint64_t LsanBytes(const ScanBlock& b) { return b.size() > 0 ? b.size() : 1; }
+inline uint64_t Bytes(const ScanBlock& b) { return b.size(); }
+
+inline bool IsLost(const ScanBlock& b) {
+  return b.kind() == LeakKind::kDefinitelyLost || b.kind() == LeakKind::kIndirectlyLost;
+}
+
+// The lost blocks of blocks[0, n) that sit in pools (what a detector below cannot see), their bytes
+// as `bytes` counts them.
+track::LeakTotal LostInPools(const ScanBlock* blocks, size_t n, uint64_t (*bytes)(const ScanBlock&));
+
+// `from`'s blocks classified into `blocks` (a copy) over `roots`.
+bool ClassifyCopy(const ScanBlock* from, size_t n, const RootRange* roots, size_t nroots,
+                  track::MemoryReader& root_reader, track::MemoryReader& heap_reader, Array<ScanBlock>* blocks);
+
+bool PushAll(Array<RootRange>& from, Array<RootRange>* to);
+
+// LeakSanitizer's view of the real blocks (ScanOutcome::lsan_*): classified by memcheck's rules over
+// LeakSanitizer's roots, its leaked blocks are memcheck's definitely and indirectly lost ones (an
+// interior pointer keeps a block for both); a leaked block that another leaked block points into
+// (anywhere in it) is indirect, the rest direct, as LeakSanitizer splits them (a cycle is all
+// indirect).
+bool ClassifyForLsan(const ScanBlock* dblocks, size_t n, const RootRange* roots, size_t nroots,
+                     track::MemoryReader& root_reader, track::MemoryReader& heap_reader, ScanOutcome* out);
+
+// Above this many real blocks LeakSanitizer's view is not computed: a third classification of the
+// heap would cost the exit about a third more.
+constexpr size_t kLsanViewMaxBlocks = size_t{1} << 20;
+constexpr char kLsanTooManyBlocks[] = "more than 1,048,576 blocks: not computed (it would cost the exit a third more)";
+
+struct RangeSink {
+  Array<RootRange>* ranges;
+  bool* ok;
+};
+
+void PushRange(uintptr_t b, uintptr_t e, void* arg);
+
+// Memory about to be written, faulted in and touched by a thread that has nothing else to do yet: a
+// fresh page's first access costs more than the walk that fills it on some machines (1.4 ms a MiB in
+// the hypervisor here, whether or not the kernel faulted the page in ahead). One byte a page is read
+// after each step is faulted in. No other thread may write [begin, end) meanwhile. Stop() (or the
+// destructor) ends it at its next step and waits: the memory must outlive it.
+class Prefaulter {
+ public:
+  ~Prefaulter() { Stop(); }
+  void Start(char* begin, char* end) {  // page-aligned
+    begin_ = begin;
+    end_ = end;
+    running_ = thread_.Start(Run, this);
+  }
+  void Stop() {
+    if (!running_) return;
+    stop_.store(true, std::memory_order_relaxed);
+    thread_.Join();
+    running_ = false;
+  }
+
+ private:
+  static int Run(void* arg) {
+    auto* self = static_cast<Prefaulter*>(arg);
+    constexpr size_t kStep = size_t{256} << 10;
+    for (char* from = self->begin_; from < self->end_; from += kStep) {
+      if (self->stop_.load(std::memory_order_relaxed)) break;
+      const size_t len = std::min<size_t>(kStep, self->end_ - from);
+      madvise(from, len, MADV_POPULATE_WRITE);
+      for (size_t off = 0; off < len; off += 4096) (void)__atomic_load_n(from + off, __ATOMIC_RELAXED);
+    }
+    return 0;
+  }
+  char* begin_ = nullptr;
+  char* end_ = nullptr;
+  std::atomic<bool> stop_{false};
+  bool running_ = false;
+  SideThread thread_;
+};
+
+struct Collect {
+  Array<ScanBlock>* tracked;  // the live table's blocks
+  Array<ScanBlock>* blocks;   // the pools' live blocks, pool by pool in the walk's order
+  Array<ScanBlock>* pools;    // the pools' real blocks
+  Array<RootRange>* arena_roots;
+  bool ok;
+};
+
+void CollectPool(uintptr_t r, size_t rb, uintptr_t base, size_t bytes, bool arena, void* arg);
+
+void CollectPooledBlock(uintptr_t p, uint64_t size, void* arg);
+
+// Sorts a[0, n) by start. A list made mostly in address order (`mostly_in_order`) moves only where it
+// is out of order, with room for an eighth of its records; otherwise it takes a radix sort.
+bool SortByStart(ScanBlock* a, size_t n, bool mostly_in_order);
+
+// Merges b[0, nb) (sorted by start, a copy kept elsewhere) into a[0, na) (sorted, with room for nb
+// more after it) from the end: the merge never overwrites a record it has yet to move.
+void MergeInto(ScanBlock* a, size_t na, const ScanBlock* b, size_t nb);
+
+struct DetectorJob {
+  ScanBlock* blocks;
+  size_t n;
+  const RootRange* roots;
+  size_t nroots;
+  track::MemoryReader* root_reader;
+  track::MemoryReader* heap_reader;
+  track::ReachabilityResult result;
+  bool ok;
+  // Then, when lsan_roots is not null, LeakSanitizer's view of the same blocks into *lsan_out
+  // (ScanOutcome::lsan_leaked, _direct, _indirect), through lsan_root_reader and heap_reader.
+  const RootRange* lsan_roots;
+  size_t nlsan_roots;
+  track::MemoryReader* lsan_root_reader;
+  ScanOutcome* lsan_out;
+  bool lsan_ok;
+};
+
+// Scratch memory given back when the scan returns.
+struct ScratchMapping {
+  void* p;
+  size_t bytes;
+  ~ScratchMapping() {
+    if (p != nullptr) g_scratch.Unmap(p, bytes);
+  }
+};
+
+struct FileCloser {
+  int fd;
+  ~FileCloser() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+// How long the helper that reads the other threads' registers may take (it stops each for a few
+// microseconds; a thread the kernel cannot stop in time is read without its registers).
+constexpr uint64_t kRegistersTimeoutMs = 500;
+
+// Whether that helper may run: not under valgrind (its threads' registers are the tool's), no seccomp
+// filter (one may kill the process for clone or ptrace), no tracer (a thread has one at most).
+bool RegistersReadable();
+
+int ClassifyForDetector(void* arg);
+
+}  // namespace scan
+}  // namespace poolscope
+
+#endif  // POOLSCOPE_INTERPOSE_LEAK_SCAN_INTERNAL_H_

@@ -1,0 +1,224 @@
+// File: interpose/scan_roots.cc
+//
+// The exit scan's roots, piece by piece (leak_scan_internal.h): libpoolscope.so's own object and the
+// threads' TLS, loaded objects' writable segments, what glibc's allocator keeps (its main arena, its
+// blocks mapped for themselves), range arithmetic, and where the exiting thread's live stack begins
+// (ExitPathSp, leak_scan.h).
+#include <dlfcn.h>
+#include <link.h>
+
+#include <valgrind/valgrind.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "interpose/leak_scan.h"
+#include "interpose/leak_scan_internal.h"
+#include "interpose/real.h"
+#include "interpose/thread_registers.h"
+#include "track/frame_rules.h"
+
+namespace poolscope {
+namespace scan {
+
+int FindOwnObject(struct dl_phdr_info* info, size_t, void* arg) {
+  auto* own = static_cast<OwnObject*>(arg);
+  const uintptr_t self = reinterpret_cast<uintptr_t>(&FindOwnObject);
+  bool ours = false;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+    if (ph.p_type == PT_LOAD && self >= lo && self < lo + ph.p_memsz) ours = true;
+  }
+  if (!ours) return 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+    if (ph.p_type == PT_LOAD && (ph.p_flags & PF_W) != 0 && own->nwritable < 4) {
+      own->writable[own->nwritable++] = RootRange{lo & ~uintptr_t{4095}, (lo + ph.p_memsz + 4095) & ~uintptr_t{4095}};
+    }
+    if (ph.p_type == PT_TLS) own->tls_bytes = ph.p_memsz;
+  }
+  own->tls_data = reinterpret_cast<uintptr_t>(info->dlpi_tls_data);
+  return 1;
+}
+
+int FindLowestTls(struct dl_phdr_info* info, size_t, void* arg) {
+  auto* lowest = static_cast<uintptr_t*>(arg);
+  const uintptr_t tls = reinterpret_cast<uintptr_t>(info->dlpi_tls_data);
+  if (tls != 0 && tls < *lowest) *lowest = tls;
+  return 0;
+}
+
+bool RealAllocatorIsGlibc() {
+  Dl_info info;
+  return g_real.malloc != nullptr && dladdr(reinterpret_cast<void*>(g_real.malloc), &info) != 0 &&
+         info.dli_fname != nullptr && strstr(info.dli_fname, "/libc.so") != nullptr;
+}
+
+bool GlibcMappedChunk(track::MemoryReader& reader, const ScanBlock& b, RootRange* extent) {
+  constexpr uint64_t kPage = 4096, kIsMmapped = 0x2, kFlags = 0x7;
+  if (b.size() + 16 < kPage || b.start < 16 + kPage) return false;
+  uint64_t header[2];  // prev_size, size | flags
+  if (reader.Read(b.start - 16, header, sizeof header) != sizeof header) return false;
+  const uint64_t chunk = b.start - 16, offset = header[0], size = header[1] & ~kFlags;
+  if ((header[1] & kFlags) != kIsMmapped || size < b.size() + 16 || offset > chunk) return false;
+  if ((chunk - offset) % kPage != 0 || (offset + size) % kPage != 0) return false;
+  *extent = RootRange{chunk - offset, chunk + size};
+  return true;
+}
+
+bool IsSanitizerRuntime(const char* name) {
+  return name != nullptr && (strstr(name, "/liblsan.so") != nullptr || strstr(name, "/libasan.so") != nullptr);
+}
+
+int CollectWritableSegments(struct dl_phdr_info* info, size_t, void* arg) {
+  auto* want = static_cast<WritableSegments*>(arg);
+  const bool libc = info->dlpi_name != nullptr && strstr(info->dlpi_name, "/libc.so") != nullptr;
+  if (want->which == Objects::kLibc && !libc) return 0;
+  if (want->which == Objects::kSanitizerRuntime && !IsSanitizerRuntime(info->dlpi_name)) return 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_W) == 0 || ph.p_memsz == 0) continue;
+    const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+    if (!want->ranges->Push(RootRange{lo & ~uintptr_t{15}, lo + ph.p_memsz})) return 1;
+  }
+  return want->which == Objects::kLibc ? 1 : 0;
+}
+
+uintptr_t FindMainArena(uintptr_t lo, const uint64_t* words, size_t n, track::MemoryReader& reader) {
+  const uintptr_t hi = lo + 8 * n;
+  auto word = [&](uintptr_t addr) { return words[(addr - lo) / 8]; };
+  for (uintptr_t a = lo; a + kArenaBytes <= hi; a += 16) {
+    uint64_t next = word(a + kArenaNext);
+    if (next != a && (next % 16 != 0 || (next >= lo && next < hi))) continue;
+    int empty = 0;
+    for (uintptr_t bin = a + kArenaBins; bin < a + kArenaBinsEnd && empty < 16; bin += 16) {
+      if (word(bin) == bin - 16 && word(bin + 8) == bin - 16) ++empty;
+    }
+    if (empty < 16) continue;
+    for (int step = 0; step < 64 && next != a && next != 0; ++step) {
+      if (reader.Read(next + kArenaNext, &next, sizeof next) != sizeof next) next = 0;
+    }
+    if (next == a) return a;
+  }
+  return 0;
+}
+
+uintptr_t MainArena(track::MemoryReader& reader) {
+  Array<RootRange> data(g_scratch);
+  WritableSegments libc{&data, Objects::kLibc};
+  dl_iterate_phdr(CollectWritableSegments, &libc);
+  uintptr_t found = 0;
+  for (size_t i = 0; i < data.size() && found == 0; ++i) {
+    const size_t n = (data[i].end - data[i].begin) / 8;
+    Array<uint64_t> copy(g_scratch);
+    if (n == 0 || !copy.Resize(n)) continue;
+    if (reader.Read(data[i].begin, copy.data(), 8 * n) != 8 * n) continue;
+    found = FindMainArena(data[i].begin, copy.data(), n, reader);
+  }
+  return found;
+}
+
+bool Subtract(const RootRange* ranges, size_t n, const RootRange* exclude, size_t nexclude, Array<RootRange>* out) {
+  size_t e = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uintptr_t b = ranges[i].begin;
+    const uintptr_t end = ranges[i].end;
+    while (e < nexclude && exclude[e].end <= b) ++e;
+    for (size_t k = e; k < nexclude && exclude[k].begin < end && b < end; ++k) {
+      if (exclude[k].end <= b) continue;
+      if (exclude[k].begin > b && !out->Push(RootRange{b, exclude[k].begin})) return false;
+      b = std::max(b, exclude[k].end);
+    }
+    if (b < end && !out->Push(RootRange{b, end})) return false;
+  }
+  return true;
+}
+
+bool PushAll(Array<RootRange>& from, Array<RootRange>* to) {
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (!to->Push(from[i])) return false;
+  }
+  return true;
+}
+
+void PushRange(uintptr_t b, uintptr_t e, void* arg) {
+  auto* s = static_cast<RangeSink*>(arg);
+  *s->ok = *s->ok && s->ranges->Push(RootRange{b, e});
+}
+
+bool RegistersReadable() {
+  if (RUNNING_ON_VALGRIND != 0) return false;
+  char buf[8192];
+  return ReadSelfStatus(buf, sizeof buf) && !SeccompFiltered(buf) && !Traced(buf);
+}
+
+}  // namespace scan
+
+using scan::RootRange;
+
+namespace {
+
+// libc's exit(): [begin, end) of its code, or {0, 0} when it cannot be told.
+RootRange ExitFunction() {
+  Dl_info info;
+  void* sym = nullptr;
+  // libc's exit as ResolveReal found it (libpoolscope.so defines an exit() of its own that jumps to
+  // it); only libc's (another preloaded object's exit: the walk then stops at libc's first frame).
+  ResolveReal();
+  void* fn = reinterpret_cast<void*>(g_real.exit);
+  if (fn == nullptr || dladdr1(fn, &info, &sym, RTLD_DL_SYMENT) == 0 || sym == nullptr) return RootRange{0, 0};
+  if (info.dli_fname == nullptr || strstr(info.dli_fname, "/libc.so") == nullptr) return RootRange{0, 0};
+  const auto* entry = static_cast<const ElfW(Sym)*>(sym);
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(info.dli_saddr);
+  return RootRange{begin, begin + entry->st_size};
+}
+
+RootRange g_exit_fn = {0, 0};
+
+}  // namespace
+
+void PrepareScan() {
+  if (g_exit_fn.end == 0) g_exit_fn = ExitFunction();
+}
+
+uintptr_t ExitPathSp(const track::StartFrame& from) {
+  // A detector that follows the stack pointer reads the exiting thread's stack from the program's
+  // call into exit() up: the frames of exit's own work below it were the program's dead frames before
+  // (left by functions that returned; memcheck holds them undefined), so they are no roots. The walk
+  // goes up to exit()'s frame, whose CFA is the caller's stack pointer at the call; a return from main
+  // calls exit() too. When exit() is not met, the first frame of libc's exit path.
+  // Looked up at load: looking it up now would allocate, and move the heap's top the scan reads.
+  const RootRange exit_fn = g_exit_fn;
+  uintptr_t pc = from.ra, sp = from.sp, bp = from.bp;
+  uintptr_t first_libc = 0;
+  for (int step = 0; step < 48 && pc != 0; ++step) {
+    if (first_libc == 0) {
+      Dl_info info;
+      if (dladdr(reinterpret_cast<void*>(pc - 1), &info) != 0 && info.dli_fname != nullptr &&
+          strstr(info.dli_fname, "/libc.so") != nullptr) {
+        first_libc = sp;
+      }
+    }
+    const track::FrameRule rule = track::LookupFrameRule(pc - 1);
+    if (track::RuleKind(rule) != track::kRuleStep || (rule & track::kRuleCfaDeref) != 0) break;
+    const uintptr_t cfa = ((rule & track::kRuleCfaOnRbp) != 0 ? bp : sp) + track::RuleCfaOffset(rule);
+    if (pc - 1 - exit_fn.begin < exit_fn.end - exit_fn.begin) return cfa;
+    switch (track::RuleRbp(rule)) {
+      case track::kRbpAtCfa:
+        bp = *reinterpret_cast<const uintptr_t*>(cfa + track::RuleRbpOffset(rule));
+        break;
+      case track::kRbpAtRbp:
+        bp = *reinterpret_cast<const uintptr_t*>(bp + track::RuleRbpOffset(rule));
+        break;
+      default:
+        break;
+    }
+    pc = *reinterpret_cast<const uintptr_t*>(cfa - 8);
+    sp = cfa;
+  }
+  return first_libc != 0 ? first_libc : from.sp;
+}
+
+}  // namespace poolscope

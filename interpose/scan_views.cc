@@ -1,0 +1,119 @@
+// File: interpose/scan_views.cc
+//
+// The exit scan's views, piece by piece (leak_scan_internal.h): the blocks collected from the pools
+// and sorted, LeakSanitizer's view of a set of blocks, the detector's view on the second thread.
+#include <algorithm>
+#include <cstring>
+
+#include "interpose/leak_scan_internal.h"
+#include "interpose/tracking.h"
+#include "track/radix_sort.h"
+
+namespace poolscope {
+namespace scan {
+
+InternalScratch g_scratch;
+
+track::LeakTotal LostInPools(const ScanBlock* blocks, size_t n, uint64_t (*bytes)(const ScanBlock&)) {
+  track::LeakTotal t = {};
+  for (size_t i = 0; i < n; ++i) {
+    if (blocks[i].pooled() && IsLost(blocks[i])) {
+      ++t.blocks;
+      t.bytes += bytes(blocks[i]);
+    }
+  }
+  return t;
+}
+
+bool ClassifyCopy(const ScanBlock* from, size_t n, const RootRange* roots, size_t nroots,
+                  track::MemoryReader& root_reader, track::MemoryReader& heap_reader, Array<ScanBlock>* blocks) {
+  if (!blocks->Resize(n)) return false;
+  memcpy(blocks->data(), from, n * sizeof(ScanBlock));
+  track::ReachabilityResult r;
+  return track::ClassifyReachability(blocks->data(), n, roots, nroots, root_reader, heap_reader, g_scratch, &r);
+}
+
+bool ClassifyForLsan(const ScanBlock* dblocks, size_t n, const RootRange* roots, size_t nroots,
+                     track::MemoryReader& root_reader, track::MemoryReader& heap_reader, ScanOutcome* out) {
+  Array<ScanBlock> blocks(g_scratch);
+  if (!ClassifyCopy(dblocks, n, roots, nroots, root_reader, heap_reader, &blocks)) return false;
+  Array<uint8_t> indirect(g_scratch);
+  if (!indirect.Resize(n)) return false;
+  memset(indirect.data(), 0, n);
+  uint64_t words[512];
+  for (size_t i = 0; i < n; ++i) {
+    if (!IsLost(blocks[i])) continue;
+    for (uint64_t off = 0; off + 8 <= blocks[i].size();) {
+      const size_t len = static_cast<size_t>(std::min<uint64_t>(sizeof words, (blocks[i].size() - off) & ~uint64_t{7}));
+      const size_t got = heap_reader.Read(blocks[i].start + off, words, len);
+      for (size_t w = 0; w < got / 8; ++w) {
+        // The block holding words[w]: the last one starting at or before it.
+        const ScanBlock* after = std::upper_bound(blocks.data(), blocks.data() + n, words[w],
+                                                  [](uint64_t v, const ScanBlock& b) { return v < b.start; });
+        if (after == blocks.data()) continue;
+        const size_t j = static_cast<size_t>(after - blocks.data()) - 1;
+        const uint64_t size = blocks[j].size() > 0 ? blocks[j].size() : 1;
+        if (j != i && words[w] - blocks[j].start < size && IsLost(blocks[j])) indirect[j] = 1;
+      }
+      if (got < len) break;
+      off += len;
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!IsLost(blocks[i])) continue;
+    track::LeakTotal& t = indirect[i] ? out->lsan_indirect : out->lsan_direct;
+    ++t.blocks;
+    t.bytes += LsanBytes(blocks[i]);
+    ++out->lsan_leaked.blocks;
+    out->lsan_leaked.bytes += LsanBytes(blocks[i]);
+  }
+  return true;
+}
+
+void CollectPool(uintptr_t r, size_t rb, uintptr_t base, size_t bytes, bool arena, void* arg) {
+  auto* c = static_cast<Collect*>(arg);
+  // (Marked pooled: in the detector's view, the mark tells a pool's real block from an unpooled one.)
+  c->ok = c->ok && c->pools->Push(ScanBlock::Of(r, rb, true)) && (!arena || c->arena_roots->Push(RootRange{base, base + bytes}));
+}
+
+void CollectPooledBlock(uintptr_t p, uint64_t size, void* arg) {
+  auto* c = static_cast<Collect*>(arg);
+  c->ok = c->ok && c->blocks->Push(ScanBlock::Of(p, size, true));
+}
+
+bool SortByStart(ScanBlock* a, size_t n, bool mostly_in_order) {
+  auto start_of = [](const ScanBlock& b) { return uint64_t{b.start}; };
+  Array<ScanBlock> scratch(g_scratch, /*sparse=*/mostly_in_order);
+  if (mostly_in_order) {
+    if (!scratch.Resize(n / 8 + 4096)) return false;
+    if (track::SortNearlyInOrder(a, n, start_of, scratch.data(), scratch.size())) return true;
+  }
+  if (!scratch.Resize(n)) return false;
+  track::RadixSortBy(a, scratch.data(), n, start_of);
+  return true;
+}
+
+void MergeInto(ScanBlock* a, size_t na, const ScanBlock* b, size_t nb) {
+  size_t i = na, j = nb, out = na + nb;
+  while (j > 0) {
+    if (i > 0 && a[i - 1].start > b[j - 1].start) {
+      a[--out] = a[--i];
+    } else {
+      a[--out] = b[--j];
+    }
+  }
+}
+
+int ClassifyForDetector(void* arg) {
+  auto* j = static_cast<DetectorJob*>(arg);
+  j->ok = track::ClassifyReachability(j->blocks, j->n, j->roots, j->nroots, *j->root_reader, *j->heap_reader,
+                                      g_scratch, &j->result);
+  if (j->ok && j->lsan_roots != nullptr) {
+    j->lsan_ok = ClassifyForLsan(j->blocks, j->n, j->lsan_roots, j->nlsan_roots, *j->lsan_root_reader, *j->heap_reader,
+                                 j->lsan_out);
+  }
+  return 0;
+}
+
+}  // namespace scan
+}  // namespace poolscope
