@@ -337,8 +337,8 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // Much of it is address space reserved and never touched (the tables' room to grow): only its
   // touched pages are read (poolscope's memory is anonymous, and a page never touched reads as zeros),
   // found as the program's roots are (pagemap).
-  // The pool metadata is read as what it holds of the heap, a pointer at the start of each pool
-  // (PoolStartsReader, below), not byte by byte: at 128 bytes a pool, it is most of poolscope's memory.
+  // The pool list is read as what it holds of the heap, a pointer at the start of each pool's real
+  // block (PoolStartsReader, below), made up from the pools' array rather than read word by word.
   Array<RootRange> own_roots(g_scratch), slab(g_scratch), own_pieces(g_scratch);
   RangeSink slab_sink{&slab, &c.ok};
   if (in.for_each_meta_chunk != nullptr) in.for_each_meta_chunk(PushRange, &slab_sink);

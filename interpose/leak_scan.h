@@ -48,8 +48,9 @@ struct ScanInputs {
   // call it (a return from main restores its caller's): roots of the program's views, as the exit
   // path's frames that save them are for a detector below.
   const uintptr_t* exit_registers;
-  // The pool metadata's chunks: calls fn(begin, end, arg) for each. The detector's view reads, for
-  // them, each pool's start (what they hold of the heap), not their bytes. Null: read as they are.
+  // The pool list's chunks: calls fn(begin, end, arg) for each. The detector's view reads, for them,
+  // each pool's real block's start (what they hold of the heap), not their bytes. Null: read as they
+  // are.
   void (*for_each_meta_chunk)(void (*fn)(uintptr_t begin, uintptr_t end, void* arg), void* arg);
   // How many pooled blocks the counters say are live: the room the program's view's array starts
   // with (a wrong figure costs time, not truth).
