@@ -118,6 +118,9 @@ void WriteReachability(report::JsonWriter& w, const track::ReachabilityResult* r
   w.EndObject();
 }
 
+// A frame in one of the client library's entry points (see ProgramFrames).
+bool IsClientEntry(const track::SymbolizedFrame& f) { return f.function.rfind("poolscope_", 0) == 0; }
+
 }  // namespace
 
 // The frames of a captured stack from the program's first one. The client library
@@ -127,7 +130,7 @@ void WriteReachability(report::JsonWriter& w, const track::ReachabilityResult* r
 int ProgramFrames(track::Symbolizer* sym, uint32_t stack_id, const uintptr_t** pcs) {
   int n = StackFrames(stack_id, pcs);
   int first = 0;
-  while (first < n && sym->SymbolizeReturnAddress((*pcs)[first]).function.rfind("poolscope_", 0) == 0) ++first;
+  while (first < n && IsClientEntry(sym->ReturnAddressFrame((*pcs)[first]))) ++first;
   *pcs += first;
   return n - first;
 }
@@ -139,7 +142,7 @@ void WriteStack(report::JsonWriter& w, track::Symbolizer* sym, uint32_t stack_id
   const uintptr_t* pcs = nullptr;
   int n = sym != nullptr ? ProgramFrames(sym, stack_id, &pcs) : 0;
   for (int i = 0; i < n; ++i) {
-    track::SymbolizedFrame f = sym->SymbolizeReturnAddress(pcs[i]);
+    const track::SymbolizedFrame& f = sym->ReturnAddressFrame(pcs[i]);
     w.BeginObject();
     char pc[32];
     snprintf(pc, sizeof pc, "0x%llx", static_cast<unsigned long long>(pcs[i]));
@@ -197,17 +200,62 @@ void GatherLeaks(ReportLeaks* r) {
   }
   track::Symbolizer* sym = tracked ? new track::Symbolizer() : nullptr;
   // Stacks that differ only in return addresses the source cannot tell apart (an unrolled loop calls
-  // the same line from two places) are one group: merged by their symbolized frames.
-  std::map<std::string, LeakGroup> merged;
+  // the same line from two places) are one group: merged by their symbolized frames. Each distinct
+  // return address is symbolized once, into the part of the key it stands for; every stack's frames
+  // are indexes into `distinct`, found through an open-addressed table of the pcs.
+  size_t total = 0;
   for (const LeakGroup& g : raw) {
-    std::string key;
     const uintptr_t* pcs = nullptr;
-    int n = ProgramFrames(sym, g.stack_id, &pcs);
+    total += static_cast<size_t>(StackFrames(g.stack_id, &pcs));
+  }
+  size_t capacity = 64;
+  while (capacity < 2 * total) capacity *= 2;
+  const size_t mask = capacity - 1;
+  constexpr uint32_t kEmpty = UINT32_MAX;
+  std::vector<uint32_t> slot(capacity, kEmpty);
+  std::vector<uintptr_t> distinct;
+  std::vector<uint32_t> frames;      // per stack of raw, its frames' indexes, one stack after another
+  std::vector<uint32_t> frames_end;  // per stack of raw, where its frames end in `frames`
+  frames.reserve(total);
+  frames_end.reserve(raw.size());
+  for (const LeakGroup& g : raw) {
+    const uintptr_t* pcs = nullptr;
+    const int n = StackFrames(g.stack_id, &pcs);
     for (int i = 0; i < n; ++i) {
-      track::SymbolizedFrame f = sym->SymbolizeReturnAddress(pcs[i]);
-      key += f.function + "@" + f.file + ":" + std::to_string(f.line) + ";";
+      size_t h = static_cast<size_t>((static_cast<uint64_t>(pcs[i]) * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+      while (slot[h] != kEmpty && distinct[slot[h]] != pcs[i]) h = (h + 1) & mask;
+      if (slot[h] == kEmpty) {
+        slot[h] = static_cast<uint32_t>(distinct.size());
+        distinct.push_back(pcs[i]);
+      }
+      frames.push_back(slot[h]);
     }
-    if (n == 0) key = "#" + std::to_string(g.stack_id);
+    frames_end.push_back(static_cast<uint32_t>(frames.size()));
+  }
+  std::vector<std::string> frame_key(distinct.size());
+  std::vector<uint8_t> client_entry(distinct.size());
+  for (size_t i = 0; i < distinct.size(); ++i) {
+    const track::SymbolizedFrame& f = sym->ReturnAddressFrame(distinct[i]);
+    client_entry[i] = IsClientEntry(f);
+    std::string& key = frame_key[i];
+    key.reserve(f.function.size() + f.file.size() + 16);
+    key += f.function;
+    key += '@';
+    key += f.file;
+    key += ':';
+    key += std::to_string(f.line);
+    key += ';';
+  }
+  std::map<std::string, LeakGroup> merged;
+  std::string key;
+  for (size_t k = 0; k < raw.size(); ++k) {
+    const LeakGroup& g = raw[k];
+    key.clear();
+    size_t first = k == 0 ? 0 : frames_end[k - 1];
+    const size_t end = frames_end[k];
+    while (first < end && client_entry[frames[first]]) ++first;  // as ProgramFrames
+    for (size_t i = first; i < end; ++i) key += frame_key[frames[i]];
+    if (first == end) key = "#" + std::to_string(g.stack_id);
     key += "/" + std::to_string(g.kind);
     auto it = merged.find(key);
     if (it == merged.end()) {
