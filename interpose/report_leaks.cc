@@ -118,6 +118,16 @@ void WriteReachability(report::JsonWriter& w, const track::ReachabilityResult* r
   w.EndObject();
 }
 
+// The slot of `slot` (a power of two in size, open addressing) that holds pc's index in `distinct`, or
+// the empty one (kNoFrame) where it goes.
+constexpr uint32_t kNoFrame = UINT32_MAX;
+uint32_t& FrameSlot(std::vector<uint32_t>& slot, const std::vector<uintptr_t>& distinct, uintptr_t pc) {
+  const size_t mask = slot.size() - 1;
+  size_t h = static_cast<size_t>((static_cast<uint64_t>(pc) * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+  while (slot[h] != kNoFrame && distinct[slot[h]] != pc) h = (h + 1) & mask;
+  return slot[h];
+}
+
 // A frame in one of the client library's entry points (see ProgramFrames).
 bool IsClientEntry(const track::SymbolizedFrame& f) { return f.function.rfind("poolscope_", 0) == 0; }
 
@@ -201,36 +211,23 @@ void GatherLeaks(ReportLeaks* r) {
   track::Symbolizer* sym = tracked ? new track::Symbolizer() : nullptr;
   // Stacks that differ only in return addresses the source cannot tell apart (an unrolled loop calls
   // the same line from two places) are one group: merged by their symbolized frames. Each distinct
-  // return address is symbolized once, into the part of the key it stands for; every stack's frames
-  // are indexes into `distinct`, found through an open-addressed table of the pcs.
-  size_t total = 0;
-  for (const LeakGroup& g : raw) {
-    const uintptr_t* pcs = nullptr;
-    total += static_cast<size_t>(StackFrames(g.stack_id, &pcs));
-  }
-  size_t capacity = 64;
-  while (capacity < 2 * total) capacity *= 2;
-  const size_t mask = capacity - 1;
-  constexpr uint32_t kEmpty = UINT32_MAX;
-  std::vector<uint32_t> slot(capacity, kEmpty);
+  // return address (`distinct`, found through an open-addressed table of indexes) is symbolized once,
+  // into the part of the key it stands for.
   std::vector<uintptr_t> distinct;
-  std::vector<uint32_t> frames;      // per stack of raw, its frames' indexes, one stack after another
-  std::vector<uint32_t> frames_end;  // per stack of raw, where its frames end in `frames`
-  frames.reserve(total);
-  frames_end.reserve(raw.size());
+  std::vector<uint32_t> slot(4096, kNoFrame);  // open addressing, at most half full
   for (const LeakGroup& g : raw) {
     const uintptr_t* pcs = nullptr;
     const int n = StackFrames(g.stack_id, &pcs);
     for (int i = 0; i < n; ++i) {
-      size_t h = static_cast<size_t>((static_cast<uint64_t>(pcs[i]) * 0x9E3779B97F4A7C15ull) >> 32) & mask;
-      while (slot[h] != kEmpty && distinct[slot[h]] != pcs[i]) h = (h + 1) & mask;
-      if (slot[h] == kEmpty) {
-        slot[h] = static_cast<uint32_t>(distinct.size());
-        distinct.push_back(pcs[i]);
+      uint32_t& at = FrameSlot(slot, distinct, pcs[i]);
+      if (at != kNoFrame) continue;
+      at = static_cast<uint32_t>(distinct.size());
+      distinct.push_back(pcs[i]);
+      if (2 * distinct.size() > slot.size()) {
+        slot.assign(2 * slot.size(), kNoFrame);
+        for (uint32_t k = 0; k < distinct.size(); ++k) FrameSlot(slot, distinct, distinct[k]) = k;
       }
-      frames.push_back(slot[h]);
     }
-    frames_end.push_back(static_cast<uint32_t>(frames.size()));
   }
   std::vector<std::string> frame_key(distinct.size());
   std::vector<uint8_t> client_entry(distinct.size());
@@ -248,14 +245,14 @@ void GatherLeaks(ReportLeaks* r) {
   }
   std::map<std::string, LeakGroup> merged;
   std::string key;
-  for (size_t k = 0; k < raw.size(); ++k) {
-    const LeakGroup& g = raw[k];
+  for (const LeakGroup& g : raw) {
     key.clear();
-    size_t first = k == 0 ? 0 : frames_end[k - 1];
-    const size_t end = frames_end[k];
-    while (first < end && client_entry[frames[first]]) ++first;  // as ProgramFrames
-    for (size_t i = first; i < end; ++i) key += frame_key[frames[i]];
-    if (first == end) key = "#" + std::to_string(g.stack_id);
+    const uintptr_t* pcs = nullptr;
+    const int n = StackFrames(g.stack_id, &pcs);
+    int first = 0;
+    while (first < n && client_entry[FrameSlot(slot, distinct, pcs[first])]) ++first;  // as ProgramFrames
+    for (int i = first; i < n; ++i) key += frame_key[FrameSlot(slot, distinct, pcs[i])];
+    if (first == n) key = "#" + std::to_string(g.stack_id);
     key += "/" + std::to_string(g.kind);
     auto it = merged.find(key);
     if (it == merged.end()) {

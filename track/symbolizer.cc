@@ -127,19 +127,73 @@ bool ParseSymbolLine(const char* line, size_t len, uintptr_t* offset, Symbolized
   return true;
 }
 
-size_t IndexSymbolTable(const char* text, size_t size, std::unordered_map<uintptr_t, uint32_t>* lines) {
-  lines->reserve(lines->size() + size / 48);  // a line of libc's table is about 60 bytes
+size_t IndexSymbolTable(const char* text, size_t size, std::vector<std::pair<uintptr_t, uint32_t>>* lines) {
   size_t at = 0;
   while (at < size) {
     const char* nl = static_cast<const char*>(memchr(text + at, '\n', size - at));
     if (nl == nullptr) break;  // a last line without its newline: cut short by a short write
     const size_t len = static_cast<size_t>(nl - (text + at));
     uintptr_t off = 0;
-    if (at <= UINT32_MAX && ParseSymbolLine(text + at, len, &off, nullptr)) (*lines)[off] = static_cast<uint32_t>(at);
+    if (at <= UINT32_MAX && ParseSymbolLine(text + at, len, &off, nullptr)) {
+      lines->emplace_back(off, static_cast<uint32_t>(at));
+    }
     at += len + 1;
   }
   return at;
 }
+
+namespace {
+
+// Offset -> start of its line in a table's text: open addressing, kept at most half full.
+class LineIndex {
+ public:
+  void Put(uintptr_t off, uint32_t at) {
+    if (2 * (used_ + 1) > at_.size()) Grow();
+    size_t i = Slot(off);
+    if (at_[i] == kEmpty) {
+      ++used_;
+      off_[i] = off;
+    }
+    at_[i] = at;
+  }
+  bool Get(uintptr_t off, uint32_t* at) const {
+    if (used_ == 0) return false;
+    const size_t i = Slot(off);
+    if (at_[i] == kEmpty) return false;
+    *at = at_[i];
+    return true;
+  }
+
+ private:
+  static constexpr uint32_t kEmpty = UINT32_MAX;
+  // The slot that holds off, or the empty one where it goes.
+  size_t Slot(uintptr_t off) const {
+    const size_t mask = at_.size() - 1;
+    size_t i = static_cast<size_t>((static_cast<uint64_t>(off) * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+    while (at_[i] != kEmpty && off_[i] != off) i = (i + 1) & mask;
+    return i;
+  }
+  void Grow() {
+    std::vector<uintptr_t> old_off;
+    std::vector<uint32_t> old_at;
+    old_off.swap(off_);
+    old_at.swap(at_);
+    off_.assign(old_at.empty() ? 1024 : 2 * old_at.size(), 0);
+    at_.assign(off_.size(), kEmpty);
+    for (size_t i = 0; i < old_at.size(); ++i) {
+      if (old_at[i] != kEmpty) {
+        const size_t j = Slot(old_off[i]);
+        off_[j] = old_off[i];
+        at_[j] = old_at[i];
+      }
+    }
+  }
+  std::vector<uintptr_t> off_;
+  std::vector<uint32_t> at_;
+  size_t used_ = 0;
+};
+
+}  // namespace
 
 // Answers already found for one object (one build id, with or without its debug file), kept on disk
 // so that the next process that loads the same object needs neither libdwfl nor the object's tables
@@ -150,7 +204,7 @@ size_t IndexSymbolTable(const char* text, size_t size, std::unordered_map<uintpt
 struct SymbolTable {
   std::string path;
   std::string text;                               // the file's complete lines, then the lines added since
-  std::unordered_map<uintptr_t, uint32_t> lines;  // offset -> start of its line in text
+  LineIndex lines;                                // offset -> start of its line in text
   std::string pending;
   bool cut = false;  // the file ends inside a line: the next append starts with a newline
 
@@ -170,16 +224,19 @@ struct SymbolTable {
       text.resize(got);
     }
     close(fd);
-    const size_t complete = IndexSymbolTable(text.data(), text.size(), &lines);
+    std::vector<std::pair<uintptr_t, uint32_t>> found;
+    found.reserve(text.size() / 48);  // a line of libc's table is about 60 bytes
+    const size_t complete = IndexSymbolTable(text.data(), text.size(), &found);
+    for (const auto& entry : found) lines.Put(entry.first, entry.second);
     cut = complete != text.size();
     text.resize(complete);
   }
 
   bool Find(uintptr_t off, SymbolizedFrame* f) const {
-    auto it = lines.find(off);
-    if (it == lines.end()) return false;
-    const char* line = text.data() + it->second;
-    const char* nl = static_cast<const char*>(memchr(line, '\n', text.size() - it->second));
+    uint32_t at = 0;
+    if (!lines.Get(off, &at)) return false;
+    const char* line = text.data() + at;
+    const char* nl = static_cast<const char*>(memchr(line, '\n', text.size() - at));
     uintptr_t parsed = 0;
     return nl != nullptr && ParseSymbolLine(line, static_cast<size_t>(nl - line), &parsed, f);
   }
@@ -194,7 +251,7 @@ struct SymbolTable {
     const size_t start = pending.size();
     pending += head + f.function + "\t" + f.file + "\n";
     if (text.size() <= UINT32_MAX) {
-      lines[off] = static_cast<uint32_t>(text.size());
+      lines.Put(off, static_cast<uint32_t>(text.size()));
       text.append(pending, start, std::string::npos);
     }
   }

@@ -50,7 +50,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace poolscope {
 namespace track {
@@ -93,11 +94,12 @@ const char* SymbolizerUnavailable();
 // The on-disk answer tables (symbolizer.cc): one line per address, "offset has_symbol line
 // object_offset function file" tab-separated (offsets in hex, has_symbol 0 or 1, line in decimal).
 // ParseSymbolLine reads one line without its newline: false when it does not parse, else *offset and,
-// when f is given, *f (its object empty). IndexSymbolTable maps each offset of a table's text to the
-// start of its last line that parses (a later line for the same offset wins) and returns the bytes of
-// complete lines: a last line without its newline (a write cut short) is not read.
+// when f is given, *f (its object empty). IndexSymbolTable appends (offset, start of the line) for
+// each line of a table's text that parses, in the text's order (the table answers with the last one
+// for an offset), and returns the bytes of complete lines: a last line without its newline (a write
+// cut short) is not read.
 bool ParseSymbolLine(const char* line, size_t len, uintptr_t* offset, SymbolizedFrame* f);
-size_t IndexSymbolTable(const char* text, size_t size, std::unordered_map<uintptr_t, uint32_t>* lines);
+size_t IndexSymbolTable(const char* text, size_t size, std::vector<std::pair<uintptr_t, uint32_t>>* lines);
 
 // abi::__cxa_demangle, or `name` itself when it is not a mangled C++ name.
 std::string Demangle(const char* name);

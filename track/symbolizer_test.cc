@@ -294,11 +294,11 @@ TEST(SymbolTableTest, ParsesTheSixFieldsAndRejectsWhatIsNotALine) {
 }
 
 TEST(SymbolTableTest, IndexReadsCompleteLinesOnly) {
-  std::unordered_map<uintptr_t, uint32_t> lines;
+  std::vector<std::pair<uintptr_t, uint32_t>> lines;
   EXPECT_EQ(IndexSymbolTable("", 0, &lines), 0u);
   EXPECT_TRUE(lines.empty());
-  // A line that does not parse between two that do; the same offset twice (the later line wins); a
-  // last line without its newline.
+  // A line that does not parse between two that do; the same offset twice; a last line without its
+  // newline.
   const std::string text =
       "a\t1\t1\ta\tf\tx.c\n"
       "garbage\n"
@@ -308,15 +308,45 @@ TEST(SymbolTableTest, IndexReadsCompleteLinesOnly) {
       "c\t1\t4\tc\tk\tw.c";
   const size_t complete = text.rfind('\n') + 1;
   EXPECT_EQ(IndexSymbolTable(text.data(), text.size(), &lines), complete);
-  ASSERT_EQ(lines.size(), 2u);
-  ASSERT_EQ(lines.count(0xa), 1u);
-  ASSERT_EQ(lines.count(0xb), 1u);
-  EXPECT_EQ(text.compare(lines[0xa], 5, "a\t1\t3"), 0);
-  EXPECT_EQ(text.compare(lines[0xb], 5, "b\t1\t2"), 0);
+  const std::vector<std::pair<uintptr_t, uint32_t>> expected = {
+      {0xa, 0}, {0xb, static_cast<uint32_t>(text.find("b\t"))}, {0xa, static_cast<uint32_t>(text.find("a\t1\t3"))}};
+  EXPECT_EQ(lines, expected);
   // Only newlines: nothing, all of it read.
   lines.clear();
   EXPECT_EQ(IndexSymbolTable("\n\n", 2, &lines), 2u);
   EXPECT_TRUE(lines.empty());
+}
+
+// Two lines for one address: the later one answers (a process appends what it found after the
+// lines it read).
+TEST(SymbolizerTest, TheLastLineForAnAddressAnswers) {
+  const std::string dir = UseFreshCacheHome("xdg-twice") + "/poolscope/symbols";
+  Callee callee;
+  ASSERT_NE(callee.handle, nullptr);
+  const uintptr_t pc = reinterpret_cast<uintptr_t>(callee.known);
+  {
+    Symbolizer sym;
+    ASSERT_EQ(sym.SymbolizeAddress(pc).function, "poolscope_callee_known");
+  }
+  std::string table;
+  for (const std::string& name : FilesIn(dir)) {
+    if (ReadFile(dir + "/" + name).find("\tpoolscope_callee_known\t") != std::string::npos) table = dir + "/" + name;
+  }
+  ASSERT_FALSE(table.empty());
+  std::string text = ReadFile(table);
+  std::string first = text, second = text;
+  const size_t at = text.find("\tpoolscope_callee_known\t");
+  first.replace(at, strlen("\tpoolscope_callee_known\t"), "\tfirst_line\t");
+  second.replace(at, strlen("\tpoolscope_callee_known\t"), "\tsecond_line\t");
+  FILE* f = fopen(table.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs((first + second).c_str(), f);
+  fclose(f);
+  {
+    Symbolizer sym;
+    EXPECT_EQ(sym.SymbolizeAddress(pc).function, "second_line");
+  }
+  unsetenv("XDG_CACHE_HOME");
 }
 
 // An object without a build id: its answers are kept by the file's identity (device, inode, size,
