@@ -118,6 +118,19 @@ void WriteReachability(report::JsonWriter& w, const track::ReachabilityResult* r
   w.EndObject();
 }
 
+// The slot of `slot` (a power of two in size, open addressing) that holds pc's index in `distinct`, or
+// the empty one (kNoFrame) where it goes.
+constexpr uint32_t kNoFrame = UINT32_MAX;
+uint32_t& FrameSlot(std::vector<uint32_t>& slot, const std::vector<uintptr_t>& distinct, uintptr_t pc) {
+  const size_t mask = slot.size() - 1;
+  size_t h = static_cast<size_t>((static_cast<uint64_t>(pc) * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+  while (slot[h] != kNoFrame && distinct[slot[h]] != pc) h = (h + 1) & mask;
+  return slot[h];
+}
+
+// A frame in one of the client library's entry points (see ProgramFrames).
+bool IsClientEntry(const track::SymbolizedFrame& f) { return f.function.rfind("poolscope_", 0) == 0; }
+
 }  // namespace
 
 // The frames of a captured stack from the program's first one. The client library
@@ -127,7 +140,7 @@ void WriteReachability(report::JsonWriter& w, const track::ReachabilityResult* r
 int ProgramFrames(track::Symbolizer* sym, uint32_t stack_id, const uintptr_t** pcs) {
   int n = StackFrames(stack_id, pcs);
   int first = 0;
-  while (first < n && sym->SymbolizeReturnAddress((*pcs)[first]).function.rfind("poolscope_", 0) == 0) ++first;
+  while (first < n && IsClientEntry(sym->ReturnAddressFrame((*pcs)[first]))) ++first;
   *pcs += first;
   return n - first;
 }
@@ -139,7 +152,7 @@ void WriteStack(report::JsonWriter& w, track::Symbolizer* sym, uint32_t stack_id
   const uintptr_t* pcs = nullptr;
   int n = sym != nullptr ? ProgramFrames(sym, stack_id, &pcs) : 0;
   for (int i = 0; i < n; ++i) {
-    track::SymbolizedFrame f = sym->SymbolizeReturnAddress(pcs[i]);
+    const track::SymbolizedFrame& f = sym->ReturnAddressFrame(pcs[i]);
     w.BeginObject();
     char pc[32];
     snprintf(pc, sizeof pc, "0x%llx", static_cast<unsigned long long>(pcs[i]));
@@ -197,17 +210,49 @@ void GatherLeaks(ReportLeaks* r) {
   }
   track::Symbolizer* sym = tracked ? new track::Symbolizer() : nullptr;
   // Stacks that differ only in return addresses the source cannot tell apart (an unrolled loop calls
-  // the same line from two places) are one group: merged by their symbolized frames.
-  std::map<std::string, LeakGroup> merged;
+  // the same line from two places) are one group: merged by their symbolized frames. Each distinct
+  // return address (`distinct`, found through an open-addressed table of indexes) is symbolized once,
+  // into the part of the key it stands for.
+  std::vector<uintptr_t> distinct;
+  std::vector<uint32_t> slot(4096, kNoFrame);  // open addressing, at most half full
   for (const LeakGroup& g : raw) {
-    std::string key;
     const uintptr_t* pcs = nullptr;
-    int n = ProgramFrames(sym, g.stack_id, &pcs);
+    const int n = StackFrames(g.stack_id, &pcs);
     for (int i = 0; i < n; ++i) {
-      track::SymbolizedFrame f = sym->SymbolizeReturnAddress(pcs[i]);
-      key += f.function + "@" + f.file + ":" + std::to_string(f.line) + ";";
+      uint32_t& at = FrameSlot(slot, distinct, pcs[i]);
+      if (at != kNoFrame) continue;
+      at = static_cast<uint32_t>(distinct.size());
+      distinct.push_back(pcs[i]);
+      if (2 * distinct.size() > slot.size()) {
+        slot.assign(2 * slot.size(), kNoFrame);
+        for (uint32_t k = 0; k < distinct.size(); ++k) FrameSlot(slot, distinct, distinct[k]) = k;
+      }
     }
-    if (n == 0) key = "#" + std::to_string(g.stack_id);
+  }
+  std::vector<std::string> frame_key(distinct.size());
+  std::vector<uint8_t> client_entry(distinct.size());
+  for (size_t i = 0; i < distinct.size(); ++i) {
+    const track::SymbolizedFrame& f = sym->ReturnAddressFrame(distinct[i]);
+    client_entry[i] = IsClientEntry(f);
+    std::string& key = frame_key[i];
+    key.reserve(f.function.size() + f.file.size() + 16);
+    key += f.function;
+    key += '@';
+    key += f.file;
+    key += ':';
+    key += std::to_string(f.line);
+    key += ';';
+  }
+  std::map<std::string, LeakGroup> merged;
+  std::string key;
+  for (const LeakGroup& g : raw) {
+    key.clear();
+    const uintptr_t* pcs = nullptr;
+    const int n = StackFrames(g.stack_id, &pcs);
+    int first = 0;
+    while (first < n && client_entry[FrameSlot(slot, distinct, pcs[first])]) ++first;  // as ProgramFrames
+    for (int i = first; i < n; ++i) key += frame_key[FrameSlot(slot, distinct, pcs[i])];
+    if (first == n) key = "#" + std::to_string(g.stack_id);
     key += "/" + std::to_string(g.kind);
     auto it = merged.find(key);
     if (it == merged.end()) {

@@ -162,7 +162,7 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
     for (uint32_t id : shown) {
       const uintptr_t* pcs = nullptr;
       const int n = ProgramFrames(sym, id, &pcs);
-      for (int k = 0; k < n; ++k) sym->SymbolizeReturnAddress(pcs[k]);
+      for (int k = 0; k < n; ++k) sym->ReturnAddressFrame(pcs[k]);
     }
   }
   const uint64_t report_ms = (MonotonicNs() - started_ns) / 1000000;

@@ -27,7 +27,6 @@
 #include <iterator>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -65,38 +64,181 @@ std::string Demangle(const char* name) {
   return name;
 }
 
+namespace {
+
+// A field of digits in `base` (16 or 10, the latter with an optional '-'), at most 16 of them.
+bool ParseNumber(const char* p, const char* end, int base, unsigned long long* v) {
+  bool negative = false;
+  if (base == 10 && p < end && *p == '-') {
+    negative = true;
+    ++p;
+  }
+  if (p == end || end - p > 16) return false;
+  unsigned long long x = 0;
+  for (; p < end; ++p) {
+    const char c = *p;
+    unsigned d;
+    if (c >= '0' && c <= '9') {
+      d = static_cast<unsigned>(c - '0');
+    } else if (base == 16 && c >= 'a' && c <= 'f') {
+      d = static_cast<unsigned>(c - 'a' + 10);
+    } else if (base == 16 && c >= 'A' && c <= 'F') {
+      d = static_cast<unsigned>(c - 'A' + 10);
+    } else {
+      return false;
+    }
+    x = x * static_cast<unsigned>(base) + d;
+  }
+  *v = negative ? 0 - x : x;
+  return true;
+}
+
+}  // namespace
+
+bool ParseSymbolLine(const char* line, size_t len, uintptr_t* offset, SymbolizedFrame* f) {
+  // One pass: where the five tabs are; a sixth tab or a newline is no line.
+  const char* tab[5];
+  int ntabs = 0;
+  for (size_t i = 0; i < len; ++i) {
+    const char c = line[i];
+    if (c == '\t') {
+      if (ntabs == 5) return false;
+      tab[ntabs++] = line + i;
+    } else if (c == '\n') {
+      return false;
+    }
+  }
+  if (ntabs != 5) return false;
+  unsigned long long off = 0, object_offset = 0, lineno = 0;
+  if (!ParseNumber(line, tab[0], 16, &off) || !ParseNumber(tab[2] + 1, tab[3], 16, &object_offset) ||
+      !ParseNumber(tab[1] + 1, tab[2], 10, &lineno)) {
+    return false;
+  }
+  if (tab[1] - tab[0] != 2 || (tab[0][1] != '0' && tab[0][1] != '1')) return false;
+  *offset = static_cast<uintptr_t>(off);
+  if (f != nullptr) {
+    f->has_symbol = tab[0][1] == '1';
+    f->line = static_cast<int>(static_cast<long long>(lineno));
+    f->object_offset = static_cast<uintptr_t>(object_offset);
+    f->function.assign(tab[3] + 1, tab[4]);
+    f->file.assign(tab[4] + 1, line + len);
+    f->object.clear();
+  }
+  return true;
+}
+
+size_t IndexSymbolTable(const char* text, size_t size, std::vector<std::pair<uintptr_t, uint32_t>>* lines) {
+  size_t at = 0;
+  while (at < size) {
+    const char* nl = static_cast<const char*>(memchr(text + at, '\n', size - at));
+    if (nl == nullptr) break;  // a last line without its newline: cut short by a short write
+    const size_t len = static_cast<size_t>(nl - (text + at));
+    uintptr_t off = 0;
+    if (at <= UINT32_MAX && ParseSymbolLine(text + at, len, &off, nullptr)) {
+      lines->emplace_back(off, static_cast<uint32_t>(at));
+    }
+    at += len + 1;
+  }
+  return at;
+}
+
+namespace {
+
+// Offset -> start of its line in a table's text: open addressing, kept at most half full.
+class LineIndex {
+ public:
+  void Put(uintptr_t off, uint32_t at) {
+    if (2 * (used_ + 1) > at_.size()) Grow();
+    size_t i = Slot(off);
+    if (at_[i] == kEmpty) {
+      ++used_;
+      off_[i] = off;
+    }
+    at_[i] = at;
+  }
+  bool Get(uintptr_t off, uint32_t* at) const {
+    if (used_ == 0) return false;
+    const size_t i = Slot(off);
+    if (at_[i] == kEmpty) return false;
+    *at = at_[i];
+    return true;
+  }
+
+ private:
+  static constexpr uint32_t kEmpty = UINT32_MAX;
+  // The slot that holds off, or the empty one where it goes.
+  size_t Slot(uintptr_t off) const {
+    const size_t mask = at_.size() - 1;
+    size_t i = static_cast<size_t>((static_cast<uint64_t>(off) * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+    while (at_[i] != kEmpty && off_[i] != off) i = (i + 1) & mask;
+    return i;
+  }
+  void Grow() {
+    std::vector<uintptr_t> old_off;
+    std::vector<uint32_t> old_at;
+    old_off.swap(off_);
+    old_at.swap(at_);
+    off_.assign(old_at.empty() ? 1024 : 2 * old_at.size(), 0);
+    at_.assign(off_.size(), kEmpty);
+    for (size_t i = 0; i < old_at.size(); ++i) {
+      if (old_at[i] != kEmpty) {
+        const size_t j = Slot(old_off[i]);
+        off_[j] = old_off[i];
+        at_[j] = old_at[i];
+      }
+    }
+  }
+  std::vector<uintptr_t> off_;
+  std::vector<uint32_t> at_;
+  size_t used_ = 0;
+};
+
+}  // namespace
+
 // Answers already found for one object (one build id, with or without its debug file), kept on disk
 // so that the next process that loads the same object needs neither libdwfl nor the object's tables
 // for them. One line per address: offset from the object's start, has_symbol, line, object_offset,
 // function, file, tab-separated. Processes append their new answers with one write(2) each; a line
-// that does not parse is skipped.
+// that does not parse, or a last line without its newline, is skipped. The file is read whole and
+// indexed by offset; a line becomes a frame only when its address is asked for.
 struct SymbolTable {
   std::string path;
-  std::unordered_map<uintptr_t, SymbolizedFrame> entries;
+  std::string text;                               // the file's complete lines, then the lines added since
+  LineIndex lines;                                // offset -> start of its line in text
   std::string pending;
+  bool cut = false;  // the file ends inside a line: the next append starts with a newline
 
   void Load() {
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line)) {
-      std::vector<std::string> fields;
-      std::stringstream ss(line);
-      std::string field;
-      while (std::getline(ss, field, '\t')) fields.push_back(field);
-      if (line.empty() || line.back() == '\t') fields.push_back(std::string());
-      if (fields.size() != 6) continue;
-      char* end = nullptr;
-      const uintptr_t off = strtoull(fields[0].c_str(), &end, 16);
-      if (*end != '\0' || (fields[1] != "0" && fields[1] != "1")) continue;
-      SymbolizedFrame f;
-      f.has_symbol = fields[1] == "1";
-      f.line = atoi(fields[2].c_str());
-      f.object_offset = strtoull(fields[3].c_str(), &end, 16);
-      if (*end != '\0') continue;
-      f.function = fields[4];
-      f.file = fields[5];
-      entries[off] = f;
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && st.st_size > 0) {
+      text.resize(static_cast<size_t>(st.st_size));
+      size_t got = 0;
+      while (got < text.size()) {
+        const ssize_t n = read(fd, &text[got], text.size() - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        got += static_cast<size_t>(n);
+      }
+      text.resize(got);
     }
+    close(fd);
+    std::vector<std::pair<uintptr_t, uint32_t>> found;
+    found.reserve(text.size() / 48);  // a line of libc's table is about 60 bytes
+    const size_t complete = IndexSymbolTable(text.data(), text.size(), &found);
+    for (const auto& entry : found) lines.Put(entry.first, entry.second);
+    cut = complete != text.size();
+    text.resize(complete);
+  }
+
+  bool Find(uintptr_t off, SymbolizedFrame* f) const {
+    uint32_t at = 0;
+    if (!lines.Get(off, &at)) return false;
+    const char* line = text.data() + at;
+    const char* nl = static_cast<const char*>(memchr(line, '\n', text.size() - at));
+    uintptr_t parsed = 0;
+    return nl != nullptr && ParseSymbolLine(line, static_cast<size_t>(nl - line), &parsed, f);
   }
 
   void Add(uintptr_t off, const SymbolizedFrame& f) {
@@ -106,17 +248,20 @@ struct SymbolTable {
     char head[80];
     snprintf(head, sizeof(head), "%" PRIxPTR "\t%d\t%d\t%" PRIxPTR "\t", off, f.has_symbol ? 1 : 0, f.line,
              f.object_offset);
+    const size_t start = pending.size();
     pending += head + f.function + "\t" + f.file + "\n";
-    SymbolizedFrame kept = f;
-    kept.object.clear();
-    entries[off] = kept;
+    if (text.size() <= UINT32_MAX) {
+      lines.Put(off, static_cast<uint32_t>(text.size()));
+      text.append(pending, start, std::string::npos);
+    }
   }
 
   void Flush() {
     if (pending.empty()) return;
+    if (cut) pending.insert(0, "\n");  // ends the cut line, which stays unparsed, before ours
     int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
     if (fd >= 0) {
-      (void)!write(fd, pending.data(), pending.size());  // one append; a short write leaves a line that does not parse
+      (void)!write(fd, pending.data(), pending.size());  // one append; a short write leaves a line cut short
       close(fd);
     }
     pending.clear();
@@ -317,9 +462,8 @@ struct Symbolizer::Impl {
       off = pc - base;
       t = TableFor(base, pc);
       if (t != nullptr) {
-        auto hit = t->entries.find(off);
-        if (hit != t->entries.end()) {
-          SymbolizedFrame f = hit->second;
+        SymbolizedFrame f;
+        if (t->Find(off, &f)) {
           f.object = MappedPath(pc);
           if (!f.object.empty()) return f;
         }
@@ -458,12 +602,16 @@ Symbolizer::~Symbolizer() {
   if (held) ReleaseDw();
 }
 
-SymbolizedFrame Symbolizer::SymbolizeAddress(uintptr_t pc) {
+const SymbolizedFrame& Symbolizer::AddressFrame(uintptr_t pc) {
   std::lock_guard<std::mutex> l(impl_->mu);
   auto it = impl_->cache.find(pc);
   if (it != impl_->cache.end()) return it->second;
   return impl_->cache.emplace(pc, impl_->Lookup(pc)).first->second;
 }
+
+SymbolizedFrame Symbolizer::SymbolizeAddress(uintptr_t pc) { return AddressFrame(pc); }
+
+const SymbolizedFrame& Symbolizer::ReturnAddressFrame(uintptr_t ra) { return AddressFrame(ra == 0 ? 0 : ra - 1); }
 
 const char* SymbolizerUnavailable() { return DwUnavailable(); }
 

@@ -46,9 +46,12 @@
 #ifndef POOLSCOPE_TRACK_SYMBOLIZER_H_
 #define POOLSCOPE_TRACK_SYMBOLIZER_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace poolscope {
 namespace track {
@@ -74,6 +77,9 @@ class Symbolizer {
   SymbolizedFrame SymbolizeReturnAddress(uintptr_t ra);
   // Any other code address (a function's entry, the faulting pc of a signal frame).
   SymbolizedFrame SymbolizeAddress(uintptr_t pc);
+  // The same answers without a copy: the cached frame, valid as long as this Symbolizer.
+  const SymbolizedFrame& ReturnAddressFrame(uintptr_t ra);
+  const SymbolizedFrame& AddressFrame(uintptr_t pc);
 
  private:
   struct Impl;
@@ -84,6 +90,16 @@ class Symbolizer {
 // attempt succeeded or none was made. Without it every frame is "object+0xoffset" with its object, no file:line
 // (answers already in the on-disk tables excepted).
 const char* SymbolizerUnavailable();
+
+// The on-disk answer tables (symbolizer.cc): one line per address, "offset has_symbol line
+// object_offset function file" tab-separated (offsets in hex, has_symbol 0 or 1, line in decimal).
+// ParseSymbolLine reads one line without its newline: false when it does not parse, else *offset and,
+// when f is given, *f (its object empty). IndexSymbolTable appends (offset, start of the line) for
+// each line of a table's text that parses, in the text's order (the table answers with the last one
+// for an offset), and returns the bytes of complete lines: a last line without its newline (a write
+// cut short) is not read.
+bool ParseSymbolLine(const char* line, size_t len, uintptr_t* offset, SymbolizedFrame* f);
+size_t IndexSymbolTable(const char* text, size_t size, std::vector<std::pair<uintptr_t, uint32_t>>* lines);
 
 // abi::__cxa_demangle, or `name` itself when it is not a mangled C++ name.
 std::string Demangle(const char* name);

@@ -12,9 +12,11 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "track/test_debug_info.h"
@@ -207,6 +209,142 @@ TEST(SymbolizerTest, AnswersAreKeptOnDiskByBuildIdAndGiveTheSameFrames) {
     Symbolizer sym;
     EXPECT_EQ(sym.SymbolizeAddress(pcs[0]).function, "edited_in_the_table");
     ExpectSameFrame(sym.SymbolizeAddress(pcs[1]), cold[1], "after the edit");
+  }
+  unsetenv("XDG_CACHE_HOME");
+}
+
+// A table's last line cut short by a short write is not an answer, even when it has its six fields
+// (cut inside the file name), and the next process's answers start on a line of their own.
+TEST(SymbolizerTest, ALastLineCutShortIsNotReadAndTheNextAnswersStartANewLine) {
+  const std::string dir = UseFreshCacheHome("xdg-cut") + "/poolscope/symbols";
+  Callee callee;
+  ASSERT_NE(callee.handle, nullptr);
+  uintptr_t ra = 0;
+  callee.call_site(&ra);
+  SymbolizedFrame cold;
+  {
+    Symbolizer sym;
+    cold = sym.SymbolizeReturnAddress(ra);
+  }
+  ASSERT_EQ(cold.function, "poolscope_callee_call_site");
+  ASSERT_GT(cold.file.size(), 4u);
+  std::string table, line;
+  for (const std::string& name : FilesIn(dir)) {
+    const std::string text = ReadFile(dir + "/" + name);
+    const size_t at = text.find("\tpoolscope_callee_call_site\t");
+    if (at == std::string::npos) continue;
+    table = dir + "/" + name;
+    const size_t start = text.rfind('\n', at) == std::string::npos ? 0 : text.rfind('\n', at) + 1;
+    line = text.substr(start, text.find('\n', at) - start);
+  }
+  ASSERT_FALSE(table.empty());
+  // The table now holds only that answer, edited, and cut two bytes short of the file name's end.
+  const size_t fn = line.find("\tpoolscope_callee_call_site\t");
+  std::string cut = line;
+  cut.replace(fn, strlen("\tpoolscope_callee_call_site\t"), "\tedited_in_the_table\t");
+  cut.resize(cut.size() - 2);
+  {
+    FILE* f = fopen(table.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fputs(cut.c_str(), f);
+    fclose(f);
+  }
+  {
+    Symbolizer sym;
+    ExpectSameFrame(sym.SymbolizeReturnAddress(ra), cold, "after the cut");
+  }
+  EXPECT_EQ(ReadFile(table), cut + "\n" + line + "\n");
+  {
+    Symbolizer sym;
+    ExpectSameFrame(sym.SymbolizeReturnAddress(ra), cold, "from the line appended");
+  }
+  unsetenv("XDG_CACHE_HOME");
+}
+
+TEST(SymbolTableTest, ParsesTheSixFieldsAndRejectsWhatIsNotALine) {
+  uintptr_t off = 0;
+  SymbolizedFrame f;
+  const std::string ok = "1a2b\t1\t42\t3c4d\tns::f(int)\t/src/a.cc";
+  ASSERT_TRUE(ParseSymbolLine(ok.data(), ok.size(), &off, &f));
+  EXPECT_EQ(off, 0x1a2bu);
+  EXPECT_TRUE(f.has_symbol);
+  EXPECT_EQ(f.line, 42);
+  EXPECT_EQ(f.object_offset, 0x3c4du);
+  EXPECT_EQ(f.function, "ns::f(int)");
+  EXPECT_EQ(f.file, "/src/a.cc");
+  // Empty function and file fields are answers (no symbol, no debug info).
+  const std::string empty_names = "10\t0\t0\t10\t\t";
+  ASSERT_TRUE(ParseSymbolLine(empty_names.data(), empty_names.size(), &off, &f));
+  EXPECT_EQ(off, 0x10u);
+  EXPECT_FALSE(f.has_symbol);
+  EXPECT_EQ(f.function, "");
+  EXPECT_EQ(f.file, "");
+  // Names of any length.
+  const std::string long_name(100000, 'x');
+  const std::string long_line = "ff\t1\t7\tff\t" + long_name + "\t" + long_name + ".cc";
+  ASSERT_TRUE(ParseSymbolLine(long_line.data(), long_line.size(), &off, &f));
+  EXPECT_EQ(f.function, long_name);
+  EXPECT_EQ(f.file, long_name + ".cc");
+  for (const char* bad : {"", "1a2b", "1a2b\t1\t42\t3c4d\tf", "1a2b\t1\t42\t3c4d\tf\tfile\textra",
+                          "\t1\t42\t3c4d\tf\tfile", "0x1a\t1\t42\t3c4d\tf\tfile", "1g\t1\t42\t3c4d\tf\tfile",
+                          "1a\t2\t42\t3c4d\tf\tfile", "1a\t\t42\t3c4d\tf\tfile", "1a\t1\t4x\t3c4d\tf\tfile",
+                          "1a\t1\t42\t\tf\tfile", "11111111111111111\t1\t42\t3c4d\tf\tfile", "garbage line"}) {
+    EXPECT_FALSE(ParseSymbolLine(bad, strlen(bad), &off, nullptr)) << bad;
+  }
+}
+
+TEST(SymbolTableTest, IndexReadsCompleteLinesOnly) {
+  std::vector<std::pair<uintptr_t, uint32_t>> lines;
+  EXPECT_EQ(IndexSymbolTable("", 0, &lines), 0u);
+  EXPECT_TRUE(lines.empty());
+  // A line that does not parse between two that do; the same offset twice; a last line without its
+  // newline.
+  const std::string text =
+      "a\t1\t1\ta\tf\tx.c\n"
+      "garbage\n"
+      "\n"
+      "b\t1\t2\tb\tg\ty.c\n"
+      "a\t1\t3\ta\th\tz.c\n"
+      "c\t1\t4\tc\tk\tw.c";
+  const size_t complete = text.rfind('\n') + 1;
+  EXPECT_EQ(IndexSymbolTable(text.data(), text.size(), &lines), complete);
+  const std::vector<std::pair<uintptr_t, uint32_t>> expected = {
+      {0xa, 0}, {0xb, static_cast<uint32_t>(text.find("b\t"))}, {0xa, static_cast<uint32_t>(text.find("a\t1\t3"))}};
+  EXPECT_EQ(lines, expected);
+  // Only newlines: nothing, all of it read.
+  lines.clear();
+  EXPECT_EQ(IndexSymbolTable("\n\n", 2, &lines), 2u);
+  EXPECT_TRUE(lines.empty());
+}
+
+// Two lines for one address: the later one answers (a process appends what it found after the
+// lines it read).
+TEST(SymbolizerTest, TheLastLineForAnAddressAnswers) {
+  const std::string dir = UseFreshCacheHome("xdg-twice") + "/poolscope/symbols";
+  Callee callee;
+  ASSERT_NE(callee.handle, nullptr);
+  const uintptr_t pc = reinterpret_cast<uintptr_t>(callee.known);
+  {
+    Symbolizer sym;
+    ASSERT_EQ(sym.SymbolizeAddress(pc).function, "poolscope_callee_known");
+  }
+  std::string table;
+  for (const std::string& name : FilesIn(dir)) {
+    if (ReadFile(dir + "/" + name).find("\tpoolscope_callee_known\t") != std::string::npos) table = dir + "/" + name;
+  }
+  ASSERT_FALSE(table.empty());
+  std::string text = ReadFile(table);
+  std::string first = text, second = text;
+  const size_t at = text.find("\tpoolscope_callee_known\t");
+  first.replace(at, strlen("\tpoolscope_callee_known\t"), "\tfirst_line\t");
+  second.replace(at, strlen("\tpoolscope_callee_known\t"), "\tsecond_line\t");
+  FILE* f = fopen(table.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs((first + second).c_str(), f);
+  fclose(f);
+  {
+    Symbolizer sym;
+    EXPECT_EQ(sym.SymbolizeAddress(pc).function, "second_line");
   }
   unsetenv("XDG_CACHE_HOME");
 }
