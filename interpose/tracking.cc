@@ -435,6 +435,7 @@ void TrackingForkParent() {
 
 void TrackingForkChild() {
   if (!g_on) return;
+  track::FrameRulesForkChild();
   g_memory->ForkChild();
   g_table->ForkChild();
   g_depot->ForkChild();

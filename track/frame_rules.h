@@ -56,6 +56,13 @@ inline int64_t RuleCfaOffset(FrameRule r) { return static_cast<int32_t>(r >> 32)
 // interpretation); use LookupFrameRule.
 FrameRule ComputeFrameRule(uintptr_t pc);
 
+// How many functions' CFI was interpreted whole so far (ComputeFrameRule reads a function once and
+// keeps its rows: its other pcs are answered from them until InvalidateFrameRules), for tests.
+uint64_t FrameRulesFunctionsRead();
+
+// fork() child: forgets the functions read if a thread that no longer exists was reading one.
+void FrameRulesForkChild();
+
 // The FDE covering `pc` (an address inside an instruction), which stands for the function holding it:
 // two pcs with the same non-null answer lie in one function. nullptr when unknown. Slow (a binary
 // search of the object's .eh_frame_hdr table); no malloc, no lock.
@@ -79,6 +86,9 @@ struct Slot {
 extern Slot g_table[kTableSize];
 extern std::atomic<int> g_bits;
 extern std::atomic<uint32_t> g_generation;
+// The rule at pc by interpreting its function's CFI up to it, without the functions kept: what
+// ComputeFrameRule must answer, for tests.
+FrameRule InterpretFrameRule(uintptr_t pc);
 inline size_t Hash(uintptr_t pc, int bits) {
   return static_cast<size_t>((pc * 0x9E3779B97F4A7C15ull) >> (64 - bits));
 }

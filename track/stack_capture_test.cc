@@ -1,5 +1,6 @@
 #include "track/stack_capture.h"
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -120,6 +121,46 @@ TEST(StackCaptureTest, RulesAreCachedUntilInvalidated) {
     EXPECT_EQ(pcs[1][i], pcs[0][i]) << "frame " << i;
     EXPECT_EQ(pcs[2][i], pcs[0][i]) << "frame " << i;
   }
+}
+
+// A function's CFI is interpreted once for all its pcs: its rows are kept, and every pc's rule from them
+// is the one interpreting the CFI up to that pc gives. Checked over libc's getaddrinfo (a big function
+// with many rows) and over every function in the 64 KiB of code after it.
+TEST(StackCaptureTest, AFunctionIsReadOnceAndItsRowsAnswerAsInterpretingDoes) {
+  const uintptr_t f = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "getaddrinfo"));
+  ASSERT_NE(f, 0u);
+  const void* fde = FunctionOf(f);
+  ASSERT_NE(fde, nullptr);
+  InvalidateFrameRules();
+  const uint64_t read = FrameRulesFunctionsRead();
+  int pcs = 0;
+  FrameRule first = 0;
+  bool differ = false;
+  for (uintptr_t pc = f; FunctionOf(pc) == fde && pc < f + (1 << 16); ++pc, ++pcs) {
+    const FrameRule r = ComputeFrameRule(pc);
+    ASSERT_EQ(r, frame_rules_internal::InterpretFrameRule(pc)) << "pc " << pc - f;
+    if (pc == f) first = r;
+    differ |= r != first;
+  }
+  ASSERT_GT(pcs, 100);
+  EXPECT_TRUE(differ) << "every pc had the same rule: the rows were not searched";
+  EXPECT_EQ(FrameRulesFunctionsRead(), read + 1) << "getaddrinfo's CFI was interpreted more than once";
+  EXPECT_EQ(ComputeFrameRule(f + 1), frame_rules_internal::InterpretFrameRule(f + 1));
+  EXPECT_EQ(FrameRulesFunctionsRead(), read + 1);
+  InvalidateFrameRules();
+  EXPECT_EQ(ComputeFrameRule(f + 1), frame_rules_internal::InterpretFrameRule(f + 1));
+  EXPECT_EQ(FrameRulesFunctionsRead(), read + 2) << "rows kept across InvalidateFrameRules";
+  const uint64_t before_scan = FrameRulesFunctionsRead();
+  int functions = 0;
+  const void* last = nullptr;
+  for (uintptr_t pc = f; pc < f + (1 << 16); pc += 3) {
+    ASSERT_EQ(ComputeFrameRule(pc), frame_rules_internal::InterpretFrameRule(pc)) << "pc getaddrinfo+" << pc - f;
+    const void* g = FunctionOf(pc);
+    if (g != nullptr && g != last) ++functions;
+    last = g;
+  }
+  EXPECT_GT(functions, 5);
+  EXPECT_LE(FrameRulesFunctionsRead() - before_scan, static_cast<uint64_t>(functions) + 1);
 }
 
 // The rule cache starts small and doubles as pcs fill it: after more distinct pcs than half its first
