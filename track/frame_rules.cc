@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "track/populate.h"
 #include "track/spin_lock.h"
 
 namespace poolscope {
@@ -601,6 +602,8 @@ constexpr uint32_t kOffsetMask = (uint32_t{1} << kOffsetBits) - 1;
 uint32_t g_functions[size_t{1} << kMaxFunctionBits];
 int g_function_bits = kFirstFunctionBits;
 size_t g_arena_used = 0;
+size_t g_arena_populated = 0;  // the arena's bytes faulted in
+constexpr size_t kArenaAhead = size_t{64} << 10;
 size_t g_nfunctions = 0;
 FrameRule g_rules[kRuleSlots];           // the distinct rules, by index
 uint16_t g_rule_slots[kRuleSlots];       // index + 1 of a rule, by hash of the rule, or 0
@@ -734,6 +737,10 @@ const FunctionRecord* FunctionLocked(const uint8_t* fde) {
   if (g_arena_used + sizeof(FunctionRecord) > kArenaBytes) return nullptr;
   auto* f = reinterpret_cast<FunctionRecord*>(g_arena + g_arena_used);
   auto* const offsets = reinterpret_cast<uint8_t*>(f + 1);
+  // Records are written in order: the arena is faulted in ahead of them, a batch of pages at a time.
+  const uintptr_t arena = reinterpret_cast<uintptr_t>(g_arena);
+  g_arena_populated = PopulateAhead(arena + g_arena_populated, reinterpret_cast<uintptr_t>(offsets) + kPageBytes,
+                                    arena + kArenaBytes, kArenaAhead) - arena;
   FdeInfo info;
   uint32_t nrows = 0;
   if (ReadFde(fde, &info)) {
@@ -833,6 +840,21 @@ using frame_rules_internal::kTableBits;
 std::atomic<bool> g_cached{false};
 // Slots claimed since the table last doubled.
 std::atomic<size_t> g_filled{0};
+// The table's slots [0, 2^g_populated_bits) are faulted in: a probe reads a slot before it claims it,
+// and a page of .bss first read maps the zero page, whose first write then faults again. A table's
+// slots are faulted in together, in one call, before the first is claimed (the first table, when the
+// first rule is cached; the slots a doubling adds, before the doubling is published).
+std::atomic<int> g_populated_bits{0};
+
+void PopulateSlots(int bits) {
+  int done = g_populated_bits.load(std::memory_order_relaxed);
+  if (done >= bits) return;
+  const uintptr_t table = reinterpret_cast<uintptr_t>(g_table);
+  const uintptr_t from = done == 0 ? table : table + (sizeof(Slot) << done);
+  PopulateRange(from, table + (sizeof(Slot) << bits), table + sizeof(g_table));
+  while (done < bits && !g_populated_bits.compare_exchange_weak(done, bits, std::memory_order_relaxed)) {
+  }
+}
 
 // Half of the slots in use are filled: twice as many from now on. The slots used so far keep their
 // pcs and rules, now mostly away from those pcs' home slots: a miss looks for its pc where the
@@ -841,6 +863,7 @@ std::atomic<size_t> g_filled{0};
 void MaybeDouble(int bits) {
   if (bits >= kTableBits) return;
   if (g_filled.fetch_add(1, std::memory_order_relaxed) + 1 < (size_t{1} << bits) / 2) return;
+  PopulateSlots(bits + 1);
   if (!g_bits.compare_exchange_strong(bits, bits + 1, std::memory_order_acq_rel)) return;
   g_filled.store(0, std::memory_order_relaxed);
 }
@@ -882,6 +905,7 @@ FrameRule LookupFrameRuleSlow(uintptr_t pc) {
     if (key == 0) {
       FrameRule r = InSmallerTables(pc, bits);
       if (r == 0) r = ComputeFrameRule(pc);
+      PopulateSlots(bits);
       uintptr_t expected = 0;
       if (s.pc.compare_exchange_strong(expected, kClaiming, std::memory_order_relaxed)) {
         if (!g_cached.load(std::memory_order_relaxed)) g_cached.store(true, std::memory_order_relaxed);

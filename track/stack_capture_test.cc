@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 
 #include <atomic>
 #include <iostream>
@@ -182,6 +183,30 @@ TEST(StackCaptureTest, RuleCacheGrowsWithThePcsItHolds) {
   const uint64_t after_one = FrameRulesComputed();  // ComputeFrameRule's own count, and maybe a lookup's
   EXPECT_EQ(LookupFrameRule(base + 3), ComputeFrameRule(base + 3));
   EXPECT_EQ(FrameRulesComputed(), after_one + 1) << "a pc just looked up was computed again";
+}
+
+// The slots a doubling adds are faulted in before the doubling is published: a probe reads a slot
+// before it claims it, and a page first read maps the zero page, whose first write faults again.
+TEST(StackCaptureTest, SlotsADoublingAddsAreFaultedInBeforeTheyAreProbed) {
+  using frame_rules_internal::g_bits;
+  using frame_rules_internal::g_table;
+  const int before = g_bits.load();
+  if (before >= frame_rules_internal::kTableBits) GTEST_SKIP() << "the cache is at its largest already";
+  if (madvise(reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(g_table) & ~uintptr_t{4095}), 4096,
+              MADV_POPULATE_WRITE) != 0) {
+    GTEST_SKIP() << "no MADV_POPULATE_WRITE";
+  }
+  for (size_t i = 0; g_bits.load() == before && i < (size_t{1} << frame_rules_internal::kTableBits); ++i) {
+    LookupFrameRule(0x300000 + 16 * i);
+  }
+  ASSERT_EQ(g_bits.load(), before + 1);
+  // The new half's whole pages, none of which a probe of the smaller table reached.
+  const uintptr_t from = (reinterpret_cast<uintptr_t>(&g_table[size_t{1} << before]) + 4095) & ~uintptr_t{4095};
+  const uintptr_t to = reinterpret_cast<uintptr_t>(&g_table[size_t{1} << (before + 1)]) & ~uintptr_t{4095};
+  ASSERT_LT(from, to);
+  std::vector<unsigned char> vec((to - from) / 4096);
+  ASSERT_EQ(mincore(reinterpret_cast<void*>(from), to - from, vec.data()), 0);
+  for (size_t i = 0; i < vec.size(); ++i) EXPECT_EQ(vec[i] & 1, 1) << "page " << i << " of the new slots";
 }
 
 // A doubling keeps what the smaller table knew: the pcs looked up before it are answered after it
