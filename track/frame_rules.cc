@@ -161,15 +161,20 @@ struct Reader {
 // How one register is recovered, as far as this reader cares.
 enum class RegRule : uint8_t { kSame, kUndefined, kAtCfa, kAtRbp, kOther };
 
+// The CFA's register as a Row keeps it: rsp or rbp, or kRegOther for any other (a rule never uses it).
+constexpr uint8_t kRegOther = 0xff;
+inline uint8_t CfaReg(uint64_t reg) { return reg == kRegRsp || reg == kRegRbp ? static_cast<uint8_t>(reg) : kRegOther; }
+
+// (The small fields last: 32 bytes, and a reader keeps eleven on its stack.)
 struct Row {
-  uint64_t cfa_reg = kRegRsp;
   int64_t cfa_off = 8;
+  int64_t rbp_off = 0;
+  int64_t ra_off = 0;
   bool cfa_deref = false;  // CFA = *(rbp + cfa_off) (DW_OP_breg6 off; DW_OP_deref)
   bool cfa_other = false;  // any other CFA expression
   RegRule rbp = RegRule::kSame;
-  int64_t rbp_off = 0;
   RegRule ra = RegRule::kSame;
-  int64_t ra_off = 0;
+  uint8_t cfa_reg = kRegRsp;
 };
 
 struct Cie {
@@ -265,10 +270,11 @@ struct RowSink {
 // Runs CFA instructions from `r` until the location passes `target`. `initial` is the row after the
 // CIE's instructions (for DW_CFA_restore); `loc` the current location. With a sink, every row is handed
 // to it as the location moves past it (the row in effect at the end is the caller's to emit).
-bool Execute(Reader r, const Cie& cie, uintptr_t target, uintptr_t* loc, const Row& initial, Row* row,
+// `stack` holds kMaxRemembered rows for DW_CFA_remember_state: the caller's, so that the function
+// store's reads keep it in static memory and a capture's deepest frame stays small.
+constexpr int kMaxRemembered = 8;
+bool Execute(Reader r, const Cie& cie, uintptr_t target, uintptr_t* loc, const Row& initial, Row* row, Row* stack,
              RowSink* sink = nullptr) {
-  constexpr int kMaxRemembered = 8;
-  Row stack[kMaxRemembered];
   int depth = 0;
   auto set_reg = [&](uint64_t reg, RegRule rule, int64_t off) {
     if (reg == kRegRbp) {
@@ -358,12 +364,12 @@ bool Execute(Reader r, const Cie& cie, uintptr_t target, uintptr_t* loc, const R
         *row = stack[--depth];
         break;
       case 0x0c:  // DW_CFA_def_cfa
-        row->cfa_reg = r.Uleb();
+        row->cfa_reg = CfaReg(r.Uleb());
         row->cfa_off = static_cast<int64_t>(r.Uleb());
         row->cfa_deref = row->cfa_other = false;
         break;
       case 0x0d:  // DW_CFA_def_cfa_register
-        row->cfa_reg = r.Uleb();
+        row->cfa_reg = CfaReg(r.Uleb());
         row->cfa_deref = row->cfa_other = false;
         break;
       case 0x0e:  // DW_CFA_def_cfa_offset
@@ -406,7 +412,7 @@ bool Execute(Reader r, const Cie& cie, uintptr_t target, uintptr_t* loc, const R
         break;
       }
       case 0x12:  // DW_CFA_def_cfa_sf
-        row->cfa_reg = r.Uleb();
+        row->cfa_reg = CfaReg(r.Uleb());
         row->cfa_off = r.Sleb() * cie.data_align;
         row->cfa_deref = row->cfa_other = false;
         break;
@@ -532,7 +538,9 @@ struct FdeInfo {
   Row initial;  // the row after the CIE's instructions
 };
 
-bool ReadFde(const uint8_t* fde, FdeInfo* f) {
+// Inlined into its callers, so that a capture's deepest nesting of frames (a rule computed inside
+// malloc, on a thread's stack of 16 KiB) is its caller's frame and Execute's, no more.
+__attribute__((always_inline)) inline bool ReadFde(const uint8_t* fde, FdeInfo* f, Row* remembered) {
   const uint8_t* body;
   const uint8_t* end;
   if (!EntryBounds(fde, &body, &end)) return false;
@@ -547,17 +555,19 @@ bool ReadFde(const uint8_t* fde, FdeInfo* f) {
   f->insns = r;
   // The CIE's instructions give the row every FDE starts from (and DW_CFA_restore goes back to).
   uintptr_t loc = f->start;
-  return Execute(Reader{f->cie.insns, f->cie.insns_end}, f->cie, ~uintptr_t{0}, &loc, f->initial, &f->initial);
+  return Execute(Reader{f->cie.insns, f->cie.insns_end}, f->cie, ~uintptr_t{0}, &loc, f->initial, &f->initial,
+                 remembered);
 }
 
 // The rule at pc by running the FDE's instructions up to it.
-FrameRule InterpretAt(const uint8_t* fde, uintptr_t pc) {
+__attribute__((noinline)) FrameRule InterpretAt(const uint8_t* fde, uintptr_t pc) {
   FdeInfo f;
-  if (!ReadFde(fde, &f)) return kRuleUnsupported;
+  Row remembered[kMaxRemembered];
+  if (!ReadFde(fde, &f, remembered)) return kRuleUnsupported;
   if (pc < f.start || pc - f.start >= f.range) return kRuleUnsupported;
   Row row = f.initial;
   uintptr_t loc = f.start;
-  if (!Execute(f.insns, f.cie, pc, &loc, f.initial, &row)) return kRuleUnsupported;
+  if (!Execute(f.insns, f.cie, pc, &loc, f.initial, &row, remembered)) return kRuleUnsupported;
   return Pack(row);
 }
 
@@ -609,6 +619,7 @@ FrameRule g_rules[kRuleSlots];           // the distinct rules, by index
 uint16_t g_rule_slots[kRuleSlots];       // index + 1 of a rule, by hash of the rule, or 0
 uint32_t g_nrules = 0;
 uint16_t g_scratch[kMaxRows];  // the rule indices of the function being read
+Row g_remembered[kMaxRemembered];  // its interpretation's DW_CFA_remember_state rows
 SpinLock g_functions_lock;
 std::atomic<uint64_t> g_functions_read{0};
 
@@ -716,7 +727,7 @@ class RowsSink : public RowSink {
 };
 
 // The function of `fde`, found or read now; nullptr when it cannot be kept. With g_functions_lock held.
-const FunctionRecord* FunctionLocked(const uint8_t* fde) {
+__attribute__((noinline)) const FunctionRecord* FunctionLocked(const uint8_t* fde) {
   const size_t mask = (size_t{1} << g_function_bits) - 1;
   const uint64_t hash = FunctionHash(fde);
   const uint32_t tag = FunctionTag(hash);
@@ -743,13 +754,13 @@ const FunctionRecord* FunctionLocked(const uint8_t* fde) {
                                     arena + kArenaBytes, kArenaAhead) - arena;
   FdeInfo info;
   uint32_t nrows = 0;
-  if (ReadFde(fde, &info)) {
+  if (ReadFde(fde, &info, g_remembered)) {
     if (info.range > UINT32_MAX) return nullptr;
     RowsSink sink(reinterpret_cast<uint32_t*>(offsets), kArenaBytes - g_arena_used - sizeof(FunctionRecord),
                   info.start);
     Row row = info.initial;
     uintptr_t loc = info.start;
-    if (Execute(info.insns, info.cie, ~uintptr_t{0}, &loc, info.initial, &row, &sink)) {
+    if (Execute(info.insns, info.cie, ~uintptr_t{0}, &loc, info.initial, &row, g_remembered, &sink)) {
       sink.Emit(loc, row);  // in effect to the function's end
     } else {
       sink.Put(loc, kRuleUnsupported);  // the instructions stop making sense here
@@ -809,6 +820,7 @@ FrameRule InterpretFrameRule(uintptr_t pc) {
   const uint8_t* fde = FindFde(pc);
   return fde == nullptr ? kRuleUnsupported : InterpretAt(fde, pc);
 }
+SpinLock& FunctionsLock() { return g_functions_lock; }
 }  // namespace frame_rules_internal
 
 uint64_t FrameRulesFunctionsRead() { return g_functions_read.load(std::memory_order_relaxed); }

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <iostream>
@@ -183,6 +185,44 @@ TEST(StackCaptureTest, RuleCacheGrowsWithThePcsItHolds) {
   const uint64_t after_one = FrameRulesComputed();  // ComputeFrameRule's own count, and maybe a lookup's
   EXPECT_EQ(LookupFrameRule(base + 3), ComputeFrameRule(base + 3));
   EXPECT_EQ(FrameRulesComputed(), after_one + 1) << "a pc just looked up was computed again";
+}
+
+// A child forked while another thread held the functions' lock (here the parent's own thread, which
+// the child does not run) reads functions again once FrameRulesForkChild has run; before, every rule
+// is still right (interpreted to its pc).
+TEST(StackCaptureTest, AForkedChildReadsFunctionsAgainAfterFrameRulesForkChild) {
+  const uintptr_t f = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "getaddrinfo"));
+  ASSERT_NE(f, 0u);
+  frame_rules_internal::FunctionsLock().Lock();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    InvalidateFrameRules();  // (its own lock: taken and released by this thread alone from here)
+    _exit(1);
+  }
+  ASSERT_GT(pid, 0);
+  int status = 0;
+  // The child above would wait for the lock forever: it is killed after a moment.
+  usleep(100 * 1000);
+  kill(pid, SIGKILL);
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFSIGNALED(status)) << "the lock was not held in the child";
+  const pid_t pid2 = fork();
+  if (pid2 == 0) {
+    const uint64_t read = FrameRulesFunctionsRead();
+    const bool right_before = ComputeFrameRule(f + 1) == frame_rules_internal::InterpretFrameRule(f + 1);
+    const bool none_before = FrameRulesFunctionsRead() == read;
+    FrameRulesForkChild();
+    InvalidateFrameRules();
+    const bool right_after = ComputeFrameRule(f + 1) == frame_rules_internal::InterpretFrameRule(f + 1);
+    const bool read_after = FrameRulesFunctionsRead() == read + 1;
+    _exit((right_before ? 0 : 1) | (none_before ? 0 : 2) | (right_after ? 0 : 4) | (read_after ? 0 : 8));
+  }
+  frame_rules_internal::FunctionsLock().Unlock();
+  ASSERT_GT(pid2, 0);
+  ASSERT_EQ(waitpid(pid2, &status, 0), pid2);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: wrong rule with the lock held, 2: a function read with the lock "
+                                       "held, 4: wrong rule after, 8: no function read after";
 }
 
 // The slots a doubling adds are faulted in before the doubling is published: a probe reads a slot
