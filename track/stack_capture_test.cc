@@ -126,11 +126,18 @@ TEST(StackCaptureTest, RulesAreCachedUntilInvalidated) {
   }
 }
 
+// libc's own definition of `name` (a sanitizer's interceptor of the same name is what RTLD_DEFAULT
+// finds under ASan and TSan).
+uintptr_t LibcFunction(const char* name) {
+  void* libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  return libc == nullptr ? 0 : reinterpret_cast<uintptr_t>(dlsym(libc, name));
+}
+
 // A function's CFI is interpreted once for all its pcs: its rows are kept, and every pc's rule from them
 // is the one interpreting the CFI up to that pc gives. Checked over libc's getaddrinfo (a big function
 // with many rows) and over every function in the 64 KiB of code after it.
 TEST(StackCaptureTest, AFunctionIsReadOnceAndItsRowsAnswerAsInterpretingDoes) {
-  const uintptr_t f = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "getaddrinfo"));
+  const uintptr_t f = LibcFunction("getaddrinfo");
   ASSERT_NE(f, 0u);
   const void* fde = FunctionOf(f);
   ASSERT_NE(fde, nullptr);
@@ -191,7 +198,7 @@ TEST(StackCaptureTest, RuleCacheGrowsWithThePcsItHolds) {
 // the child does not run) reads functions again once FrameRulesForkChild has run; before, every rule
 // is still right (interpreted to its pc).
 TEST(StackCaptureTest, AForkedChildReadsFunctionsAgainAfterFrameRulesForkChild) {
-  const uintptr_t f = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "getaddrinfo"));
+  const uintptr_t f = LibcFunction("getaddrinfo");
   ASSERT_NE(f, 0u);
   frame_rules_internal::FunctionsLock().Lock();
   const pid_t pid = fork();
