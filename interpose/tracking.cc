@@ -18,6 +18,7 @@
 #include "track/depot_memory.h"
 #include "track/frame_rules.h"
 #include "track/live_table.h"
+#include "track/populate.h"
 #include "track/recent_blocks.h"
 #include "track/stack_capture.h"
 #include "track/stack_depot.h"
@@ -54,14 +55,25 @@ namespace {
 // Memory for the depot and the table. Small requests are carved from large NORESERVE mappings; those of
 // a power of two bytes that come back (the live table's stripes give back their arrays when they
 // double them) are kept on a list per size and handed out again, zeroed, before anything new is
-// carved. Arrays of kDirect bytes or more are mappings of their own.
+// carved. Arrays of kDirect bytes or more are mappings of their own. What is handed out is about to be
+// written (a record, a table being filled): carved memory is faulted in kAhead bytes at a time ahead of
+// the carve point, and a mapping of its own whole, one call each instead of a fault per page (and never
+// the zero page a table probed before it is written would map, then fault again).
 class MappedDepotMemory : public track::DepotMemory {
  public:
   // Carves from 64 MiB reservations; when the address space will not give that much (RLIMIT_AS),
   // from reservations of 1 MiB; when not even those, nullptr from then on without asking again (the
   // callers then record less, and the report says so), rather than a failing mmap per request.
   void* Alloc(size_t bytes) override {
-    if (bytes >= kDirect) return exhausted_.load(std::memory_order_relaxed) ? nullptr : InternalAlloc(bytes);
+    if (bytes >= kDirect) {
+      if (exhausted_.load(std::memory_order_relaxed)) return nullptr;
+      void* p = InternalAlloc(bytes);
+      if (p != nullptr) {
+        const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+        track::PopulateRange(at, at + bytes, at + bytes);
+      }
+      return p;
+    }
     bytes = (bytes + 63) & ~size_t{63};
     SpinLockHolder lock(&lock_);
     if (const int c = SizeClass(bytes); c >= 0 && free_[c] != nullptr) {
@@ -85,9 +97,12 @@ class MappedDepotMemory : public track::DepotMemory {
       }
       cur_ = p;
       end_ = p + chunk;
+      populated_ = reinterpret_cast<uintptr_t>(p);
     }
     void* p = cur_;
     cur_ += bytes;
+    populated_ = track::PopulateAhead(populated_, reinterpret_cast<uintptr_t>(cur_), reinterpret_cast<uintptr_t>(end_),
+                                      kAhead);
     return p;
   }
   void Free(void* p, size_t bytes) override {
@@ -110,6 +125,7 @@ class MappedDepotMemory : public track::DepotMemory {
   static constexpr size_t kChunk = size_t{64} << 20;
   static constexpr size_t kSmallChunk = size_t{1} << 20;
   static constexpr size_t kDirect = size_t{64} << 10;  // (below kSmallChunk: a carve always fits one)
+  static constexpr size_t kAhead = size_t{64} << 10;
   struct FreeNode {
     FreeNode* next;
   };
@@ -124,6 +140,7 @@ class MappedDepotMemory : public track::DepotMemory {
   SpinLock lock_;
   char* cur_ = nullptr;
   char* end_ = nullptr;
+  uintptr_t populated_ = 0;  // the current chunk is faulted in up to here
   FreeNode* free_[kNumClasses] = {};
   bool small_chunks_ = false;
   std::atomic<bool> exhausted_{false};  // (read without the lock on the direct path)
@@ -305,9 +322,30 @@ namespace {
 constexpr uint32_t kSiteBatch = 64;
 }  // namespace
 
+namespace {
+// Stack ids are dense, so the sites' array is written in order of id: it is faulted in a batch of
+// kSitesAhead sites (64 KiB) at a time, ahead of the ids counted, instead of a fault per page.
+constexpr uint32_t kSitesAhead = (64 << 10) / sizeof(Site);
+std::atomic<uint32_t> g_sites_ready{0};  // sites below this id are faulted in
+
+__attribute__((noinline)) void ReadySites(uint32_t id) {
+  uint32_t ready = g_sites_ready.load(std::memory_order_relaxed);
+  while (id >= ready) {
+    uint32_t to = (id / kSitesAhead + 1) * kSitesAhead;
+    if (to > kCapacity) to = kCapacity;
+    if (g_sites_ready.compare_exchange_weak(ready, to, std::memory_order_relaxed)) {
+      const uintptr_t sites = reinterpret_cast<uintptr_t>(g_sites);
+      track::PopulateRange(sites + sizeof(Site) * ready, sites + sizeof(Site) * to, sites + sizeof(Site) * kCapacity);
+      return;
+    }
+  }
+}
+}  // namespace
+
 namespace tracking_internal {
 void AddToSite(uint32_t id, uint64_t allocs, uint64_t hits, uint64_t real, uint64_t bytes) {
   if (id >= kCapacity || allocs == 0) return;
+  if (__builtin_expect(id >= g_sites_ready.load(std::memory_order_relaxed), 0)) ReadySites(id);
   Site& s = g_sites[id];
   s.allocs.fetch_add(allocs, std::memory_order_relaxed);
   s.bytes.fetch_add(bytes, std::memory_order_relaxed);
@@ -408,7 +446,9 @@ bool OnFree(void* p, uint64_t* size) {
 }
 
 void ChargeRealAlloc(uint32_t stack_id) {
-  if (stack_id < kCapacity) g_sites[stack_id].real_allocs.fetch_add(1, std::memory_order_relaxed);
+  if (stack_id >= kCapacity) return;
+  if (__builtin_expect(stack_id >= g_sites_ready.load(std::memory_order_relaxed), 0)) ReadySites(stack_id);
+  g_sites[stack_id].real_allocs.fetch_add(1, std::memory_order_relaxed);
 }
 
 void TrackingCodeUnmapped() {
@@ -435,6 +475,7 @@ void TrackingForkParent() {
 
 void TrackingForkChild() {
   if (!g_on) return;
+  track::FrameRulesForkChild();
   g_memory->ForkChild();
   g_table->ForkChild();
   g_depot->ForkChild();

@@ -11,20 +11,25 @@
 // (signal frames, CFA expressions other than the realignment one, a return address not at CFA-8)
 // get kUnsupported, and the capture that met them is left to the unwinder (stack_capture.cc).
 //
-// The table: 2^17 slots of {pc, rule}, in .bss (touched only as it fills). A slot's pc is claimed
-// once with a compare-and-swap and never changes; its rule is one 64-bit word, written after the
-// claim and read with one load, so a reader sees either no rule yet or a whole one. dlclose makes
-// rules of unloaded code stale (another object may be mapped at the same addresses): InvalidateFrameRules
-// forgets every rule, keeping the claimed pcs.
+// The table: up to 2^17 slots of {pc, rule}, in .bss (the slots in use faulted in when a table is first
+// used). A slot's pc is claimed once with a compare-and-swap and never changes; its rule is one 64-bit
+// word, written after the claim and read with one load, so a reader sees either no rule yet or a whole
+// one. Behind it, ComputeFrameRule keeps each function it read whole (its rows, compactly), so that the
+// function's other pcs need no CFI interpretation. dlclose makes rules of unloaded code stale (another
+// object may be mapped at the same addresses): InvalidateFrameRules forgets every rule and every
+// function, keeping the claimed pcs.
 //
-// No malloc, no lock: looking an object's .eh_frame_hdr up goes through glibc's _dl_find_object,
-// which is lock-free and async-signal-safe.
+// No malloc, and no lock that is waited for inside a capture (the functions' store is taken with a
+// try-lock; InvalidateFrameRules waits for it): looking an object's .eh_frame_hdr up goes through
+// glibc's _dl_find_object, which is lock-free and async-signal-safe.
 #ifndef POOLSCOPE_TRACK_FRAME_RULES_H_
 #define POOLSCOPE_TRACK_FRAME_RULES_H_
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+
+#include "track/spin_lock.h"
 
 namespace poolscope {
 namespace track {
@@ -56,6 +61,13 @@ inline int64_t RuleCfaOffset(FrameRule r) { return static_cast<int32_t>(r >> 32)
 // interpretation); use LookupFrameRule.
 FrameRule ComputeFrameRule(uintptr_t pc);
 
+// How many functions' CFI was interpreted whole so far (ComputeFrameRule reads a function once and
+// keeps its rows: its other pcs are answered from them until InvalidateFrameRules), for tests.
+uint64_t FrameRulesFunctionsRead();
+
+// fork() child: forgets the functions read if a thread that no longer exists was reading one.
+void FrameRulesForkChild();
+
 // The FDE covering `pc` (an address inside an instruction), which stands for the function holding it:
 // two pcs with the same non-null answer lie in one function. nullptr when unknown. Slow (a binary
 // search of the object's .eh_frame_hdr table); no malloc, no lock.
@@ -79,6 +91,11 @@ struct Slot {
 extern Slot g_table[kTableSize];
 extern std::atomic<int> g_bits;
 extern std::atomic<uint32_t> g_generation;
+// The rule at pc by interpreting its function's CFI up to it, without the functions kept: what
+// ComputeFrameRule must answer, for tests.
+FrameRule InterpretFrameRule(uintptr_t pc);
+// The lock of the functions read, for tests.
+SpinLock& FunctionsLock();
 inline size_t Hash(uintptr_t pc, int bits) {
   return static_cast<size_t>((pc * 0x9E3779B97F4A7C15ull) >> (64 - bits));
 }

@@ -1,7 +1,11 @@
 #include "track/stack_capture.h"
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <iostream>
@@ -122,6 +126,53 @@ TEST(StackCaptureTest, RulesAreCachedUntilInvalidated) {
   }
 }
 
+// libc's own definition of `name` (a sanitizer's interceptor of the same name is what RTLD_DEFAULT
+// finds under ASan and TSan).
+uintptr_t LibcFunction(const char* name) {
+  void* libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  return libc == nullptr ? 0 : reinterpret_cast<uintptr_t>(dlsym(libc, name));
+}
+
+// A function's CFI is interpreted once for all its pcs: its rows are kept, and every pc's rule from them
+// is the one interpreting the CFI up to that pc gives. Checked over libc's getaddrinfo (a big function
+// with many rows) and over every function in the 64 KiB of code after it.
+TEST(StackCaptureTest, AFunctionIsReadOnceAndItsRowsAnswerAsInterpretingDoes) {
+  const uintptr_t f = LibcFunction("getaddrinfo");
+  ASSERT_NE(f, 0u);
+  const void* fde = FunctionOf(f);
+  ASSERT_NE(fde, nullptr);
+  InvalidateFrameRules();
+  const uint64_t read = FrameRulesFunctionsRead();
+  int pcs = 0;
+  FrameRule first = 0;
+  bool differ = false;
+  for (uintptr_t pc = f; FunctionOf(pc) == fde && pc < f + (1 << 16); ++pc, ++pcs) {
+    const FrameRule r = ComputeFrameRule(pc);
+    ASSERT_EQ(r, frame_rules_internal::InterpretFrameRule(pc)) << "pc " << pc - f;
+    if (pc == f) first = r;
+    differ |= r != first;
+  }
+  ASSERT_GT(pcs, 100);
+  EXPECT_TRUE(differ) << "every pc had the same rule: the rows were not searched";
+  EXPECT_EQ(FrameRulesFunctionsRead(), read + 1) << "getaddrinfo's CFI was interpreted more than once";
+  EXPECT_EQ(ComputeFrameRule(f + 1), frame_rules_internal::InterpretFrameRule(f + 1));
+  EXPECT_EQ(FrameRulesFunctionsRead(), read + 1);
+  InvalidateFrameRules();
+  EXPECT_EQ(ComputeFrameRule(f + 1), frame_rules_internal::InterpretFrameRule(f + 1));
+  EXPECT_EQ(FrameRulesFunctionsRead(), read + 2) << "rows kept across InvalidateFrameRules";
+  const uint64_t before_scan = FrameRulesFunctionsRead();
+  int functions = 0;
+  const void* last = nullptr;
+  for (uintptr_t pc = f; pc < f + (1 << 16); pc += 3) {
+    ASSERT_EQ(ComputeFrameRule(pc), frame_rules_internal::InterpretFrameRule(pc)) << "pc getaddrinfo+" << pc - f;
+    const void* g = FunctionOf(pc);
+    if (g != nullptr && g != last) ++functions;
+    last = g;
+  }
+  EXPECT_GT(functions, 5);
+  EXPECT_LE(FrameRulesFunctionsRead() - before_scan, static_cast<uint64_t>(functions) + 1);
+}
+
 // The rule cache starts small and doubles as pcs fill it: after more distinct pcs than half its first
 // size, it is larger, every lookup still answers what ComputeFrameRule answers, and a known pc is
 // answered again from the cache.
@@ -141,6 +192,68 @@ TEST(StackCaptureTest, RuleCacheGrowsWithThePcsItHolds) {
   const uint64_t after_one = FrameRulesComputed();  // ComputeFrameRule's own count, and maybe a lookup's
   EXPECT_EQ(LookupFrameRule(base + 3), ComputeFrameRule(base + 3));
   EXPECT_EQ(FrameRulesComputed(), after_one + 1) << "a pc just looked up was computed again";
+}
+
+// A child forked while another thread held the functions' lock (here the parent's own thread, which
+// the child does not run) reads functions again once FrameRulesForkChild has run; before, every rule
+// is still right (interpreted to its pc).
+TEST(StackCaptureTest, AForkedChildReadsFunctionsAgainAfterFrameRulesForkChild) {
+  const uintptr_t f = LibcFunction("getaddrinfo");
+  ASSERT_NE(f, 0u);
+  frame_rules_internal::FunctionsLock().Lock();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    InvalidateFrameRules();  // (its own lock: taken and released by this thread alone from here)
+    _exit(1);
+  }
+  ASSERT_GT(pid, 0);
+  int status = 0;
+  // The child above would wait for the lock forever: it is killed after a moment.
+  usleep(100 * 1000);
+  kill(pid, SIGKILL);
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFSIGNALED(status)) << "the lock was not held in the child";
+  const pid_t pid2 = fork();
+  if (pid2 == 0) {
+    const uint64_t read = FrameRulesFunctionsRead();
+    const bool right_before = ComputeFrameRule(f + 1) == frame_rules_internal::InterpretFrameRule(f + 1);
+    const bool none_before = FrameRulesFunctionsRead() == read;
+    FrameRulesForkChild();
+    InvalidateFrameRules();
+    const bool right_after = ComputeFrameRule(f + 1) == frame_rules_internal::InterpretFrameRule(f + 1);
+    const bool read_after = FrameRulesFunctionsRead() == read + 1;
+    _exit((right_before ? 0 : 1) | (none_before ? 0 : 2) | (right_after ? 0 : 4) | (read_after ? 0 : 8));
+  }
+  frame_rules_internal::FunctionsLock().Unlock();
+  ASSERT_GT(pid2, 0);
+  ASSERT_EQ(waitpid(pid2, &status, 0), pid2);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: wrong rule with the lock held, 2: a function read with the lock "
+                                       "held, 4: wrong rule after, 8: no function read after";
+}
+
+// The slots a doubling adds are faulted in before the doubling is published: a probe reads a slot
+// before it claims it, and a page first read maps the zero page, whose first write faults again.
+TEST(StackCaptureTest, SlotsADoublingAddsAreFaultedInBeforeTheyAreProbed) {
+  using frame_rules_internal::g_bits;
+  using frame_rules_internal::g_table;
+  const int before = g_bits.load();
+  if (before >= frame_rules_internal::kTableBits) GTEST_SKIP() << "the cache is at its largest already";
+  if (madvise(reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(g_table) & ~uintptr_t{4095}), 4096,
+              MADV_POPULATE_WRITE) != 0) {
+    GTEST_SKIP() << "no MADV_POPULATE_WRITE";
+  }
+  for (size_t i = 0; g_bits.load() == before && i < (size_t{1} << frame_rules_internal::kTableBits); ++i) {
+    LookupFrameRule(0x300000 + 16 * i);
+  }
+  ASSERT_EQ(g_bits.load(), before + 1);
+  // The new half's whole pages, none of which a probe of the smaller table reached.
+  const uintptr_t from = (reinterpret_cast<uintptr_t>(&g_table[size_t{1} << before]) + 4095) & ~uintptr_t{4095};
+  const uintptr_t to = reinterpret_cast<uintptr_t>(&g_table[size_t{1} << (before + 1)]) & ~uintptr_t{4095};
+  ASSERT_LT(from, to);
+  std::vector<unsigned char> vec((to - from) / 4096);
+  ASSERT_EQ(mincore(reinterpret_cast<void*>(from), to - from, vec.data()), 0);
+  for (size_t i = 0; i < vec.size(); ++i) EXPECT_EQ(vec[i] & 1, 1) << "page " << i << " of the new slots";
 }
 
 // A doubling keeps what the smaller table knew: the pcs looked up before it are answered after it

@@ -48,8 +48,7 @@ StackDepot::StackDepot(DepotMemory* memory, uint32_t capacity) : memory_(memory)
   // Ids run from kFirstStackId to capacity + 1.
   const uint32_t leaves = (capacity_ + kFirstStackId + kLeafSize - 1) / kLeafSize;
   Table* t = NewTable(kFirstTableSlots);
-  directory_ = static_cast<std::atomic<std::atomic<Record*>*>*>(
-      AllocCounted(sizeof(std::atomic<std::atomic<Record*>*>) * leaves));
+  directory_ = static_cast<std::atomic<Leaf*>*>(AllocCounted(sizeof(std::atomic<Leaf*>) * leaves));
   if (t == nullptr || directory_ == nullptr) {
     capacity_ = 0;  // every Insert overflows
     return;
@@ -79,18 +78,26 @@ uint32_t StackDepot::size() const {
   return (next < last ? next : last) - kFirstStackId;
 }
 
-const StackDepot::Record* StackDepot::RecordOf(uint32_t id) const {
+const StackDepot::Leaf* StackDepot::LeafOf(uint32_t id) const {
   if (id < kFirstStackId || id >= capacity_ + kFirstStackId) return nullptr;
-  std::atomic<Record*>* leaf = directory_[id >> kLeafBits].load(std::memory_order_acquire);
+  return directory_[id >> kLeafBits].load(std::memory_order_acquire);
+}
+
+const StackDepot::Record* StackDepot::RecordOf(uint32_t id) const {
+  const Leaf* leaf = LeafOf(id);
   if (leaf == nullptr) return nullptr;
-  return leaf[id & (kLeafSize - 1)].load(std::memory_order_acquire);
+  return leaf->records[id & (kLeafSize - 1)].load(std::memory_order_acquire);
+}
+
+inline uint32_t StackDepot::HashOf(uint32_t id) const {
+  return directory_[id >> kLeafBits].load(std::memory_order_acquire)->hashes[id & (kLeafSize - 1)];
 }
 
 StackDepot::Record* StackDepot::NewRecord(uint32_t id, int depth) {
   const size_t bytes = (sizeof(Record) + sizeof(uintptr_t) * depth + 15) & ~size_t{15};
-  std::atomic<std::atomic<Record*>*>* slot = &directory_[id >> kLeafBits];
+  std::atomic<Leaf*>* slot = &directory_[id >> kLeafBits];
   if (slot->load(std::memory_order_relaxed) == nullptr) {
-    auto* leaf = static_cast<std::atomic<Record*>*>(AllocCounted(sizeof(std::atomic<Record*>) * kLeafSize));
+    auto* leaf = static_cast<Leaf*>(AllocCounted(sizeof(Leaf)));
     if (leaf == nullptr) return nullptr;
     slot->store(leaf, std::memory_order_release);
   }
@@ -118,10 +125,9 @@ uint32_t StackDepot::Find(const Table* t, const uintptr_t* pcs, int depth, uint3
       *empty = i;
       return 0;
     }
+    if (HashOf(id) != hash) continue;
     const Record* r = RecordOf(id);
-    if (r->hash == hash && r->depth == static_cast<uint32_t>(depth) && memcmp(r->pcs, pcs, pcs_bytes) == 0) {
-      return id;
-    }
+    if (r->depth == static_cast<uint32_t>(depth) && memcmp(r->pcs, pcs, pcs_bytes) == 0) return id;
   }
 }
 
@@ -159,7 +165,9 @@ uint32_t StackDepot::AddLocked(const uintptr_t* pcs, int depth, uint32_t hash) {
   r->hash = hash;
   r->depth = static_cast<uint32_t>(depth);
   memcpy(r->pcs, pcs, sizeof(uintptr_t) * depth);
-  directory_[id >> kLeafBits].load(std::memory_order_relaxed)[id & (kLeafSize - 1)].store(r, std::memory_order_release);
+  Leaf* leaf = directory_[id >> kLeafBits].load(std::memory_order_relaxed);
+  leaf->hashes[id & (kLeafSize - 1)] = hash;
+  leaf->records[id & (kLeafSize - 1)].store(r, std::memory_order_release);
   if (uint64_t{table_ids_ + 1} * 3 > uint64_t{t->mask + 1} * 2) {
     // Two-thirds full: a table of twice the slots, every id placed again by its record's hash, then
     // published. A failed allocation keeps the full table (probes get longer; the capacity bounds them).
@@ -167,7 +175,7 @@ uint32_t StackDepot::AddLocked(const uintptr_t* pcs, int depth, uint32_t hash) {
       for (uint32_t i = 0; i <= t->mask; ++i) {
         const uint32_t other = t->slots[i].load(std::memory_order_relaxed);
         if (other == 0) continue;
-        uint32_t j = RecordOf(other)->hash & bigger->mask;
+        uint32_t j = HashOf(other) & bigger->mask;
         while (bigger->slots[j].load(std::memory_order_relaxed) != 0) j = (j + 1) & bigger->mask;
         bigger->slots[j].store(other, std::memory_order_relaxed);
       }

@@ -92,7 +92,18 @@ class StackDepot {
   static constexpr uint32_t kLeafSize = 1u << kLeafBits;
   static constexpr size_t kChunkBytes = 64 * 1024;
 
+  // A directory leaf: the records of kLeafSize ids, and their hashes, so that a probe past another
+  // stack's slot, and the table's doubling, read the hash from a dense array instead of the record
+  // (once the depot outgrows the caches, a miss each: the doubling's reads of every record were a
+  // third of the time of adding cc1's 6,000 stacks).
+  struct Leaf {
+    std::atomic<Record*> records[kLeafSize];
+    uint32_t hashes[kLeafSize];  // written before the id is published in a table slot
+  };
+  const Leaf* LeafOf(uint32_t id) const;
   const Record* RecordOf(uint32_t id) const;
+  // The hash of stack `id`, an id found in a table slot.
+  uint32_t HashOf(uint32_t id) const;
   // Memory for a record of `depth` frames and the directory leaf of `id`; nullptr when out of memory.
   // With lock_ held.
   Record* NewRecord(uint32_t id, int depth);
@@ -107,8 +118,8 @@ class StackDepot {
   uint32_t capacity_;
   std::atomic<Table*> table_{nullptr};  // the current table; replaced under lock_ when it doubles
   uint32_t table_ids_ = 0;              // ids in the current table (lock_)
-  // [ids / kLeafSize] leaves of kLeafSize record pointers, each made when its first id is.
-  std::atomic<std::atomic<Record*>*>* directory_ = nullptr;
+  // [ids / kLeafSize] leaves, each made when its first id is.
+  std::atomic<Leaf*>* directory_ = nullptr;
   std::atomic<uint32_t> next_id_{kFirstStackId};
   std::atomic<uint64_t> noverflows_{0};
   std::atomic<size_t> memory_bytes_{0};
