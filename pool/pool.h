@@ -83,9 +83,11 @@ class Domain {
   void ReleasePool(PoolHeader* h, PoolStats* stats);
 
   size_t pool_bytes() const { return pool_bytes_; }
-  // A pool's metadata (header, marks, remote bits, BlockInfo words), and the real allocation that holds
-  // it and the pool.
+  // A pool's metadata: its header, marks and remote bits (meta_bytes, 16-byte aligned, beside the pool
+  // on either side), its BlockInfo words (info_bytes, always after the pool, and after the rest of the
+  // metadata when that is after the pool too); and the real allocation that holds them and the pool.
   size_t meta_bytes() const { return meta_bytes_; }
+  size_t info_bytes() const { return info_bytes_; }
   size_t real_bytes() const { return real_bytes_; }
 
   // Where a pool's metadata lies in its real allocation: before the pool's base when the slack there
@@ -118,14 +120,19 @@ class Domain {
     StoreBlockInfo(InfoOf(h, static_cast<size_t>(static_cast<const char*>(p) - BaseOf(h)) / kGranule), size,
                    stack_id);
   }
+  // Where the BlockInfo words of the pool of `h` start: right after the pool, or after its header,
+  // marks and remote bits when those follow the pool.
+  char* InfoBaseOf(const PoolHeader* h) const {
+    char* const base = BaseOf(h);
+    char* const meta = reinterpret_cast<char*>(const_cast<PoolHeader*>(h));
+    return meta > base ? meta + meta_bytes_ : base + pool_bytes_;
+  }
   // Where granule g of `h` keeps its BlockInfo (Config::block_info only; g on a block slot).
   InfoRef InfoOf(const PoolHeader* h, size_t g) const {
     assert(config_.block_info);
-    return InfoRef{reinterpret_cast<char*>(const_cast<PoolHeader*>(h)) + info_offset_ +
-                   ((g * kGranule) >> info_shift_) * 8};
+    return InfoRef{InfoBaseOf(h) + ((g * kGranule) >> info_shift_) * 8};
   }
   uint32_t granules() const { return granules_; }
-  size_t info_offset() const { return info_offset_; }
   size_t remote_offset() const { return remote_offset_; }
   // log2 of the bytes of pool a BlockInfo word stands for (16, or 8 with malloc_align=8).
   int info_shift() const { return info_shift_; }
@@ -285,10 +292,10 @@ class Domain {
   Backend* backend_;
   PoolMap map_;
   size_t pool_bytes_;     // the pool's usable bytes: pool_size rounded up to 64
-  size_t meta_bytes_;     // header + mark bytes + remote bits (+ BlockInfo words)
+  size_t meta_bytes_;     // header + mark bytes + remote bits, rounded up to 16
+  size_t info_bytes_;     // BlockInfo words (block_info), else 0
   size_t real_bytes_;     // the real allocation: the pool, its metadata and the alignment's slack
   size_t remote_offset_;  // from a pool's header to its remote bits
-  size_t info_offset_;    // from a pool's header to its first BlockInfo word
   int info_shift_;
   uint32_t granules_;
   // The pool list: its chunks, how many, the entries used in the newest, the free entries (index + 1),

@@ -95,14 +95,15 @@ enum PoolKind : uint8_t { kImplicit = 0, kExplicit = 1 };
 
 // A pool's metadata lives in its own real allocation, beside the pool's `pool_size` usable bytes: in
 // the slack before the pool's first 64-byte boundary when that slack holds it, else right after the
-// pool's last line (Domain::PlaceIn). With the default pool (64 bytes from a 112-byte malloc, whose
+// pool's last line (Domain::HeaderOfReal). With the default pool (64 bytes from a 112-byte malloc, whose
 // 16-byte alignment leaves 0, 16, 32 or 48 bytes before the boundary) its 32 bytes always fit on one
 // side, so a pool costs the program's allocator what it did before and poolscope's own memory only its
 // entry in the domain's pool list (8 bytes) and its lines in the pool map (2 bytes a line).
 //
-// The metadata, Domain::meta_bytes() of it, 16-byte aligned: this header (kHeaderBytes), a mark byte per
-// granule, a remote bit per granule, and with leak tracking (Config::block_info) a BlockInfo word per
-// block slot (16 bytes, or 8 with malloc_align=8), 8-byte aligned.
+// The metadata: this header (kHeaderBytes), a mark byte per granule and a remote bit per granule,
+// Domain::meta_bytes() of them (rounded up to 16), on either side of the pool; and with leak tracking
+// (Config::block_info) a BlockInfo word per block slot (16 bytes, or 8 with malloc_align=8), always
+// after the pool (and after the rest, when that is after the pool too): Domain::InfoBaseOf.
 //
 // A mark byte: kMarkLive | kMarkStarted (kMarkStarted tells a double free from an interior one). The
 // owner writes marks with plain byte stores; other threads only set remote bits (atomic OR), and, once

@@ -471,14 +471,15 @@ TEST(PoolTest, OwnResidentMemoryIsAListEntryAndMapLines) {
   EXPECT_LE(own_per_pool(TrackedCfg()), 16.0 + 8.0);  // (the tracked pool's real block is larger: more map)
 }
 
-// The default pool's metadata lies on one line beside the pool, on whichever side the allocator's
-// alignment left room (both sides occur): a free touches the block's line and at most one more.
+// The default pool's header, marks and remote bits lie on one line beside the pool, on whichever side
+// the allocator's alignment left room (both sides occur, with tracking too, whose BlockInfo words
+// always follow the pool): a free touches the block's line and at most one more.
 // Pools of 128 and 256 bytes likewise; and no pool writes past its real block (the backend's tails).
 TEST(PoolTest, AFreeTouchesTheBlocksLineAndOneMetadataLine) {
   for (size_t pool_size : {64, 128, 256}) {
     for (bool tracked : {false, true}) {
       TestDomain t(tracked ? TrackedCfg(pool_size) : Cfg(pool_size));
-      if (pool_size == 64) EXPECT_EQ(t.domain.real_bytes(), tracked ? 176u : 112u);
+      if (pool_size == 64) EXPECT_EQ(t.domain.real_bytes(), tracked ? 144u : 112u);
       ThreadCache tc(&t.domain);
       int before = 0, after = 0;
       std::vector<void*> blocks;
@@ -491,14 +492,15 @@ TEST(PoolTest, AFreeTouchesTheBlocksLineAndOneMetadataLine) {
         EXPECT_EQ(t.domain.BaseOf(h), p);
         const uintptr_t meta = reinterpret_cast<uintptr_t>(h);
         (meta < reinterpret_cast<uintptr_t>(p) ? before : after) += 1;
-        if (tracked) continue;  // (BlockInfo words lie further on)
+        // (BlockInfo words, with tracking, always after the pool: only the tracked carve writes them.)
+        if (tracked) EXPECT_GE(t.domain.InfoBaseOf(h), static_cast<char*>(p) + pool_size);
         EXPECT_EQ(meta / kLine, (meta + t.domain.meta_bytes() - 1) / kLine) << pool_size;
         for (size_t g = 0; g < pool_size / kGranule; ++g) {
           EXPECT_EQ(reinterpret_cast<uintptr_t>(&h->mark(g)) / kLine, meta / kLine);
           EXPECT_EQ(reinterpret_cast<uintptr_t>(&t.domain.RemoteByte(h, g)) / kLine, meta / kLine);
         }
       }
-      if (pool_size == 64 && !tracked) {  // (the tracked pool's 64 bytes of metadata always go after it)
+      if (pool_size == 64) {
         EXPECT_GT(before, 0);
         EXPECT_GT(after, 0);
       }
