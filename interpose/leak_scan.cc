@@ -353,7 +353,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     const uintptr_t b = reinterpret_cast<uintptr_t>(seed);
     c.ok = detector_extra.Push(RootRange{b, b + 8 * dblocks.size()});
   } else {
-    slab.Resize(0);  // no room for the words: the metadata read as it is
+    slab.Resize(0);  // no room for the words: the pool list read as it is
   }
   for (size_t i = 0; i < own.size() && c.ok; ++i) {
     bool scratch = false;

@@ -627,7 +627,7 @@ TEST(ArenaTest, OpenCloseLoopReusesArenaStructAndPoolWithoutTheBackend) {
     tc.DeleteArena(a);
   }
   EXPECT_EQ(t.backend.pool_allocs, 1);
-  EXPECT_EQ(t.backend.meta_allocs, 1);  // one arena struct (pool headers live in the domain's slab)
+  EXPECT_EQ(t.backend.meta_allocs, 1);  // one arena struct (pool headers live in the pools' own blocks)
   EXPECT_EQ(tc.stats().hits, 2000u);
   EXPECT_EQ(tc.stats().pooled_frees, 2000u);
   EXPECT_EQ(tc.stats().pools_reused, 999u);
@@ -734,7 +734,7 @@ TEST(ArenaTest, InlineCloseZeroesTheLineAndKeepsAnEmptyStruct) {
   ASSERT_TRUE(tc.TryCloseArena(a));
   EXPECT_EQ(tc.cached(), 1);
   EXPECT_EQ(tc.stats().pooled_frees, 4u);
-  EXPECT_EQ(t.backend.meta_allocs, 1);  // one arena struct (pool headers live in the domain's slab)
+  EXPECT_EQ(t.backend.meta_allocs, 1);  // one arena struct (pool headers live in the pools' own blocks)
   EXPECT_EQ(t.backend.pool_allocs, 1);
   // The thread's end releases the kept pool with the struct.
   tc.Shutdown();
@@ -968,7 +968,7 @@ TEST(BlockInfoTest, TheWalkListsExactlyTheLiveBlocks) {
   void* b = carve(tc, 20, 101);
   void* c = carve(tc, 16, 102);
   free_block(tc, b);      // a free of the owner's, not the last block
-  free_block(other, a);   // another thread's: the remote byte is set, the mark still says live
+  free_block(other, a);   // another thread's: the remote bit is set, the mark still says live
   void* d = carve(tc, 16, 103);
   free_block(tc, d);      // the LIFO free of the block carved last
   PoolHeader* first = t.domain.Find(c);

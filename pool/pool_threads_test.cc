@@ -148,7 +148,7 @@ TEST(PoolThreadsTest, OwnerFreeAfterRemoteFreeIsADoubleFree) {
 }
 
 // The block carved last, freed by another thread and then by its owner with no fold in between: a
-// double free. The owner's LIFO free does not look at remote bytes; the remote free must have taken
+// double free. The owner's LIFO free does not look at remote bits; the remote free must have taken
 // the block back from the owner's last block. Also when it is the pool's only block (the LIFO free
 // that would reset the pool).
 TEST(PoolThreadsTest, OwnerFreeOfLastBlockAfterRemoteFreeIsADoubleFree) {

@@ -128,7 +128,7 @@ class ThreadCache {
     uintptr_t a = reinterpret_cast<uintptr_t>(p);
     // The block is live: last_ is cleared by every other way this thread ends a block (FreeOwn,
     // FoldRemoteFrees, resets, retiring), and by another thread that frees it (Domain::FreeSlow), so
-    // the remote byte need not be looked at. (kNoBlock when there is none.)
+    // the remote bit need not be looked at. (kNoBlock when there is none.)
     if (POOLSCOPE_UNLIKELY(!IsLast(a))) return false;
     // (The carve kept the block's mark address: no shift of the address here.)
     return FreeKnownLast(p, *reinterpret_cast<std::atomic<uint8_t>*>(last_mark_), nfreed, nreset);
@@ -438,7 +438,7 @@ class ThreadCache {
   }
 
   // FreeOwn's test: the block at a is a live block of this thread's current pool h (h from Find, so a
-  // is inside it), not freed by another thread meanwhile (its remote byte not folded in yet: that
+  // is inside it), not freed by another thread meanwhile (its remote bit not folded in yet: that
   // would make this free a double one). A pool's owner is this cache exactly while it is pool_ (as
   // far as this thread can see: SetCurrent, Retire and the resets change both before it frees again),
   // so the test compares with pool_ and does not load the header, whose line has often gone cold.
