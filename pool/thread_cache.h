@@ -283,13 +283,13 @@ class ThreadCache {
   bool TryCloseArena(Arena* arena) {
     if (TryCloseArenaInSlot(arena)) return true;
     if (POOLSCOPE_UNLIKELY(nfree_arenas_ >= max_free_arenas_)) return false;
-    if (PoolHeader* h = arena->pool) {
+    if (arena->pool != nullptr) {
       // (Pools kept on the list count against the cache's limit: pools=0 keeps none.)
       if (POOLSCOPE_UNLIKELY(arena->cur - arena->pool_base > static_cast<ptrdiff_t>(kLine) ||
                              ncached_ + kept_pools_ >= max_cached_)) {
         return false;
       }
-      EmptyKeptArena(arena, h);
+      EmptyKeptArena(arena);
       ++kept_pools_;
     }
     KeepArena(arena);
@@ -300,9 +300,9 @@ class ThreadCache {
   // beyond the cache's limit (one pool; pools=0 closes the slot, AllowArenaSlot).
   POOLSCOPE_ALWAYS_INLINE bool TryCloseArenaInSlot(Arena* arena) {
     if (POOLSCOPE_UNLIKELY(last_arena_ != nullptr)) return false;
-    if (PoolHeader* h = arena->pool) {
+    if (arena->pool != nullptr) {
       if (POOLSCOPE_UNLIKELY(arena->cur - arena->pool_base > static_cast<ptrdiff_t>(kLine))) return false;
-      EmptyKeptArena(arena, h);
+      EmptyKeptArena(arena);
     }
     last_arena_ = arena;
     return true;
@@ -513,7 +513,7 @@ class ThreadCache {
   }
   // Empties a closed arena whose carved bytes lie in its pool's first line, keeping the pool: counts
   // its blocks' frees and zeroes the line.
-  POOLSCOPE_ALWAYS_INLINE void EmptyKeptArena(Arena* arena, PoolHeader*) {
+  POOLSCOPE_ALWAYS_INLINE void EmptyKeptArena(Arena* arena) {
     char* const base = arena->pool_base;
     stats_.pooled_frees += arena->pooled_blocks;
     ZeroLine(base);
