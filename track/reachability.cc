@@ -133,6 +133,32 @@ class Classifier {
     }
   }
 
+  // Scans the pooled() blocks of reached[0..n), which lie outside blocks_ and are reachable already,
+  // as definite sources, a batch at a time as DrainMarks does, in address order; then what they mark.
+  void MarkFromReached(const ScanBlock* reached, size_t n, MemoryReader& heap_reader) {
+    const ScanBlock* batch[2][kBatch];
+    uint32_t k[2];
+    int cur = 0;
+    size_t next = 0;
+    auto take = [&](const ScanBlock** out) {
+      uint32_t got = 0;
+      for (; next < n && got < kBatch; ++next) {
+        if (!reached[next].pooled()) continue;
+        Prefetch(reached[next]);
+        out[got++] = &reached[next];
+      }
+      return got;
+    };
+    k[cur] = take(batch[cur]);
+    while (k[cur] > 0) {
+      k[cur ^ 1] = take(batch[cur ^ 1]);
+      ScanBatch(heap_reader, batch[cur], k[cur], /*reached=*/true);
+      Flush();
+      cur ^= 1;
+    }
+    DrainMarks(heap_reader);
+  }
+
   void FormCliques(MemoryReader& heap_reader) {
     cliques_ = true;
     for (uint32_t leader = 0; leader < n_; ++leader) {
@@ -149,13 +175,13 @@ class Classifier {
   // resolves what it points to (so that a batch's memory loads while the one before is scanned); until
   // the stack is empty.
   void DrainMarks(MemoryReader& heap_reader) {
-    uint32_t batch[2][kBatch];
+    const ScanBlock* batch[2][kBatch];
     uint32_t k[2];
     int cur = 0;
     k[cur] = Pop(batch[cur]);
     while (k[cur] > 0) {
       k[cur ^ 1] = Pop(batch[cur ^ 1]);
-      ScanBatch(heap_reader, batch[cur], k[cur]);
+      ScanBatch(heap_reader, batch[cur], k[cur], /*reached=*/false);
       Flush();
       cur ^= 1;
       if (k[cur] == 0) k[cur] = Pop(batch[cur]);  // the scan may have pushed more
@@ -163,44 +189,48 @@ class Classifier {
   }
 
   // Pops up to kBatch blocks into batch, prefetching the first and last line of each; returns how many.
-  uint32_t Pop(uint32_t* batch) {
+  uint32_t Pop(const ScanBlock** batch) {
     uint32_t k = 0;
     while (k < kBatch && top_ > 0) {
-      const uint32_t i = stack_[--top_];
-      const ScanBlock& b = blocks_[i];
-      // Every line of a small block (a block of 120 bytes spans three lines at most offsets); the
-      // first and last of a larger one, whose scan reads ahead.
-      const uintptr_t first = b.start & ~uintptr_t{63};
-      const uintptr_t last = (b.start + (b.size() > 8 ? b.size() - 8 : 0)) & ~uintptr_t{63};
-      __builtin_prefetch(reinterpret_cast<const void*>(first));
-      if (last - first <= 3 * 64) {
-        for (uintptr_t l = first + 64; l <= last; l += 64) __builtin_prefetch(reinterpret_cast<const void*>(l));
-      } else {
-        __builtin_prefetch(reinterpret_cast<const void*>(last));
-      }
-      batch[k++] = i;
+      const ScanBlock& b = blocks_[stack_[--top_]];
+      Prefetch(b);
+      batch[k++] = &b;
     }
     return k;
   }
 
-  // Scans the blocks batch[0..k). Small blocks that a reader would copy are read together (one system
-  // call for the lot with ProcessVmReader); the rest, and any that could not be read whole, one by one.
-  void ScanBatch(MemoryReader& reader, const uint32_t* batch, uint32_t k) {
+  // Every line of a small block (a block of 120 bytes spans three lines at most offsets); the first
+  // and last of a larger one, whose scan reads ahead.
+  static void Prefetch(const ScanBlock& b) {
+    const uintptr_t first = b.start & ~uintptr_t{63};
+    const uintptr_t last = (b.start + (b.size() > 8 ? b.size() - 8 : 0)) & ~uintptr_t{63};
+    __builtin_prefetch(reinterpret_cast<const void*>(first));
+    if (last - first <= 3 * 64) {
+      for (uintptr_t l = first + 64; l <= last; l += 64) __builtin_prefetch(reinterpret_cast<const void*>(l));
+    } else {
+      __builtin_prefetch(reinterpret_cast<const void*>(last));
+    }
+  }
+
+  // Scans the blocks batch[0..k): blocks_' own, or (`reached`) blocks outside them, reachable already.
+  // Small blocks that a reader would copy are read together (one system call for the lot with
+  // ProcessVmReader); the rest, and any that could not be read whole, one by one.
+  void ScanBatch(MemoryReader& reader, const ScanBlock* const* batch, uint32_t k, bool reached) {
     MemoryReader::Range ranges[kBatch];
-    uint32_t grouped[kBatch];
+    const ScanBlock* grouped[kBatch];
     uint32_t ngrouped = 0;
     size_t bytes = 0;
     for (uint32_t j = 0; j < k; ++j) {
-      const ScanBlock& e = blocks_[batch[j]];
+      const ScanBlock& e = *batch[j];
       const uintptr_t a = (e.start + 7) & ~uintptr_t{7};
       const uintptr_t end = (e.start + e.size()) & ~uintptr_t{7};
       if (a < end && end - a <= kReadBuffer - bytes && reader.InPlace(a, end - a) == nullptr) {
         ranges[ngrouped] = MemoryReader::Range{a, end - a};
-        grouped[ngrouped++] = batch[j];
+        grouped[ngrouped++] = &e;
         bytes += end - a;
         continue;
       }
-      ScanOne(reader, e);
+      ScanOne(reader, e, reached);
     }
     if (ngrouped == 0) return;
     size_t got = ngrouped == 1 ? 0 : reader.ReadMany(ranges, ngrouped, buffer_);
@@ -210,9 +240,9 @@ class Classifier {
     size_t at = 0;
     uint32_t j = 0;
     for (; j < ngrouped && at + ranges[j].n <= got; ++j) {
-      const ScanBlock& e = blocks_[grouped[j]];
-      const bool definite = cliques_ || StateOf(e) != kPossible;
-      finger_ = grouped[j];
+      const ScanBlock& e = *grouped[j];
+      const bool definite = reached || cliques_ || StateOf(e) != kPossible;
+      if (!reached) finger_ = static_cast<uint32_t>(&e - blocks_);
       const uint64_t* words = buffer_ + at / 8;
       for (size_t w = 0, nw = ranges[j].n / 8; w < nw; ++w) {
         const uint64_t v = words[w];
@@ -221,15 +251,15 @@ class Classifier {
       result_->heap_bytes_scanned += ranges[j].n;
       at += ranges[j].n;
     }
-    for (; j < ngrouped; ++j) ScanOne(reader, blocks_[grouped[j]]);
+    for (; j < ngrouped; ++j) ScanOne(reader, *grouped[j], reached);
   }
 
-  void ScanOne(MemoryReader& reader, const ScanBlock& e) {
+  void ScanOne(MemoryReader& reader, const ScanBlock& e, bool reached) {
     // While cliques form, every pointer counts alike; while marking, a Possible block is not a
-    // definite source.
-    finger_ = static_cast<uint32_t>(&e - blocks_);
-    Scan(reader, e.start, e.start + e.size(), cliques_ || StateOf(e) != kPossible, &result_->heap_bytes_scanned,
-         &result_->heap_bytes_unreadable);
+    // definite source. A reached block, outside blocks_, leaves the finger where it is.
+    if (!reached) finger_ = static_cast<uint32_t>(&e - blocks_);
+    Scan(reader, e.start, e.start + e.size(), reached || cliques_ || StateOf(e) != kPossible,
+         &result_->heap_bytes_scanned, &result_->heap_bytes_unreadable);
   }
 
   // Queues every aligned word of [begin, end) that the reader can read and that falls within
@@ -450,9 +480,11 @@ size_t PagesNeeded(const ScanBlock* blocks, const Region* regions, uint32_t nreg
 
 }  // namespace
 
-bool ClassifyReachability(ScanBlock* blocks, size_t n, const RootRange* roots, size_t nroots,
-                          MemoryReader& root_reader, MemoryReader& heap_reader,
-                          ScratchMemory& scratch, ReachabilityResult* result, CliqueTotals* cliques) {
+namespace {
+
+bool Classify(ScanBlock* blocks, size_t n, const ScanBlock* reached, size_t nreached, const RootRange* roots,
+              size_t nroots, MemoryReader& root_reader, MemoryReader& heap_reader, ScratchMemory& scratch,
+              ReachabilityResult* result, CliqueTotals* cliques) {
   *result = ReachabilityResult{};
   if (n >= kNone) return false;
   const uint32_t count = static_cast<uint32_t>(n);
@@ -505,7 +537,14 @@ bool ClassifyReachability(ScanBlock* blocks, size_t n, const RootRange* roots, s
   Classifier c(blocks, count, regions, nregions, pages, shift, stack_mem.as<uint32_t>(),
                buffer_mem.as<uint64_t>(), queue_mem.as<Candidate>(), lo, hi, result, cliques);
   c.MarkFromRoots(roots, nroots, root_reader, heap_reader);
+  // With no block to find, reached blocks have nothing to mark.
+  if (count > 0) c.MarkFromReached(reached, nreached, heap_reader);
   c.FormCliques(heap_reader);
+  for (size_t i = 0; i < nreached; ++i) {
+    if (!reached[i].pooled()) continue;
+    result->still_reachable.blocks += 1;
+    result->still_reachable.bytes += reached[i].size();
+  }
 
   for (uint32_t i = 0; i < count; ++i) {
     ScanBlock& b = blocks[i];
@@ -534,6 +573,20 @@ bool ClassifyReachability(ScanBlock* blocks, size_t n, const RootRange* roots, s
     t->bytes += b.size();
   }
   return true;
+}
+
+}  // namespace
+
+bool ClassifyReachability(ScanBlock* blocks, size_t n, const RootRange* roots, size_t nroots,
+                          MemoryReader& root_reader, MemoryReader& heap_reader, ScratchMemory& scratch,
+                          ReachabilityResult* result, CliqueTotals* cliques) {
+  return Classify(blocks, n, nullptr, 0, roots, nroots, root_reader, heap_reader, scratch, result, cliques);
+}
+
+bool ClassifyBesideReached(ScanBlock* blocks, size_t n, const ScanBlock* reached, size_t nreached,
+                           const RootRange* roots, size_t nroots, MemoryReader& root_reader,
+                           MemoryReader& heap_reader, ScratchMemory& scratch, ReachabilityResult* result) {
+  return Classify(blocks, n, reached, nreached, roots, nroots, root_reader, heap_reader, scratch, result, nullptr);
 }
 
 }  // namespace track

@@ -173,6 +173,16 @@ bool ClassifyReachability(ScanBlock* blocks, size_t n, const RootRange* roots, s
                           ScratchMemory& scratch, ReachabilityResult* result,
                           CliqueTotals* cliques = nullptr);
 
+// ClassifyReachability over blocks[0..n) beside more blocks already known reachable: those of
+// reached[0..nreached) that are pooled() (the caller's word: every one has a definite pointer at its
+// start among the roots). They are read through heap_reader as definite sources, never looked up, and
+// count as still reachable in *result (not their heap_bytes_scanned). The blocks get the kinds
+// ClassifyReachability gives them over both sets together, for a lookup structure of blocks alone.
+// reached must be sorted by start and overlap no block.
+bool ClassifyBesideReached(ScanBlock* blocks, size_t n, const ScanBlock* reached, size_t nreached,
+                           const RootRange* roots, size_t nroots, MemoryReader& root_reader,
+                           MemoryReader& heap_reader, ScratchMemory& scratch, ReachabilityResult* result);
+
 }  // namespace track
 }  // namespace poolscope
 

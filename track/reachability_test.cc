@@ -602,6 +602,79 @@ TEST(ReachabilityTest, AgreesWithAReferenceOnWordsInAddressOrder) {
   }
 }
 
+// Blocks known reachable beforehand (pooled(), each with a root pointer at its start), scanned as
+// sources and never looked up, leave every other block the kind the reference gives it over all of
+// them, and count as still reachable.
+TEST(ReachabilityTest, ReachedBlocksBesideTheOthersAgreeWithAReference) {
+  std::mt19937_64 rng(2468);
+  int reached_only = 0;  // trials where a block is reachable through reached blocks alone
+  for (int trial = 0; trial < 200; ++trial) {
+    Heap h(1 << 16);
+    size_t offset = 0;
+    for (size_t i = 0, n = 2 + rng() % 100; i < n; ++i) {
+      offset += 8 * (rng() % 4);
+      const size_t size = rng() % 10 == 0 ? 0 : 8 + rng() % 120;
+      if (offset + size + 16 >= (1 << 16)) break;
+      h.Add(offset, size);
+      offset += size == 0 ? 8 : size;
+    }
+    std::vector<ScanBlock>& blocks = h.blocks();
+    std::vector<uint64_t> root_words;
+    for (ScanBlock& b : blocks) {
+      if (rng() % 3 != 0) continue;
+      b = ScanBlock::Of(b.start, b.size(), /*pooled=*/true);
+      root_words.push_back(b.start);
+    }
+    auto random_word = [&]() -> uint64_t {
+      const ScanBlock& t = blocks[rng() % blocks.size()];
+      if (rng() % 3 == 0) return rng() % 4096;
+      return rng() % 2 ? t.start : t.start + (t.size() ? rng() % t.size() : 0);
+    };
+    for (int k = 0, n = static_cast<int>(rng() % 3); k < n; ++k) root_words.push_back(random_word());
+    if (root_words.empty()) root_words.push_back(0);
+    for (const ScanBlock& b : std::vector<ScanBlock>(blocks)) {
+      for (uintptr_t a = (b.start + 7) & ~uintptr_t{7}; a + 8 <= b.start + b.size(); a += 8) {
+        if (rng() % 3 == 0) h.Put(a, random_word());
+      }
+    }
+    std::vector<RootRange> roots = {{reinterpret_cast<uintptr_t>(root_words.data()),
+                                     reinterpret_cast<uintptr_t>(root_words.data() + root_words.size())}};
+    Reference ref(blocks, roots);
+    std::vector<ScanBlock> sorted = ref.blocks, others;
+    for (const ScanBlock& b : sorted) {
+      if (!b.pooled()) others.push_back(b);
+    }
+    DirectMemoryReader direct;
+    MmapScratchMemory scratch;
+    ReachabilityResult r;
+    ASSERT_TRUE(ClassifyBesideReached(others.data(), others.size(), sorted.data(), sorted.size(), roots.data(),
+                                      roots.size(), direct, direct, scratch, &r));
+    LeakTotal totals[4] = {};
+    size_t k = 0;
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      const LeakKind want = ref.kind[i];
+      totals[int(want)].blocks++;
+      totals[int(want)].bytes += sorted[i].size();
+      if (sorted[i].pooled()) {
+        ASSERT_EQ(want, LeakKind::kStillReachable);
+        continue;
+      }
+      ASSERT_EQ(others[k].start, sorted[i].start);
+      ASSERT_EQ(others[k].kind(), want) << "trial " << trial << " block " << i;
+      ++k;
+      bool from_roots = false;
+      for (const Reference::Edge& e : ref.root_out) from_roots = from_roots || e.to == i;
+      if (want != LeakKind::kDefinitelyLost && want != LeakKind::kIndirectlyLost && !from_roots) ++reached_only;
+    }
+    EXPECT_EQ(r.still_reachable.blocks, totals[0].blocks) << "trial " << trial;
+    EXPECT_EQ(r.still_reachable.bytes, totals[0].bytes) << "trial " << trial;
+    EXPECT_EQ(r.possibly_lost.blocks, totals[1].blocks) << "trial " << trial;
+    EXPECT_EQ(r.indirectly_lost.bytes, totals[2].bytes) << "trial " << trial;
+    EXPECT_EQ(r.definitely_lost.blocks, totals[3].blocks) << "trial " << trial;
+  }
+  EXPECT_GT(reached_only, 100);
+}
+
 // Blocks spread over distant regions and pages (the lookup's index) agree with the reference too.
 TEST(ReachabilityTest, AgreesWithAReferenceAcrossRegions) {
   std::mt19937_64 rng(777);
