@@ -83,9 +83,9 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     char* const b = reinterpret_cast<char*>(blocks.data());
     prefault.Start(b, b + (blocks.capacity() * sizeof(ScanBlock) & ~size_t{4095}));
   }
-  // The pools first, from their headers alone: the detector's view needs no more, and starts as soon
-  // as it has them; the pools' blocks are read while it runs.
-  if (in.for_each_pool != nullptr) in.for_each_pool(CollectPool, nullptr, &c);
+  // The pools and their blocks in one walk (a pool's header, marks and block words lie on the lines
+  // the walk loads anyway): the detector's view takes the pools, the program's view their blocks.
+  if (in.for_each_pool != nullptr) in.for_each_pool(CollectPool, CollectPooledBlock, &c);
   // Both views' arrays go in address order; the classifier then sorts nothing. The pools were made,
   // and are walked, mostly in address order, and so are their blocks (a pool's lie inside it, in
   // order); the live table's blocks, in hash order, take a radix sort.
@@ -99,7 +99,8 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   const size_t npools = pools.size();
   c.ok = c.ok && SortByStart(pools.data(), npools, true) && pools.Resize(npools + unpooled.size());
   if (c.ok) MergeInto(pools.data(), npools, unpooled.data(), unpooled.size());
-  unpooled.Free();
+  // (The unpooled blocks stay apart too: with pools, the detector's view looks up those alone.)
+  if (npools == 0) unpooled.Free();
   Array<ScanBlock>& dblocks = pools;
   if (!c.ok || dblocks.size() >= ~uint32_t{0}) {
     out->not_scanned_why = "no memory for the scan";
@@ -337,24 +338,14 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // Much of it is address space reserved and never touched (the tables' room to grow): only its
   // touched pages are read (poolscope's memory is anonymous, and a page never touched reads as zeros),
   // found as the program's roots are (pagemap).
-  // The pool list is read as what it holds of the heap, a pointer at the start of each pool's real
-  // block (PoolStartsReader, below), made up from the pools' array rather than read word by word.
+  // The pool list is not read: what it holds of the heap is a pointer at the start of each pool's
+  // real block, which makes every pool reachable in the detector's view, and the view takes them so
+  // (ClassifyBesideReached) rather than look them up.
   Array<RootRange> own_roots(g_scratch), slab(g_scratch), own_pieces(g_scratch);
   RangeSink slab_sink{&slab, &c.ok};
   if (in.for_each_meta_chunk != nullptr) in.for_each_meta_chunk(PushRange, &slab_sink);
   std::sort(slab.data(), slab.data() + slab.size(), by_begin);
-  // Those pointers, as words at addresses reserved for them (never touched: PoolStartsReader makes
-  // them up from the pools' array), read before the rest of poolscope's memory.
-  const size_t seed_bytes = (dblocks.size() * 8 + 4095) & ~size_t{4095};
-  void* const seed = slab.size() > 0 && c.ok ? g_scratch.MapSparse(seed_bytes) : nullptr;
-  ScratchMapping seed_mapping{seed, seed_bytes};
   Array<RootRange> detector_extra(g_scratch);
-  if (seed != nullptr) {
-    const uintptr_t b = reinterpret_cast<uintptr_t>(seed);
-    c.ok = detector_extra.Push(RootRange{b, b + 8 * dblocks.size()});
-  } else {
-    slab.Resize(0);  // no room for the words: the pool list read as it is
-  }
   for (size_t i = 0; i < own.size() && c.ok; ++i) {
     bool scratch = false;
     g_scratch.ForEachLive([&](const RootRange& r) { scratch = scratch || (own[i].begin < r.end && r.begin < own[i].end); });
@@ -386,13 +377,11 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // second thread where one may help, while this one classifies the program's blocks.
   std::sort(own_roots.data(), own_roots.data() + own_roots.size(), by_begin);
   OwnInPlaceReader own_in_place(root_reader, own_roots.data(), alone && !on_valgrind ? own_roots.size() : 0);
-  PoolStartsReader own_reader(own_in_place, reinterpret_cast<uintptr_t>(seed), dblocks.data(),
-                              seed != nullptr ? dblocks.size() : 0);
   // A signal's report cuts the scan off at its deadline: each view's reads through readers that stop
   // (only then: a layer of reader costs a call per block).
   ScanDeadline deadline(in.deadline_ns);
   DeadlineReader deadline_program_heap(heap_reader, deadline),
-      deadline_detector_roots(own_reader, deadline), deadline_detector_heap(detector_heap_reader, deadline);
+      deadline_detector_roots(own_in_place, deadline), deadline_detector_heap(detector_heap_reader, deadline);
   const bool timed = in.deadline_ns != 0;
   auto pick = [timed](track::MemoryReader& with_deadline, track::MemoryReader& plain) -> track::MemoryReader& {
     return timed ? with_deadline : plain;
@@ -515,14 +504,10 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     return;
   }
   base_roots.Free();
-  // Each view's roots: its words, read in place. The detector's extra roots first: the classes do not
-  // depend on the roots' order, but the work does. They are poolscope's memory, which points into
-  // every pool: read first, they mark each pool once, in address order, and the program's pointers
-  // then mostly find pools already marked (read last, they make most pools possibly lost, and those
-  // the metadata points to the start of are read again when they become reachable).
+  // Each view's roots: its words, read in place; the detector's extra roots, poolscope's memory, first.
   track::DirectMemoryReader in_place;
   WordsInPlaceReader program_root_reader(in_place, program_words.data(), program_words.size()),
-      detector_root_reader(pick(deadline_detector_roots, own_reader), detector_words.data(), detector_words.size()),
+      detector_root_reader(pick(deadline_detector_roots, own_in_place), detector_words.data(), detector_words.size()),
       lsan_root_reader(in_place, lsan_words.data(), lsan_words.size()),
       program_lsan_root_reader(in_place, program_lsan_words.data(), program_lsan_words.size());
   const RootRange program_words_range = program_root_reader.range(), lsan_words_range = lsan_root_reader.range(),
@@ -536,13 +521,12 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   DetectorJob job{dblocks.data(), dblocks.size(), detector_roots.data(), detector_roots.size(),
                   &detector_root_reader, &pick(deadline_detector_heap, detector_heap_reader),
                   {}, false,
-                  lsan_wanted ? &lsan_words_range : nullptr, 1, &lsan_root_reader, out, false};
+                  lsan_wanted ? &lsan_words_range : nullptr, 1, &lsan_root_reader, out, false,
+                  npools > 0, unpooled.data(), unpooled.size()};
   SideThread side;
   const bool parallel = SideThread::Usable() && side.Start(ClassifyForDetector, &job);
-  // Meanwhile the program's view: the pools' blocks and the live table's, in the pooled blocks' array.
-  if (in.for_each_pool != nullptr) {
-    in.for_each_pool([](uintptr_t, size_t, uintptr_t, size_t, bool, void*) {}, CollectPooledBlock, &c);
-  }
+  // Meanwhile the program's view: the pools' blocks and the live table's, in the pooled blocks' array,
+  // sorted here while the detector's view starts.
   const size_t npooled = blocks.size();
   bool program_ok = c.ok && SortByStart(blocks.data(), npooled, true) && blocks.Resize(npooled + tracked.size());
   if (program_ok) MergeInto(blocks.data(), npooled, tracked.data(), tracked.size());

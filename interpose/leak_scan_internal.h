@@ -201,6 +201,11 @@ struct DetectorJob {
   track::MemoryReader* lsan_root_reader;
   ScanOutcome* lsan_out;
   bool lsan_ok;
+  // With pools (pools_reached): blocks[0..n) are the pools and the unpooled blocks, and memcheck's view
+  // classifies unpooled[0..nunpooled) beside the pools, each reachable through the pool list.
+  bool pools_reached = false;
+  ScanBlock* unpooled = nullptr;
+  size_t nunpooled = 0;
 };
 
 // Scratch memory given back when the scan returns.

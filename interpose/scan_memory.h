@@ -433,49 +433,6 @@ class OwnInPlaceReader : public track::MemoryReader {
   size_t n_;
 };
 
-// Words that exist in no memory, read as a root: [begin, begin + 8 * n) holds, at word i, the start of
-// blocks[i] when its pooled mark is set (a pool's real block), else 0. Every other address is read
-// through `base`. It stands for poolscope's pool metadata, which points at the start of every pool
-// and at nothing else of the heap (pool/pool_layout.h), read by the detector's view in a tenth of the
-// bytes. `blocks` may be classified while this reads it: starts and marks do not change.
-class PoolStartsReader : public track::MemoryReader {
- public:
-  PoolStartsReader(track::MemoryReader& base, uintptr_t begin, const track::ScanBlock* blocks, size_t n)
-      : base_(base), begin_(begin), end_(begin + 8 * n), blocks_(blocks) {}
-  size_t Read(uintptr_t addr, void* buf, size_t n) override {
-    if (addr + n <= begin_ || addr >= end_) return base_.Read(addr, buf, n);
-    size_t done = 0;
-    if (addr < begin_) {  // (a root range never straddles, but a reader must not care)
-      done = base_.Read(addr, buf, begin_ - addr);
-      if (done < begin_ - addr) return done;
-    }
-    for (uintptr_t a = addr + done; done < n && a < end_; a = addr + done) {
-      const size_t i = (a - begin_) / 8, in_word = (a - begin_) % 8;
-      const uint64_t word = blocks_[i].pooled() ? uint64_t{blocks_[i].start} : 0;
-      const size_t len = std::min(n - done, 8 - in_word);
-      memcpy(static_cast<char*>(buf) + done, reinterpret_cast<const char*>(&word) + in_word, len);
-      done += len;
-    }
-    if (done < n) done += base_.Read(addr + done, static_cast<char*>(buf) + done, n - done);
-    return done;
-  }
-  size_t ReadMany(const Range* ranges, size_t k, void* buf) override {
-    for (size_t i = 0; i < k; ++i) {
-      if (ranges[i].addr < end_ && ranges[i].addr + ranges[i].n > begin_) return MemoryReader::ReadMany(ranges, k, buf);
-    }
-    return base_.ReadMany(ranges, k, buf);
-  }
-  const uint64_t* InPlace(uintptr_t addr, size_t n) override {
-    if (addr < end_ && addr + n > begin_) return nullptr;
-    return base_.InPlace(addr, n);
-  }
-
- private:
-  track::MemoryReader& base_;
-  const uintptr_t begin_, end_;
-  const track::ScanBlock* blocks_;
-};
-
 }  // namespace scan
 }  // namespace poolscope
 

@@ -113,37 +113,6 @@ TEST(DeadlineReaderTest, AFutureDeadlineReadsUntilItPasses) {
   EXPECT_GT(reads, 0u);
 }
 
-
-// The made-up words: a pool's start at its index, 0 for an unpooled block; any byte range of them;
-// other addresses through the reader below; never in place.
-TEST(PoolStartsReaderTest, WordsAreThePoolsStartsAndOtherAddressesReadThrough) {
-  const track::ScanBlock blocks[] = {track::ScanBlock::Of(0x10000, 128, true), track::ScanBlock::Of(0x20000, 40),
-                                     track::ScanBlock::Of(0x30040, 128, true)};
-  track::DirectMemoryReader direct;
-  const uintptr_t begin = 0x7f0000000000;
-  PoolStartsReader reader(direct, begin, blocks, 3);
-  uint64_t words[3] = {1, 1, 1};
-  ASSERT_EQ(reader.Read(begin, words, sizeof words), sizeof words);
-  EXPECT_EQ(words[0], 0x10000u);
-  EXPECT_EQ(words[1], 0u);
-  EXPECT_EQ(words[2], 0x30040u);
-  unsigned char bytes[6] = {};
-  ASSERT_EQ(reader.Read(begin + 16 + 1, bytes, 6), 6u);  // the third word's bytes 1..6
-  EXPECT_EQ(bytes[0], 0x00);
-  EXPECT_EQ(bytes[1], 0x03);
-  EXPECT_EQ(bytes[2], 0x00);
-  EXPECT_EQ(reader.InPlace(begin, 8), nullptr);
-  const track::MemoryReader::Range many[] = {{begin + 16, 8}, {begin, 8}};
-  ASSERT_EQ(reader.ReadMany(many, 2, words), 16u);
-  EXPECT_EQ(words[0], 0x30040u);
-  EXPECT_EQ(words[1], 0x10000u);
-  uint64_t real = 0x1234, out = 0;
-  const uintptr_t at = reinterpret_cast<uintptr_t>(&real);
-  EXPECT_EQ(reader.Read(at, &out, 8), 8u);
-  EXPECT_EQ(out, 0x1234u);
-  EXPECT_EQ(reader.InPlace(at, 8), reinterpret_cast<const uint64_t*>(at));
-}
-
 // Pages of `p`'s mapping in memory, over `bytes`.
 size_t ResidentPages(const void* p, size_t bytes) {
   unsigned char vec[64];

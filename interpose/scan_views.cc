@@ -106,8 +106,11 @@ void MergeInto(ScanBlock* a, size_t na, const ScanBlock* b, size_t nb) {
 
 int ClassifyForDetector(void* arg) {
   auto* j = static_cast<DetectorJob*>(arg);
-  j->ok = track::ClassifyReachability(j->blocks, j->n, j->roots, j->nroots, *j->root_reader, *j->heap_reader,
-                                      g_scratch, &j->result);
+  j->ok = j->pools_reached
+              ? track::ClassifyBesideReached(j->unpooled, j->nunpooled, j->blocks, j->n, j->roots, j->nroots,
+                                             *j->root_reader, *j->heap_reader, g_scratch, &j->result)
+              : track::ClassifyReachability(j->blocks, j->n, j->roots, j->nroots, *j->root_reader, *j->heap_reader,
+                                            g_scratch, &j->result);
   if (j->ok && j->lsan_roots != nullptr) {
     j->lsan_ok = ClassifyForLsan(j->blocks, j->n, j->lsan_roots, j->nlsan_roots, *j->lsan_root_reader, *j->heap_reader,
                                  j->lsan_out);
