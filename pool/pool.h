@@ -245,7 +245,12 @@ class Domain {
           // ahead of its turn.
           if (k + kWalkAhead < used) {
             const uint64_t ahead = chunk[k + kWalkAhead].load(std::memory_order_relaxed);
-            if (ahead != 0 && (ahead & kFreeEntry) == 0) __builtin_prefetch(HeaderOfReal(ahead));
+            if (ahead != 0 && (ahead & kFreeEntry) == 0) {
+              const PoolHeader* const h = HeaderOfReal(ahead);
+              __builtin_prefetch(h);
+              // (And its blocks' words, on a line of their own after the pool.)
+              if (config_.block_info) __builtin_prefetch(InfoBaseOf(h));
+            }
           }
           const uint64_t v = chunk[k].load(std::memory_order_acquire);
           if (v == 0 || (v & kFreeEntry) != 0) continue;
