@@ -134,7 +134,8 @@ class Classifier {
   }
 
   // Scans the pooled() blocks of reached[0..n), which lie outside blocks_ and are reachable already,
-  // as definite sources, a batch at a time as DrainMarks does, in address order; then what they mark.
+  // as definite sources, a batch at a time as DrainMarks does, in address order, and counts them still
+  // reachable; then what they mark.
   void MarkFromReached(const ScanBlock* reached, size_t n, MemoryReader& heap_reader) {
     const ScanBlock* batch[2][kBatch];
     uint32_t k[2];
@@ -146,6 +147,8 @@ class Classifier {
         if (!reached[next].pooled()) continue;
         Prefetch(reached[next]);
         out[got++] = &reached[next];
+        result_->still_reachable.blocks += 1;
+        result_->still_reachable.bytes += reached[next].size();
       }
       return got;
     };
@@ -453,19 +456,35 @@ class Classifier {
   uint32_t leader_ = 0;
 };
 
-// The regions: runs of blocks whose gaps are all below kRegionGap. Sets each one's `first` and `end`
-// (its `base` and `index` depend on the page size, chosen later) in regions[], unless it is null, and
-// returns how many there are.
-uint32_t FindRegions(const ScanBlock* blocks, uint32_t n, Region* regions) {
+// One pass over the blocks, which are large arrays: resets each block's state (and its clique totals,
+// when cliques is not null), and finds the highest end (*hi) and the regions, runs of blocks whose gaps
+// are all below kRegionGap: each one's `first` and `end` (its `base` and `index` depend on the page
+// size, chosen later) in regions[0, *nregions). Returns whether the blocks were sorted by start (when
+// they were not, what it found is to be found again after sorting them).
+bool Prepare(ScanBlock* blocks, uint32_t n, CliqueTotals* cliques, Region* regions, uint32_t* nregions, uintptr_t* hi) {
+  bool sorted = true;
   uint32_t count = 0;
-  for (uint32_t i = 0; i < n;) {
-    const uint32_t first = i;
-    uintptr_t end = BlockEnd(blocks[i]);
-    for (++i; i < n && blocks[i].start < end + kRegionGap; ++i) end = std::max(end, BlockEnd(blocks[i]));
-    if (regions != nullptr) regions[count] = Region{0, end, first, 0};
-    ++count;
+  uintptr_t high = 0, end = 0, prev = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    ScanBlock& b = blocks[i];
+    SetState(b, kUnreached);
+    if (cliques != nullptr) cliques[i] = CliqueTotals{};
+    sorted &= prev <= b.start;
+    prev = b.start;
+    const uintptr_t e = BlockEnd(b);
+    if (count == 0 || b.start >= end + kRegionGap) {
+      if (count > 0) regions[count - 1].end = end;
+      regions[count++] = Region{0, e, i, 0};
+      end = e;
+    } else {
+      end = std::max(end, e);
+    }
+    high = std::max(high, e);
   }
-  return count;
+  if (count > 0) regions[count - 1].end = end;
+  *nregions = count;
+  *hi = n > 0 ? high : 0;
+  return sorted;
 }
 
 // The page index's entries, sentinels included, with pages of 2^shift bytes.
@@ -488,22 +507,19 @@ bool Classify(ScanBlock* blocks, size_t n, const ScanBlock* reached, size_t nrea
   *result = ReachabilityResult{};
   if (n >= kNone) return false;
   const uint32_t count = static_cast<uint32_t>(n);
-  auto by_start = [](const ScanBlock& a, const ScanBlock& b) { return a.start < b.start; };
-  if (!std::is_sorted(blocks, blocks + n, by_start)) std::sort(blocks, blocks + n, by_start);
-  uintptr_t lo = n > 0 ? blocks[0].start : 0, hi = lo;
-  for (uint32_t i = 0; i < count; ++i) {
-    ScanBlock& b = blocks[i];
-    SetState(b, kUnreached);
-    if (cliques != nullptr) cliques[i] = CliqueTotals{};
-    hi = std::max(hi, BlockEnd(b));
-  }
-
-  // The page index: the finest pages that take at most one index entry per block.
-  const uint32_t nregions = FindRegions(blocks, count, nullptr);
-  ScratchArray regions_mem(scratch, (nregions + 1) * sizeof(Region));
+  // Room for a region a block; only the regions there are get touched.
+  ScratchArray regions_mem(scratch, (n + 1) * sizeof(Region), /*sparse=*/true);
   if (!regions_mem.ok()) return false;
   Region* regions = regions_mem.as<Region>();
-  FindRegions(blocks, count, regions);
+  uintptr_t hi = 0;
+  uint32_t nregions = 0;
+  if (!Prepare(blocks, count, cliques, regions, &nregions, &hi)) {
+    std::sort(blocks, blocks + n, [](const ScanBlock& a, const ScanBlock& b) { return a.start < b.start; });
+    Prepare(blocks, count, cliques, regions, &nregions, &hi);
+  }
+  const uintptr_t lo = n > 0 ? blocks[0].start : 0;
+
+  // The page index: the finest pages that take at most one index entry per block.
   unsigned shift = 4;
   size_t npages = PagesNeeded(blocks, regions, nregions, shift);
   while (npages > size_t{count} + 2 * size_t{nregions} + 1024 && shift < 40) {
@@ -537,14 +553,17 @@ bool Classify(ScanBlock* blocks, size_t n, const ScanBlock* reached, size_t nrea
   Classifier c(blocks, count, regions, nregions, pages, shift, stack_mem.as<uint32_t>(),
                buffer_mem.as<uint64_t>(), queue_mem.as<Candidate>(), lo, hi, result, cliques);
   c.MarkFromRoots(roots, nroots, root_reader, heap_reader);
-  // With no block to find, reached blocks have nothing to mark.
-  if (count > 0) c.MarkFromReached(reached, nreached, heap_reader);
-  c.FormCliques(heap_reader);
-  for (size_t i = 0; i < nreached; ++i) {
-    if (!reached[i].pooled()) continue;
-    result->still_reachable.blocks += 1;
-    result->still_reachable.bytes += reached[i].size();
+  if (count > 0) {
+    c.MarkFromReached(reached, nreached, heap_reader);
+  } else {
+    // No block to find: the reached blocks have nothing to mark, and are only counted.
+    for (size_t i = 0; i < nreached; ++i) {
+      if (!reached[i].pooled()) continue;
+      result->still_reachable.blocks += 1;
+      result->still_reachable.bytes += reached[i].size();
+    }
   }
+  c.FormCliques(heap_reader);
 
   for (uint32_t i = 0; i < count; ++i) {
     ScanBlock& b = blocks[i];
