@@ -60,6 +60,21 @@ int CountTasks() {
   return ListThreads(nullptr, 0, &n) ? static_cast<int>(n) : -1;
 }
 
+// The second half of the pool walk, on the second thread (Classify).
+struct WalkJob {
+  const ScanInputs* in;
+  Collect* c;
+  size_t room;  // for its blocks, faulted in ahead
+};
+int WalkSecondHalf(void* arg) {
+  auto* j = static_cast<WalkJob*>(arg);
+  j->c->ok = j->c->blocks->Reserve(j->room);
+  if (j->c->ok) j->in->for_each_pool(CollectPool, CollectPooledBlock, j->c, 1, 2);
+  return 0;
+}
+// Pooled blocks (as the counters say) from which the walk is split.
+constexpr size_t kSplitWalkBlocks = size_t{1} << 16;
+
 void Classify(const ScanInputs& in, ScanOutcome* out) {
   const uint64_t t0 = NowMs();
   Array<ScanBlock> tracked(g_scratch), blocks(g_scratch, /*sparse=*/true), pools(g_scratch);
@@ -76,16 +91,33 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
         c->ok = c->ok && c->tracked->Push(ScanBlock::Of(p, size, is_pooled));
       },
       &c);
-  // The pooled blocks' array gets the room the counters give, and a second thread faults it in while
-  // this one walks the pools; this one fills it while the detector's view runs.
-  if (in.pooled_blocks_hint > 0 && SideThread::Usable() &&
-      blocks.Reserve(in.pooled_blocks_hint + in.pooled_blocks_hint / 16 + tracked.size() + 64)) {
-    char* const b = reinterpret_cast<char*>(blocks.data());
-    prefault.Start(b, b + (blocks.capacity() * sizeof(ScanBlock) & ~size_t{4095}));
-  }
   // The pools and their blocks in one walk (a pool's header, marks and block words lie on the lines
-  // the walk loads anyway): the detector's view takes the pools, the program's view their blocks.
-  if (in.for_each_pool != nullptr) in.for_each_pool(CollectPool, CollectPooledBlock, &c);
+  // the walk loads anyway): the detector's view takes the pools, the program's view their blocks. The
+  // pooled blocks' array gets the room the counters give. Alone, with many pools, a second thread
+  // walks the second half of the pool list into arrays of its own, appended after; else it faults in
+  // the array while this thread walks.
+  const size_t room = in.pooled_blocks_hint + in.pooled_blocks_hint / 16 + tracked.size() + 64;
+  Array<ScanBlock> blocks2(g_scratch), pools2(g_scratch);
+  Array<RootRange> arena_roots2(g_scratch);
+  Collect c2{nullptr, &blocks2, &pools2, &arena_roots2, true};
+  WalkJob walk{&in, &c2, room / 2};
+  SideThread walker;
+  const bool split = in.for_each_pool != nullptr && tasks == 1 && in.pooled_blocks_hint >= kSplitWalkBlocks &&
+                     SideThread::Usable() && walker.Start(WalkSecondHalf, &walk);
+  if (split) {
+    if (blocks.Reserve(room - room / 2)) blocks.FaultIn();
+    in.for_each_pool(CollectPool, CollectPooledBlock, &c, 0, 2);
+    walker.Join();
+    c.ok = c.ok && c2.ok && PushAll(pools2, &pools) && PushAll(blocks2, &blocks) && PushAll(arena_roots2, &arena_roots);
+    pools2.Free();
+    blocks2.Free();
+  } else if (in.for_each_pool != nullptr) {
+    if (in.pooled_blocks_hint > 0 && SideThread::Usable() && blocks.Reserve(room)) {
+      char* const b = reinterpret_cast<char*>(blocks.data());
+      prefault.Start(b, b + (blocks.capacity() * sizeof(ScanBlock) & ~size_t{4095}));
+    }
+    in.for_each_pool(CollectPool, CollectPooledBlock, &c, 0, 1);
+  }
   // Both views' arrays go in address order; the classifier then sorts nothing. The pools were made,
   // and are walked, mostly in address order, and so are their blocks (a pool's lie inside it, in
   // order); the live table's blocks, in hash order, take a radix sort.

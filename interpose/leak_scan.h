@@ -39,18 +39,20 @@ struct ScanInputs {
   uintptr_t self_state;  // the exiting thread's ThreadState (each thread's static TLS block of
                          // libpoolscope.so and thread pointer lie at the same offsets from its own)
   // Pools: calls pool_fn(real_block, real_bytes, base, pool_bytes, explicit_arena, arg) for each, then
-  // block_fn(block, size, arg) for each live block in it, in address order; with block_fn null, reads
-  // only the pools' headers. Pools come in the order they were made.
+  // block_fn(block, size, arg) for each live block in it, in address order. Pools come in the order
+  // they were made, in `parts` parts of about equal size: the call walks part `part` (0-based). The
+  // parts may be walked at once while no other thread of the program runs.
   void (*for_each_pool)(void (*pool_fn)(uintptr_t real, size_t real_bytes, uintptr_t base, size_t pool_bytes,
                                         bool explicit_arena, void* arg),
-                        void (*block_fn)(uintptr_t block, uint64_t size, void* arg), void* arg);
+                        void (*block_fn)(uintptr_t block, uint64_t size, void* arg), void* arg, int part,
+                        int parts);
   // The program's callee-saved registers at its call into exit() (6 words), or null when it did not
   // call it (a return from main restores its caller's): roots of the program's views, as the exit
   // path's frames that save them are for a detector below.
   const uintptr_t* exit_registers;
-  // The pool list's chunks: calls fn(begin, end, arg) for each. The detector's view reads, for them,
-  // each pool's real block's start (what they hold of the heap), not their bytes. Null: read as they
-  // are.
+  // The pool list's chunks: calls fn(begin, end, arg) for each. The detector's view does not read
+  // them: what they hold of the heap is each pool's real block's start, and the view takes every pool
+  // as reachable. Null: read as they are.
   void (*for_each_meta_chunk)(void (*fn)(uintptr_t begin, uintptr_t end, void* arg), void* arg);
   // How many pooled blocks the counters say are live: the room the program's view's array starts
   // with (a wrong figure costs time, not truth).

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "interpose/leak_scan.h"
 #include "interpose/scan_memory.h"
@@ -104,7 +105,15 @@ track::LeakTotal LostInPools(const ScanBlock* blocks, size_t n, uint64_t (*bytes
 bool ClassifyCopy(const ScanBlock* from, size_t n, const RootRange* roots, size_t nroots,
                   track::MemoryReader& root_reader, track::MemoryReader& heap_reader, Array<ScanBlock>* blocks);
 
-bool PushAll(Array<RootRange>& from, Array<RootRange>* to);
+// Appends from's elements to *to; false when there is no memory.
+template <typename T>
+bool PushAll(Array<T>& from, Array<T>* to) {
+  const size_t n = to->size();
+  if (from.size() == 0) return true;
+  if (!to->Resize(n + from.size())) return false;
+  memcpy(static_cast<void*>(to->data() + n), from.data(), from.size() * sizeof(T));
+  return true;
+}
 
 // LeakSanitizer's view of the real blocks (ScanOutcome::lsan_*): classified by memcheck's rules over
 // LeakSanitizer's roots, its leaked blocks are memcheck's definitely and indirectly lost ones (an

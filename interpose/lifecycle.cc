@@ -147,7 +147,8 @@ uintptr_t g_exit_sp = 0;
 
 void ForEachPoolForScan(void (*pool_fn)(uintptr_t real, size_t real_bytes, uintptr_t base, size_t pool_bytes,
                                         bool explicit_arena, void* arg),
-                        void (*block_fn)(uintptr_t block, uint64_t size, void* arg), void* arg) {
+                        void (*block_fn)(uintptr_t block, uint64_t size, void* arg), void* arg, int part,
+                        int parts) {
   if (g_domain == nullptr) return;
   const size_t bytes = g_domain->pool_bytes();
   const size_t real_bytes = g_domain->real_bytes();
@@ -155,12 +156,9 @@ void ForEachPoolForScan(void (*pool_fn)(uintptr_t real, size_t real_bytes, uintp
     pool_fn(reinterpret_cast<uintptr_t>(real), real_bytes, reinterpret_cast<uintptr_t>(base), bytes, explicit_arena,
             arg);
   };
-  if (block_fn == nullptr) {
-    g_domain->ForEachPool(on_pool);
-    return;
-  }
   g_domain->ForEachPoolWithBlocks(
-      on_pool, [&](void* p, pool::BlockInfo info) { block_fn(reinterpret_cast<uintptr_t>(p), info.size, arg); });
+      on_pool, [&](void* p, pool::BlockInfo info) { block_fn(reinterpret_cast<uintptr_t>(p), info.size, arg); },
+      static_cast<size_t>(part), static_cast<size_t>(parts));
 }
 
 void ForEachMetaChunkForScan(void (*fn)(uintptr_t begin, uintptr_t end, void* arg), void* arg) {

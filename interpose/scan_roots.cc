@@ -136,13 +136,6 @@ bool Subtract(const RootRange* ranges, size_t n, const RootRange* exclude, size_
   return true;
 }
 
-bool PushAll(Array<RootRange>& from, Array<RootRange>* to) {
-  for (size_t i = 0; i < from.size(); ++i) {
-    if (!to->Push(from[i])) return false;
-  }
-  return true;
-}
-
 void PushRange(uintptr_t b, uintptr_t e, void* arg) {
   auto* s = static_cast<RangeSink*>(arg);
   *s->ok = *s->ok && s->ranges->Push(RootRange{b, e});

@@ -160,9 +160,12 @@ class Domain {
 
   // For every pool that exists, on_pool(base, explicit_arena, real), then on_block(block, BlockInfo)
   // for each of its live blocks, in address order: ForEachPool and ForEachLiveBlock in one walk. Same
-  // guarantees.
+  // guarantees. With parts > 1, only part `part` of the pool list (0-based, of `parts` about equal
+  // ones, in list order): walks of every part may run at once, but on threads that share no thread
+  // pointer, or while no other thread can release a pool (a walk takes the list's lock as its
+  // thread's).
   template <typename P, typename B>
-  void ForEachPoolWithBlocks(P&& on_pool, B&& on_block) const {
+  void ForEachPoolWithBlocks(P&& on_pool, B&& on_block, size_t part = 0, size_t parts = 1) const {
     // Blocks start on block slots only (16 bytes, or 8 with malloc_align=8): the other granules' marks
     // are never set.
     const uint32_t step = uint32_t{1} << (info_shift_ - 3);
@@ -180,7 +183,7 @@ class Domain {
         on_block(static_cast<void*>(base + g * kGranule),
                  config_.block_info ? LoadBlockInfo(InfoOf(h, g)) : BlockInfo{0, 0});
       }
-    });
+    }, part, parts);
   }
 
   // Calls fn(begin, end) for each chunk of the pool list, the address space reserved for it (its
@@ -231,10 +234,11 @@ class Domain {
   // Calls fn(header, real) for every listed pool, holding the list's lock a batch of entries at a time
   // (unless this thread holds it already: a signal's report on a thread stopped inside it, when no
   // other thread can release a pool either), or, when it cannot have the lock in a while, without it.
+  // With parts > 1, the chunks of part `part` alone.
   template <typename F>
-  void ForEachListed(F&& fn) const {
+  void ForEachListed(F&& fn, size_t part = 0, size_t parts = 1) const {
     const size_t n = nchunks_.load(std::memory_order_acquire);
-    for (size_t c = 0; c < n; ++c) {
+    for (size_t c = n * part / parts, end = n * (part + 1) / parts; c < end; ++c) {
       std::atomic<uint64_t>* const chunk = chunks_[c].load(std::memory_order_acquire) + 1;
       const size_t used = chunk[-1].load(std::memory_order_acquire);
       for (size_t i = 0; i < used; i += kWalkBatch) {

@@ -39,6 +39,10 @@
  *                 between blocks of the same sizes that are freed: definitely lost 10 (1348 B)
  *   tree          a dropped binary tree of 7 nodes of 32 bytes: definitely lost 1 (32 B), indirectly
  *                 lost 6 (192 B)
+ *   big_list      a list of 100,000 nodes of 24 bytes kept in a global, and one of 1,000 dropped, their
+ *                 nodes interleaved (enough pooled blocks for the exit scan to split its walk over the
+ *                 pools between two threads): still reachable 100,000 (2,400,000 B), definitely lost 1
+ *                 and indirectly lost 999 (24 B and 23,976 B)
  *   self_pointer  a dropped 40-byte block whose first word points at itself: definitely lost 1 (40 B)
  *   data_global   a pointer to an 88-byte block in an initialised global (.data, where `global` uses a
  *                 zero one in .bss): still reachable 1 (88 B)
@@ -199,6 +203,27 @@ __attribute__((noinline)) static void make_arena_top(void) {
 }
 
 static void* volatile kept_between[4];
+
+static void* volatile big_head;
+
+__attribute__((noinline)) static void make_big_list(void) {
+  void** kept = NULL;
+  void** dropped = NULL;
+  for (int i = 0; i < 100000; ++i) {
+    void** node = malloc(24);
+    memset(node, 0x3d, 24);
+    node[0] = kept;
+    kept = node;
+    if (i % 100 == 0) {
+      node = malloc(24);
+      memset(node, 0x3e, 24);
+      node[0] = dropped;
+      dropped = node;
+    }
+  }
+  big_head = kept;
+  dropped = NULL;
+}
 
 __attribute__((noinline)) static void make_many_lost(void) {
   for (int round = 0; round < 4; ++round) {
@@ -494,6 +519,9 @@ int main(int argc, char** argv) {
     make_arena_top();
     wipe_stack();
     exit(0);
+  } else if (strcmp(m, "big_list") == 0) {
+    make_big_list();
+    wipe_stack();
   } else if (strcmp(m, "many_lost") == 0) {
     make_many_lost();
   } else if (strcmp(m, "thread_ended") == 0) {
