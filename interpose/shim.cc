@@ -227,18 +227,28 @@ void* AllocSlow(Api api, size_t n, void* ra) {
 // with its stack captured from the program's frame. Anything else goes to AllocSlow.
 __attribute__((noinline)) void* MallocTracked(size_t n, void* ra) {
   ThreadState& ts = t_state;
-  if (POOLSCOPE_UNLIKELY(ts.phase != kActive || ts.guard != 0 || n == 0)) return AllocSlow(kMalloc, n, ra);
+  if (POOLSCOPE_UNLIKELY(ts.phase != kActive || ts.guard != 0)) return AllocSlow(kMalloc, n, ra);
+  // g_tracked_malloc holds, so g_tracking does (InitGlobal sets both once): POOLSCOPE_PROGRAM_FRAME's
+  // test of it is left out.
   track::StartFrame frame;
-  const track::StartFrame* from = POOLSCOPE_PROGRAM_FRAME(frame, ra);
+  const track::StartFrame* from = ProgramFrame(&frame, ra, __builtin_dwarf_cfa(), __builtin_frame_address(0));
   void* p;
-  if (g_pooling && n <= g_pool_capacity) {
-    p = ts.tc.Carve(n);
+  if (n - 1 < g_pool_capacity && g_pooling) {  // (n == 0 fails this: below)
+    p = ts.tc.CarveUncounted(n);
     if (POOLSCOPE_UNLIKELY(p == nullptr)) return AllocSlow(kMalloc, n, ra);
     pool::InfoRef slot = ts.tc.InfoSlot(p);  // before the capture (see InfoSlot)
+    // Counted with its mark, before the capture: one increment in the carve table where it has a slot,
+    // as TryPooled counts (the call, the block, its bytes and size, the hit; Settle).
+    if (POOLSCOPE_LIKELY(n <= kFastSizes && ts.carves != nullptr)) {
+      ++ts.carves->n[kFastMalloc][n];
+    } else {
+      CountPooled(ts, kMalloc, n);
+      ++ts.tc.stats().hits;
+    }
     pool::StoreBlockInfo(slot, static_cast<uint32_t>(n), PooledStackId(ts, n, from));
-    CountPooled(ts, kMalloc, n);
     return p;
   }
+  if (POOLSCOPE_UNLIKELY(n == 0)) return AllocSlow(kMalloc, n, ra);
   ++ts.tc.stats().misses[g_pooling ? pool::kMissTooLarge : pool::kMissDisabled];
   {
     Guard guard(ts);

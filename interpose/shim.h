@@ -36,8 +36,10 @@ namespace poolscope {
 void* AllocSlow(Api api, size_t n, void* ra);
 void* MallocRegular(size_t n, void* ra);
 // malloc's slow path when g_tracked_malloc (track=1, tag=small, no valgrind): reached by jumps only
-// from the exported malloc, so its stack capture starts at the program's frame.
-extern bool g_tracked_malloc;
+// from the exported malloc, so its stack capture starts at the program's frame. Hidden, as its
+// definition is (-fvisibility=hidden): the exported entry points then test it with one instruction, not
+// through the GOT's address first (as g_tracking below).
+extern bool g_tracked_malloc __attribute__((visibility("hidden")));
 void* MallocTracked(size_t n, void* ra);
 void FreeSlow(Api api, void* p, pool::PoolHeader* h);
 void* NewSlow(Api api, size_t n, void* ra);
@@ -71,7 +73,7 @@ inline void* TryPooled(Api api, size_t n) {
 void FreeNotLast(Api api, void* p);
 // The free path with track=1 once FreeLast declined (pooled blocks record nothing when freed, so the
 // LIFO free stays inline; real blocks leave the live table).
-extern bool g_tracking;
+extern bool g_tracking __attribute__((visibility("hidden")));
 void FreeTracked(Api api, void* p);
 
 __attribute__((always_inline)) inline void Free(Api api, void* p) {

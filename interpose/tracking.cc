@@ -354,9 +354,9 @@ void AddToSite(uint32_t id, uint64_t allocs, uint64_t hits, uint64_t real, uint6
 }
 
 void FlushSite(TrackThread& tt) {
-  AddToSite(tt.site_id, tt.site_pending, tt.site_hits, tt.site_real, tt.site_bytes);
+  AddToSite(tt.site_id, tt.site_pending, tt.site_pending - tt.site_real, tt.site_real, tt.site_bytes);
   tt.site_pending = 0;
-  tt.site_hits = tt.site_real = tt.site_bytes = 0;
+  tt.site_real = tt.site_bytes = 0;
 }
 }  // namespace tracking_internal
 
@@ -373,7 +373,6 @@ __attribute__((always_inline)) inline void ChargeSite(uint32_t id, size_t size, 
     tt.site_id = id;
   }
   ++tt.site_pending;
-  tt.site_hits += hit;
   tt.site_real += 1 - hit;
   tt.site_bytes += size;
 }

@@ -98,10 +98,11 @@ struct TrackThread {
   uint32_t memo_steps, memo_reused;
   // Counts for one site, added to the shared per-site counters when the site changes, every
   // kSiteBatch allocations, at thread exit and before a report: most allocations come from the same
-  // site as the one before, and the shared counters cost four atomic additions.
+  // site as the one before, and the shared counters cost four atomic additions. The pool hits among
+  // them are site_pending - site_real: a pooled allocation adds to two counts, not three.
   uint32_t site_id;
   uint32_t site_pending;
-  uint64_t site_hits, site_real, site_bytes;
+  uint64_t site_real, site_bytes;
   bool ended;  // the thread's exit handler ran: no more batching, no young blocks
   // This thread's young blocks (recent_blocks.h), and whether a call is using them (a signal
   // handler that interrupted it must not).
