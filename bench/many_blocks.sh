@@ -55,4 +55,7 @@ for path, what in ((sys.argv[1], "pool=0 reachability=0 (tracking)"), (sys.argv[
     print("%-34s live %9d   at the report %6.1f B/block   peak %6.1f B/block   (%.1f / %.1f MiB)" % (
         what, live, internal["resident_bytes"] / live, internal["peak_resident_bytes"] / live,
         internal["resident_bytes"] / 2**20, internal["peak_resident_bytes"] / 2**20))
+r = json.load(open(sys.argv[2]))
+print("the defaults' last exit: scan_ms %s, report_ms %s" % (
+    (r.get("reachability") or {}).get("scan_ms"), r["process"].get("report_ms")))
 PY
