@@ -21,6 +21,9 @@ which records through a pipe into its interpreter as users run it:
 
   bench/interleave.py --cpu all --reference heaptrack --config 'heaptrack WRAP=/usr/bin/heaptrack' ...
 
+`--ratios` adds a table of each configuration's median time and median peak RSS over bare's and
+over the reference's (whole figures, not added time: `1.05x` is 5% slower).
+
 `--cpu all` leaves every run free to use every CPU (the launcher's interpreter then runs beside the
 program, as on a user's machine). The command's output is discarded; a round that fails stops the
 run with its exit status.
@@ -53,6 +56,8 @@ def main():
     parser.add_argument("--config", type=parse_config, action="append", default=[],
                         help="'NAME KEY=VALUE ...' (repeatable)")
     parser.add_argument("--reference", help="the configuration whose added time the others are compared to")
+    parser.add_argument("--ratios", action="store_true",
+                        help="also print median time and peak RSS as ratios to bare and to the reference")
     parser.add_argument("--unset", action="append", default=["LD_PRELOAD", "POOLSCOPE_OPTIONS"],
                         help="variables removed from every configuration's environment first")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
@@ -110,6 +115,17 @@ def main():
             if reference and name != args.reference:
                 line += "   %5.0f%% of %s's" % (100 * added / reference, args.reference)
         print(line)
+    if args.ratios:
+        rss = {name: statistics.median(kib) for name, kib in peak_kib.items()}
+        ref = args.reference
+        print("ratios of medians      time / bare   RSS / bare%s" % (
+            "   time / %s   RSS / %s" % (ref, ref) if ref else ""))
+        for name in names[1:]:
+            line = "%-20s %11.2fx %11.2fx" % (name, median[name] / bare, rss[name] / rss["bare"])
+            if ref:
+                line += "   %*.2fx   %*.2fx" % (7 + len(ref) - 1, median[name] / median[ref],
+                                                6 + len(ref) - 1, rss[name] / rss[ref])
+            print(line)
     return 0
 
 

@@ -1,7 +1,8 @@
 #!/bin/bash
 # bench/interleave.py tested on itself (no figure is checked): it reports every configuration and the
 # added-time share against the reference; a failing round stops it with a nonzero status and names the
-# configuration; a configuration without a name or with a word that is not KEY=VALUE is refused.
+# configuration; --ratios prints a line of ratios per configuration; a configuration without a name or
+# with a word that is not KEY=VALUE is refused.
 set -uo pipefail
 tool=$(dirname "$0")/interleave.py
 out=$(/usr/bin/python3 "$tool" --rounds 2 --reference ref --config 'ref FOO=1' --config 'other FOO=2 BAR=3' \
@@ -22,6 +23,12 @@ out=$(/usr/bin/python3 "$tool" --rounds 1 --cpu all --config 'wrapped FOO=1 WRAP
 [ $? -eq 0 ] && grep -q "^wrapped " <<<"$out" && grep -qF "(not pinned)" <<<"$out" || { echo "$out"; echo "FAIL: WRAP= or --cpu all"; exit 1; }
 err=$(/usr/bin/python3 "$tool" --rounds 1 --config 'wrapped WRAP=/bin/false' -- /bin/true 2>&1)
 [ $? -ne 0 ] && grep -q "wrapped exited with status 1" <<<"$err" || { echo "$err"; echo "FAIL: the WRAP command did not run"; exit 1; }
+# --ratios: one line per configuration but bare, the reference's own time ratio to itself 1.00x.
+out=$(/usr/bin/python3 "$tool" --rounds 1 --ratios --reference ref --config 'ref FOO=1' --config 'other FOO=2' -- /bin/true)
+grep -q "^ratios of medians .*time / bare .*RSS / bare .*time / ref .*RSS / ref" <<<"$out" &&
+  grep -q "^ref  *[0-9.]*x  *[0-9.]*x  *1\.00x  *1\.00x$" <<<"$out" &&
+  grep -q "^other  *[0-9.]*x  *[0-9.]*x  *[0-9.]*x  *[0-9.]*x$" <<<"$out" &&
+  ! grep -q "^bare  *[0-9.]*x" <<<"$out" || { echo "$out"; echo "FAIL: --ratios"; exit 1; }
 for bad in 'KEY=1' 'name KEY'; do
   /usr/bin/python3 "$tool" --config "$bad" -- true >/dev/null 2>&1 && { echo "FAIL: --config '$bad' accepted"; exit 1; }
 done
