@@ -3,7 +3,7 @@
  * 5,000,000 small allocations (16 to 96 bytes) from four call sites with different stacks; every
  * second one is freed as the loop goes (the block allocated just before it), so 2,500,000 are live at
  * exit, held in an array. Ends with exit(0), so atexit handlers and the preload library's exit
- * report run. The workload of issue 38's "many live blocks" target (bench/many_blocks.sh).
+ * report run. The many-live-blocks benchmark's workload (bench/many_blocks.sh).
  * Usage: many_blocks [N]   (N allocations, default 5000000). Prints nothing. */
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 38's many-live-blocks target: bench/many_blocks (5,000,000 small allocations from four call
+# The many-live-blocks benchmark: bench/many_blocks (5,000,000 small allocations from four call
 # sites, half freed as it goes, 2,500,000 live at exit, then exit(0)) under
 #   bare;
 #   track     poolscope pool=0:track=1:report=none (tracking alone: no report, so no exit scan);

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Tracking's own resident memory (the report's internal.peak_resident_bytes, poolscope's own
-# mappings) is at most 48 bytes per block live at exit (issue 38), with pool=0 and the exit scan off
+# mappings) is at most 48 bytes per block live at exit (docs/BENCHMARKS.md), with pool=0 and the exit scan off
 # (reachability=0: its arrays are the exit's, not tracking's): bench/many_blocks at 5,000,000
 # allocations (2,500,000 live, the issue's workload) and at 3,300,000 (1,650,000 live, just past the
 # point where every stripe of the live table has doubled its array, the least full the table gets in
