@@ -318,15 +318,8 @@ class Classifier {
     if (v == last_v_ && definite == last_definite_) return;
     last_v_ = v;
     last_definite_ = definite;
-    // A word near the finger (the block being scanned, or the one the last lookup ended at) is resolved
-    // at once, with no search: words read in address order (poolscope's metadata) and a structure's
-    // pointers to what was allocated just before or after it mostly fall there.
-    uint32_t i;
-    if (Near(v, &i)) {
-      finger_ = i;
-      Resolve(i, blocks_[i], v, definite);
-      return;
-    }
+    // The region first: in a heap split between far apart ranges, most words that pass the filter
+    // (string bytes, counts and flags read as numbers) fall between them.
     uint32_t r = 0;
     if (nregions_ > 1) {
       uint32_t lo = 0, count = nregions_;  // last region with base <= v
@@ -339,6 +332,15 @@ class Classifier {
     }
     const Region& reg = regions_[r];
     if (v < reg.base || v >= reg.end) return;
+    // A word near the finger (the block being scanned, or the one the last lookup ended at) is resolved
+    // at once, with no search: words read in address order and a structure's pointers to what was
+    // allocated just before or after it mostly fall there.
+    uint32_t i;
+    if (Near(v, &i)) {
+      finger_ = i;
+      Resolve(i, blocks_[i], v, definite);
+      return;
+    }
     Candidate& c = queue_[nqueued_++];
     c.v = v;
     c.page = pages_ + reg.index + ((v - reg.base) >> shift_);
