@@ -11,6 +11,7 @@
 #include "interpose/tracking.h"
 #include "interpose/tracking_internal.h"
 #include "track/live_table.h"
+#include "track/radix_sort.h"
 #include "track/recent_blocks.h"
 #include "track/stack_depot.h"
 
@@ -65,8 +66,23 @@ size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals, uint8_t
       totals->real_bytes += bytes;
     }
   };
-  g_table->ForEach([&](const track::LiveEntry& e) { add(e.stack_id, e.flags, 1, e.size, e.ptr); });
-  g_recent->ForEach([&](const track::LiveEntry& e) { add(e.stack_id, e.flags, 1, e.size, e.ptr); });
+  if (kind_of == nullptr) {
+    g_table->ForEach([&](const track::LiveEntry& e) { add(e.stack_id, e.flags, 1, e.size, e.ptr); });
+    g_recent->ForEach([&](const track::LiveEntry& e) { add(e.stack_id, e.flags, 1, e.size, e.ptr); });
+  } else {
+    // In address order: kind_of answers near its last answer then, where the table's own order (its
+    // hash's) made each answer a search over all the scan's blocks (2.5M of them: 40% of a run).
+    std::vector<track::LiveEntry> live;
+    live.reserve(static_cast<size_t>(g_table->size()) + 64);
+    g_table->ForEach([&](const track::LiveEntry& e) { live.push_back(e); });
+    g_recent->ForEach([&](const track::LiveEntry& e) { live.push_back(e); });
+    {
+      std::vector<track::LiveEntry> scratch(live.size());
+      track::RadixSortBy(live.data(), scratch.data(), live.size(),
+                         [](const track::LiveEntry& e) { return uint64_t{e.ptr}; });
+    }
+    for (const track::LiveEntry& e : live) add(e.stack_id, e.flags, 1, e.size, e.ptr);
+  }
   // The pooled blocks, pool by pool: a stack's pools pinned count once per pool, its first block there
   // (the pool it was last counted for is remembered: no set per pool).
   using Add = decltype(add);
