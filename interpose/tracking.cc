@@ -105,8 +105,8 @@ class MappedDepotMemory : public track::DepotMemory {
     }
     void* p = cur_;
     cur_ += bytes;
-    populated_ = track::PopulateAhead(populated_, reinterpret_cast<uintptr_t>(cur_), reinterpret_cast<uintptr_t>(end_),
-                                      kAhead);
+    populated_ = track::PopulateAhead(populated_, reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(cur_),
+                                      reinterpret_cast<uintptr_t>(end_), kAhead);
     return p;
   }
   // An array given back stays on a free list until one of its size is wanted again, which for a

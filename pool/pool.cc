@@ -27,6 +27,7 @@
 #include <new>
 
 #include "pool/thread_cache.h"
+#include "track/populate.h"
 
 namespace poolscope {
 namespace pool {
@@ -104,13 +105,6 @@ Domain::Domain(const Config& config, Backend* backend, std::atomic<PoolMap::Leaf
   map_.SetLayout(pool_bytes_, meta_bytes_);
 }
 
-uintptr_t PopulateAhead(uintptr_t done, uintptr_t begin, uintptr_t end, uintptr_t limit, size_t ahead) {
-  const uintptr_t from = std::max(done, begin & ~uintptr_t{4095});
-  const uintptr_t to = std::min(limit, RoundUp(end, 4096) + ahead);
-  if (from < to) madvise(reinterpret_cast<void*>(from), to - from, MADV_POPULATE_WRITE);
-  return to;
-}
-
 bool Domain::TakeEntry(uintptr_t real, uint32_t* index) {
   LockList();
   uint32_t i;
@@ -141,8 +135,8 @@ bool Domain::TakeEntry(uintptr_t real, uint32_t* index) {
     // a time.
     const uintptr_t at = reinterpret_cast<uintptr_t>(chunk + 1 + used);
     if (at + 8 > list_populated_) {
-      list_populated_ = PopulateAhead(list_populated_, at, at + 8, reinterpret_cast<uintptr_t>(chunk) + kListChunkBytes,
-                                      kListPopulate);
+      list_populated_ = track::PopulateAhead(list_populated_, at, at + 8,
+                                             reinterpret_cast<uintptr_t>(chunk) + kListChunkBytes, kListPopulate);
     }
     chunk[0].store(used + 1, std::memory_order_release);
   }

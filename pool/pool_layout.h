@@ -162,12 +162,6 @@ inline BlockInfo LoadBlockInfo(InfoRef slot) {
   const uint64_t w = reinterpret_cast<const std::atomic<uint64_t>*>(slot.word)->load(std::memory_order_relaxed);
   return BlockInfo{static_cast<uint32_t>(w), static_cast<uint32_t>(w >> 32)};
 }
-// For memory written in order: faults in with one call (madvise MADV_POPULATE_WRITE) the pages from
-// begin's, or from `done` when that is higher, to `ahead` bytes past end's last page, but not past
-// `limit`; one call instead of a fault per page, which costs several microseconds in some virtual
-// machines (where the kernel lacks the advice, before 5.14, pages fault in as they are touched).
-// Returns how far the pages are now faulted in: the caller's next `done`.
-uintptr_t PopulateAhead(uintptr_t done, uintptr_t begin, uintptr_t end, uintptr_t limit, size_t ahead);
 
 }  // namespace pool
 }  // namespace poolscope

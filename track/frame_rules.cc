@@ -750,8 +750,9 @@ __attribute__((noinline)) const FunctionRecord* FunctionLocked(const uint8_t* fd
   auto* const offsets = reinterpret_cast<uint8_t*>(f + 1);
   // Records are written in order: the arena is faulted in ahead of them, a batch of pages at a time.
   const uintptr_t arena = reinterpret_cast<uintptr_t>(g_arena);
-  g_arena_populated = PopulateAhead(arena + g_arena_populated, reinterpret_cast<uintptr_t>(offsets) + kPageBytes,
-                                    arena + kArenaBytes, kArenaAhead) - arena;
+  g_arena_populated = PopulateAhead(arena + g_arena_populated, reinterpret_cast<uintptr_t>(f),
+                                    reinterpret_cast<uintptr_t>(offsets) + kPageBytes, arena + kArenaBytes, kArenaAhead) -
+                      arena;
   FdeInfo info;
   uint32_t nrows = 0;
   if (ReadFde(fde, &info, g_remembered)) {

@@ -30,12 +30,14 @@ inline void PopulateRange(uintptr_t begin, uintptr_t end, uintptr_t limit) {
 }
 
 // For memory written in order: `done` is how far it is faulted in. When [begin, end) reaches past it,
-// faults in from there to `ahead` bytes past end (not past `limit`); returns the new `done`.
-inline uintptr_t PopulateAhead(uintptr_t done, uintptr_t end, uintptr_t limit, size_t ahead) {
+// faults in from `done`, or from begin's page when that is higher (what lies between was written
+// otherwise), to `ahead` bytes past end's page (not past `limit`); returns the new `done`.
+inline uintptr_t PopulateAhead(uintptr_t done, uintptr_t begin, uintptr_t end, uintptr_t limit, size_t ahead) {
   if (end <= done) return done;
+  const uintptr_t page = begin & ~(kPageBytes - 1);
   uintptr_t to = ((end + kPageBytes - 1) & ~(kPageBytes - 1)) + ahead;
   if (to > limit) to = limit;
-  PopulateRange(done, to, limit);
+  PopulateRange(page > done ? page : done, to, limit);
   return to;
 }
 

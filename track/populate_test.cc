@@ -54,17 +54,28 @@ TEST_F(PopulateTest, RangeFaultsInItsWholePagesAndNoneBeyondTheLimit) {
 
 TEST_F(PopulateTest, AheadFaultsInPastTheEndInBatches) {
   uintptr_t done = At(0);
-  done = PopulateAhead(done, At(0) + 100, At(kPages), 8 * kPageBytes);
+  done = PopulateAhead(done, At(0), At(0) + 100, At(kPages), 8 * kPageBytes);
   EXPECT_EQ(done, At(9)) << "the end's page and 8 pages ahead";
   // Inside what is faulted in already: nothing more.
-  EXPECT_EQ(PopulateAhead(done, At(8) + 10, At(kPages), 8 * kPageBytes), done);
+  EXPECT_EQ(PopulateAhead(done, At(8), At(8) + 10, At(kPages), 8 * kPageBytes), done);
   std::vector<bool> r = Resident(base_, kPages);
   for (size_t i = 0; i < kPages; ++i) EXPECT_EQ(r[i], i < 9) << "page " << i;
   // Past it: from where it stopped, and never past the limit.
-  done = PopulateAhead(done, At(9) + 1, At(12), 8 * kPageBytes);
+  done = PopulateAhead(done, At(9), At(9) + 1, At(12), 8 * kPageBytes);
   EXPECT_EQ(done, At(12));
   r = Resident(base_, kPages);
   for (size_t i = 0; i < kPages; ++i) EXPECT_EQ(r[i], i < 12) << "page " << i;
+}
+
+// Writes that jumped ahead (the heap's end, past blocks written otherwise): from the writes' page, not
+// from where the last batch stopped.
+TEST_F(PopulateTest, AheadStartsAtTheWritesWhenTheyJumpedPastTheLastBatch) {
+  uintptr_t done = PopulateAhead(At(0), At(0), At(0) + 8, At(kPages), 2 * kPageBytes);
+  EXPECT_EQ(done, At(3));
+  done = PopulateAhead(done, At(20) + 16, At(20) + 24, At(kPages), 2 * kPageBytes);
+  EXPECT_EQ(done, At(23));
+  const std::vector<bool> r = Resident(base_, kPages);
+  for (size_t i = 0; i < kPages; ++i) EXPECT_EQ(r[i], i < 3 || (i >= 20 && i < 23)) << "page " << i;
 }
 
 }  // namespace
