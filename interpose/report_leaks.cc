@@ -16,6 +16,7 @@
 #include "interpose/shim.h"
 #include "interpose/shim_internal.h"
 #include "interpose/tracking.h"
+#include "track/key_index.h"
 #include "track/loaded_objects.h"
 #include "track/symbolizer.h"
 
@@ -118,16 +119,6 @@ void WriteReachability(report::JsonWriter& w, const track::ReachabilityResult* r
   w.EndObject();
 }
 
-// The slot of `slot` (a power of two in size, open addressing) that holds pc's index in `distinct`, or
-// the empty one (kNoFrame) where it goes.
-constexpr uint32_t kNoFrame = UINT32_MAX;
-uint32_t& FrameSlot(std::vector<uint32_t>& slot, const std::vector<uintptr_t>& distinct, uintptr_t pc) {
-  const size_t mask = slot.size() - 1;
-  size_t h = static_cast<size_t>((static_cast<uint64_t>(pc) * 0x9E3779B97F4A7C15ull) >> 32) & mask;
-  while (slot[h] != kNoFrame && distinct[slot[h]] != pc) h = (h + 1) & mask;
-  return slot[h];
-}
-
 // A frame in one of the client library's entry points (see ProgramFrames).
 bool IsClientEntry(const track::SymbolizedFrame& f) { return f.function.rfind("poolscope_", 0) == 0; }
 
@@ -211,22 +202,17 @@ void GatherLeaks(ReportLeaks* r) {
   track::Symbolizer* sym = tracked ? new track::Symbolizer() : nullptr;
   // Stacks that differ only in return addresses the source cannot tell apart (an unrolled loop calls
   // the same line from two places) are one group: merged by their symbolized frames. Each distinct
-  // return address (`distinct`, found through an open-addressed table of indexes) is symbolized once,
-  // into the part of the key it stands for.
+  // return address (`distinct`, each one's index found through `index`) is symbolized once, into the
+  // part of the key it stands for.
   std::vector<uintptr_t> distinct;
-  std::vector<uint32_t> slot(4096, kNoFrame);  // open addressing, at most half full
+  track::KeyIndex index;
   for (const LeakGroup& g : raw) {
     const uintptr_t* pcs = nullptr;
     const int n = StackFrames(g.stack_id, &pcs);
     for (int i = 0; i < n; ++i) {
-      uint32_t& at = FrameSlot(slot, distinct, pcs[i]);
-      if (at != kNoFrame) continue;
-      at = static_cast<uint32_t>(distinct.size());
+      if (index.Get(pcs[i]) != track::KeyIndex::kNone) continue;
+      index.Put(pcs[i], static_cast<uint32_t>(distinct.size()));
       distinct.push_back(pcs[i]);
-      if (2 * distinct.size() > slot.size()) {
-        slot.assign(2 * slot.size(), kNoFrame);
-        for (uint32_t k = 0; k < distinct.size(); ++k) FrameSlot(slot, distinct, distinct[k]) = k;
-      }
     }
   }
   std::vector<std::string> frame_key(distinct.size());
@@ -250,8 +236,8 @@ void GatherLeaks(ReportLeaks* r) {
     const uintptr_t* pcs = nullptr;
     const int n = StackFrames(g.stack_id, &pcs);
     int first = 0;
-    while (first < n && client_entry[FrameSlot(slot, distinct, pcs[first])]) ++first;  // as ProgramFrames
-    for (int i = first; i < n; ++i) key += frame_key[FrameSlot(slot, distinct, pcs[i])];
+    while (first < n && client_entry[index.Get(pcs[first])]) ++first;  // as ProgramFrames
+    for (int i = first; i < n; ++i) key += frame_key[index.Get(pcs[i])];
     if (first == n) key = "#" + std::to_string(g.stack_id);
     key += "/" + std::to_string(g.kind);
     auto it = merged.find(key);

@@ -34,6 +34,7 @@
 
 #include "track/debug_files.h"
 #include "track/dw_api.h"
+#include "track/key_index.h"
 #include "track/symbol_index.h"
 
 namespace poolscope {
@@ -142,59 +143,6 @@ size_t IndexSymbolTable(const char* text, size_t size, std::vector<std::pair<uin
   return at;
 }
 
-namespace {
-
-// Offset -> start of its line in a table's text: open addressing, kept at most half full.
-class LineIndex {
- public:
-  void Put(uintptr_t off, uint32_t at) {
-    if (2 * (used_ + 1) > at_.size()) Grow();
-    size_t i = Slot(off);
-    if (at_[i] == kEmpty) {
-      ++used_;
-      off_[i] = off;
-    }
-    at_[i] = at;
-  }
-  bool Get(uintptr_t off, uint32_t* at) const {
-    if (used_ == 0) return false;
-    const size_t i = Slot(off);
-    if (at_[i] == kEmpty) return false;
-    *at = at_[i];
-    return true;
-  }
-
- private:
-  static constexpr uint32_t kEmpty = UINT32_MAX;
-  // The slot that holds off, or the empty one where it goes.
-  size_t Slot(uintptr_t off) const {
-    const size_t mask = at_.size() - 1;
-    size_t i = static_cast<size_t>((static_cast<uint64_t>(off) * 0x9E3779B97F4A7C15ull) >> 32) & mask;
-    while (at_[i] != kEmpty && off_[i] != off) i = (i + 1) & mask;
-    return i;
-  }
-  void Grow() {
-    std::vector<uintptr_t> old_off;
-    std::vector<uint32_t> old_at;
-    old_off.swap(off_);
-    old_at.swap(at_);
-    off_.assign(old_at.empty() ? 1024 : 2 * old_at.size(), 0);
-    at_.assign(off_.size(), kEmpty);
-    for (size_t i = 0; i < old_at.size(); ++i) {
-      if (old_at[i] != kEmpty) {
-        const size_t j = Slot(old_off[i]);
-        off_[j] = old_off[i];
-        at_[j] = old_at[i];
-      }
-    }
-  }
-  std::vector<uintptr_t> off_;
-  std::vector<uint32_t> at_;
-  size_t used_ = 0;
-};
-
-}  // namespace
-
 // Answers already found for one object (one build id, with or without its debug file), kept on disk
 // so that the next process that loads the same object needs neither libdwfl nor the object's tables
 // for them. One line per address: offset from the object's start, has_symbol, line, object_offset,
@@ -204,7 +152,7 @@ class LineIndex {
 struct SymbolTable {
   std::string path;
   std::string text;                               // the file's complete lines, then the lines added since
-  LineIndex lines;                                // offset -> start of its line in text
+  KeyIndex lines;                                 // offset -> start of its line in text
   std::string pending;
   bool cut = false;  // the file ends inside a line: the next append starts with a newline
 
@@ -233,8 +181,8 @@ struct SymbolTable {
   }
 
   bool Find(uintptr_t off, SymbolizedFrame* f) const {
-    uint32_t at = 0;
-    if (!lines.Get(off, &at)) return false;
+    const uint32_t at = lines.Get(off);
+    if (at == KeyIndex::kNone) return false;
     const char* line = text.data() + at;
     const char* nl = static_cast<const char*>(memchr(line, '\n', text.size() - at));
     uintptr_t parsed = 0;
