@@ -75,6 +75,23 @@ int WalkSecondHalf(void* arg) {
 // Pooled blocks (as the counters say) from which the walk is split.
 constexpr size_t kSplitWalkBlocks = size_t{1} << 16;
 
+// The program's view's array: the pools' blocks, sorted, and the live table's (sorted already) merged
+// in. On the second thread while the pools' array is sorted (Classify), or on this one.
+struct ProgramSort {
+  Array<ScanBlock>* blocks;
+  Array<ScanBlock>* tracked;
+  bool ok;
+};
+int SortProgramBlocks(void* arg) {
+  auto* s = static_cast<ProgramSort*>(arg);
+  Array<ScanBlock>& blocks = *s->blocks;
+  const size_t npooled = blocks.size();
+  blocks.FaultIn();
+  s->ok = SortByStart(blocks.data(), npooled, true) && blocks.Resize(npooled + s->tracked->size());
+  if (s->ok) MergeInto(blocks.data(), npooled, s->tracked->data(), s->tracked->size());
+  return 0;
+}
+
 void Classify(const ScanInputs& in, ScanOutcome* out) {
   const uint64_t t0 = NowMs();
   Array<ScanBlock> tracked(g_scratch), blocks(g_scratch, /*sparse=*/true), pools(g_scratch);
@@ -125,6 +142,11 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // (taken from the live table's, sorted once for both views).
   Array<ScanBlock> unpooled(g_scratch);
   c.ok = c.ok && SortByStart(tracked.data(), tracked.size(), false);
+  // The program's array too, on the walk's second thread when the walk was split (it ends before the
+  // maps are read: its stack must not go while the scan reads poolscope's memory).
+  ProgramSort program_sort{&blocks, &tracked, false};
+  SideThread sorter;
+  const bool sorting = c.ok && split && sorter.Start(SortProgramBlocks, &program_sort);
   for (size_t i = 0; i < tracked.size() && c.ok; ++i) {
     if (!tracked[i].pooled()) c.ok = unpooled.Push(tracked[i]);
   }
@@ -133,6 +155,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   if (c.ok) MergeInto(pools.data(), npools, unpooled.data(), unpooled.size());
   // (The unpooled blocks stay apart too: with pools, the detector's view looks up those alone.)
   if (npools == 0) unpooled.Free();
+  if (sorting) sorter.Join();
   Array<ScanBlock>& dblocks = pools;
   if (!c.ok || dblocks.size() >= ~uint32_t{0}) {
     out->not_scanned_why = "no memory for the scan";
@@ -147,7 +170,6 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   }
   // Its stack gone before the maps are read: no root may lie in memory that goes during the scan.
   prefault.Stop();
-  blocks.FaultIn();
   // The other threads' registers, which a detector reads as roots (a thread spinning with the only
   // pointer to a block in a register keeps it); read once, now, each thread stopped only for that.
   Array<RootRange> register_roots(g_scratch);
@@ -558,10 +580,9 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   SideThread side;
   const bool parallel = SideThread::Usable() && side.Start(ClassifyForDetector, &job);
   // Meanwhile the program's view: the pools' blocks and the live table's, in the pooled blocks' array,
-  // sorted here while the detector's view starts.
-  const size_t npooled = blocks.size();
-  bool program_ok = c.ok && SortByStart(blocks.data(), npooled, true) && blocks.Resize(npooled + tracked.size());
-  if (program_ok) MergeInto(blocks.data(), npooled, tracked.data(), tracked.size());
+  // sorted here while the detector's view starts (unless sorted already).
+  if (!sorting) SortProgramBlocks(&program_sort);
+  bool program_ok = c.ok && program_sort.ok;
   tracked.Free();
   program_ok = program_ok &&
                track::ClassifyReachability(blocks.data(), blocks.size(), &program_words_range, 1, program_root_reader,
