@@ -502,7 +502,9 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   }
   // Every view's roots read once (root_words.h): the words that may point at a block, in the spans of
   // the real blocks and the live table's (the program's pooled blocks lie in pools), both sorted.
-  Array<RootRange> spans(g_scratch), tracked_spans(g_scratch), merged_spans(g_scratch);
+  // (Room for a span a block, of which a heap's few spans touch a page or two.)
+  Array<RootRange> spans(g_scratch, /*sparse=*/true), tracked_spans(g_scratch, /*sparse=*/true),
+      merged_spans(g_scratch);
   constexpr uintptr_t kSpanGap = uintptr_t{1} << 16;
   bool spans_ok = spans.Resize(dblocks.size()) && tracked_spans.Resize(tracked.size());
   if (spans_ok) {

@@ -93,14 +93,22 @@ void MarkMappingsHoldingBlocks(const ProcMaps& maps, const ScanBlock* blocks, si
 // own (an allocator's large block mmap'd for it alone), which the kernel may have merged with the
 // program's memory beside it, is left out of the roots by its own extent (the caller's to record),
 // not by the whole mapping it ended up in.
+// A search per mapping: apart() is asked of a mapping's blocks in order until one is not.
 template <typename Apart>
 void MarkMappingsHoldingBlocks(const ProcMaps& maps, const ScanBlock* blocks, size_t n, uint8_t* hit, Apart&& apart) {
-  for (size_t i = 0, m = 0; i < n && m < maps.size();) {
-    if (blocks[i].start >= maps[m].end) {
-      ++m;
-    } else {
-      if (blocks[i].start >= maps[m].start && hit[m] == 0 && !apart(blocks[i])) hit[m] = 1;
-      ++i;
+  for (size_t m = 0; m < maps.size(); ++m) {
+    size_t i = 0, count = n;  // the first block starting at or after the mapping's start
+    while (count > 0) {
+      const size_t half = count / 2;
+      if (blocks[i + half].start < maps[m].start) {
+        i += half + 1;
+        count -= half + 1;
+      } else {
+        count = half;
+      }
+    }
+    for (; i < n && blocks[i].start < maps[m].end && hit[m] == 0; ++i) {
+      if (!apart(blocks[i])) hit[m] = 1;
     }
   }
 }

@@ -190,6 +190,32 @@ TEST(ProcMapsTest, MarkMappingsHoldingBlocksMarksOnlyTheHoldingMappings) {
   unlink(path.c_str());
 }
 
+// Blocks that are mappings of their own (apart) mark nothing: a mapping is marked by its first block
+// that is not, and apart() is asked of its blocks in order up to that one only.
+TEST(ProcMapsTest, MarkMappingsHoldingBlocksSkipsBlocksApartInOrder) {
+  std::string path = WriteFile(
+      "1000-2000 rw-p 00000000 00:00 0\n"
+      "2000-3000 rw-p 00000000 00:00 0\n"
+      "5000-6000 rw-p 00000000 00:00 0\n");
+  MmapScratchMemory scratch;
+  ProcMaps maps(scratch);
+  ASSERT_TRUE(maps.Read(path.c_str()));
+  std::vector<ScanBlock> blocks;
+  for (uintptr_t s : {0x1100, 0x1200, 0x1300, 0x1400, 0x2100, 0x2200, 0x5100}) blocks.push_back(ScanBlock::Of(s, 8));
+  const std::vector<uintptr_t> apart_ones = {0x1100, 0x1200, 0x2100, 0x2200};
+  std::vector<uintptr_t> asked;
+  uint8_t hit[3] = {0, 0, 0};
+  MarkMappingsHoldingBlocks(maps, blocks.data(), blocks.size(), hit, [&](const ScanBlock& b) {
+    asked.push_back(b.start);
+    return std::find(apart_ones.begin(), apart_ones.end(), b.start) != apart_ones.end();
+  });
+  EXPECT_EQ(hit[0], 1);  // 0x1300
+  EXPECT_EQ(hit[1], 0);  // both apart
+  EXPECT_EQ(hit[2], 1);
+  EXPECT_EQ(asked, (std::vector<uintptr_t>{0x1100, 0x1200, 0x1300, 0x2100, 0x2200, 0x5100}));
+  unlink(path.c_str());
+}
+
 TEST(ProcessVmReaderTest, ReadsValidMemory) {
   ASSERT_TRUE(ProcessVmReader::Available());
   std::vector<uint8_t> src(3 * 4096 + 100);
