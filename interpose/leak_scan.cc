@@ -442,7 +442,8 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   };
   track::MemoryReader& program_heap_reader = pick(deadline_program_heap, heap_reader);
   // LeakSanitizer's roots: the loaded objects' globals and the threads' stacks and TLS (the mappings
-  // holding a thread's stack pointer or thread pointer), less what no detector scans.
+  // holding a thread's stack pointer; of those holding a thread pointer, what it reads there), less
+  // what no detector scans.
   Array<RootRange> lsan_candidates(g_scratch), lsan_roots(g_scratch), program_lsan_roots(g_scratch);
   bool lsan_wanted = false;
   if (dblocks.size() > kLsanViewMaxBlocks || in.pooled_blocks_hint + tracked.size() > kLsanViewMaxBlocks) {
@@ -454,15 +455,29 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     bool ok = true;
     WritableSegments globals{&lsan_candidates, Objects::kAll};
     dl_iterate_phdr(CollectWritableSegments, &globals);
+    // A thread's static TLS ends with its descriptor, which glibc places at the top of a thread's stack
+    // (LeakSanitizer reads the stack up to it) and, for the main thread, in memory the dynamic loader
+    // mapped for itself, where LeakSanitizer reads the static TLS alone: the kernel may have merged
+    // that mapping with one of the program's, which it does not read.
+    const StaticTls static_tls = GlibcStaticTls();
+    const pid_t pid = getpid();
     for (size_t i = 0; i < maps.size() && ok; ++i) {
       const track::Mapping& m = maps[i];
       if (!m.readable() || !m.writable()) continue;
-      bool stack = strcmp(m.path, "[stack]") == 0 || (m.start <= in.exit_sp && in.exit_sp < m.end);
-      for (int t = 0; t < in.nthreads && !stack && m.path[0] == '\0'; ++t) {
-        const uintptr_t tp = static_cast<uintptr_t>(static_cast<intptr_t>(in.threads[t].state) + tp_off);
-        stack = m.start <= tp && tp < m.end;
+      if (strcmp(m.path, "[stack]") == 0 || (m.start <= in.exit_sp && in.exit_sp < m.end)) {
+        ok = lsan_candidates.Push(RootRange{m.start, m.end});
+        continue;
       }
-      if (stack) ok = lsan_candidates.Push(RootRange{m.start, m.end});
+      for (int t = 0; t < in.nthreads && ok && m.path[0] == '\0'; ++t) {
+        const uintptr_t tp = static_cast<uintptr_t>(static_cast<intptr_t>(in.threads[t].state) + tp_off);
+        if (tp < m.start || m.end <= tp) continue;
+        RootRange r{m.start, m.end};
+        if (static_tls.bytes != 0) {
+          r.end = std::min(m.end, tp + static_tls.descriptor);
+          if (in.threads[t].tid == pid) r.begin = std::max(m.start, r.end - static_tls.bytes);
+        }
+        ok = lsan_candidates.Push(r);
+      }
     }
     // The exiting thread's stack from where its exit work runs now, not from the program's call into
     // exit(): LeakSanitizer checks from an exit handler and reads what its stack pointer leaves above

@@ -47,6 +47,16 @@ int FindOwnObject(struct dl_phdr_info* info, size_t, void* arg);
 // The lowest address of the calling thread's TLS blocks, over every object.
 int FindLowestTls(struct dl_phdr_info* info, size_t, void* arg);
 
+// What LeakSanitizer reads of a thread's static TLS on glibc (x86-64: the descriptor at the thread
+// pointer, the TLS below it): from the thread pointer plus the descriptor's bytes (glibc's
+// _thread_db_sizeof_pthread) down by the static TLS's bytes, descriptor included
+// (_dl_get_tls_static_info). 0s when glibc does not tell (before 2.34).
+struct StaticTls {
+  size_t descriptor;
+  size_t bytes;
+};
+StaticTls GlibcStaticTls();
+
 // Whether the allocator below is glibc's: its block headers are then read to tell a block mmap'd for
 // itself from one carved from a heap.
 bool RealAllocatorIsGlibc();

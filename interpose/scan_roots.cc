@@ -18,6 +18,12 @@
 #include "interpose/thread_registers.h"
 #include "track/frame_rules.h"
 
+// glibc's own, private to it (LeakSanitizer reads them as well): the static TLS's bytes (the dynamic
+// loader's) and a thread descriptor's (libc's, since 2.34). Weak: absent, they are null. Bound by the
+// dynamic loader, not looked up with dlsym, which would clear a dlerror() the program has pending.
+extern "C" void _dl_get_tls_static_info(size_t* bytes, size_t* align) __attribute__((weak));
+extern "C" const unsigned int _thread_db_sizeof_pthread __attribute__((weak));
+
 namespace poolscope {
 namespace scan {
 
@@ -174,6 +180,15 @@ RootRange g_exit_fn = {0, 0};
 
 void PrepareScan() {
   if (g_exit_fn.end == 0) g_exit_fn = ExitFunction();
+}
+
+scan::StaticTls scan::GlibcStaticTls() {
+  if (&_dl_get_tls_static_info == nullptr || &_thread_db_sizeof_pthread == nullptr) return StaticTls{0, 0};
+  size_t bytes = 0, align = 0;
+  _dl_get_tls_static_info(&bytes, &align);
+  const size_t descriptor = _thread_db_sizeof_pthread;
+  if (descriptor == 0 || bytes < descriptor) return StaticTls{0, 0};
+  return StaticTls{descriptor, bytes};
 }
 
 uintptr_t ExitPathSp(const track::StartFrame& from) {

@@ -45,6 +45,7 @@ check interior         0 0       0 0       1 64      0 0        1
 check mmap             0 0       0 0       0 0       1 80       0
 check shared_mmap      0 0       0 0       0 0       1 80       0
 check merged_mmap      0 0       0 0       0 0       2 1048656  0
+check tls_mmap         0 0       0 0       0 0       1 80       0
 check guard_page       0 0       0 0       0 0       3 20592    0
 check dead_frame       1 72      0 0       0 0       0 0        1
 check dead_frame_return 1 72     0 0       0 0       0 0        1

@@ -15,6 +15,13 @@
  *   merged_mmap   the same, in an anonymous mapping of the program's placed right below a 1 MiB block
  *                 (which glibc mmaps for itself: the kernel merges the two mappings into one), the
  *                 large block kept in a global: still reachable 2 (1 MiB + 80 B)
+ *   tls_mmap      the same, in an anonymous mapping of the program's placed right above (else right
+ *                 below) the mapping that holds the main thread's static TLS and thread descriptor
+ *                 (which the dynamic loader mmaps for itself: the kernel merges the two mappings into
+ *                 one): still reachable 1 (80 B). Often neither page is free (above lies the last
+ *                 object loaded, below what was mapped next): the mapping then lands wherever the
+ *                 kernel puts it (the same classes), and the line printed lacks "(its mapping next to
+ *                 the TLS)"
  *   guard_page    a 20 KiB block kept in a global, one page of it made PROT_NONE, holding pointers to a
  *                 64-byte block before that page and to a 48-byte block after it: still reachable 3
  *                 (20,592 B); a scan must skip the page, not fault on it
@@ -75,6 +82,7 @@
  * Prints one line; exits 0 (2 on a bad mode). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -144,6 +152,8 @@ __attribute__((noinline)) static void make_interior(void) {
 }
 
 static void* volatile* mapped_holder;
+/* What the line printed at the end adds after "done". */
+static const char* done_note = "";
 
 __attribute__((noinline)) static void make_mmap(int shared) {
   void** area = mmap(NULL, 4096, PROT_READ | PROT_WRITE, (shared ? MAP_SHARED : MAP_PRIVATE) | MAP_ANONYMOUS,
@@ -173,6 +183,77 @@ __attribute__((noinline)) static void make_merged_mmap(void) {
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
   if (area == MAP_FAILED || (uintptr_t)area != below) {
     if (area != MAP_FAILED) munmap(area, 4096);
+    area = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (area == MAP_FAILED) exit(1);
+  }
+  void* p = malloc(80);
+  memset(p, 0x33, 80);
+  area[100] = p;
+  mapped_holder = (void* volatile*)area;
+}
+
+static uintptr_t parse_hex(const char** s) {
+  uintptr_t v = 0;
+  for (;; ++*s) {
+    const char c = **s;
+    if (c >= '0' && c <= '9') {
+      v = v * 16 + (uintptr_t)(c - '0');
+    } else if (c >= 'a' && c <= 'f') {
+      v = v * 16 + (uintptr_t)(c - 'a' + 10);
+    } else {
+      return v;
+    }
+  }
+}
+
+/* The mapping of /proc/self/maps that holds `addr`, read without allocating; 0 when none does. */
+static int mapping_holding(uintptr_t addr, uintptr_t* start, uintptr_t* end) {
+  static char text[1 << 16];
+  int fd = open("/proc/self/maps", O_RDONLY);
+  if (fd < 0) return 0;
+  size_t n = 0;
+  for (ssize_t got; n < sizeof text - 1 && (got = read(fd, text + n, sizeof text - 1 - n)) > 0;) {
+    n += (size_t)got;
+  }
+  close(fd);
+  text[n] = '\0';
+  for (const char* line = text; *line != '\0';) {
+    const uintptr_t lo = parse_hex(&line);
+    ++line;
+    const uintptr_t hi = parse_hex(&line);
+    if (lo <= addr && addr < hi) {
+      *start = lo;
+      *end = hi;
+      return 1;
+    }
+    line = strchr(line, '\n');
+    if (line == NULL) break;
+    ++line;
+  }
+  return 0;
+}
+
+/* Maps tls_mmap's page right above, else right below, the mapping that holds the main thread's static
+ * TLS and descriptor (glibc's thread pointer is the descriptor, which lies right above the TLS); null
+ * when neither page is free. */
+static void** map_next_to_tls(void) {
+  uintptr_t start, end;
+  if (!mapping_holding((uintptr_t)pthread_self(), &start, &end)) return NULL;
+  const uintptr_t at[2] = {end, start - 4096};
+  for (int i = 0; i < 2; ++i) {
+    void** area = mmap((void*)at[i], 4096, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (area == (void**)at[i]) return area;
+    if (area != MAP_FAILED) munmap(area, 4096);
+  }
+  return NULL;
+}
+
+__attribute__((noinline)) static void make_tls_mmap(void) {
+  void** area = map_next_to_tls();
+  if (area != NULL) {
+    done_note = " (its mapping next to the TLS)";
+  } else {
     area = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (area == MAP_FAILED) exit(1);
   }
@@ -478,8 +559,8 @@ __attribute__((noinline)) static void make_fork_child(void) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    fprintf(stderr, "usage: leak_shapes none|list|cycle|global|interior|mmap|shared_mmap|merged_mmap|guard_page|dead_frame|"
-                    "dead_frame_return|arena_top|many_lost|"
+    fprintf(stderr, "usage: leak_shapes none|list|cycle|global|interior|mmap|shared_mmap|merged_mmap|tls_mmap|"
+                    "guard_page|dead_frame|dead_frame_return|arena_top|many_lost|"
                     "thread_ended|"
                     "thread_blocked|interleaved|tree|self_pointer|data_global|tls|pthread_key|unaligned|"
                     "malloc0|swapcontext|thread_registers|fork_child|exit_register|dynamic_tls\n");
@@ -501,6 +582,8 @@ int main(int argc, char** argv) {
     make_mmap(1);
   } else if (strcmp(m, "merged_mmap") == 0) {
     make_merged_mmap();
+  } else if (strcmp(m, "tls_mmap") == 0) {
+    make_tls_mmap();
   } else if (strcmp(m, "guard_page") == 0) {
     make_guard_page();
   } else if (strcmp(m, "dead_frame") == 0) {
@@ -559,7 +642,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   wipe_stack();
-  printf("leak_shapes: %s done\n", m);
+  printf("leak_shapes: %s done%s\n", m, done_note);
   fflush(stdout);
   exit(0);
 }
