@@ -75,18 +75,25 @@ int WalkSecondHalf(void* arg) {
 // Pooled blocks (as the counters say) from which the walk is split.
 constexpr size_t kSplitWalkBlocks = size_t{1} << 16;
 
-// The program's view's array: the pools' blocks, sorted, and the live table's (sorted already) merged
-// in. On the second thread while the pools' array is sorted (Classify), or on this one.
+// The program's view's array: the pools' blocks (with those of the walk's second half, `more`, when
+// it was split, appended), sorted, and the live table's (sorted already) merged in. On the second
+// thread while the pools' array is sorted (Classify), or on this one.
 struct ProgramSort {
   Array<ScanBlock>* blocks;
+  Array<ScanBlock>* more;
   Array<ScanBlock>* tracked;
   bool ok;
 };
 int SortProgramBlocks(void* arg) {
   auto* s = static_cast<ProgramSort*>(arg);
   Array<ScanBlock>& blocks = *s->blocks;
-  const size_t npooled = blocks.size();
   blocks.FaultIn();
+  if (!PushAll(*s->more, &blocks)) {
+    s->ok = false;
+    return 0;
+  }
+  s->more->Free();
+  const size_t npooled = blocks.size();
   s->ok = SortByStart(blocks.data(), npooled, true) && blocks.Resize(npooled + s->tracked->size());
   if (s->ok) MergeInto(blocks.data(), npooled, s->tracked->data(), s->tracked->size());
   return 0;
@@ -108,6 +115,10 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
         c->ok = c->ok && c->tracked->Push(ScanBlock::Of(p, size, is_pooled));
       },
       &c);
+  // Both views' arrays go in address order; the classifier then sorts nothing. The pools were made,
+  // and are walked, mostly in address order, and so are their blocks (a pool's lie inside it, in
+  // order); the live table's blocks, in hash order, take a radix sort.
+  c.ok = c.ok && SortByStart(tracked.data(), tracked.size(), false);
   // The pools and their blocks in one walk (a pool's header, marks and block words lie on the lines
   // the walk loads anyway): the detector's view takes the pools, the program's view their blocks. The
   // pooled blocks' array gets the room the counters give. Alone, with many pools, a second thread
@@ -121,13 +132,20 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   SideThread walker;
   const bool split = in.for_each_pool != nullptr && tasks == 1 && in.pooled_blocks_hint >= kSplitWalkBlocks &&
                      SideThread::Usable() && walker.Start(WalkSecondHalf, &walk);
+  // The program's array sorted on the second thread when the walk was split, while this one appends
+  // and sorts the pools' (it ends before the maps are read: its stack must not go while the scan reads
+  // poolscope's memory).
+  ProgramSort program_sort{&blocks, &blocks2, &tracked, false};
+  SideThread sorter;
+  bool sorting = false;
   if (split) {
-    if (blocks.Reserve(room - room / 2)) blocks.FaultIn();
+    if (blocks.Reserve(room)) InternalScratch::FaultIn(blocks.data(), (room - room / 2) * sizeof(ScanBlock));
     in.for_each_pool(CollectPool, CollectPooledBlock, &c, 0, 2);
     walker.Join();
-    c.ok = c.ok && c2.ok && PushAll(pools2, &pools) && PushAll(blocks2, &blocks) && PushAll(arena_roots2, &arena_roots);
+    c.ok = c.ok && c2.ok;
+    sorting = c.ok && sorter.Start(SortProgramBlocks, &program_sort);
+    c.ok = c.ok && PushAll(pools2, &pools) && PushAll(arena_roots2, &arena_roots);
     pools2.Free();
-    blocks2.Free();
   } else if (in.for_each_pool != nullptr) {
     if (in.pooled_blocks_hint > 0 && SideThread::Usable() && blocks.Reserve(room)) {
       char* const b = reinterpret_cast<char*>(blocks.data());
@@ -135,18 +153,9 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     }
     in.for_each_pool(CollectPool, CollectPooledBlock, &c, 0, 1);
   }
-  // Both views' arrays go in address order; the classifier then sorts nothing. The pools were made,
-  // and are walked, mostly in address order, and so are their blocks (a pool's lie inside it, in
-  // order); the live table's blocks, in hash order, take a radix sort.
-  // The detector's view first, in the pools' array: the pools' real blocks and the unpooled blocks
-  // (taken from the live table's, sorted once for both views).
+  // The detector's view's array: the pools' real blocks and the unpooled blocks (taken from the live
+  // table's, sorted once for both views).
   Array<ScanBlock> unpooled(g_scratch);
-  c.ok = c.ok && SortByStart(tracked.data(), tracked.size(), false);
-  // The program's array too, on the walk's second thread when the walk was split (it ends before the
-  // maps are read: its stack must not go while the scan reads poolscope's memory).
-  ProgramSort program_sort{&blocks, &tracked, false};
-  SideThread sorter;
-  const bool sorting = c.ok && split && sorter.Start(SortProgramBlocks, &program_sort);
   for (size_t i = 0; i < tracked.size() && c.ok; ++i) {
     if (!tracked[i].pooled()) c.ok = unpooled.Push(tracked[i]);
   }
