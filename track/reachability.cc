@@ -174,20 +174,19 @@ class Classifier {
   }
 
  private:
-  // Pops up to kBatch blocks at a time and prefetches them, then scans the batch popped before and
-  // resolves what it points to (so that a batch's memory loads while the one before is scanned); until
-  // the stack is empty.
+  // Pops up to kBatch blocks at a time and prefetches them, then scans the batch popped two before and
+  // resolves what it points to (so that a batch's memory loads while the two before it are scanned);
+  // until the stack and the batches are empty.
   void DrainMarks(MemoryReader& heap_reader) {
-    const ScanBlock* batch[2][kBatch];
-    uint32_t k[2];
-    int cur = 0;
-    k[cur] = Pop(batch[cur]);
-    while (k[cur] > 0) {
-      k[cur ^ 1] = Pop(batch[cur ^ 1]);
-      ScanBatch(heap_reader, batch[cur], k[cur], /*reached=*/false);
+    const ScanBlock* batch[3][kBatch];
+    uint32_t k[3] = {Pop(batch[0]), Pop(batch[1]), 0};
+    for (int oldest = 0; k[0] + k[1] + k[2] > 0 || top_ > 0; oldest = oldest == 2 ? 0 : oldest + 1) {
+      const int fill = oldest == 0 ? 2 : oldest - 1;  // scanned last time round: empty
+      k[fill] = Pop(batch[fill]);
+      if (k[oldest] == 0) continue;
+      ScanBatch(heap_reader, batch[oldest], k[oldest], /*reached=*/false);
       Flush();
-      cur ^= 1;
-      if (k[cur] == 0) k[cur] = Pop(batch[cur]);  // the scan may have pushed more
+      k[oldest] = 0;
     }
   }
 
