@@ -648,7 +648,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     out->lsan_scanned = true;
     out->lsan_hidden_in_pools = LostInPools(program_lsan.data(), program_lsan.size(), LsanBytes);
   }
-  out->hidden_in_pools = LostInPools(blocks.data(), blocks.size(), Bytes);
+  out->hidden_in_pools = out->program.pooled_lost;
   g_blocks = blocks.data();
   g_nblocks = blocks.size();
   g_blocks_bytes = blocks.capacity() * sizeof(ScanBlock);

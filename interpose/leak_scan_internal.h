@@ -101,7 +101,6 @@ bool Subtract(const RootRange* ranges, size_t n, const RootRange* exclude, size_
 
 // A block's bytes as LeakSanitizer counts them: it serves malloc(0) with one byte.
 inline uint64_t LsanBytes(const ScanBlock& b) { return b.size() > 0 ? b.size() : 1; }
-inline uint64_t Bytes(const ScanBlock& b) { return b.size(); }
 
 inline bool IsLost(const ScanBlock& b) {
   return b.kind() == LeakKind::kDefinitelyLost || b.kind() == LeakKind::kIndirectlyLost;

@@ -591,6 +591,10 @@ bool Classify(ScanBlock* blocks, size_t n, const ScanBlock* reached, size_t nrea
     SetKind(b, kind);
     t->blocks += 1;
     t->bytes += b.size();
+    if (b.pooled() && (kind == LeakKind::kDefinitelyLost || kind == LeakKind::kIndirectlyLost)) {
+      result->pooled_lost.blocks += 1;
+      result->pooled_lost.bytes += b.size();
+    }
   }
   return true;
 }

@@ -157,6 +157,7 @@ struct ReachabilityResult {
   LeakTotal indirectly_lost;
   LeakTotal possibly_lost;
   LeakTotal still_reachable;
+  LeakTotal pooled_lost;         // of the definitely and indirectly lost, the blocks with the pooled mark
   uint64_t root_bytes_scanned;   // bytes of root ranges read (words examined x 8)
   uint64_t heap_bytes_scanned;   // bytes of blocks read, a block read twice counted twice
   uint64_t root_bytes_unreadable;  // bytes of root ranges skipped because their reader failed

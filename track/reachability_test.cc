@@ -509,6 +509,7 @@ TEST(ReachabilityTest, AgreesWithAReferenceOnRandomHeaps) {
     }
     std::vector<ScanBlock>& blocks = h.blocks();
     if (rng() % 2) std::shuffle(blocks.begin(), blocks.end(), rng);
+    for (ScanBlock& b : blocks) b = ScanBlock::Of(b.start, b.size(), rng() % 2 == 0);
     std::vector<uint64_t> root_words(1 + rng() % 8);
     double density = 0.02 + 0.3 * double(rng() % 100) / 100;
     auto random_word = [&]() -> uint64_t {
@@ -536,9 +537,13 @@ TEST(ReachabilityTest, AgreesWithAReferenceOnRandomHeaps) {
     Reference ref(blocks, roots);
     ReachabilityResult r = h.Classify(roots);
     ASSERT_EQ(blocks.size(), ref.blocks.size());
-    LeakTotal totals[4] = {};
+    LeakTotal totals[4] = {}, pooled_lost = {};
     for (size_t i = 0; i < blocks.size(); ++i) {
       ASSERT_EQ(blocks[i].start, ref.blocks[i].start) << "trial " << trial;
+      if (blocks[i].pooled() && (ref.kind[i] == LeakKind::kDefinitelyLost || ref.kind[i] == LeakKind::kIndirectlyLost)) {
+        pooled_lost.blocks++;
+        pooled_lost.bytes += blocks[i].size();
+      }
       ASSERT_EQ(blocks[i].kind(), ref.kind[i]) << "trial " << trial << " block " << i;
       ASSERT_EQ(h.CliqueAt(i).blocks, ref.ind_blocks[i]) << "trial " << trial << " block " << i;
       ASSERT_EQ(h.CliqueAt(i).bytes, ref.ind_bytes[i]) << "trial " << trial << " block " << i;
@@ -551,6 +556,8 @@ TEST(ReachabilityTest, AgreesWithAReferenceOnRandomHeaps) {
     EXPECT_EQ(r.possibly_lost.bytes, totals[1].bytes);
     EXPECT_EQ(r.indirectly_lost.bytes, totals[2].bytes);
     EXPECT_EQ(r.definitely_lost.blocks, totals[3].blocks);
+    EXPECT_EQ(r.pooled_lost.blocks, pooled_lost.blocks) << "trial " << trial;
+    EXPECT_EQ(r.pooled_lost.bytes, pooled_lost.bytes) << "trial " << trial;
   }
   // The random heaps exercised every outcome.
   for (int k = 0; k < 4; ++k) EXPECT_GT(kinds_seen[k], 100) << k;
