@@ -80,15 +80,16 @@ def blocks(readme):
 
 
 def shape(text):
-    """A text with its figures taken out: numbers (with their units and signs) become #, runs of spaces
-    one space, hex checksums H. Two runs of one build print the same shape; a changed row, word or
-    section does not."""
+    """A text with its figures taken out: numbers (with their units and signs) become #, a noun after
+    one the same in the singular and the plural, runs of spaces one space, hex checksums H. Two runs of
+    one build print the same shape; a changed row, word or section does not."""
     out = []
     for line in text.rstrip("\n").split("\n"):
         line = re.sub(r"\b[0-9a-f]{16}\b", "H", line)
         line = re.sub(r"\([+-]?[0-9][0-9,.]*%\)", "", line)
         line = re.sub(r"[+-]?[0-9][0-9,.]*( ?(B|KiB|MiB|GiB|s|ms|%))?(?![A-Za-z])", "#", line)
         line = re.sub(r"# #", "#", line)
+        line = re.sub(r"# (block|pool|thread|call|site|group|frame|object|process)(es|s)?\b", r"# \1(s)", line)
         line = re.sub(r"-{3,}", "---", line)  # a rule as wide as its column's figures
         line = re.sub(r"\s+", " ", line).strip()
         out.append(line)
