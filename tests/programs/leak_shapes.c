@@ -155,16 +155,20 @@ static void* volatile* mapped_holder;
 /* What the line printed at the end adds after "done". */
 static const char* done_note = "";
 
+/* An 80-byte block whose only pointer lies in `area`, a mapping of the program's own (its address kept
+ * in a global so the mapping is not orphaned). */
+static void hold_in_mapping(void** area) {
+  void* p = malloc(80);
+  memset(p, 0x33, 80);
+  area[100] = p;
+  mapped_holder = (void* volatile*)area;
+}
+
 __attribute__((noinline)) static void make_mmap(int shared) {
   void** area = mmap(NULL, 4096, PROT_READ | PROT_WRITE, (shared ? MAP_SHARED : MAP_PRIVATE) | MAP_ANONYMOUS,
                      -1, 0);
   if (area == MAP_FAILED) exit(1);
-  void* p = malloc(80);
-  memset(p, 0x33, 80);
-  area[100] = p;
-  /* The mapping's own address is kept in a global so the mapping is not orphaned; the block's address
-   * is only in the mapping. */
-  mapped_holder = (void* volatile*)area;
+  hold_in_mapping(area);
 }
 
 static void* volatile large_kept;
@@ -186,10 +190,7 @@ __attribute__((noinline)) static void make_merged_mmap(void) {
     area = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (area == MAP_FAILED) exit(1);
   }
-  void* p = malloc(80);
-  memset(p, 0x33, 80);
-  area[100] = p;
-  mapped_holder = (void* volatile*)area;
+  hold_in_mapping(area);
 }
 
 static uintptr_t parse_hex(const char** s) {
@@ -257,10 +258,7 @@ __attribute__((noinline)) static void make_tls_mmap(void) {
     area = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (area == MAP_FAILED) exit(1);
   }
-  void* p = malloc(80);
-  memset(p, 0x33, 80);
-  area[100] = p;
-  mapped_holder = (void* volatile*)area;
+  hold_in_mapping(area);
 }
 
 __attribute__((noinline)) static void make_guard_page(void) {
