@@ -276,10 +276,16 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     c.ok = c.ok && both.Push(extent);
     return true;
   });
-  // The allocator's own state is no root: glibc's main arena (the others live in its heaps).
+  // The allocator's own state is no root: glibc's main arena, and the other arenas' heaps whole (each
+  // arena lives in its first heap), whether or not they hold a live block.
+  uintptr_t arenas[64];
+  size_t narenas = 0;
   if (glibc_below) {
     const uintptr_t arena = MainArena(root_reader);
-    if (arena != 0) c.ok = c.ok && both.Push(RootRange{arena, arena + kArenaBytes});
+    if (arena != 0) {
+      c.ok = c.ok && both.Push(RootRange{arena, arena + kArenaBytes});
+      narenas = OtherArenas(root_reader, arena, arenas, 64);
+    }
   }
   OwnObject self_object = {};
   dl_iterate_phdr(FindOwnObject, &self_object);
@@ -298,7 +304,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   }
   for (size_t i = 0; i < maps.size() && c.ok; ++i) {
     const track::Mapping& m = maps[i];
-    if (hit[i]) {
+    if (hit[i] || ArenaHeap(root_reader, m, arenas, narenas)) {
       c.ok = both.Push(RootRange{m.start, m.end});
       continue;
     }

@@ -95,6 +95,16 @@ uintptr_t FindMainArena(uintptr_t lo, const uint64_t* words, size_t n, track::Me
 // glibc's main arena, or 0 when it cannot be found.
 uintptr_t MainArena(track::MemoryReader& reader);
 
+// glibc's other arenas, from the main arena's list (`next`): up to `max` of them into arenas[]; how
+// many. Each lies in the first of its heaps, mappings of its own that threads' blocks are carved from.
+size_t OtherArenas(track::MemoryReader& reader, uintptr_t main_arena, uintptr_t* arenas, size_t max);
+
+// Whether mapping m is a heap of one of arenas[0, n): a writable anonymous mapping at a 64 MiB
+// boundary (glibc's HEAP_MAX_SIZE on 64-bit) whose header's first word (heap_info.ar_ptr) is one of
+// them. A heap that holds no live block is the allocator's all the same: its free chunks keep what
+// their blocks held, which no detector reads (memcheck and LeakSanitizer replace the allocator).
+bool ArenaHeap(track::MemoryReader& reader, const track::Mapping& m, const uintptr_t* arenas, size_t n);
+
 // ranges[0, n) (sorted by begin, disjoint) less exclude[0, nexclude) (sorted by begin, may overlap),
 // into `out`.
 bool Subtract(const RootRange* ranges, size_t n, const RootRange* exclude, size_t nexclude, Array<RootRange>* out);

@@ -126,6 +126,28 @@ uintptr_t MainArena(track::MemoryReader& reader) {
   return found;
 }
 
+size_t OtherArenas(track::MemoryReader& reader, uintptr_t main_arena, uintptr_t* arenas, size_t max) {
+  size_t n = 0;
+  uintptr_t next = 0;
+  if (reader.Read(main_arena + kArenaNext, &next, sizeof next) != sizeof next) return 0;
+  for (size_t step = 0; step < 64 && n < max && next != main_arena && next != 0; ++step) {
+    arenas[n++] = next;
+    if (reader.Read(next + kArenaNext, &next, sizeof next) != sizeof next) break;
+  }
+  return n;
+}
+
+bool ArenaHeap(track::MemoryReader& reader, const track::Mapping& m, const uintptr_t* arenas, size_t n) {
+  constexpr uintptr_t kHeapMax = uintptr_t{64} << 20;
+  if (n == 0 || (m.start & (kHeapMax - 1)) != 0 || m.path[0] != '\0' || !m.writable()) return false;
+  uint64_t ar_ptr = 0;
+  if (reader.Read(m.start, &ar_ptr, sizeof ar_ptr) != sizeof ar_ptr) return false;
+  for (size_t i = 0; i < n; ++i) {
+    if (arenas[i] == ar_ptr) return true;
+  }
+  return false;
+}
+
 bool Subtract(const RootRange* ranges, size_t n, const RootRange* exclude, size_t nexclude, Array<RootRange>* out) {
   size_t e = 0;
   for (size_t i = 0; i < n; ++i) {

@@ -39,6 +39,9 @@
  *                 (160,000 B)
  *   thread_ended  a thread that allocates 5 blocks of 40 bytes, drops them, and ends (joined):
  *                 definitely lost 5 (200 B)
+ *   thread_arena  a 40-byte block whose only pointer a thread copied into a 256-byte block of its
+ *                 own and freed (the copy stays in the free chunk, in the heap glibc made for the
+ *                 thread's arena, which then holds no live block): definitely lost 1 (40 B)
  *   thread_blocked  a thread that holds the only pointer to a 120-byte block on its stack and blocks
  *                 in read() on a pipe while main calls exit(): still reachable 1 (120 B), plus what
  *                 glibc keeps for a live thread (see tests/leak_shapes_memcheck_test.sh)
@@ -337,6 +340,31 @@ __attribute__((noinline)) static void* thread_leaks(void* arg) {
   return NULL;
 }
 
+/* The block's address handed to the thread (not as its argument: its descriptor keeps that). */
+static void* volatile handoff;
+
+__attribute__((noinline)) static void* thread_copies_and_frees(void* arg) {
+  (void)arg;
+  void** block = malloc(256);
+  memset(block, 0, 256);
+  block[8] = handoff;  /* past what a freed chunk's links overwrite */
+  handoff = NULL;
+  __asm__ volatile("" : : "r"(block) : "memory");
+  free(block);
+  wipe_stack();
+  return NULL;
+}
+
+__attribute__((noinline)) static void make_thread_arena(void) {
+  sink = malloc(40);
+  memset(sink, 0x3f, 40);
+  handoff = sink;
+  sink = NULL;
+  pthread_t t;
+  if (pthread_create(&t, NULL, thread_copies_and_frees, NULL) != 0) exit(1);
+  pthread_join(t, NULL);
+}
+
 __attribute__((noinline)) static void make_thread_ended(void) {
   pthread_t t;
   if (pthread_create(&t, NULL, thread_leaks, NULL) != 0) exit(1);
@@ -607,6 +635,9 @@ int main(int argc, char** argv) {
     make_many_lost();
   } else if (strcmp(m, "thread_ended") == 0) {
     make_thread_ended();
+  } else if (strcmp(m, "thread_arena") == 0) {
+    make_thread_arena();
+    wipe_stack();
   } else if (strcmp(m, "thread_blocked") == 0) {
     make_thread_blocked();
   } else if (strcmp(m, "interleaved") == 0) {
