@@ -134,14 +134,10 @@ class Classifier {
   }
 
   // Scans the pooled() blocks of reached[0..n), which lie outside blocks_ and are reachable already,
-  // as definite sources, a batch at a time as DrainMarks does, in address order, and counts them still
-  // reachable; then what they mark.
+  // as definite sources, in address order, and counts them still reachable; then what they mark.
   void MarkFromReached(const ScanBlock* reached, size_t n, MemoryReader& heap_reader) {
-    const ScanBlock* batch[2][kBatch];
-    uint32_t k[2];
-    int cur = 0;
     size_t next = 0;
-    auto take = [&](const ScanBlock** out) {
+    ScanInBatches(heap_reader, /*reached=*/true, [&](const ScanBlock** out) {
       uint32_t got = 0;
       for (; next < n && got < kBatch; ++next) {
         if (!reached[next].pooled()) continue;
@@ -151,14 +147,7 @@ class Classifier {
         result_->still_reachable.bytes += reached[next].size();
       }
       return got;
-    };
-    k[cur] = take(batch[cur]);
-    while (k[cur] > 0) {
-      k[cur ^ 1] = take(batch[cur ^ 1]);
-      ScanBatch(heap_reader, batch[cur], k[cur], /*reached=*/true);
-      Flush();
-      cur ^= 1;
-    }
+    });
     DrainMarks(heap_reader);
   }
 
@@ -174,17 +163,24 @@ class Classifier {
   }
 
  private:
-  // Pops up to kBatch blocks at a time and prefetches them, then scans the batch popped two before and
-  // resolves what it points to (so that a batch's memory loads while the two before it are scanned);
-  // until the stack and the batches are empty.
+  // Scans the marked blocks, popped from the stack, until it is empty.
   void DrainMarks(MemoryReader& heap_reader) {
+    ScanInBatches(heap_reader, /*reached=*/false, [this](const ScanBlock** out) { return Pop(out); });
+  }
+
+  // Takes up to kBatch blocks at a time (take(out) fills out[] and prefetches them, returning how many),
+  // then scans the batch taken two before and resolves what it points to (so that a batch's memory
+  // loads while the two before it are scanned); until take gives none and the batches are empty.
+  template <typename Take>
+  void ScanInBatches(MemoryReader& heap_reader, bool reached, Take&& take) {
     const ScanBlock* batch[3][kBatch];
-    uint32_t k[3] = {Pop(batch[0]), Pop(batch[1]), 0};
-    for (int oldest = 0; k[0] + k[1] + k[2] > 0 || top_ > 0; oldest = oldest == 2 ? 0 : oldest + 1) {
+    uint32_t k[3] = {take(batch[0]), take(batch[1]), 0};
+    for (int oldest = 0;; oldest = oldest == 2 ? 0 : oldest + 1) {
       const int fill = oldest == 0 ? 2 : oldest - 1;  // scanned last time round: empty
-      k[fill] = Pop(batch[fill]);
+      k[fill] = take(batch[fill]);
+      if (k[0] + k[1] + k[2] == 0) return;
       if (k[oldest] == 0) continue;
-      ScanBatch(heap_reader, batch[oldest], k[oldest], /*reached=*/false);
+      ScanBatch(heap_reader, batch[oldest], k[oldest], reached);
       Flush();
       k[oldest] = 0;
     }
