@@ -506,16 +506,9 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     for (size_t i = 0; i < own_mappings && ok; ++i) ok = exclude.Push(own[i]);
     size_t k = 0;
     if (ok) {
-      std::sort(lsan_candidates.data(), lsan_candidates.data() + lsan_candidates.size(), by_begin);
       std::sort(exclude.data(), exclude.data() + exclude.size(), by_begin);
       // Overlapping candidates (a segment inside a stack mapping cannot be, but be safe) merged.
-      for (size_t i = 0; i < lsan_candidates.size(); ++i) {
-        if (k > 0 && lsan_candidates[i].begin <= lsan_candidates[k - 1].end) {
-          lsan_candidates[k - 1].end = std::max(lsan_candidates[k - 1].end, lsan_candidates[i].end);
-        } else {
-          lsan_candidates[k++] = lsan_candidates[i];
-        }
-      }
+      k = SortAndMerge(lsan_candidates.data(), lsan_candidates.size());
       ok = Subtract(lsan_candidates.data(), k, exclude.data(), exclude.size(), &lsan_roots);
     }
     ok = ok && PushAll(register_roots, &lsan_roots);
@@ -542,17 +535,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     tracked_spans.Resize(scan::BlockSpans(tracked.data(), tracked.size(), kSpanGap, tracked_spans.data()));
     spans_ok = PushAll(spans, &merged_spans) && PushAll(tracked_spans, &merged_spans);
   }
-  size_t nspans = 0;
-  if (spans_ok) {
-    std::sort(merged_spans.data(), merged_spans.data() + merged_spans.size(), by_begin);
-    for (size_t i = 0; i < merged_spans.size(); ++i) {
-      if (nspans > 0 && merged_spans[i].begin <= merged_spans[nspans - 1].end) {
-        merged_spans[nspans - 1].end = std::max(merged_spans[nspans - 1].end, merged_spans[i].end);
-      } else {
-        merged_spans[nspans++] = merged_spans[i];
-      }
-    }
-  }
+  const size_t nspans = spans_ok ? SortAndMerge(merged_spans.data(), merged_spans.size()) : 0;
   spans.Free();
   tracked_spans.Free();
   Array<uint64_t> program_words(g_scratch), detector_words(g_scratch), lsan_words(g_scratch),

@@ -105,6 +105,10 @@ size_t OtherArenas(track::MemoryReader& reader, uintptr_t main_arena, uintptr_t*
 // their blocks held, which no detector reads (memcheck and LeakSanitizer replace the allocator).
 bool ArenaHeap(track::MemoryReader& reader, const track::Mapping& m, const uintptr_t* arenas, size_t n);
 
+// Sorts ranges[0, n) by begin and merges, in place, those that overlap or touch; returns how many
+// remain (sorted, disjoint).
+size_t SortAndMerge(RootRange* ranges, size_t n);
+
 // ranges[0, n) (sorted by begin, disjoint) less exclude[0, nexclude) (sorted by begin, may overlap),
 // into `out`.
 bool Subtract(const RootRange* ranges, size_t n, const RootRange* exclude, size_t nexclude, Array<RootRange>* out);

@@ -148,6 +148,19 @@ bool ArenaHeap(track::MemoryReader& reader, const track::Mapping& m, const uintp
   return false;
 }
 
+size_t SortAndMerge(RootRange* ranges, size_t n) {
+  std::sort(ranges, ranges + n, [](const RootRange& a, const RootRange& b) { return a.begin < b.begin; });
+  size_t k = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (k > 0 && ranges[i].begin <= ranges[k - 1].end) {
+      ranges[k - 1].end = std::max(ranges[k - 1].end, ranges[i].end);
+    } else {
+      ranges[k++] = ranges[i];
+    }
+  }
+  return k;
+}
+
 bool Subtract(const RootRange* ranges, size_t n, const RootRange* exclude, size_t nexclude, Array<RootRange>* out) {
   size_t e = 0;
   for (size_t i = 0; i < n; ++i) {
