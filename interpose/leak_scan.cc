@@ -504,12 +504,26 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
       ok = exclude.Push(x);
     }
     for (size_t i = 0; i < own_mappings && ok; ++i) ok = exclude.Push(own[i]);
+    // Of the objects' globals (a library's .bss may be megabytes reserved) and the stacks, only the
+    // touched pages of anonymous memory are read, as of the other views' roots: an untouched page
+    // reads as zeros.
+    Array<RootRange> whole(g_scratch);
+    auto touched_parts = [&](Array<RootRange>* roots) {
+      bool pushed = true;
+      for (size_t i = 0; i < whole.size() && pushed; ++i) {
+        track::ForEachTouchedPart(maps, whole[i].begin, whole[i].end, pagemap.fd, [&](uintptr_t b, uintptr_t e) {
+          pushed = pushed && roots->Push(RootRange{b, e});
+        });
+      }
+      whole.Resize(0);
+      return pushed;
+    };
     size_t k = 0;
     if (ok) {
       std::sort(exclude.data(), exclude.data() + exclude.size(), by_begin);
       // Overlapping candidates (a segment inside a stack mapping cannot be, but be safe) merged.
       k = SortAndMerge(lsan_candidates.data(), lsan_candidates.size());
-      ok = Subtract(lsan_candidates.data(), k, exclude.data(), exclude.size(), &lsan_roots);
+      ok = Subtract(lsan_candidates.data(), k, exclude.data(), exclude.size(), &whole) && touched_parts(&lsan_roots);
     }
     ok = ok && PushAll(register_roots, &lsan_roots);
     // For the program's blocks, poolscope's own memory is no root and the exiting thread's stack
@@ -517,7 +531,8 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     // LeakSanitizer run alone has its own): those it loses that sit in pools are what LeakSanitizer
     // below cannot report.
     ok = ok &&
-         Subtract(lsan_candidates.data(), k, program_exclude.data(), program_exclude.size(), &program_lsan_roots) &&
+         Subtract(lsan_candidates.data(), k, program_exclude.data(), program_exclude.size(), &whole) &&
+         touched_parts(&program_lsan_roots) &&
          (exit_registers.end == 0 || program_lsan_roots.Push(exit_registers)) &&
          PushAll(register_roots, &program_lsan_roots);
     lsan_wanted = ok;
@@ -552,18 +567,33 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   Array<RootRange> in_place_ranges(g_scratch);
   bool in_place_ok = true;
   if (skip_untouched) {
-    size_t m = 0;
-    for (size_t i = 0; i < base_roots.size() && in_place_ok; ++i) {
-      while (m < maps.size() && maps[m].end <= base_roots[i].begin) ++m;
-      if (m == maps.size()) break;
-      const track::Mapping& map = maps[m];
-      const bool anonymous = map.perms[3] == 'p' && map.inode == 0 && (map.path[0] == '\0' || map.path[0] == '[');
-      if (anonymous && map.start <= base_roots[i].begin && base_roots[i].end <= map.end) {
-        in_place_ok = in_place_ranges.Push(base_roots[i]);
+    // Each view's ranges lie within one mapping or none (BuildRootRanges, ForEachTouchedPart), but for
+    // a few of poolscope's own, which own_roots covers.
+    auto add_anonymous = [&](Array<RootRange>& ranges) {
+      for (size_t i = 0; i < ranges.size() && in_place_ok; ++i) {
+        const RootRange& r = ranges[i];
+        size_t lo = 0, hi = maps.size();  // the first mapping ending after r.begin
+        while (lo < hi) {
+          const size_t mid = lo + (hi - lo) / 2;
+          if (maps[mid].end <= r.begin) {
+            lo = mid + 1;
+          } else {
+            hi = mid;
+          }
+        }
+        if (lo < maps.size() && track::IsPrivateAnonymous(maps[lo]) && maps[lo].start <= r.begin &&
+            r.end <= maps[lo].end) {
+          in_place_ok = in_place_ranges.Push(r);
+        }
       }
+    };
+    add_anonymous(base_roots);
+    if (lsan_wanted) {
+      add_anonymous(lsan_roots);
+      add_anonymous(program_lsan_roots);
     }
     in_place_ok = in_place_ok && PushAll(own_roots, &in_place_ranges);
-    std::sort(in_place_ranges.data(), in_place_ranges.data() + in_place_ranges.size(), by_begin);
+    in_place_ranges.Resize(in_place_ok ? SortAndMerge(in_place_ranges.data(), in_place_ranges.size()) : 0);
   }
   OwnInPlaceReader roots_in_place(root_reader, in_place_ranges.data(), in_place_ok ? in_place_ranges.size() : 0);
   DeadlineReader deadline_roots_in_place(roots_in_place, deadline);
@@ -572,6 +602,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     out->not_scanned_why = "no memory for the scan";
     return;
   }
+  out->roots_read_bytes = roots_read.bytes_read;
   base_roots.Free();
   // Each view's roots: its words, read in place; the detector's extra roots, poolscope's memory, first.
   track::DirectMemoryReader in_place;

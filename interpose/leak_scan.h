@@ -75,6 +75,7 @@ struct ScanOutcome {
   const char* lsan_not_scanned_why;
   track::LeakTotal lsan_leaked, lsan_direct, lsan_indirect, lsan_hidden_in_pools;
   uint64_t roots_bytes;
+  uint64_t roots_read_bytes;  // of every view's roots, each byte once
   uint64_t unreadable_bytes;  // of the program's blocks, read as zeros: not readable (a PROT_NONE page)
   uint64_t scan_ms;
   int threads_stopped;

@@ -98,6 +98,7 @@ void WriteReachability(report::JsonWriter& w, const track::ReachabilityResult* r
   WriteTotal(w, "still_reachable", r->still_reachable);
   if (scan != nullptr) {
     w.Field("roots_bytes", scan->roots_bytes);
+    w.Field("roots_read_bytes", scan->roots_read_bytes);
     w.Field("heap_bytes_scanned", r->heap_bytes_scanned);
     w.Field("unreadable_bytes", scan->unreadable_bytes);
     w.Field("scan_ms", scan->scan_ms);

@@ -166,6 +166,10 @@ size_t ReadPagemap(int pagemap_fd, uintptr_t first_page, uint64_t* entries, size
   return got <= 0 ? 0 : static_cast<size_t>(got) / sizeof(uint64_t);
 }
 
+bool IsPrivateAnonymous(const Mapping& m) {
+  return m.perms[3] == 'p' && m.inode == 0 && (m.path[0] == '\0' || m.path[0] == '[');
+}
+
 size_t BuildRootRanges(const ProcMaps& maps, const RootRange* exclude, size_t nexclude, RootRange* out,
                        size_t capacity, int pagemap_fd) {
   size_t count = 0;
@@ -178,8 +182,7 @@ size_t BuildRootRanges(const ProcMaps& maps, const RootRange* exclude, size_t ne
     const Mapping& m = maps[i];
     if (!IsRootCandidate(m)) continue;
     // A private anonymous mapping (the stacks and [anon:...] names included) gives its touched runs.
-    const bool by_pages = pagemap_fd >= 0 && m.perms[3] == 'p' && m.inode == 0 &&
-                          (m.path[0] == '\0' || m.path[0] == '[');
+    const bool by_pages = pagemap_fd >= 0 && IsPrivateAnonymous(m);
     auto add = [&](uintptr_t b, uintptr_t e) {
       if (by_pages) {
         ForEachTouchedRun(pagemap_fd, b, e, push);

@@ -69,6 +69,10 @@ class ProcMaps {
 // than shared anonymous memory ("/dev/zero (deleted)") and /dev/shm/.
 bool IsRootCandidate(const Mapping& m);
 
+// True for a private anonymous mapping (thread stacks and [anon:...] names among them): a page of it
+// never touched reads as zeros.
+bool IsPrivateAnonymous(const Mapping& m);
+
 // The root ranges: every root candidate minus `exclude` (ranges sorted by begin; they may overlap one
 // another and need not align with mappings: a partly excluded mapping contributes what is left).
 // Writes up to `capacity` ranges to `out` in address order and returns how many there are in all;
@@ -165,6 +169,41 @@ void ForEachTouchedRun(int pagemap_fd, uintptr_t begin, uintptr_t end, Emit&& em
     }
   }
   if (run != 0) emit(run < begin ? begin : run, end);
+}
+
+// Calls emit(begin, end) for the parts of [begin, end) that may hold a pointer, in address order: the
+// range cut where `maps` (sorted by start, disjoint) begin and end, a part in a private anonymous
+// mapping as its runs of touched pages (with `pagemap_fd`, as ForEachTouchedRun), any other part whole
+// (a part in no mapping too: its reader says what it can read).
+template <typename Emit>
+void ForEachTouchedPart(const ProcMaps& maps, uintptr_t begin, uintptr_t end, int pagemap_fd, Emit&& emit) {
+  size_t lo = 0, hi = maps.size();  // the first mapping ending after begin
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (maps[mid].end <= begin) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  for (size_t i = lo; begin < end; ++i) {
+    if (i == maps.size() || maps[i].start >= end) {
+      emit(begin, end);
+      return;
+    }
+    const Mapping& m = maps[i];
+    if (m.start > begin) {
+      emit(begin, m.start);
+      begin = m.start;
+    }
+    const uintptr_t to = m.end < end ? m.end : end;
+    if (pagemap_fd >= 0 && IsPrivateAnonymous(m)) {
+      ForEachTouchedRun(pagemap_fd, begin, to, emit);
+    } else {
+      emit(begin, to);
+    }
+    begin = to;
+  }
 }
 
 }  // namespace track

@@ -477,6 +477,36 @@ TEST_F(TouchedPagesTest, RootRangesOfAnAnonymousMappingAreItsTouchedRuns) {
   }
 }
 
+TEST_F(TouchedPagesTest, PartsOfARangeAcrossMappingsKeepTheFilesPagesAndTheTouchedRuns) {
+  // An object's writable segment as the maps list it: its file's pages (0 to 3, .data), then the
+  // anonymous rest (.bss, 4 to 13), then a gap no mapping covers (14 and 15). The range starts inside
+  // the file's pages and ends in the gap, as a segment's range from its program headers may.
+  char lines[256];
+  snprintf(lines, sizeof lines, "%lx-%lx rw-p 00002000 fd:01 1234 /tmp/lib.so\n%lx-%lx rw-p 00000000 00:00 0 \n",
+           static_cast<unsigned long>(At(0)), static_cast<unsigned long>(At(4)), static_cast<unsigned long>(At(4)),
+           static_cast<unsigned long>(At(14)));
+  MmapScratchMemory scratch;
+  ProcMaps maps(scratch);
+  ASSERT_TRUE(maps.Read(WriteFile(lines).c_str()));
+  base_[12 * kPg] = 1;
+  auto parts = [&](int fd) {
+    std::vector<Span> got;
+    ForEachTouchedPart(maps, At(1, 8), At(15, 16), fd, [&](uintptr_t b, uintptr_t e) { got.push_back(Span{b, e}); });
+    return got;
+  };
+  std::vector<Span> want = {{At(1, 8), At(4)}, {At(5), At(6)}, {At(12), At(13)}, {At(14), At(15, 16)}};
+  EXPECT_EQ(parts(fd_), want);
+  // Without pagemap: the parts whole, cut where the mappings are.
+  want = {{At(1, 8), At(4)}, {At(4), At(14)}, {At(14), At(15, 16)}};
+  EXPECT_EQ(parts(-1), want);
+  // A range inside one mapping, and one before every mapping.
+  std::vector<Span> got;
+  ForEachTouchedPart(maps, At(5, 8), At(6), fd_, [&](uintptr_t b, uintptr_t e) { got.push_back(Span{b, e}); });
+  ForEachTouchedPart(maps, At(0) - 64, At(0) - 8, fd_, [&](uintptr_t b, uintptr_t e) { got.push_back(Span{b, e}); });
+  want = {{At(5, 8), At(6)}, {At(0) - 64, At(0) - 8}};
+  EXPECT_EQ(got, want);
+}
+
 }  // namespace
 }  // namespace track
 }  // namespace poolscope
