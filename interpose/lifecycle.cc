@@ -6,6 +6,7 @@
 #include "interpose/shim.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <link.h>
 #include <sys/mman.h>
 #include <ucontext.h>
@@ -48,35 +49,89 @@ bool DeferSignalReport(int sig) {
   return true;
 }
 
-// The object `fn` lies in, and whether it defines `fn` there (a symbol of a section, not an undefined one).
-bool DefinedIn(void* fn, Dl_info* info, struct link_map** map) {
-  void* sym_entry = nullptr;  // a const ElfW(Sym)*
-  if (fn == nullptr || dladdr1(fn, info, &sym_entry, RTLD_DL_SYMENT) == 0) return false;
-  if (dladdr1(fn, info, reinterpret_cast<void**>(map), RTLD_DL_LINKMAP) == 0 || *map == nullptr) return false;
-  const auto* sym = static_cast<const ElfW(Sym)*>(sym_entry);
-  return sym != nullptr && sym->st_shndx != SHN_UNDEF;
+// The address a dynamic-section entry of `lm` points at: the loader rewrote most objects' entries to
+// addresses when it relocated them, but not those it could not write (the vDSO's), which stay offsets.
+uintptr_t DynamicAddress(const struct link_map* lm, ElfW(Addr) value) {
+  return value < lm->l_addr ? lm->l_addr + value : value;
+}
+
+// The dynamic symbol `name` of `lm`, through its GNU or SysV hash table; nullptr when it has none.
+// (dladdr1's answer for an address, the same entry, costs a pass over every symbol of the object:
+// 1.7M instructions for GCC's cc1 and its 28,902 symbols.)
+const ElfW(Sym)* FindDynamicSymbol(const struct link_map* lm, const char* name) {
+  const uint32_t* gnu = nullptr;
+  const uint32_t* sysv = nullptr;
+  const ElfW(Sym)* symtab = nullptr;
+  const char* strtab = nullptr;
+  for (const ElfW(Dyn)* d = lm->l_ld; d != nullptr && d->d_tag != DT_NULL; ++d) {
+    const uintptr_t at = DynamicAddress(lm, d->d_un.d_ptr);
+    switch (d->d_tag) {
+      case DT_GNU_HASH: gnu = reinterpret_cast<const uint32_t*>(at); break;
+      case DT_HASH: sysv = reinterpret_cast<const uint32_t*>(at); break;
+      case DT_SYMTAB: symtab = reinterpret_cast<const ElfW(Sym)*>(at); break;
+      case DT_STRTAB: strtab = reinterpret_cast<const char*>(at); break;
+      default: break;
+    }
+  }
+  if (symtab == nullptr || strtab == nullptr) return nullptr;
+  if (gnu != nullptr) {
+    uint32_t h = 5381;
+    for (const char* c = name; *c != '\0'; ++c) h = h * 33 + static_cast<uint8_t>(*c);
+    const uint32_t nbuckets = gnu[0], symoffset = gnu[1], bloom_words = gnu[2];
+    if (nbuckets == 0) return nullptr;
+    const uint32_t* buckets = gnu + 4 + bloom_words * (sizeof(ElfW(Addr)) / 4);
+    const uint32_t* chain = buckets + nbuckets;
+    uint32_t i = buckets[h % nbuckets];
+    if (i < symoffset) return nullptr;
+    for (;; ++i) {
+      const uint32_t hi = chain[i - symoffset];
+      if ((hi | 1) == (h | 1) && strcmp(strtab + symtab[i].st_name, name) == 0) return &symtab[i];
+      if (hi & 1) return nullptr;
+    }
+  }
+  if (sysv != nullptr) {
+    uint32_t h = 0;
+    for (const char* c = name; *c != '\0'; ++c) {
+      h = (h << 4) + static_cast<uint8_t>(*c);
+      h ^= (h >> 24) & 0xf0;
+    }
+    h &= 0x0fffffff;
+    const uint32_t nbuckets = sysv[0], nchain = sysv[1];
+    if (nbuckets == 0) return nullptr;
+    const uint32_t* chain = sysv + 2 + nbuckets;
+    for (uint32_t i = sysv[2 + h % nbuckets]; i != STN_UNDEF && i < nchain; i = chain[i]) {
+      if (strcmp(strtab + symtab[i].st_name, name) == 0) return &symtab[i];
+    }
+  }
+  return nullptr;
+}
+
+// The program as the warning names it: its argv[0] (the executable's own entry has no name).
+const char* ProgramName() {
+  return program_invocation_name != nullptr && program_invocation_name[0] != '\0' ? program_invocation_name
+                                                                                  : "the program";
+}
+
+bool Defines(const struct link_map* lm, const char* name) {
+  const ElfW(Sym)* sym = FindDynamicSymbol(lm, name);
+  return sym != nullptr && sym->st_shndx != SHN_UNDEF && sym->st_value != 0;
 }
 
 // The object the program's calls to `name` bind to: the first object in the global search order that
-// defines it. That is dlsym(RTLD_DEFAULT)'s answer, except for a non-PIE executable that takes the
-// function's address (python3 does): it exports a "canonical PLT" entry, an undefined symbol with the
-// address of its PLT slot. dlsym returns that; calls skip it and bind to the next definition, which is
-// looked up here object by object, in load order.
-bool CallsBindTo(const char* name, Dl_info* info) {
-  struct link_map* map = nullptr;
+// defines it. That is where dlsym(RTLD_DEFAULT) points, except for a non-PIE executable that takes the
+// function's address (python3 and GCC's cc1 do): it exports a "canonical PLT" entry, an undefined
+// symbol with the address of its PLT slot. dlsym returns that; calls skip it and bind to the next
+// definition, which is looked up here object by object, in load order. nullptr when none is found.
+const struct link_map* CallsBindTo(const char* name) {
+  struct dl_find_object obj;
   void* fn = dlsym(RTLD_DEFAULT, name);
-  if (DefinedIn(fn, info, &map)) return true;
-  if (map == nullptr) return false;
-  for (struct link_map* lm = map->l_next; lm != nullptr; lm = lm->l_next) {
-    if (lm->l_name == nullptr || lm->l_name[0] == '\0') continue;
-    void* handle = dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD);
-    if (handle == nullptr) continue;
-    struct link_map* owner = nullptr;
-    bool here = DefinedIn(dlsym(handle, name), info, &owner) && owner == lm;
-    dlclose(handle);
-    if (here) return true;
+  if (fn == nullptr || _dl_find_object(fn, &obj) != 0 || obj.dlfo_link_map == nullptr) return nullptr;
+  const struct link_map* lm = obj.dlfo_link_map;
+  if (Defines(lm, name)) return lm;
+  for (lm = lm->l_next; lm != nullptr; lm = lm->l_next) {
+    if (Defines(lm, name)) return lm;
   }
-  return false;
+  return nullptr;
 }
 
 // Whether the process's malloc and free are this library's. A program that defines its own (or an
@@ -84,15 +139,16 @@ bool CallsBindTo(const char* name, Dl_info* info) {
 // of the program's allocations, and its report would say nothing without saying why. One warning line
 // names the object whose function wins.
 void WarnIfShadowed() {
-  Dl_info ours, theirs;
-  if (dladdr(reinterpret_cast<void*>(&OnLoad), &ours) == 0) return;
+  struct dl_find_object self;
+  if (_dl_find_object(reinterpret_cast<void*>(&OnLoad), &self) != 0 || self.dlfo_link_map == nullptr) return;
   for (const char* name : {"malloc", "free"}) {
-    if (!CallsBindTo(name, &theirs) || theirs.dli_fbase == ours.dli_fbase) continue;
+    const struct link_map* theirs = CallsBindTo(name);
+    if (theirs == nullptr || theirs == self.dlfo_link_map) continue;
     char line[600];
     snprintf(line, sizeof line,
              "%s() comes from %s, not from poolscope: the program's allocations are not seen, and the report "
              "counts none of them",
-             name, theirs.dli_fname != nullptr && theirs.dli_fname[0] != '\0' ? theirs.dli_fname : "the program");
+             name, theirs->l_name != nullptr && theirs->l_name[0] != '\0' ? theirs->l_name : ProgramName());
     WarnLine(nullptr, line);
     return;
   }

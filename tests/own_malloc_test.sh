@@ -6,12 +6,15 @@
 # A non-PIE program that takes malloc's address (tests/programs/takes_malloc_address.c, and python3,
 # which is built that way on Debian) exports undefined malloc and free symbols that dlsym finds first;
 # its calls still reach poolscope, so it must get no warning and a report that counts them.
-# Args: LIB CHECKER OWN_MALLOC TAKES_MALLOC_ADDRESS
+# An allocator library preloaded ahead of poolscope (tests/programs/forwarding_malloc.c) takes the
+# calls of every program: one warning naming the library.
+# Args: LIB CHECKER OWN_MALLOC TAKES_MALLOC_ADDRESS FORWARDING_MALLOC
 set -euo pipefail
 source "$(dirname "$0")/integration_lib.sh"
 integration_init "$1" "$2"
 prog=$(abspath "$3")
 takes=$(abspath "$4")
+forwarding=$(abspath "$5")
 run_with_options own bare - /dev/null -- "$prog"
 run_with_options own loud "report=@REPORT@" /dev/null -- "$prog"
 run_with_options own quiet "quiet=1:report=@REPORT@" /dev/null -- "$prog"
@@ -48,4 +51,10 @@ if grep -q "comes from" "$WORK/python/loud/stderr"; then
   fail "python/loud: a warning that malloc comes from python3, whose calls reach poolscope"
 fi
 reports_ok python loud 1
-echo "PASS: a program with its own malloc gets one warning and is otherwise left alone; one that only takes malloc's address gets none"
+# A library ahead of poolscope: the program that takes malloc's address then calls the library's.
+run_with_options ahead loud "report=@REPORT@" /dev/null LD_PRELOAD="$forwarding:$LIB" -- "$takes"
+cmp -s "$WORK/takes/bare/stdout" "$WORK/ahead/loud/stdout" || fail "ahead/loud: stdout differs from the bare run"
+warnings=$(grep -c "^poolscope: warning: malloc() comes from .*libforwarding_malloc.so, not from poolscope" "$WORK/ahead/loud/stderr" || true)
+[ "$warnings" = 1 ] || { cat "$WORK/ahead/loud/stderr" >&2; fail "ahead/loud: $warnings warning lines naming the library, expected 1"; }
+
+echo "PASS: a program with its own malloc gets one warning and is otherwise left alone; one that only takes malloc's address gets none; an allocator preloaded ahead is named"
