@@ -74,6 +74,11 @@ int WalkSecondHalf(void* arg) {
 }
 // Pooled blocks (as the counters say) from which the walk is split.
 constexpr size_t kSplitWalkBlocks = size_t{1} << 16;
+// Below these, a second thread costs more than it saves (starting one, its stack, the join: 0.1-0.3 ms,
+// where a tiny process's whole scan is 1 ms): the pooled blocks' array is faulted in as it fills, and
+// the detector's view is classified after the program's, on this thread.
+constexpr size_t kPrefaultBlocks = size_t{1} << 14;
+constexpr size_t kParallelViewBlocks = size_t{1} << 11;
 
 // The program's view's array: the pools' blocks (with those of the walk's second half, `more`, when
 // it was split, appended), sorted, and the live table's (sorted already) merged in. On the second
@@ -147,7 +152,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     c.ok = c.ok && PushAll(pools2, &pools) && PushAll(arena_roots2, &arena_roots);
     pools2.Free();
   } else if (in.for_each_pool != nullptr) {
-    if (in.pooled_blocks_hint > 0 && SideThread::Usable() && blocks.Reserve(room)) {
+    if (in.pooled_blocks_hint >= kPrefaultBlocks && SideThread::Usable() && blocks.Reserve(room)) {
       char* const b = reinterpret_cast<char*>(blocks.data());
       prefault.Start(b, b + (blocks.capacity() * sizeof(ScanBlock) & ~size_t{4095}));
     }
@@ -624,7 +629,9 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
                   lsan_wanted ? &lsan_words_range : nullptr, 1, &lsan_root_reader, out, false,
                   npools > 0, unpooled.data(), unpooled.size()};
   SideThread side;
-  const bool parallel = SideThread::Usable() && side.Start(ClassifyForDetector, &job);
+  const bool parallel = blocks.size() + tracked.size() + dblocks.size() >= kParallelViewBlocks &&
+                        SideThread::Usable() &&
+                        side.Start(ClassifyForDetector, &job);
   // Meanwhile the program's view: the pools' blocks and the live table's, in the pooled blocks' array,
   // sorted here while the detector's view starts (unless sorted already).
   if (!sorting) SortProgramBlocks(&program_sort);

@@ -59,8 +59,9 @@ for mode in list cycle global interior mmap shared_mmap merged_mmap guard_page d
     LD_PRELOAD="$lib" POOLSCOPE_OPTIONS="pool=$pool:quiet=1:report=$work/r.%p.json" "$prog" "$mode" > /dev/null
     compare "$mode pool=$pool" "$work/$mode.memcheck.json" "$(ls "$work"/r.*.json)" program "$possible_bytes"
   done
-  # The detector's view is classified on a second thread when the process may use two CPUs, on the
-  # exiting thread when it may use one: the same classes, in both views.
+  # The detector's view is classified on a second thread when the process may use two CPUs and the
+  # scan has 2,048 blocks or more (both views' arrays; the program's may count a pooled block twice),
+  # on the exiting thread when it may use one or has fewer: the same classes, in both views.
   mv "$(ls "$work"/r.*.json)" "$work/two.json"
   LD_PRELOAD="$lib" POOLSCOPE_OPTIONS="pool=1:quiet=1:report=$work/r.%p.json" taskset -c 0 "$prog" "$mode" > /dev/null
   mv "$(ls "$work"/r.*.json)" "$work/one.json"
@@ -68,8 +69,14 @@ for mode in list cycle global interior mmap shared_mmap merged_mmap guard_page d
 import json, sys
 mode, two, one, cpus = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3])), int(sys.argv[4])
 bad = []
-if cpus >= 2 and two["reachability"].get("scan_threads") != 2:
-    bad.append(f"scan_threads {two['reachability'].get('scan_threads')} with {cpus} CPUs, want 2")
+def blocks(view):
+    return sum(view[k]["blocks"] for k in ("definitely_lost", "indirectly_lost", "possibly_lost", "still_reachable"))
+program, detector = blocks(two["reachability"]), blocks(two["reconciliation"]["detector_view"]["reachability"])
+threads = two["reachability"].get("scan_threads")
+if cpus >= 2 and program + detector >= 2048 and threads != 2:
+    bad.append(f"scan_threads {threads} with {cpus} CPUs and {program} + {detector} blocks, want 2")
+if 2 * program + detector < 2048 and threads != 1:
+    bad.append(f"scan_threads {threads} with {program} + {detector} blocks, want 1")
 if one["reachability"].get("scan_threads") != 1:
     bad.append(f"scan_threads {one['reachability'].get('scan_threads')} on one CPU, want 1")
 for name, get in [("program", lambda r: r["reachability"]),
