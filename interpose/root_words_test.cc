@@ -122,6 +122,31 @@ TEST_F(RootWordsTest, EachViewGetsTheWordsOfItsOwnRangesThatFallInASpan) {
   EXPECT_EQ(read.bytes_unreadable, 0u);
 }
 
+TEST_F(RootWordsTest, SparseWordsInSpansAreFoundAtEveryPlace) {
+  // Words far from every span but a few: one in a span, or between the spans (inside their whole
+  // extent), at each place of a group of four and in a range's last few words, ranges of every length
+  // from 1 to 13 words starting at every word of a group.
+  for (size_t i = 0; i < kPages * 512; ++i) mem_[i] = 0x900000 + 8 * i;
+  const std::vector<RootRange> spans = {{0x10000, 0x10200}, {0x50000, 0x60000}};
+  for (size_t i : {3u, 8u, 13u, 18u, 40u, 41u, 47u, 62u, 63u}) mem_[i] = 0x50000 + 8 * i;
+  for (size_t i : {5u, 22u, 44u, 60u}) mem_[i] = 0x30000 + 8 * i;
+  mem_[29] = 0x10008;
+  for (size_t first = 0; first < 8; ++first) {
+    for (size_t len = 1; len <= 13; ++len) {
+      for (size_t start = first; start + len <= 64; start += 16) {
+        const std::vector<RootRange> ranges = {{at(start), at(start + len)}};
+        const RootView view{ranges.data(), ranges.size()};
+        Words out;
+        Words* outs[1] = {&out};
+        CountingReader reader;
+        RootWordsRead read;
+        ASSERT_TRUE(CollectRootWords(&view, 1, reader, spans.data(), spans.size(), scratch_, outs, &read));
+        EXPECT_EQ(out.v, Expected(ranges, spans)) << "words " << start << " to " << start + len;
+      }
+    }
+  }
+}
+
 TEST_F(RootWordsTest, AReadCutShortSkipsToTheNextPage) {
   const std::vector<RootRange> spans = {{0x10000, 0x10200}, {0x50000, 0x60000}};
   const std::vector<RootRange> a = {{at(0), at(kPages * 512)}}, b = {{at(300), at(900)}};
