@@ -8,27 +8,30 @@ set -euo pipefail
 lib=$(readlink -f "$1"); checker=$(readlink -f "$2"); prog=$(readlink -f "$3")
 work=${TEST_TMPDIR:-$(mktemp -d)}/top_sites
 mkdir -p "$work"
-bare=$("$prog")
+# The same with every allocation from another site than the one before (`interleaved`).
+for mode in sequential interleaved; do
+bare=$("$prog" $mode)
 for pool in 1 0; do
-  out=$(LD_PRELOAD="$lib" POOLSCOPE_OPTIONS="pool=$pool:quiet=1:report=$work/r$pool.json" "$prog")
-  [ "$out" = "$bare" ] || { echo "FAIL: output differs with pool=$pool"; exit 1; }
+  out=$(LD_PRELOAD="$lib" POOLSCOPE_OPTIONS="pool=$pool:quiet=1:report=$work/r$pool.json" "$prog" $mode)
+  [ "$out" = "$bare" ] || { echo "FAIL: $mode: output differs with pool=$pool"; exit 1; }
   /usr/bin/python3 "$checker" "$work/r$pool.json"
-  /usr/bin/python3 - "$work/r$pool.json" "$pool" <<'PY'
+  /usr/bin/python3 - "$work/r$pool.json" "$pool" "$mode" <<'PY'
 import json, re, sys
-r = json.load(open(sys.argv[1])); pool = int(sys.argv[2])
+r = json.load(open(sys.argv[1])); pool = int(sys.argv[2]); mode = sys.argv[3]
 listed = []
 for s in r["sites"]:
     names = [f.get("function", "") for f in s["stack"]]
-    site = next((int(m.group(1)) for n in names for m in [re.match(r"site_(\d+)$", n)] if m), None)
+    site = next((int(m.group(1)) for n in names for m in [re.match(r"(?:site|once)_(\d+)$", n)] if m), None)
     if site is not None:
         listed.append((site, s["logical_allocs"]))
 n = len(r["sites"])
-assert n == 32, "pool=%d: %d sites listed, expected 32 (forty sites and main's)" % (pool, n)
+assert n == 32, "%s pool=%d: %d sites listed, expected 32 (forty sites and main's)" % (mode, pool, n)
 # The sites ledger keeps the 32 busiest: site_39 (40 allocations) down to site_8 (9); main's few
 # allocations (stdout's buffer) rank below them.
 want = [(k, k + 1) for k in range(39, 7, -1)]
-assert listed == want, "pool=%d: sites %r, expected %r" % (pool, listed, want)
-print("pool=%d ok" % pool)
+assert listed == want, "%s pool=%d: sites %r, expected %r" % (mode, pool, listed, want)
+print("%s pool=%d ok" % (mode, pool))
 PY
+done
 done
 echo PASS
