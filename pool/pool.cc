@@ -18,6 +18,11 @@
 // itself. The count and the bit are one word, so either the freeing thread sees the pool retired or the
 // owner sees it in flight and waits: no bit is set after the owner's last look. Whoever brings `live`
 // to zero owns the empty pool: it zeroes it and adopts it.
+//
+// While the process has one thread (Domain::Alone) there is no other side to the handshake: no remote
+// free can be in flight or come before the thread makes another thread, which then starts after
+// everything this one did. Retiring is then plain stores (the bits folded in, the retired bit set, the
+// count published), and so are the frees of a retired pool's blocks and the pool list's updates.
 #include "pool/pool.h"
 
 #include <sched.h>
@@ -76,7 +81,7 @@ void AddStats(PoolStats* into, const PoolStats& from) {
 }
 
 Domain::Domain(const Config& config, Backend* backend, std::atomic<PoolMap::Leaf*>* map_root)
-    : config_(config), backend_(backend), map_(map_root, backend) {
+    : config_(config), single_threaded_(config.single_threaded), backend_(backend), map_(map_root, backend) {
   if (config_.pool_size < kMinPoolSize) config_.pool_size = kMinPoolSize;
   if (config_.pool_size > kMaxPoolSize) config_.pool_size = kMaxPoolSize;
   if (config_.max_cached < 0) config_.max_cached = 0;
@@ -106,7 +111,8 @@ Domain::Domain(const Config& config, Backend* backend, std::atomic<PoolMap::Leaf
 }
 
 bool Domain::TakeEntry(uintptr_t real, uint32_t* index) {
-  LockList();
+  const bool lock = !Alone();
+  if (lock) LockList();
   uint32_t i;
   if (free_entries_ != 0) {
     i = free_entries_ - 1;
@@ -116,12 +122,12 @@ bool Domain::TakeEntry(uintptr_t real, uint32_t* index) {
     std::atomic<uint64_t>* chunk = n > 0 ? chunks_[n - 1].load(std::memory_order_relaxed) : nullptr;
     if (chunk == nullptr || chunk[0].load(std::memory_order_relaxed) == kListChunkEntries) {
       if (n == kMaxListChunks) {
-        UnlockList();
+        if (lock) UnlockList();
         return false;
       }
       chunk = static_cast<std::atomic<uint64_t>*>(backend_->ReserveLeaf(kListChunkBytes));
       if (chunk == nullptr) {
-        UnlockList();
+        if (lock) UnlockList();
         return false;
       }
       chunks_[n].store(chunk, std::memory_order_release);
@@ -141,18 +147,19 @@ bool Domain::TakeEntry(uintptr_t real, uint32_t* index) {
     chunk[0].store(used + 1, std::memory_order_release);
   }
   Entry(i).store(real, std::memory_order_release);
-  UnlockList();
+  if (lock) UnlockList();
   *index = i;
   return true;
 }
 
 void Domain::GiveBackEntry(uint32_t index) {
-  LockList();
+  const bool lock = !Alone();
+  if (lock) LockList();
   // Points nowhere from now on: a leak detector below that scans the list must not find in a free entry
   // a pointer at memory the allocator may have handed out again, nor a walk a pool.
   Entry(index).store(kFreeEntry | free_entries_, std::memory_order_release);
   free_entries_ = index + 1;
-  UnlockList();
+  if (lock) UnlockList();
 }
 
 bool Domain::LockListForWalk() const {
@@ -223,8 +230,13 @@ void Domain::ZeroPool(PoolHeader* h, char* used_end) {
   h->kind.store(kImplicit, std::memory_order_relaxed);
   // Owned again. (Every remote bit is folded in, but a remote free may still be about to take its
   // one back from `state`: only the retired bit is cleared.)
-  if (h->state.load(std::memory_order_relaxed) & PoolHeader::kRetiredBit) {
-    h->state.fetch_and(PoolHeader::kInFlightMask, std::memory_order_acq_rel);
+  const uint16_t state = h->state.load(std::memory_order_relaxed);
+  if (state & PoolHeader::kRetiredBit) {
+    if (Alone()) {
+      h->state.store(state & PoolHeader::kInFlightMask, std::memory_order_relaxed);
+    } else {
+      h->state.fetch_and(PoolHeader::kInFlightMask, std::memory_order_acq_rel);
+    }
   }
 }
 
@@ -313,15 +325,29 @@ Domain::FreeResult Domain::FreeSlow(ThreadCache* tc, PoolHeader* h, void* p) {
 
 Domain::FreeResult Domain::FreeRetired(ThreadCache* tc, PoolHeader* h, std::atomic<uint8_t>* mark) {
   PoolStats* stats = tc != nullptr ? &tc->stats_ : nullptr;
+  const bool alone = Alone();
   // Retired: clear the live mark ourselves.
-  uint8_t old = mark->fetch_and(static_cast<uint8_t>(~kMarkLive), std::memory_order_acq_rel);
+  uint8_t old;
+  if (alone) {
+    old = mark->load(std::memory_order_relaxed);
+    if (old == kMarkBlock) mark->store(kMarkStarted, std::memory_order_relaxed);
+  } else {
+    old = mark->fetch_and(static_cast<uint8_t>(~kMarkLive), std::memory_order_acq_rel);
+  }
   if (old != kMarkBlock) {
     FreeResult r = Classify(old);
     CountFreeError(stats, r);
     return r;
   }
   if (stats != nullptr) ++stats->pooled_frees;
-  if (h->live.fetch_sub(1, std::memory_order_acq_rel) == 1) PoolEmptied(tc, h);
+  int32_t live;
+  if (alone) {
+    live = h->live.load(std::memory_order_relaxed) - 1;
+    h->live.store(live, std::memory_order_relaxed);
+  } else {
+    live = h->live.fetch_sub(1, std::memory_order_acq_rel) - 1;
+  }
+  if (live == 0) PoolEmptied(tc, h);
   return FreeResult::kFreed;
 }
 
@@ -451,6 +477,20 @@ void ThreadCache::ResetInPlace() {
 }
 
 void ThreadCache::Retire(PoolHeader* h, char* used_end) {
+  if (domain_->Alone()) {
+    // No other side to the handshake (see the top of this file). Remote bits set by threads that have
+    // ended are folded in.
+    h->owner.store(nullptr, std::memory_order_relaxed);
+    h->state.store(h->state.load(std::memory_order_relaxed) | PoolHeader::kRetiredBit, std::memory_order_relaxed);
+    const int64_t n = TakeRemoteBits(*domain_, h, used_end, [h](size_t g) {
+      std::atomic<uint8_t>& mark = h->mark(g);
+      mark.store(static_cast<uint8_t>(mark.load(std::memory_order_relaxed) & ~kMarkLive), std::memory_order_relaxed);
+    });
+    const int32_t live = h->live.load(std::memory_order_relaxed) - static_cast<int32_t>(n);
+    h->live.store(live, std::memory_order_relaxed);
+    if (live == 0) domain_->PoolEmptied(this, h);
+    return;
+  }
   h->live.store(h->live.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   h->owner.store(nullptr, std::memory_order_relaxed);
   h->state.fetch_or(PoolHeader::kRetiredBit, std::memory_order_seq_cst);

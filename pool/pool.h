@@ -69,6 +69,14 @@ class Domain {
   // of `h`.
   size_t UsableSize(const PoolHeader* h, const void* p) const;
 
+  // No other thread can run the pools' code now (Config::single_threaded): no remote free can be in
+  // flight or start, and no walk run on another thread (the exit scan's second thread walks only while
+  // the exiting thread makes and releases no pool). A signal handler's walk on this thread runs while
+  // the code it interrupted waits, which leaves each pool's entry and memory whole at every
+  // instruction (an entry is one store, and a pool is off the list before its memory goes). It stays
+  // true until this thread creates one, so a slow path reads it once.
+  bool Alone() const { return single_threaded_ != nullptr && __atomic_load_n(single_threaded_, __ATOMIC_RELAXED) != 0; }
+
   // Creates a pool (pools_created) or nullptr.
   PoolHeader* CreatePool(PoolStats* stats);
   // True once the memory the pool map or the pool list needs could not be had from the backend
@@ -298,6 +306,7 @@ class Domain {
   FreeResult FreeRetired(ThreadCache* tc, PoolHeader* h, std::atomic<uint8_t>* mark);
 
   Config config_;
+  const char* single_threaded_;
   Backend* backend_;
   PoolMap map_;
   size_t pool_bytes_;     // the pool's usable bytes: pool_size rounded up to 64

@@ -6,6 +6,8 @@
 #ifndef POOLSCOPE_POOL_POOL_LAYOUT_H_
 #define POOLSCOPE_POOL_POOL_LAYOUT_H_
 
+#include <sys/single_threaded.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -86,6 +88,12 @@ struct Config {
   // ThreadCache::InfoSlot, ForEachLiveBlock's sizes and stack ids). Without it those words do not
   // exist: the walk gives zeros for them and the others must not be called.
   bool block_info = false;
+  // A byte that is nonzero only while no other thread can run the pools' code: glibc's
+  // __libc_single_threaded (true until the process first creates a thread; pthread_create clears it
+  // before the new thread starts, so the thread sees everything done before). While it is set, the
+  // slow paths leave out their atomic read-modify-writes and the pool list's lock (Domain::Alone).
+  // Tests point it at a byte of their own (nullptr: never alone).
+  const char* single_threaded = &__libc_single_threaded;
 };
 
 class ThreadCache;
