@@ -162,12 +162,21 @@ class FakeBackend : public Backend {
   std::vector<std::pair<void*, size_t>> leaves_;
 };
 
-// A Domain with its own map root, for one test.
 // Leak tracking's note of a block just carved from tc's current pool, as the shim makes it.
 inline void NoteCarved(ThreadCache& tc, const void* p, uint32_t size, uint32_t stack_id) {
   StoreBlockInfo(tc.InfoSlot(p), size, stack_id);
 }
 
+// Whether the n bytes at p are all zero (a pool handed out, a block carved).
+inline bool AllZero(const void* p, size_t n) {
+  const unsigned char* c = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n; ++i) {
+    if (c[i] != 0) return false;
+  }
+  return true;
+}
+
+// A Domain with its own map root, for one test.
 struct TestDomain {
   explicit TestDomain(Config config)
       : root(new std::atomic<PoolMap::Leaf*>[PoolMap::kRootSize]()),

@@ -27,14 +27,6 @@ Config AloneCfg(const char* single_threaded, int max_cached = 4) {
   return c;
 }
 
-bool AllZero(const void* p, size_t n) {
-  const unsigned char* c = static_cast<const unsigned char*>(p);
-  for (size_t i = 0; i < n; ++i) {
-    if (c[i] != 0) return false;
-  }
-  return true;
-}
-
 // Runs fn on a thread of its own; false when it has not returned within 10 s (it is then left
 // running: what it waits for never comes).
 template <typename F>

@@ -32,14 +32,6 @@ Config TrackedCfg(size_t pool_size = 64, int max_cached = 4) {
   return c;
 }
 
-bool AllZero(const void* p, size_t n) {
-  const unsigned char* c = static_cast<const unsigned char*>(p);
-  for (size_t i = 0; i < n; ++i) {
-    if (c[i] != 0) return false;
-  }
-  return true;
-}
-
 TEST(PoolTest, FirstCarveCreatesOneZeroedPool) {
   TestDomain t(Cfg());
   ThreadCache tc(&t.domain);
