@@ -46,7 +46,14 @@ size_t DirectMemoryReader::Read(uintptr_t addr, void* buf, size_t n) {
 
 namespace {
 
-enum State : uint8_t { kUnreached = 0, kPossible = 1, kReachable = 2, kIndirect = 3 };
+// A block's state while the classifier runs is its kind field, each state the kind it ends as: no pass
+// at the end turns one into the other.
+enum State : uint8_t {
+  kReachable = static_cast<uint8_t>(LeakKind::kStillReachable),
+  kPossible = static_cast<uint8_t>(LeakKind::kPossiblyLost),
+  kIndirect = static_cast<uint8_t>(LeakKind::kIndirectlyLost),
+  kUnreached = static_cast<uint8_t>(LeakKind::kDefinitelyLost),
+};
 
 constexpr uintptr_t kPage = 4096;
 constexpr uintptr_t kRegionGap = uintptr_t{1} << 16;
@@ -81,13 +88,17 @@ class ScratchArray {
 };
 
 inline uintptr_t BlockEnd(const ScanBlock& b) { return b.start + (b.size() == 0 ? 1 : b.size()); }
-inline uint8_t StateOf(const ScanBlock& b) { return static_cast<uint8_t>((b.bits >> ScanBlock::kStateShift) & 3); }
+inline uint8_t StateOf(const ScanBlock& b) { return static_cast<uint8_t>((b.bits >> ScanBlock::kKindShift) & 3); }
 inline void SetState(ScanBlock& b, uint8_t s) {
-  b.bits = (b.bits & ~(uint64_t{3} << ScanBlock::kStateShift)) | (uint64_t{s} << ScanBlock::kStateShift);
+  b.bits = (b.bits & ~(uint64_t{3} << ScanBlock::kKindShift)) | (uint64_t{s} << ScanBlock::kKindShift);
 }
-inline void SetKind(ScanBlock& b, LeakKind k) {
-  b.bits = (b.bits & ~(uint64_t{3} << ScanBlock::kKindShift)) | (uint64_t(k) << ScanBlock::kKindShift);
-}
+
+// The blocks in each state and, of the pooled ones, those unreached or indirect (lost), kept as blocks
+// change state: the result needs no pass over the blocks at the end.
+struct StateTotals {
+  LeakTotal by_state[4];
+  LeakTotal pooled_lost;
+};
 
 // A word queued for lookup: first its page-index slot, then the entries it may fall in.
 struct Candidate {
@@ -107,7 +118,7 @@ class Classifier {
   Classifier(ScanBlock* blocks, uint32_t n, const Region* regions, uint32_t nregions,
              const uint32_t* pages, unsigned shift, uint32_t* stack, uint64_t* buffer,
              Candidate* queue, uintptr_t lo, uintptr_t hi, ReachabilityResult* result,
-             CliqueTotals* cliques)
+             CliqueTotals* cliques, StateTotals* counts)
       : blocks_(blocks),
         n_(n),
         regions_(regions),
@@ -120,7 +131,8 @@ class Classifier {
         lo_(lo),
         span_(hi - lo),
         result_(result),
-        totals_(cliques) {}
+        totals_(cliques),
+        counts_(counts) {}
 
   void MarkFromRoots(const RootRange* roots, size_t nroots, MemoryReader& root_reader,
                      MemoryReader& heap_reader) {
@@ -152,6 +164,7 @@ class Classifier {
   }
 
   void FormCliques(MemoryReader& heap_reader) {
+    if (counts_->by_state[kUnreached].blocks == 0) return;  // no leader
     cliques_ = true;
     for (uint32_t leader = 0; leader < n_; ++leader) {
       if (StateOf(blocks_[leader]) != kUnreached) continue;
@@ -409,18 +422,31 @@ class Classifier {
     const uint8_t state = StateOf(e);
     if (state == kReachable) return;
     if (definite && v == e.start) {
-      SetState(e, kReachable);
+      Move(e, state, kReachable);
       stack_[top_++] = i;
     } else if (state == kUnreached) {
-      SetState(e, kPossible);
+      Move(e, state, kPossible);
       stack_[top_++] = i;
+    }
+  }
+
+  inline void Move(ScanBlock& e, uint8_t from, uint8_t to) {
+    SetState(e, to);
+    const uint64_t size = e.size();
+    counts_->by_state[from].blocks -= 1;
+    counts_->by_state[from].bytes -= size;
+    counts_->by_state[to].blocks += 1;
+    counts_->by_state[to].bytes += size;
+    if (e.pooled() && from == kUnreached && to != kIndirect) {
+      counts_->pooled_lost.blocks -= 1;
+      counts_->pooled_lost.bytes -= size;
     }
   }
 
   inline void Join(uint32_t i) {
     ScanBlock& b = blocks_[i];
     if (i == leader_ || StateOf(b) != kUnreached) return;
-    SetState(b, kIndirect);
+    Move(b, kUnreached, kIndirect);
     if (totals_ != nullptr) {
       CliqueTotals& l = totals_[leader_];
       CliqueTotals& t = totals_[i];
@@ -446,6 +472,7 @@ class Classifier {
   const uintptr_t span_;
   ReachabilityResult* const result_;
   CliqueTotals* const totals_;
+  StateTotals* const counts_;
   bool cliques_ = false;
   uint64_t last_v_ = 0;  // the word queued last (0 is never queued: it is below every block)
   uint32_t finger_ = 0;  // the block being scanned or the last lookup ended at (Queue runs only when n_ > 0)
@@ -454,17 +481,22 @@ class Classifier {
 };
 
 // One pass over the blocks, which are large arrays: resets each block's state (and its clique totals,
-// when cliques is not null), and finds the highest end (*hi) and the regions, runs of blocks whose gaps
+// when cliques is not null), counts them all unreached (*counts), and finds the highest end (*hi) and the regions, runs of blocks whose gaps
 // are all below kRegionGap: each one's `first` and `end` (its `base` and `index` depend on the page
 // size, chosen later) in regions[0, *nregions). Returns whether the blocks were sorted by start (when
 // they were not, what it found is to be found again after sorting them).
-bool Prepare(ScanBlock* blocks, uint32_t n, CliqueTotals* cliques, Region* regions, uint32_t* nregions, uintptr_t* hi) {
+bool Prepare(ScanBlock* blocks, uint32_t n, CliqueTotals* cliques, StateTotals* counts, Region* regions,
+             uint32_t* nregions, uintptr_t* hi) {
   bool sorted = true;
   uint32_t count = 0;
   uintptr_t high = 0, end = 0, prev = 0;
+  uint64_t bytes = 0, pooled = 0, pooled_bytes = 0;
   for (uint32_t i = 0; i < n; ++i) {
     ScanBlock& b = blocks[i];
     SetState(b, kUnreached);
+    bytes += b.size();
+    pooled += b.pooled();
+    pooled_bytes += b.pooled() ? b.size() : 0;
     if (cliques != nullptr) cliques[i] = CliqueTotals{};
     sorted &= prev <= b.start;
     prev = b.start;
@@ -481,6 +513,9 @@ bool Prepare(ScanBlock* blocks, uint32_t n, CliqueTotals* cliques, Region* regio
   if (count > 0) regions[count - 1].end = end;
   *nregions = count;
   *hi = n > 0 ? high : 0;
+  *counts = StateTotals{};
+  counts->by_state[kUnreached] = LeakTotal{n, bytes};
+  counts->pooled_lost = LeakTotal{pooled, pooled_bytes};
   return sorted;
 }
 
@@ -510,9 +545,10 @@ bool Classify(ScanBlock* blocks, size_t n, const ScanBlock* reached, size_t nrea
   Region* regions = regions_mem.as<Region>();
   uintptr_t hi = 0;
   uint32_t nregions = 0;
-  if (!Prepare(blocks, count, cliques, regions, &nregions, &hi)) {
+  StateTotals counts;
+  if (!Prepare(blocks, count, cliques, &counts, regions, &nregions, &hi)) {
     std::sort(blocks, blocks + n, [](const ScanBlock& a, const ScanBlock& b) { return a.start < b.start; });
-    Prepare(blocks, count, cliques, regions, &nregions, &hi);
+    Prepare(blocks, count, cliques, &counts, regions, &nregions, &hi);
   }
   const uintptr_t lo = n > 0 ? blocks[0].start : 0;
 
@@ -548,7 +584,7 @@ bool Classify(ScanBlock* blocks, size_t n, const ScanBlock* reached, size_t nrea
   }
 
   Classifier c(blocks, count, regions, nregions, pages, shift, stack_mem.as<uint32_t>(),
-               buffer_mem.as<uint64_t>(), queue_mem.as<Candidate>(), lo, hi, result, cliques);
+               buffer_mem.as<uint64_t>(), queue_mem.as<Candidate>(), lo, hi, result, cliques, &counts);
   c.MarkFromRoots(roots, nroots, root_reader, heap_reader);
   if (count > 0) {
     c.MarkFromReached(reached, nreached, heap_reader);
@@ -562,36 +598,12 @@ bool Classify(ScanBlock* blocks, size_t n, const ScanBlock* reached, size_t nrea
   }
   c.FormCliques(heap_reader);
 
-  for (uint32_t i = 0; i < count; ++i) {
-    ScanBlock& b = blocks[i];
-    LeakTotal* t;
-    LeakKind kind;
-    switch (StateOf(b)) {
-      case kReachable:
-        kind = LeakKind::kStillReachable;
-        t = &result->still_reachable;
-        break;
-      case kPossible:
-        kind = LeakKind::kPossiblyLost;
-        t = &result->possibly_lost;
-        break;
-      case kIndirect:
-        kind = LeakKind::kIndirectlyLost;
-        t = &result->indirectly_lost;
-        break;
-      default:
-        kind = LeakKind::kDefinitelyLost;
-        t = &result->definitely_lost;
-        break;
-    }
-    SetKind(b, kind);
-    t->blocks += 1;
-    t->bytes += b.size();
-    if (b.pooled() && (kind == LeakKind::kDefinitelyLost || kind == LeakKind::kIndirectlyLost)) {
-      result->pooled_lost.blocks += 1;
-      result->pooled_lost.bytes += b.size();
-    }
-  }
+  result->still_reachable.blocks += counts.by_state[kReachable].blocks;
+  result->still_reachable.bytes += counts.by_state[kReachable].bytes;
+  result->possibly_lost = counts.by_state[kPossible];
+  result->indirectly_lost = counts.by_state[kIndirect];
+  result->definitely_lost = counts.by_state[kUnreached];
+  result->pooled_lost = counts.pooled_lost;
   return true;
 }
 

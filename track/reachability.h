@@ -115,12 +115,11 @@ enum class LeakKind : uint8_t {
 // start where another one ends).
 struct ScanBlock {
   uintptr_t start;
-  // The size (bits 0..47: more than any user address range), then the classifier's own state
-  // (48..49), the kind (50..51) and the caller's pooled mark (52), which the classifier keeps.
+  // The size (bits 0..47: more than any user address range), then the kind (50..51; the classifier
+  // keeps its state there while it runs) and the caller's pooled mark (52), which the classifier keeps.
   uint64_t bits;
 
   static constexpr uint64_t kSizeMask = (uint64_t{1} << 48) - 1;
-  static constexpr int kStateShift = 48;
   static constexpr int kKindShift = 50;
   static constexpr int kPooledShift = 52;
 
@@ -168,7 +167,7 @@ struct ReachabilityResult {
 // forms cliques, and fills each block's kind and *result; and, when `cliques` is not null, cliques[i]
 // for the i-th block in start order (n entries, which it zeroes first). Roots are read through
 // root_reader, blocks through heap_reader. Returns false, with *result zeroed and the blocks' kinds
-// unset, when scratch memory runs out, or n does not fit in 32 bits.
+// meaningless, when scratch memory runs out, or n does not fit in 32 bits.
 bool ClassifyReachability(ScanBlock* blocks, size_t n, const RootRange* roots, size_t nroots,
                           MemoryReader& root_reader, MemoryReader& heap_reader,
                           ScratchMemory& scratch, ReachabilityResult* result,
