@@ -480,12 +480,12 @@ class Classifier {
   uint32_t leader_ = 0;
 };
 
-// One pass over the blocks, which are large arrays: resets each block's state (and its clique totals,
-// when cliques is not null), counts them all unreached (*counts), and finds the highest end (*hi) and the regions, runs of blocks whose gaps
+// One pass over the blocks, which are large arrays: resets each block's state, counts them all
+// unreached (*unreached, and the pooled ones *pooled_total), and finds the highest end (*hi) and the regions, runs of blocks whose gaps
 // are all below kRegionGap: each one's `first` and `end` (its `base` and `index` depend on the page
 // size, chosen later) in regions[0, *nregions). Returns whether the blocks were sorted by start (when
 // they were not, what it found is to be found again after sorting them).
-bool Prepare(ScanBlock* blocks, uint32_t n, CliqueTotals* cliques, StateTotals* counts, Region* regions,
+bool Prepare(ScanBlock* blocks, uint32_t n, LeakTotal* unreached, LeakTotal* pooled_total, Region* regions,
              uint32_t* nregions, uintptr_t* hi) {
   bool sorted = true;
   uint32_t count = 0;
@@ -497,7 +497,6 @@ bool Prepare(ScanBlock* blocks, uint32_t n, CliqueTotals* cliques, StateTotals* 
     bytes += b.size();
     pooled += b.pooled();
     pooled_bytes += b.pooled() ? b.size() : 0;
-    if (cliques != nullptr) cliques[i] = CliqueTotals{};
     sorted &= prev <= b.start;
     prev = b.start;
     const uintptr_t e = BlockEnd(b);
@@ -513,9 +512,8 @@ bool Prepare(ScanBlock* blocks, uint32_t n, CliqueTotals* cliques, StateTotals* 
   if (count > 0) regions[count - 1].end = end;
   *nregions = count;
   *hi = n > 0 ? high : 0;
-  *counts = StateTotals{};
-  counts->by_state[kUnreached] = LeakTotal{n, bytes};
-  counts->pooled_lost = LeakTotal{pooled, pooled_bytes};
+  *unreached = LeakTotal{n, bytes};
+  *pooled_total = LeakTotal{pooled, pooled_bytes};
   return sorted;
 }
 
@@ -533,44 +531,42 @@ size_t PagesNeeded(const ScanBlock* blocks, const Region* regions, uint32_t nreg
 
 namespace {
 
-bool Classify(ScanBlock* blocks, size_t n, const ScanBlock* reached, size_t nreached, const RootRange* roots,
-              size_t nroots, MemoryReader& root_reader, MemoryReader& heap_reader, ScratchMemory& scratch,
-              ReachabilityResult* result, CliqueTotals* cliques) {
-  *result = ReachabilityResult{};
-  if (n >= kNone) return false;
+}  // namespace
+
+BlockIndex::~BlockIndex() {
+  if (regions_ != nullptr) scratch_.Unmap(regions_, regions_bytes_);
+  if (pages_ != nullptr) scratch_.Unmap(pages_, pages_bytes_);
+}
+
+bool BlockIndex::Build(ScanBlock* blocks, size_t n) {
+  if (n >= kNone || regions_ != nullptr) return false;
   const uint32_t count = static_cast<uint32_t>(n);
   // Room for a region a block; only the regions there are get touched.
-  ScratchArray regions_mem(scratch, (n + 1) * sizeof(Region), /*sparse=*/true);
-  if (!regions_mem.ok()) return false;
-  Region* regions = regions_mem.as<Region>();
-  uintptr_t hi = 0;
-  uint32_t nregions = 0;
-  StateTotals counts;
-  if (!Prepare(blocks, count, cliques, &counts, regions, &nregions, &hi)) {
+  regions_bytes_ = (n + 1) * sizeof(Region);
+  regions_ = scratch_.MapSparse(regions_bytes_);
+  if (regions_ == nullptr) return false;
+  Region* regions = static_cast<Region*>(regions_);
+  if (!Prepare(blocks, count, &unreached_, &pooled_, regions, &nregions_, &hi_)) {
     std::sort(blocks, blocks + n, [](const ScanBlock& a, const ScanBlock& b) { return a.start < b.start; });
-    Prepare(blocks, count, cliques, &counts, regions, &nregions, &hi);
+    Prepare(blocks, count, &unreached_, &pooled_, regions, &nregions_, &hi_);
   }
-  const uintptr_t lo = n > 0 ? blocks[0].start : 0;
+  lo_ = n > 0 ? blocks[0].start : 0;
 
   // The page index: the finest pages that take at most one index entry per block.
   unsigned shift = 4;
-  size_t npages = PagesNeeded(blocks, regions, nregions, shift);
-  while (npages > size_t{count} + 2 * size_t{nregions} + 1024 && shift < 40) {
+  size_t npages = PagesNeeded(blocks, regions, nregions_, shift);
+  while (npages > size_t{count} + 2 * size_t{nregions_} + 1024 && shift < 40) {
     ++shift;
-    npages = PagesNeeded(blocks, regions, nregions, shift);
+    npages = PagesNeeded(blocks, regions, nregions_, shift);
   }
-  ScratchArray pages_mem(scratch, (npages + 1) * sizeof(uint32_t));
-  // Room for the worst case; a scan seldom touches more than a fraction of it.
-  ScratchArray stack_mem(scratch, (2 * n + 1) * sizeof(uint32_t), /*sparse=*/true);
-  ScratchArray buffer_mem(scratch, kReadBuffer);
-  ScratchArray queue_mem(scratch, kQueue * sizeof(Candidate));
-  if (!queue_mem.ok() || !pages_mem.ok() || !stack_mem.ok() || !buffer_mem.ok()) return false;
-  uint32_t* pages = pages_mem.as<uint32_t>();
+  pages_bytes_ = (npages + 1) * sizeof(uint32_t);
+  pages_ = static_cast<uint32_t*>(scratch_.Map(pages_bytes_));
+  if (pages_ == nullptr) return false;
   const uintptr_t page_mask = (uintptr_t{1} << shift) - 1;
   uint32_t next_page = 0;
-  for (uint32_t r = 0; r < nregions; ++r) {
+  for (uint32_t r = 0; r < nregions_; ++r) {
     Region& reg = regions[r];
-    const uint32_t j = r + 1 < nregions ? regions[r + 1].first : count;
+    const uint32_t j = r + 1 < nregions_ ? regions[r + 1].first : count;
     reg.base = blocks[reg.first].start & ~page_mask;
     reg.index = next_page;
     // pages[index + p] = first block of the region starting at or after base + p * page.
@@ -579,12 +575,43 @@ bool Classify(ScanBlock* blocks, size_t n, const ScanBlock* reached, size_t nrea
     for (uint32_t p = 0; p <= npg; ++p) {
       const uintptr_t page_start = reg.base + (uintptr_t{p} << shift);
       while (k < j && blocks[k].start < page_start) ++k;
-      pages[next_page++] = k;
+      pages_[next_page++] = k;
     }
   }
+  blocks_ = blocks;
+  n_ = count;
+  shift_ = shift;
+  built_ = true;
+  return true;
+}
 
-  Classifier c(blocks, count, regions, nregions, pages, shift, stack_mem.as<uint32_t>(),
-               buffer_mem.as<uint64_t>(), queue_mem.as<Candidate>(), lo, hi, result, cliques, &counts);
+// The classifier over a BlockIndex's blocks (its friend).
+struct BlockIndexAccess {
+  static bool Classify(BlockIndex& index, const ScanBlock* reached, size_t nreached, const RootRange* roots,
+                       size_t nroots, MemoryReader& root_reader, MemoryReader& heap_reader, ScratchMemory& scratch,
+                       ReachabilityResult* result, CliqueTotals* cliques);
+};
+
+bool BlockIndexAccess::Classify(BlockIndex& index, const ScanBlock* reached, size_t nreached, const RootRange* roots,
+                                size_t nroots, MemoryReader& root_reader, MemoryReader& heap_reader,
+                                ScratchMemory& scratch, ReachabilityResult* result, CliqueTotals* cliques) {
+  *result = ReachabilityResult{};
+  if (!index.built_) return false;
+  ScanBlock* const blocks = index.blocks_;
+  const uint32_t count = index.n_;
+  if (cliques != nullptr) memset(static_cast<void*>(cliques), 0, size_t{count} * sizeof(CliqueTotals));
+  StateTotals counts = {};
+  counts.by_state[kUnreached] = index.unreached_;
+  counts.pooled_lost = index.pooled_;
+  // Room for the worst case; a scan seldom touches more than a fraction of it.
+  ScratchArray stack_mem(scratch, (2 * size_t{count} + 1) * sizeof(uint32_t), /*sparse=*/true);
+  ScratchArray buffer_mem(scratch, kReadBuffer);
+  ScratchArray queue_mem(scratch, kQueue * sizeof(Candidate));
+  if (!queue_mem.ok() || !stack_mem.ok() || !buffer_mem.ok()) return false;
+
+  Classifier c(blocks, count, static_cast<const Region*>(index.regions_), index.nregions_, index.pages_, index.shift_,
+               stack_mem.as<uint32_t>(), buffer_mem.as<uint64_t>(), queue_mem.as<Candidate>(), index.lo_, index.hi_,
+               result, cliques, &counts);
   c.MarkFromRoots(roots, nroots, root_reader, heap_reader);
   if (count > 0) {
     c.MarkFromReached(reached, nreached, heap_reader);
@@ -607,18 +634,28 @@ bool Classify(ScanBlock* blocks, size_t n, const ScanBlock* reached, size_t nrea
   return true;
 }
 
-}  // namespace
-
 bool ClassifyReachability(ScanBlock* blocks, size_t n, const RootRange* roots, size_t nroots,
                           MemoryReader& root_reader, MemoryReader& heap_reader, ScratchMemory& scratch,
                           ReachabilityResult* result, CliqueTotals* cliques) {
-  return Classify(blocks, n, nullptr, 0, roots, nroots, root_reader, heap_reader, scratch, result, cliques);
+  *result = ReachabilityResult{};
+  BlockIndex index(scratch);
+  return index.Build(blocks, n) &&
+         BlockIndexAccess::Classify(index, nullptr, 0, roots, nroots, root_reader, heap_reader, scratch, result, cliques);
+}
+
+bool ClassifyIndexed(BlockIndex& index, const RootRange* roots, size_t nroots, MemoryReader& root_reader,
+                     MemoryReader& heap_reader, ScratchMemory& scratch, ReachabilityResult* result) {
+  return BlockIndexAccess::Classify(index, nullptr, 0, roots, nroots, root_reader, heap_reader, scratch, result,
+                                    nullptr);
 }
 
 bool ClassifyBesideReached(ScanBlock* blocks, size_t n, const ScanBlock* reached, size_t nreached,
                            const RootRange* roots, size_t nroots, MemoryReader& root_reader,
                            MemoryReader& heap_reader, ScratchMemory& scratch, ReachabilityResult* result) {
-  return Classify(blocks, n, reached, nreached, roots, nroots, root_reader, heap_reader, scratch, result, nullptr);
+  *result = ReachabilityResult{};
+  BlockIndex index(scratch);
+  return index.Build(blocks, n) &&
+         BlockIndexAccess::Classify(index, reached, nreached, roots, nroots, root_reader, heap_reader, scratch, result, nullptr);
 }
 
 }  // namespace track

@@ -173,6 +173,43 @@ bool ClassifyReachability(ScanBlock* blocks, size_t n, const RootRange* roots, s
                           ScratchMemory& scratch, ReachabilityResult* result,
                           CliqueTotals* cliques = nullptr);
 
+// The lookup structure over a block array, with the blocks' states reset: ClassifyReachability's first
+// step, which a caller may take apart (on another thread while it gathers the roots) and then classify
+// with ClassifyIndexed. Its scratch memory, which Build maps, goes back only when it goes: Build maps
+// and never unmaps, and sorts in place.
+class BlockIndex {
+ public:
+  explicit BlockIndex(ScratchMemory& scratch) : scratch_(scratch) {}
+  ~BlockIndex();
+  BlockIndex(const BlockIndex&) = delete;
+  BlockIndex& operator=(const BlockIndex&) = delete;
+
+  // Sorts blocks[0..n) by start (unless they are sorted already), resets their states and builds the
+  // index over them. Once only; false when scratch memory runs out or n does not fit in 32 bits.
+  bool Build(ScanBlock* blocks, size_t n);
+
+ private:
+  friend struct BlockIndexAccess;  // reachability.cc
+  ScratchMemory& scratch_;
+  ScanBlock* blocks_ = nullptr;
+  uint32_t n_ = 0;
+  bool built_ = false;
+  void* regions_ = nullptr;  // runs of blocks close together (reachability.cc)
+  size_t regions_bytes_ = 0;
+  uint32_t nregions_ = 0;
+  uint32_t* pages_ = nullptr;  // each region's page index
+  size_t pages_bytes_ = 0;
+  unsigned shift_ = 0;         // the index's pages are 2^shift bytes
+  uintptr_t lo_ = 0, hi_ = 0;  // lowest start, highest end
+  LeakTotal unreached_ = {};   // every block, and the pooled ones, all unreached
+  LeakTotal pooled_ = {};
+};
+
+// ClassifyReachability (with no cliques) over the blocks of a built index, in the order it sorted them.
+// False, as ClassifyReachability, when scratch memory runs out or the index was not built.
+bool ClassifyIndexed(BlockIndex& index, const RootRange* roots, size_t nroots, MemoryReader& root_reader,
+                     MemoryReader& heap_reader, ScratchMemory& scratch, ReachabilityResult* result);
+
 // ClassifyReachability over blocks[0..n) beside more blocks already known reachable: those of
 // reached[0..nreached) that are pooled() (the caller's word: every one has a definite pointer at its
 // start among the roots). They are read through heap_reader as definite sources, never looked up, and
