@@ -60,49 +60,11 @@ int CountTasks() {
   return ListThreads(nullptr, 0, &n) ? static_cast<int>(n) : -1;
 }
 
-// The second half of the pool walk, on the second thread (Classify).
-struct WalkJob {
-  const ScanInputs* in;
-  Collect* c;
-  size_t room;  // for its blocks, faulted in ahead
-};
-int WalkSecondHalf(void* arg) {
-  auto* j = static_cast<WalkJob*>(arg);
-  j->c->ok = j->c->blocks->Reserve(j->room);
-  if (j->c->ok) j->in->for_each_pool(CollectPool, CollectPooledBlock, j->c, 1, 2);
-  return 0;
-}
-// Pooled blocks (as the counters say) from which the walk is split.
-constexpr size_t kSplitWalkBlocks = size_t{1} << 16;
 // Below these, a second thread costs more than it saves (starting one, its stack, the join: 0.1-0.3 ms,
 // where a tiny process's whole scan is 1 ms): the pooled blocks' array is faulted in as it fills, and
 // the detector's view is classified after the program's, on this thread.
 constexpr size_t kPrefaultBlocks = size_t{1} << 14;
 constexpr size_t kParallelViewBlocks = size_t{1} << 11;
-
-// The program's view's array: the pools' blocks (with those of the walk's second half, `more`, when
-// it was split, appended), sorted, and the live table's (sorted already) merged in. On the second
-// thread while the pools' array is sorted (Classify), or on this one.
-struct ProgramSort {
-  Array<ScanBlock>* blocks;
-  Array<ScanBlock>* more;
-  Array<ScanBlock>* tracked;
-  bool ok;
-};
-int SortProgramBlocks(void* arg) {
-  auto* s = static_cast<ProgramSort*>(arg);
-  Array<ScanBlock>& blocks = *s->blocks;
-  blocks.FaultIn();
-  if (!PushAll(*s->more, &blocks)) {
-    s->ok = false;
-    return 0;
-  }
-  s->more->Free();
-  const size_t npooled = blocks.size();
-  s->ok = SortByStart(blocks.data(), npooled, true) && blocks.Resize(npooled + s->tracked->size());
-  if (s->ok) MergeInto(blocks.data(), npooled, s->tracked->data(), s->tracked->size());
-  return 0;
-}
 
 void Classify(const ScanInputs& in, ScanOutcome* out) {
   const uint64_t t0 = NowMs();
@@ -209,6 +171,29 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     out->not_scanned_why = "/proc/self/maps could not be read";
     return;
   }
+  // With the program's array sorted already, its index is built on a second thread while this one
+  // gathers the roots, from now until poolscope's own mappings are listed: its stack and the index's
+  // memory are in no list of mappings the roots come from, and the build maps but never unmaps.
+  track::BlockIndex program_index(g_scratch);
+  IndexJob index_job{&program_index, blocks.data(), blocks.size(), false};
+  SideThread indexer;
+  bool indexing = sorting && program_sort.ok && c.ok && SideThread::Usable() && indexer.Start(BuildIndex, &index_job);
+  const JoinAtExit join_indexer{&indexer, &indexing};
+  // The spans of the real blocks and the live table's (the program's pooled blocks lie in pools), both
+  // sorted, in which the roots' words may point at a block. (Room for a span a block, of which a
+  // heap's few spans touch a page or two.)
+  Array<RootRange> spans(g_scratch, /*sparse=*/true), tracked_spans(g_scratch, /*sparse=*/true),
+      merged_spans(g_scratch);
+  constexpr uintptr_t kSpanGap = uintptr_t{1} << 16;
+  bool spans_ok = spans.Resize(dblocks.size()) && tracked_spans.Resize(tracked.size());
+  if (spans_ok) {
+    spans.Resize(scan::BlockSpans(dblocks.data(), dblocks.size(), kSpanGap, spans.data()));
+    tracked_spans.Resize(scan::BlockSpans(tracked.data(), tracked.size(), kSpanGap, tracked_spans.data()));
+    spans_ok = PushAll(spans, &merged_spans) && PushAll(tracked_spans, &merged_spans);
+  }
+  const size_t nspans = spans_ok ? SortAndMerge(merged_spans.data(), merged_spans.size()) : 0;
+  spans.Free();
+  tracked_spans.Free();
   const bool vm_reader = track::ProcessVmReader::Available();
   track::ProcessVmReader safe_reader;
   track::DirectMemoryReader direct_reader;
@@ -342,6 +327,10 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     }
   }
   g_scratch.Unmap(window, kDescriptorWindow);
+  if (indexing) {
+    indexer.Join();
+    indexing = false;
+  }
   // poolscope's own: its mappings, its writable segments, and each thread's static TLS block of ours.
   RangeSink own_sink{&own, &c.ok};
   for (size_t room = 256;;) {
@@ -543,21 +532,8 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     lsan_wanted = ok;
     if (!ok) out->lsan_not_scanned_why = "no memory for the scan";
   }
-  // Every view's roots read once (root_words.h): the words that may point at a block, in the spans of
-  // the real blocks and the live table's (the program's pooled blocks lie in pools), both sorted.
-  // (Room for a span a block, of which a heap's few spans touch a page or two.)
-  Array<RootRange> spans(g_scratch, /*sparse=*/true), tracked_spans(g_scratch, /*sparse=*/true),
-      merged_spans(g_scratch);
-  constexpr uintptr_t kSpanGap = uintptr_t{1} << 16;
-  bool spans_ok = spans.Resize(dblocks.size()) && tracked_spans.Resize(tracked.size());
-  if (spans_ok) {
-    spans.Resize(scan::BlockSpans(dblocks.data(), dblocks.size(), kSpanGap, spans.data()));
-    tracked_spans.Resize(scan::BlockSpans(tracked.data(), tracked.size(), kSpanGap, tracked_spans.data()));
-    spans_ok = PushAll(spans, &merged_spans) && PushAll(tracked_spans, &merged_spans);
-  }
-  const size_t nspans = spans_ok ? SortAndMerge(merged_spans.data(), merged_spans.size()) : 0;
-  spans.Free();
-  tracked_spans.Free();
+  // Every view's roots read once (root_words.h): the words that may point at a block, in the spans
+  // found above.
   Array<uint64_t> program_words(g_scratch), detector_words(g_scratch), lsan_words(g_scratch),
       program_lsan_words(g_scratch);
   const RootView views[] = {{program_roots.data(), program_roots.size()},
@@ -638,8 +614,11 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   bool program_ok = c.ok && program_sort.ok;
   tracked.Free();
   program_ok = program_ok &&
-               track::ClassifyReachability(blocks.data(), blocks.size(), &program_words_range, 1, program_root_reader,
-                                           program_heap_reader, g_scratch, &out->program);
+               (index_job.ok ? track::ClassifyIndexed(program_index, &program_words_range, 1, program_root_reader,
+                                                      program_heap_reader, g_scratch, &out->program)
+                             : track::ClassifyReachability(blocks.data(), blocks.size(), &program_words_range, 1,
+                                                           program_root_reader, program_heap_reader, g_scratch,
+                                                           &out->program));
   // (What the program's view could not read; LeakSanitizer's view below reads some of it again.)
   out->unreadable_bytes = checked_heap.unreadable();
   Array<ScanBlock> program_lsan(g_scratch);

@@ -266,6 +266,49 @@ bool RegistersReadable();
 
 int ClassifyForDetector(void* arg);
 
+// The second thread's other jobs in a lone process (leak_scan.cc's Classify runs them; scan_views.cc).
+
+// Pooled blocks (as the counters say) from which the pool walk is split between two threads.
+constexpr size_t kSplitWalkBlocks = size_t{1} << 16;
+
+// The second half of the pool walk.
+struct WalkJob {
+  const ScanInputs* in;
+  Collect* c;
+  size_t room;  // for its blocks, faulted in ahead
+};
+int WalkSecondHalf(void* arg);
+
+// The program's view's array: the pools' blocks (with those of the walk's second half, `more`, when
+// it was split, appended), sorted, and the live table's (sorted already) merged in. On the second
+// thread while the pools' array is sorted, or on the scan's own.
+struct ProgramSort {
+  Array<ScanBlock>* blocks;
+  Array<ScanBlock>* more;
+  Array<ScanBlock>* tracked;
+  bool ok;
+};
+int SortProgramBlocks(void* arg);
+
+// The program's view's index, built while the roots are gathered.
+struct IndexJob {
+  track::BlockIndex* index;
+  ScanBlock* blocks;
+  size_t n;
+  bool ok;
+};
+int BuildIndex(void* arg);
+
+// Joins a started thread when it goes (at any return), unless it was joined already.
+struct JoinAtExit {
+  SideThread* thread;
+  bool* running;
+  ~JoinAtExit() {
+    if (*running) thread->Join();
+    *running = false;
+  }
+};
+
 }  // namespace scan
 }  // namespace poolscope
 

@@ -1,7 +1,8 @@
 // File: interpose/scan_views.cc
 //
 // The exit scan's views, piece by piece (leak_scan_internal.h): the blocks collected from the pools
-// and sorted, LeakSanitizer's view of a set of blocks, the detector's view on the second thread.
+// and sorted, LeakSanitizer's view of a set of blocks, the detector's view and the second thread's
+// other jobs (the walk's second half, the program's array sorted, its index built).
 #include <algorithm>
 #include <cstring>
 
@@ -115,6 +116,34 @@ int ClassifyForDetector(void* arg) {
     j->lsan_ok = ClassifyForLsan(j->blocks, j->n, j->lsan_roots, j->nlsan_roots, *j->lsan_root_reader, *j->heap_reader,
                                  j->lsan_out);
   }
+  return 0;
+}
+
+int WalkSecondHalf(void* arg) {
+  auto* j = static_cast<WalkJob*>(arg);
+  j->c->ok = j->c->blocks->Reserve(j->room);
+  if (j->c->ok) j->in->for_each_pool(CollectPool, CollectPooledBlock, j->c, 1, 2);
+  return 0;
+}
+
+int SortProgramBlocks(void* arg) {
+  auto* s = static_cast<ProgramSort*>(arg);
+  Array<ScanBlock>& blocks = *s->blocks;
+  blocks.FaultIn();
+  if (!PushAll(*s->more, &blocks)) {
+    s->ok = false;
+    return 0;
+  }
+  s->more->Free();
+  const size_t npooled = blocks.size();
+  s->ok = SortByStart(blocks.data(), npooled, true) && blocks.Resize(npooled + s->tracked->size());
+  if (s->ok) MergeInto(blocks.data(), npooled, s->tracked->data(), s->tracked->size());
+  return 0;
+}
+
+int BuildIndex(void* arg) {
+  auto* j = static_cast<IndexJob*>(arg);
+  j->ok = j->index->Build(j->blocks, j->n);
   return 0;
 }
 

@@ -1,12 +1,9 @@
 // File: track/reachability.cc
 //
-// Lookup structure: the blocks, sorted by start, are looked up in place (a 16-byte ScanBlock holds the
-// start, size and state: one cache line answers a lookup). They fall into regions: runs of blocks whose gaps are all below kRegionGap. Each region has a page
-// index: for each page (2^shift bytes: the smallest power of two from 16 bytes up that keeps the index
-// within one entry per block) of [region base, region end), the index of the first block that starts
-// at or after the page, plus one sentinel. A word that passes the [lowest start, highest end) filter
-// costs a binary search over the (few) regions, one load from the page index and a short binary search
-// over the blocks starting in its page.
+// Lookup: the blocks' index (block_index.cc) has a page index for each region, runs of blocks close
+// together. A word that passes the [lowest start, highest end) filter costs a binary search over the
+// (few) regions, one load from the page index and a short binary search over the blocks starting in
+// its page.
 //
 // A word that falls in a block next to the finger (the block being scanned, or the last block that
 // starts at or before the word looked up last) is resolved there and then, with no search.
@@ -25,6 +22,8 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+
+#include "track/reachability_internal.h"
 
 namespace poolscope {
 namespace track {
@@ -46,48 +45,7 @@ size_t DirectMemoryReader::Read(uintptr_t addr, void* buf, size_t n) {
 
 namespace {
 
-enum State : uint8_t { kUnreached = 0, kPossible = 1, kReachable = 2, kIndirect = 3 };
-
-constexpr uintptr_t kPage = 4096;
-constexpr uintptr_t kRegionGap = uintptr_t{1} << 16;
-constexpr size_t kReadBuffer = size_t{1} << 16;
-constexpr uint32_t kNone = ~uint32_t{0};
-
-struct Region {
-  uintptr_t base;   // first block's start, rounded down to the index's page
-  uintptr_t end;    // highest end of the region's blocks (a size-0 block ends at start + 1)
-  uint32_t first;   // first block of the region
-  uint32_t index;   // where its page index starts in Index::pages
-};
-
-// One mapping of scratch memory, given back when the classifier returns.
-class ScratchArray {
- public:
-  ScratchArray(ScratchMemory& m, size_t bytes, bool sparse = false)
-      : m_(m), bytes_(bytes), p_(sparse ? m.MapSparse(bytes) : m.Map(bytes)) {}
-  ~ScratchArray() { m_.Unmap(p_, bytes_); }
-  ScratchArray(const ScratchArray&) = delete;
-  ScratchArray& operator=(const ScratchArray&) = delete;
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(p_);
-  }
-  bool ok() const { return p_ != nullptr; }
-
- private:
-  ScratchMemory& m_;
-  size_t bytes_;
-  void* p_;
-};
-
-inline uintptr_t BlockEnd(const ScanBlock& b) { return b.start + (b.size() == 0 ? 1 : b.size()); }
-inline uint8_t StateOf(const ScanBlock& b) { return static_cast<uint8_t>((b.bits >> ScanBlock::kStateShift) & 3); }
-inline void SetState(ScanBlock& b, uint8_t s) {
-  b.bits = (b.bits & ~(uint64_t{3} << ScanBlock::kStateShift)) | (uint64_t{s} << ScanBlock::kStateShift);
-}
-inline void SetKind(ScanBlock& b, LeakKind k) {
-  b.bits = (b.bits & ~(uint64_t{3} << ScanBlock::kKindShift)) | (uint64_t(k) << ScanBlock::kKindShift);
-}
+using namespace reachability_internal;
 
 // A word queued for lookup: first its page-index slot, then the entries it may fall in.
 struct Candidate {
@@ -107,7 +65,7 @@ class Classifier {
   Classifier(ScanBlock* blocks, uint32_t n, const Region* regions, uint32_t nregions,
              const uint32_t* pages, unsigned shift, uint32_t* stack, uint64_t* buffer,
              Candidate* queue, uintptr_t lo, uintptr_t hi, ReachabilityResult* result,
-             CliqueTotals* cliques)
+             CliqueTotals* cliques, StateTotals* counts)
       : blocks_(blocks),
         n_(n),
         regions_(regions),
@@ -120,7 +78,8 @@ class Classifier {
         lo_(lo),
         span_(hi - lo),
         result_(result),
-        totals_(cliques) {}
+        totals_(cliques),
+        counts_(counts) {}
 
   void MarkFromRoots(const RootRange* roots, size_t nroots, MemoryReader& root_reader,
                      MemoryReader& heap_reader) {
@@ -152,6 +111,7 @@ class Classifier {
   }
 
   void FormCliques(MemoryReader& heap_reader) {
+    if (counts_->by_state[kUnreached].blocks == 0) return;  // no leader
     cliques_ = true;
     for (uint32_t leader = 0; leader < n_; ++leader) {
       if (StateOf(blocks_[leader]) != kUnreached) continue;
@@ -409,18 +369,31 @@ class Classifier {
     const uint8_t state = StateOf(e);
     if (state == kReachable) return;
     if (definite && v == e.start) {
-      SetState(e, kReachable);
+      Move(e, state, kReachable);
       stack_[top_++] = i;
     } else if (state == kUnreached) {
-      SetState(e, kPossible);
+      Move(e, state, kPossible);
       stack_[top_++] = i;
+    }
+  }
+
+  inline void Move(ScanBlock& e, uint8_t from, uint8_t to) {
+    SetState(e, to);
+    const uint64_t size = e.size();
+    counts_->by_state[from].blocks -= 1;
+    counts_->by_state[from].bytes -= size;
+    counts_->by_state[to].blocks += 1;
+    counts_->by_state[to].bytes += size;
+    if (e.pooled() && from == kUnreached && to != kIndirect) {
+      counts_->pooled_lost.blocks -= 1;
+      counts_->pooled_lost.bytes -= size;
     }
   }
 
   inline void Join(uint32_t i) {
     ScanBlock& b = blocks_[i];
     if (i == leader_ || StateOf(b) != kUnreached) return;
-    SetState(b, kIndirect);
+    Move(b, kUnreached, kIndirect);
     if (totals_ != nullptr) {
       CliqueTotals& l = totals_[leader_];
       CliqueTotals& t = totals_[i];
@@ -446,6 +419,7 @@ class Classifier {
   const uintptr_t span_;
   ReachabilityResult* const result_;
   CliqueTotals* const totals_;
+  StateTotals* const counts_;
   bool cliques_ = false;
   uint64_t last_v_ = 0;  // the word queued last (0 is never queued: it is below every block)
   uint32_t finger_ = 0;  // the block being scanned or the last lookup ended at (Queue runs only when n_ > 0)
@@ -453,102 +427,35 @@ class Classifier {
   uint32_t leader_ = 0;
 };
 
-// One pass over the blocks, which are large arrays: resets each block's state (and its clique totals,
-// when cliques is not null), and finds the highest end (*hi) and the regions, runs of blocks whose gaps
-// are all below kRegionGap: each one's `first` and `end` (its `base` and `index` depend on the page
-// size, chosen later) in regions[0, *nregions). Returns whether the blocks were sorted by start (when
-// they were not, what it found is to be found again after sorting them).
-bool Prepare(ScanBlock* blocks, uint32_t n, CliqueTotals* cliques, Region* regions, uint32_t* nregions, uintptr_t* hi) {
-  bool sorted = true;
-  uint32_t count = 0;
-  uintptr_t high = 0, end = 0, prev = 0;
-  for (uint32_t i = 0; i < n; ++i) {
-    ScanBlock& b = blocks[i];
-    SetState(b, kUnreached);
-    if (cliques != nullptr) cliques[i] = CliqueTotals{};
-    sorted &= prev <= b.start;
-    prev = b.start;
-    const uintptr_t e = BlockEnd(b);
-    if (count == 0 || b.start >= end + kRegionGap) {
-      if (count > 0) regions[count - 1].end = end;
-      regions[count++] = Region{0, e, i, 0};
-      end = e;
-    } else {
-      end = std::max(end, e);
-    }
-    high = std::max(high, e);
-  }
-  if (count > 0) regions[count - 1].end = end;
-  *nregions = count;
-  *hi = n > 0 ? high : 0;
-  return sorted;
-}
-
-// The page index's entries, sentinels included, with pages of 2^shift bytes.
-size_t PagesNeeded(const ScanBlock* blocks, const Region* regions, uint32_t nregions, unsigned shift) {
-  size_t pages = 0;
-  for (uint32_t r = 0; r < nregions; ++r) {
-    const uintptr_t base = blocks[regions[r].first].start & ~((uintptr_t{1} << shift) - 1);
-    pages += ((regions[r].end - base - 1) >> shift) + 2;
-  }
-  return pages;
-}
-
 }  // namespace
 
-namespace {
+// The classifier over a BlockIndex's blocks (its friend).
+struct BlockIndexAccess {
+  static bool Classify(BlockIndex& index, const ScanBlock* reached, size_t nreached, const RootRange* roots,
+                       size_t nroots, MemoryReader& root_reader, MemoryReader& heap_reader, ScratchMemory& scratch,
+                       ReachabilityResult* result, CliqueTotals* cliques);
+};
 
-bool Classify(ScanBlock* blocks, size_t n, const ScanBlock* reached, size_t nreached, const RootRange* roots,
-              size_t nroots, MemoryReader& root_reader, MemoryReader& heap_reader, ScratchMemory& scratch,
-              ReachabilityResult* result, CliqueTotals* cliques) {
+bool BlockIndexAccess::Classify(BlockIndex& index, const ScanBlock* reached, size_t nreached, const RootRange* roots,
+                                size_t nroots, MemoryReader& root_reader, MemoryReader& heap_reader,
+                                ScratchMemory& scratch, ReachabilityResult* result, CliqueTotals* cliques) {
   *result = ReachabilityResult{};
-  if (n >= kNone) return false;
-  const uint32_t count = static_cast<uint32_t>(n);
-  // Room for a region a block; only the regions there are get touched.
-  ScratchArray regions_mem(scratch, (n + 1) * sizeof(Region), /*sparse=*/true);
-  if (!regions_mem.ok()) return false;
-  Region* regions = regions_mem.as<Region>();
-  uintptr_t hi = 0;
-  uint32_t nregions = 0;
-  if (!Prepare(blocks, count, cliques, regions, &nregions, &hi)) {
-    std::sort(blocks, blocks + n, [](const ScanBlock& a, const ScanBlock& b) { return a.start < b.start; });
-    Prepare(blocks, count, cliques, regions, &nregions, &hi);
-  }
-  const uintptr_t lo = n > 0 ? blocks[0].start : 0;
-
-  // The page index: the finest pages that take at most one index entry per block.
-  unsigned shift = 4;
-  size_t npages = PagesNeeded(blocks, regions, nregions, shift);
-  while (npages > size_t{count} + 2 * size_t{nregions} + 1024 && shift < 40) {
-    ++shift;
-    npages = PagesNeeded(blocks, regions, nregions, shift);
-  }
-  ScratchArray pages_mem(scratch, (npages + 1) * sizeof(uint32_t));
+  if (!index.built_) return false;
+  ScanBlock* const blocks = index.blocks_;
+  const uint32_t count = index.n_;
+  if (cliques != nullptr) memset(static_cast<void*>(cliques), 0, size_t{count} * sizeof(CliqueTotals));
+  StateTotals counts = {};
+  counts.by_state[kUnreached] = index.unreached_;
+  counts.pooled_lost = index.pooled_;
   // Room for the worst case; a scan seldom touches more than a fraction of it.
-  ScratchArray stack_mem(scratch, (2 * n + 1) * sizeof(uint32_t), /*sparse=*/true);
+  ScratchArray stack_mem(scratch, (2 * size_t{count} + 1) * sizeof(uint32_t), /*sparse=*/true);
   ScratchArray buffer_mem(scratch, kReadBuffer);
   ScratchArray queue_mem(scratch, kQueue * sizeof(Candidate));
-  if (!queue_mem.ok() || !pages_mem.ok() || !stack_mem.ok() || !buffer_mem.ok()) return false;
-  uint32_t* pages = pages_mem.as<uint32_t>();
-  const uintptr_t page_mask = (uintptr_t{1} << shift) - 1;
-  uint32_t next_page = 0;
-  for (uint32_t r = 0; r < nregions; ++r) {
-    Region& reg = regions[r];
-    const uint32_t j = r + 1 < nregions ? regions[r + 1].first : count;
-    reg.base = blocks[reg.first].start & ~page_mask;
-    reg.index = next_page;
-    // pages[index + p] = first block of the region starting at or after base + p * page.
-    const uint32_t npg = static_cast<uint32_t>(((reg.end - reg.base - 1) >> shift) + 1);
-    uint32_t k = reg.first;
-    for (uint32_t p = 0; p <= npg; ++p) {
-      const uintptr_t page_start = reg.base + (uintptr_t{p} << shift);
-      while (k < j && blocks[k].start < page_start) ++k;
-      pages[next_page++] = k;
-    }
-  }
+  if (!queue_mem.ok() || !stack_mem.ok() || !buffer_mem.ok()) return false;
 
-  Classifier c(blocks, count, regions, nregions, pages, shift, stack_mem.as<uint32_t>(),
-               buffer_mem.as<uint64_t>(), queue_mem.as<Candidate>(), lo, hi, result, cliques);
+  Classifier c(blocks, count, static_cast<const Region*>(index.regions_), index.nregions_, index.pages_, index.shift_,
+               stack_mem.as<uint32_t>(), buffer_mem.as<uint64_t>(), queue_mem.as<Candidate>(), index.lo_, index.hi_,
+               result, cliques, &counts);
   c.MarkFromRoots(roots, nroots, root_reader, heap_reader);
   if (count > 0) {
     c.MarkFromReached(reached, nreached, heap_reader);
@@ -562,51 +469,37 @@ bool Classify(ScanBlock* blocks, size_t n, const ScanBlock* reached, size_t nrea
   }
   c.FormCliques(heap_reader);
 
-  for (uint32_t i = 0; i < count; ++i) {
-    ScanBlock& b = blocks[i];
-    LeakTotal* t;
-    LeakKind kind;
-    switch (StateOf(b)) {
-      case kReachable:
-        kind = LeakKind::kStillReachable;
-        t = &result->still_reachable;
-        break;
-      case kPossible:
-        kind = LeakKind::kPossiblyLost;
-        t = &result->possibly_lost;
-        break;
-      case kIndirect:
-        kind = LeakKind::kIndirectlyLost;
-        t = &result->indirectly_lost;
-        break;
-      default:
-        kind = LeakKind::kDefinitelyLost;
-        t = &result->definitely_lost;
-        break;
-    }
-    SetKind(b, kind);
-    t->blocks += 1;
-    t->bytes += b.size();
-    if (b.pooled() && (kind == LeakKind::kDefinitelyLost || kind == LeakKind::kIndirectlyLost)) {
-      result->pooled_lost.blocks += 1;
-      result->pooled_lost.bytes += b.size();
-    }
-  }
+  result->still_reachable.blocks += counts.by_state[kReachable].blocks;
+  result->still_reachable.bytes += counts.by_state[kReachable].bytes;
+  result->possibly_lost = counts.by_state[kPossible];
+  result->indirectly_lost = counts.by_state[kIndirect];
+  result->definitely_lost = counts.by_state[kUnreached];
+  result->pooled_lost = counts.pooled_lost;
   return true;
 }
-
-}  // namespace
 
 bool ClassifyReachability(ScanBlock* blocks, size_t n, const RootRange* roots, size_t nroots,
                           MemoryReader& root_reader, MemoryReader& heap_reader, ScratchMemory& scratch,
                           ReachabilityResult* result, CliqueTotals* cliques) {
-  return Classify(blocks, n, nullptr, 0, roots, nroots, root_reader, heap_reader, scratch, result, cliques);
+  *result = ReachabilityResult{};
+  BlockIndex index(scratch);
+  return index.Build(blocks, n) &&
+         BlockIndexAccess::Classify(index, nullptr, 0, roots, nroots, root_reader, heap_reader, scratch, result, cliques);
+}
+
+bool ClassifyIndexed(BlockIndex& index, const RootRange* roots, size_t nroots, MemoryReader& root_reader,
+                     MemoryReader& heap_reader, ScratchMemory& scratch, ReachabilityResult* result) {
+  return BlockIndexAccess::Classify(index, nullptr, 0, roots, nroots, root_reader, heap_reader, scratch, result,
+                                    nullptr);
 }
 
 bool ClassifyBesideReached(ScanBlock* blocks, size_t n, const ScanBlock* reached, size_t nreached,
                            const RootRange* roots, size_t nroots, MemoryReader& root_reader,
                            MemoryReader& heap_reader, ScratchMemory& scratch, ReachabilityResult* result) {
-  return Classify(blocks, n, reached, nreached, roots, nroots, root_reader, heap_reader, scratch, result, nullptr);
+  *result = ReachabilityResult{};
+  BlockIndex index(scratch);
+  return index.Build(blocks, n) &&
+         BlockIndexAccess::Classify(index, reached, nreached, roots, nroots, root_reader, heap_reader, scratch, result, nullptr);
 }
 
 }  // namespace track

@@ -115,12 +115,11 @@ enum class LeakKind : uint8_t {
 // start where another one ends).
 struct ScanBlock {
   uintptr_t start;
-  // The size (bits 0..47: more than any user address range), then the classifier's own state
-  // (48..49), the kind (50..51) and the caller's pooled mark (52), which the classifier keeps.
+  // The size (bits 0..47: more than any user address range), then the kind (50..51; the classifier
+  // keeps its state there while it runs) and the caller's pooled mark (52), which the classifier keeps.
   uint64_t bits;
 
   static constexpr uint64_t kSizeMask = (uint64_t{1} << 48) - 1;
-  static constexpr int kStateShift = 48;
   static constexpr int kKindShift = 50;
   static constexpr int kPooledShift = 52;
 
@@ -168,11 +167,48 @@ struct ReachabilityResult {
 // forms cliques, and fills each block's kind and *result; and, when `cliques` is not null, cliques[i]
 // for the i-th block in start order (n entries, which it zeroes first). Roots are read through
 // root_reader, blocks through heap_reader. Returns false, with *result zeroed and the blocks' kinds
-// unset, when scratch memory runs out, or n does not fit in 32 bits.
+// meaningless, when scratch memory runs out, or n does not fit in 32 bits.
 bool ClassifyReachability(ScanBlock* blocks, size_t n, const RootRange* roots, size_t nroots,
                           MemoryReader& root_reader, MemoryReader& heap_reader,
                           ScratchMemory& scratch, ReachabilityResult* result,
                           CliqueTotals* cliques = nullptr);
+
+// The lookup structure over a block array, with the blocks' states reset: ClassifyReachability's first
+// step, which a caller may take apart (on another thread while it gathers the roots) and then classify
+// with ClassifyIndexed. Its scratch memory, which Build maps, goes back only when it goes: Build maps
+// and never unmaps, and sorts in place.
+class BlockIndex {
+ public:
+  explicit BlockIndex(ScratchMemory& scratch) : scratch_(scratch) {}
+  ~BlockIndex();
+  BlockIndex(const BlockIndex&) = delete;
+  BlockIndex& operator=(const BlockIndex&) = delete;
+
+  // Sorts blocks[0..n) by start (unless they are sorted already), resets their states and builds the
+  // index over them. Once only; false when scratch memory runs out or n does not fit in 32 bits.
+  bool Build(ScanBlock* blocks, size_t n);
+
+ private:
+  friend struct BlockIndexAccess;  // reachability.cc
+  ScratchMemory& scratch_;
+  ScanBlock* blocks_ = nullptr;
+  uint32_t n_ = 0;
+  bool built_ = false;
+  void* regions_ = nullptr;  // runs of blocks close together (reachability.cc)
+  size_t regions_bytes_ = 0;
+  uint32_t nregions_ = 0;
+  uint32_t* pages_ = nullptr;  // each region's page index
+  size_t pages_bytes_ = 0;
+  unsigned shift_ = 0;         // the index's pages are 2^shift bytes
+  uintptr_t lo_ = 0, hi_ = 0;  // lowest start, highest end
+  LeakTotal unreached_ = {};   // every block, and the pooled ones, all unreached
+  LeakTotal pooled_ = {};
+};
+
+// ClassifyReachability (with no cliques) over the blocks of a built index, in the order it sorted them.
+// False, as ClassifyReachability, when scratch memory runs out or the index was not built.
+bool ClassifyIndexed(BlockIndex& index, const RootRange* roots, size_t nroots, MemoryReader& root_reader,
+                     MemoryReader& heap_reader, ScratchMemory& scratch, ReachabilityResult* result);
 
 // ClassifyReachability over blocks[0..n) beside more blocks already known reachable: those of
 // reached[0..nreached) that are pooled() (the caller's word: every one has a definite pointer at its
