@@ -60,9 +60,8 @@ int CountTasks() {
   return ListThreads(nullptr, 0, &n) ? static_cast<int>(n) : -1;
 }
 
-// Below these, a second thread costs more than it saves (starting one, its stack, the join: 0.1-0.3 ms,
-// where a tiny process's whole scan is 1 ms): the pooled blocks' array is faulted in as it fills, and
-// the detector's view is classified after the program's, on this thread.
+// Below these a second thread costs more than it saves (0.1-0.3 ms, where a tiny process's whole
+// scan takes 1): the pooled blocks' array faults in as it fills, the views run one after the other.
 constexpr size_t kPrefaultBlocks = size_t{1} << 14;
 constexpr size_t kParallelViewBlocks = size_t{1} << 11;
 
