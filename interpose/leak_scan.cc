@@ -552,15 +552,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     auto add_anonymous = [&](Array<RootRange>& ranges) {
       for (size_t i = 0; i < ranges.size() && in_place_ok; ++i) {
         const RootRange& r = ranges[i];
-        size_t lo = 0, hi = maps.size();  // the first mapping ending after r.begin
-        while (lo < hi) {
-          const size_t mid = lo + (hi - lo) / 2;
-          if (maps[mid].end <= r.begin) {
-            lo = mid + 1;
-          } else {
-            hi = mid;
-          }
-        }
+        const size_t lo = track::PartitionPoint(0, maps.size(), [&](size_t k) { return maps[k].end <= r.begin; });
         if (lo < maps.size() && track::IsPrivateAnonymous(maps[lo]) && maps[lo].start <= r.begin &&
             r.end <= maps[lo].end) {
           in_place_ok = in_place_ranges.Push(r);

@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "track/reachability.h"
+#include "track/sorted_search.h"
 
 namespace poolscope {
 namespace scan {
@@ -113,15 +114,7 @@ bool CollectRootWords(const RootView* views, int nviews, track::MemoryReader& re
   auto in_spans = [&](uint64_t x) {
     if (x - lo >= span) return false;
     if (x - spans[last].begin < spans[last].end - spans[last].begin) return true;
-    size_t a = 0, b = nspans;  // the first span ending after x
-    while (a < b) {
-      const size_t mid = a + (b - a) / 2;
-      if (spans[mid].end <= x) {
-        a = mid + 1;
-      } else {
-        b = mid;
-      }
-    }
+    const size_t a = track::PartitionPoint(0, nspans, [&](size_t i) { return spans[i].end <= x; });
     if (a == nspans || x < spans[a].begin) return false;
     last = a;
     return true;

@@ -25,6 +25,7 @@
 #include "interpose/internal.h"
 #include "track/proc_maps.h"
 #include "track/reachability.h"
+#include "track/sorted_search.h"
 
 namespace poolscope {
 namespace scan {
@@ -412,15 +413,7 @@ class OwnInPlaceReader : public track::MemoryReader {
   size_t ReadMany(const Range* ranges, size_t k, void* buf) override { return base_.ReadMany(ranges, k, buf); }
   const uint64_t* InPlace(uintptr_t addr, size_t n) override {
     if (const uint64_t* p = base_.InPlace(addr, n)) return p;
-    size_t lo = 0, hi = n_;  // the first range ending after addr
-    while (lo < hi) {
-      const size_t mid = (lo + hi) / 2;
-      if (ranges_[mid].end <= addr) {
-        lo = mid + 1;
-      } else {
-        hi = mid;
-      }
-    }
+    const size_t lo = track::PartitionPoint(0, n_, [&](size_t i) { return ranges_[i].end <= addr; });
     if (lo < n_ && ranges_[lo].begin <= addr && addr + n <= ranges_[lo].end) {
       return reinterpret_cast<const uint64_t*>(addr);
     }

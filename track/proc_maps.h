@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "track/reachability.h"
+#include "track/sorted_search.h"
 
 namespace poolscope {
 namespace track {
@@ -177,16 +178,8 @@ void ForEachTouchedRun(int pagemap_fd, uintptr_t begin, uintptr_t end, Emit&& em
 // (a part in no mapping too: its reader says what it can read).
 template <typename Emit>
 void ForEachTouchedPart(const ProcMaps& maps, uintptr_t begin, uintptr_t end, int pagemap_fd, Emit&& emit) {
-  size_t lo = 0, hi = maps.size();  // the first mapping ending after begin
-  while (lo < hi) {
-    const size_t mid = lo + (hi - lo) / 2;
-    if (maps[mid].end <= begin) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  for (size_t i = lo; begin < end; ++i) {
+  // From the first mapping ending after begin.
+  for (size_t i = PartitionPoint(0, maps.size(), [&](size_t k) { return maps[k].end <= begin; }); begin < end; ++i) {
     if (i == maps.size() || maps[i].start >= end) {
       emit(begin, end);
       return;

@@ -1,5 +1,6 @@
 // File: track/sorted_search.h
 //
+// PartitionPoint: the binary search every sorted array of the scan's uses.
 // LowerBoundFrom: std::lower_bound over a sorted array, searched outward from a hint (the index the
 // last answer was at). For lookups that come in nearly ascending order, as the report asks for the
 // kinds of the pooled blocks while it walks the pools, each costs a few reads near the last answer
@@ -13,6 +14,21 @@
 
 namespace poolscope {
 namespace track {
+
+// The first i in [lo, hi) for which before(i) is false, or hi: before(i) must hold for a prefix of
+// [lo, hi) and not after it (std::partition_point over indices).
+template <typename Before>
+size_t PartitionPoint(size_t lo, size_t hi, Before before) {
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (before(mid)) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
 
 // The first i in [0, n) with key(a[i]) >= v, or n; a[0, n) sorted by key. `hint` may be any value.
 template <typename T, typename Key>
@@ -42,15 +58,7 @@ size_t LowerBoundFrom(const T* a, size_t n, size_t hint, uint64_t v, Key key) {
       step *= 2;
     }
   }
-  while (lo < hi) {
-    const size_t mid = lo + (hi - lo) / 2;
-    if (key(a[mid]) < v) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo;
+  return PartitionPoint(lo, hi, [&](size_t i) { return key(a[i]) < v; });
 }
 
 }  // namespace track

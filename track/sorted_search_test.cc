@@ -50,6 +50,20 @@ TEST(LowerBoundFromTest, WalksAndJumps) {
   }
 }
 
+TEST(PartitionPointTest, AgreesWithTheStandardOneOnEveryPrefix) {
+  const std::vector<int> a = {1, 1, 2, 3, 5, 8, 8, 8, 13};
+  for (size_t lo = 0; lo <= a.size(); ++lo) {
+    for (size_t hi = lo; hi <= a.size(); ++hi) {
+      for (int v = 0; v <= 14; ++v) {
+        const size_t want = static_cast<size_t>(
+            std::partition_point(a.begin() + lo, a.begin() + hi, [&](int x) { return x < v; }) - a.begin());
+        EXPECT_EQ(PartitionPoint(lo, hi, [&](size_t i) { return a[i] < v; }), want)
+            << "[" << lo << ", " << hi << ") v " << v;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace track
 }  // namespace poolscope
