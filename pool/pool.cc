@@ -361,13 +361,12 @@ size_t Domain::UsableSize(const PoolHeader* h, const void* p) const {
   // The block ends where the next block starts, or where carving stopped while the pool is current,
   // else at the pool's end (what lies past a retired pool's carving is free, zero and never carved
   // again before the pool is emptied and zeroed whole).
-  uintptr_t end;
+  // (Read on another thread, the owner may have left the pool since: a carve point outside it, or
+  // before the block, is not this pool's, whose carving has then ended.)
+  const uintptr_t pool_end = reinterpret_cast<uintptr_t>(base) + config_.pool_size;
   ThreadCache* owner = h->owner.load(std::memory_order_relaxed);
-  if (owner != nullptr) {
-    end = owner->cur_;
-  } else {
-    end = reinterpret_cast<uintptr_t>(base) + config_.pool_size;
-  }
+  uintptr_t end = owner != nullptr ? owner->cur_ : pool_end;
+  if (end <= reinterpret_cast<uintptr_t>(p) || end > pool_end) end = pool_end;
   size_t end_g = (end - reinterpret_cast<uintptr_t>(base)) / kGranule;
   for (size_t k = g + 1; k < end_g; ++k) {
     if (h->mark(k).load(std::memory_order_relaxed) & kMarkStarted) {

@@ -334,6 +334,26 @@ TEST(PoolTest, UsableSizeCoversTheRequest) {
   EXPECT_EQ(t.domain.UsableSize(t.domain.Find(p), p), 0u);  // not live
 }
 
+// Asked on another thread while the owner leaves the pool, the size may meet the pool's owner pointer
+// before the owner clears it, and the owner's carve point already in its next pool: the block then ends
+// where the pool's carving ended, never past the pool.
+TEST(PoolTest, UsableSizeWithTheOwnerGoneToAnotherPool) {
+  TestDomain t(Cfg(64));
+  ThreadCache tc(&t.domain);
+  void* p = tc.Carve(16);
+  PoolHeader* h = t.domain.Find(p);
+  void* q = tc.Carve(64);  // another pool: h retires
+  ASSERT_NE(t.domain.Find(q), h);
+  h->owner.store(&tc, std::memory_order_relaxed);  // the stale owner another thread may read
+  EXPECT_EQ(t.domain.UsableSize(h, p), 64u);
+  h->owner.store(nullptr, std::memory_order_relaxed);
+  EXPECT_EQ(t.domain.UsableSize(h, p), 64u);
+  tc.Free(h, p);
+  tc.Free(t.domain.Find(q), q);
+  tc.Shutdown();
+  EXPECT_EQ(t.backend.live_pools(), 0);
+}
+
 TEST(PoolTest, Align8Rule) {
   TestDomain t(Cfg(64, 4, true));
   ThreadCache tc(&t.domain);
