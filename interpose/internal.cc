@@ -16,7 +16,8 @@ namespace poolscope {
 namespace {
 
 constexpr int kMinClassShift = 6;   // 64 B
-constexpr int kMaxClassShift = 16;  // 64 KiB
+constexpr int kMaxClassShift = 16;  // kInternalListedMax
+static_assert(size_t{1} << kMaxClassShift == kInternalListedMax, "the largest listed class");
 constexpr size_t kChunk = size_t{1} << 20;
 
 struct FreeNode {

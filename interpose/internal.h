@@ -17,8 +17,9 @@ namespace poolscope {
 using SpinLock = track::SpinLock;
 using SpinLockHolder = track::SpinLockHolder;
 
-// Zeroed memory from mmap, in power-of-two size classes of 64 B .. 64 KiB kept on free lists; larger
-// requests are mapped and unmapped directly. Thread-safe.
+// Zeroed memory from mmap, in power-of-two size classes of 64 B .. kInternalListedMax kept on free
+// lists; larger requests are mapped and unmapped directly. Thread-safe.
+constexpr size_t kInternalListedMax = size_t{64} << 10;
 void* InternalAlloc(size_t bytes);
 void InternalFree(void* p, size_t bytes);
 // Reserves address space (MAP_NORESERVE) that is never returned.

@@ -115,7 +115,7 @@ class MappedDepotMemory : public track::DepotMemory {
   // that, each stripe kept about 128 KiB of outgrown arrays resident: 13 of the 40 bytes per live
   // block at 2.5M live blocks (bench/many_blocks.sh), and 51 bytes per block in all at 3.3M.
   void Free(void* p, size_t bytes) override {
-    if (bytes <= kListedMax) GiveBackPages(p, bytes);
+    if (bytes <= kInternalListedMax) GiveBackPages(p, bytes);  // (larger ones InternalFree unmaps)
     if (bytes >= kDirect) {
       InternalFree(p, bytes);
       return;
@@ -136,8 +136,6 @@ class MappedDepotMemory : public track::DepotMemory {
   static constexpr size_t kSmallChunk = size_t{1} << 20;
   static constexpr size_t kDirect = size_t{64} << 10;  // (below kSmallChunk: a carve always fits one)
   static constexpr size_t kAhead = size_t{64} << 10;
-  // The largest array InternalFree keeps on a list of its own rather than unmapping (internal.cc).
-  static constexpr size_t kListedMax = size_t{64} << 10;
   struct FreeNode {
     FreeNode* next;
   };
