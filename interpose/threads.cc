@@ -335,6 +335,7 @@ void InitGlobal(ThreadState& ts) {
   config.max_cached = g_options.pools;
   config.align8 = g_options.malloc_align == 8;
   config.block_info = g_options.track != 0;  // sizes and stacks of pooled blocks, for tracking
+  static_assert(kMaxStackIds <= pool::kCompactStackIds, "a stack id fits a compact BlockInfo word");
   if (g_options.valgrind && RUNNING_ON_VALGRIND) {
     g_valgrind = true;
     config.carve_offset = kValgrindPoolHead;

@@ -52,6 +52,8 @@ void OnAlloc(void* p, size_t size, int skip, const track::StartFrame* from = nul
 // (pool::BlockInfo). Pooled blocks are not in the table: their pools' marks say which are live, so
 // their frees record nothing here, and the report finds them with the walk given to TrackingInit.
 uint32_t OnPooledAlloc(size_t size, int skip, const track::StartFrame* from = nullptr);
+// Every stack id is below this (the depot's capacity).
+constexpr uint32_t kMaxStackIds = 1u << 20;
 // A logical free of a real block. Returns false when `p` was not in the table; else sets *size (when
 // `size` is not null) to the size it was recorded with.
 bool OnFree(void* p, uint64_t* size = nullptr);

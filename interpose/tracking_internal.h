@@ -39,7 +39,7 @@ struct alignas(32) Site {
   std::atomic<uint64_t> allocs, hits, real_allocs, bytes;
 };
 
-constexpr uint32_t kCapacity = 1u << 20;
+constexpr uint32_t kCapacity = kMaxStackIds;
 
 extern track::StackDepot* g_depot;
 extern track::LiveTable* g_table;

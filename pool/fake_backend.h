@@ -114,6 +114,14 @@ class FakeBackend : public Backend {
     return p;
   }
   long live_pools() const { return pool_allocs - pool_frees; }
+  // The real block (AllocPool's) that holds `p`, or nullptr.
+  void* RealOf(const void* p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pool_bytes_.upper_bound(const_cast<void*>(p));
+    if (it == pool_bytes_.begin()) return nullptr;
+    --it;
+    return static_cast<const char*>(p) < static_cast<char*>(it->first) + it->second ? it->first : nullptr;
+  }
   // Resident bytes (mincore) of the reservations of exactly `bytes` each: the pool list's chunks or
   // the map's leaves, told apart by their size.
   size_t ResidentReserved(size_t bytes) {

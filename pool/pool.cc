@@ -92,18 +92,19 @@ Domain::Domain(const Config& config, Backend* backend, std::atomic<PoolMap::Leaf
   pool_bytes_ = RoundUp(config_.pool_size, kLine);
   granules_ = static_cast<uint32_t>(pool_bytes_ / kGranule);
   // The header, a mark byte and a remote bit per granule, and with block_info a BlockInfo word per block
-  // slot (16 bytes of pool, 8 with malloc_align=8).
+  // slot (16 bytes of pool, 8 with malloc_align=8): 4 bytes where a block's size fits the compact word.
   remote_offset_ = kHeaderBytes + granules_;
   info_shift_ = config_.align8 ? 3 : 4;
   meta_bytes_ = RoundUp(remote_offset_ + (granules_ + 7) / 8, 16);
-  info_bytes_ = config_.block_info ? (pool_bytes_ >> info_shift_) * 8 : 0;
+  info_word_ = config_.pool_size <= kCompactInfoMaxSize ? 4 : 8;
+  info_bytes_ = config_.block_info ? RoundUp((pool_bytes_ >> info_shift_) * info_word_, 16) : 0;
   // The real allocation: the pool from its first 64-byte boundary, with room for the header, marks and
-  // remote bits on one side and the BlockInfo words after the pool, whatever the allocator's alignment
-  // left before that boundary (0 to 64 - alignment bytes).
+  // remote bits and the BlockInfo words, each on the side InfoBefore and MetaBefore choose, whatever the
+  // allocator's alignment left before that boundary (0 to 64 - alignment bytes).
   const size_t align = backend_->pool_alignment() >= kLine ? kLine : 16;
   size_t slack = kLine - align;
   for (size_t before = 0; before <= kLine - align; before += align) {
-    const size_t after = (MetaBefore(before, meta_bytes_) ? 0 : meta_bytes_) + info_bytes_;
+    const size_t after = (MetaBefore(before, meta_bytes_) ? 0 : meta_bytes_) + (InfoBefore(before) ? 0 : info_bytes_);
     if (before + after > slack) slack = before + after;
   }
   real_bytes_ = pool_bytes_ + slack;
@@ -191,8 +192,9 @@ PoolHeader* Domain::CreatePool(PoolStats* stats) {
   const uintptr_t real = reinterpret_cast<uintptr_t>(mem);
   const uintptr_t base = (real + kLine - 1) & ~uintptr_t{kLine - 1};
   const bool before = MetaBefore(base - real, meta_bytes_);
+  const bool info_before = InfoBefore(base - real);
   PoolHeader* const h = HeaderOfReal(real);
-  if (base + pool_bytes_ + (before ? 0 : meta_bytes_) + info_bytes_ > real + real_bytes_) {
+  if (base + pool_bytes_ + (before ? 0 : meta_bytes_) + (info_before ? 0 : info_bytes_) > real + real_bytes_) {
     GiveUpPool(mem, stats);  // an allocator that keeps less than the alignment it was asked for
     return nullptr;
   }
@@ -200,6 +202,7 @@ PoolHeader* Domain::CreatePool(PoolStats* stats) {
   // zeroed (an implicit pool, owned by no one, nothing live, nothing in flight).
   memset(reinterpret_cast<void*>(base), 0, pool_bytes_);
   memset(static_cast<void*>(h), 0, meta_bytes_);
+  h->info_before = info_before;
   if (info_bytes_ != 0) memset(InfoBaseOf(h), 0, info_bytes_);
   uint32_t index;
   if (!TakeEntry(real, &index)) {  // no list chunk could be reserved
@@ -441,7 +444,7 @@ void ThreadCache::SetCurrent(PoolHeader* h) {
   const uintptr_t meta = reinterpret_cast<uintptr_t>(h);
   marks_at_ = meta + kHeaderBytes - (base_ >> 3);
   remote_at_ = meta + domain_->remote_offset() - (base_ >> 6);
-  info_at_ = reinterpret_cast<uintptr_t>(domain_->InfoBaseOf(h)) - (base_ >> (domain_->info_shift() - 3));
+  info_at_ = reinterpret_cast<uintptr_t>(domain_->InfoBaseOf(h)) - (base_ >> info_div_);
   last_.store(kNoBlock, std::memory_order_relaxed);
   live_ = h->live.load(std::memory_order_relaxed);
 }

@@ -92,8 +92,8 @@ class Domain {
 
   size_t pool_bytes() const { return pool_bytes_; }
   // A pool's metadata: its header, marks and remote bits (meta_bytes, 16-byte aligned, beside the pool
-  // on either side), its BlockInfo words (info_bytes, always after the pool, and after the rest of the
-  // metadata when that is after the pool too); and the real allocation that holds them and the pool.
+  // on either side), its BlockInfo words (info_bytes, before the pool when the slack left there holds
+  // them, else after it; see InfoBefore); and the real allocation that holds them and the pool.
   size_t meta_bytes() const { return meta_bytes_; }
   size_t info_bytes() const { return info_bytes_; }
   size_t real_bytes() const { return real_bytes_; }
@@ -103,6 +103,13 @@ class Domain {
   // pool's last line.
   static bool MetaBefore(size_t slack_before, size_t meta_bytes) {
     return slack_before >= meta_bytes && meta_bytes % kLine != 0;
+  }
+  // Where a pool's BlockInfo words lie: lowest in the slack before the pool when what the header,
+  // marks and remote bits leave of it holds them, else after the pool (and after the rest of the
+  // metadata, when that is after the pool too).
+  bool InfoBefore(size_t slack_before) const {
+    const size_t left = slack_before - (MetaBefore(slack_before, meta_bytes_) ? meta_bytes_ : 0);
+    return info_bytes_ != 0 && left >= info_bytes_;
   }
   // The pool of header `h`: its base (64-aligned).
   char* BaseOf(const PoolHeader* h) const {
@@ -128,22 +135,26 @@ class Domain {
     StoreBlockInfo(InfoOf(h, static_cast<size_t>(static_cast<const char*>(p) - BaseOf(h)) / kGranule), size,
                    stack_id);
   }
-  // Where the BlockInfo words of the pool of `h` start: right after the pool, or after its header,
-  // marks and remote bits when those follow the pool.
-  char* InfoBaseOf(const PoolHeader* h) const {
-    char* const base = BaseOf(h);
-    char* const meta = reinterpret_cast<char*>(const_cast<PoolHeader*>(h));
-    return meta > base ? meta + meta_bytes_ : base + pool_bytes_;
+  // Where the BlockInfo words of the pool of `h` start (InfoBefore): below the pool (and below its
+  // header, marks and remote bits when those are there too), or right after the pool, or after its
+  // header, marks and remote bits when those follow the pool. The header says which side.
+  char* InfoBaseOf(const PoolHeader* h) const { return InfoBase(h, h->info_before != 0); }
+  // The same for the pool whose real allocation starts at `real`, without reading its header.
+  char* InfoBaseOfReal(const PoolHeader* h, uintptr_t real) const {
+    return InfoBase(h, InfoBefore(reinterpret_cast<uintptr_t>(BaseOf(h)) - real));
   }
   // Where granule g of `h` keeps its BlockInfo (Config::block_info only; g on a block slot).
-  InfoRef InfoOf(const PoolHeader* h, size_t g) const {
+  InfoRef InfoOf(const PoolHeader* h, size_t g) const { return InfoAt(InfoBaseOf(h), g); }
+  InfoRef InfoAt(char* info_base, size_t g) const {
     assert(config_.block_info);
-    return InfoRef{InfoBaseOf(h) + ((g * kGranule) >> info_shift_) * 8};
+    return InfoRef{info_base + ((g * kGranule) >> info_shift_) * info_word_, info_word_ == 8};
   }
   uint32_t granules() const { return granules_; }
   size_t remote_offset() const { return remote_offset_; }
   // log2 of the bytes of pool a BlockInfo word stands for (16, or 8 with malloc_align=8).
   int info_shift() const { return info_shift_; }
+  // A BlockInfo word's bytes: 4 (compact, pools of at most kCompactInfoMaxSize bytes) or 8.
+  size_t info_word() const { return info_word_; }
 
   // Calls fn(block, BlockInfo) for every live block of every pool: a block whose start mark says live
   // and that no other thread has freed meanwhile (its remote bit is clear). Explicit arenas' blocks are
@@ -180,6 +191,7 @@ class Domain {
     ForEachListed([&](PoolHeader* h, uintptr_t real) {
       char* const base = BaseOf(h);
       on_pool(base, h->kind.load(std::memory_order_relaxed) == kExplicit, reinterpret_cast<void*>(real));
+      char* const info_base = config_.block_info ? InfoBaseOfReal(h, real) : nullptr;
       const std::atomic<uint8_t>* const marks = h->marks();
       const auto* const remote =
           reinterpret_cast<const std::atomic<uint8_t>*>(reinterpret_cast<uintptr_t>(h) + remote_offset_);
@@ -189,7 +201,7 @@ class Domain {
           continue;
         }
         on_block(static_cast<void*>(base + g * kGranule),
-                 config_.block_info ? LoadBlockInfo(InfoOf(h, g)) : BlockInfo{0, 0});
+                 config_.block_info ? LoadBlockInfo(InfoAt(info_base, g)) : BlockInfo{0, 0});
       }
     }, part, parts);
   }
@@ -260,8 +272,8 @@ class Domain {
             if (ahead != 0 && (ahead & kFreeEntry) == 0) {
               const PoolHeader* const h = HeaderOfReal(ahead);
               __builtin_prefetch(h);
-              // (And its blocks' words, on a line of their own after the pool.)
-              if (config_.block_info) __builtin_prefetch(InfoBaseOf(h));
+              // (And its blocks' words, on a line of their own when they follow the pool.)
+              if (config_.block_info) __builtin_prefetch(InfoBaseOfReal(h, static_cast<uintptr_t>(ahead)));
             }
           }
           const uint64_t v = chunk[k].load(std::memory_order_acquire);
@@ -301,6 +313,13 @@ class Domain {
   void UnlockList() const { list_lock_.store(0, std::memory_order_release); }
   bool LockListForWalk() const;
 
+  // InfoBaseOf, the side known.
+  char* InfoBase(const PoolHeader* h, bool before) const {
+    char* const base = BaseOf(h);
+    char* const meta = reinterpret_cast<char*>(const_cast<PoolHeader*>(h));
+    if (before) return (meta < base ? meta : base) - info_bytes_;
+    return meta > base ? meta + meta_bytes_ : base + pool_bytes_;
+  }
   void PoolEmptied(ThreadCache* tc, PoolHeader* h);  // a retired pool's last block was freed
   void GiveUpPool(void* mem, PoolStats* stats);  // CreatePool could not set up the pool of `mem`
   FreeResult FreeRetired(ThreadCache* tc, PoolHeader* h, std::atomic<uint8_t>* mark);
@@ -315,6 +334,7 @@ class Domain {
   size_t real_bytes_;     // the real allocation: the pool, its metadata and the alignment's slack
   size_t remote_offset_;  // from a pool's header to its remote bits
   int info_shift_;
+  size_t info_word_;      // a BlockInfo word's bytes: 4 or 8
   uint32_t granules_;
   // The pool list: its chunks, how many, the entries used in the newest, the free entries (index + 1),
   // and how far the newest chunk's pages are faulted in.

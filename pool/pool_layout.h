@@ -86,7 +86,8 @@ struct Config {
   size_t carve_offset = 0;
   // Keep a BlockInfo word per block slot in each pool's metadata, for leak tracking (NoteBlock,
   // ThreadCache::InfoSlot, ForEachLiveBlock's sizes and stack ids). Without it those words do not
-  // exist: the walk gives zeros for them and the others must not be called.
+  // exist: the walk gives zeros for them and the others must not be called. With pools of at most
+  // kCompactInfoMaxSize bytes the words are compact, and stack ids must be below kCompactStackIds.
   bool block_info = false;
   // A byte that is nonzero only while no other thread can run the pools' code: glibc's
   // __libc_single_threaded (true until the process first creates a thread; pthread_create clears it
@@ -110,8 +111,11 @@ enum PoolKind : uint8_t { kImplicit = 0, kExplicit = 1 };
 //
 // The metadata: this header (kHeaderBytes), a mark byte per granule and a remote bit per granule,
 // Domain::meta_bytes() of them (rounded up to 16), on either side of the pool; and with leak tracking
-// (Config::block_info) a BlockInfo word per block slot (16 bytes, or 8 with malloc_align=8), always
-// after the pool (and after the rest, when that is after the pool too): Domain::InfoBaseOf.
+// (Config::block_info) a BlockInfo word per block slot (16 bytes, or 8 with malloc_align=8), in the
+// slack before the pool (below the rest, when that is there too) when what is left of it holds them,
+// else after the pool (and after the rest, when that is after the pool too): Domain::InfoBaseOf. With
+// the default pool the tracked metadata (32 + 16 bytes) fits whatever the alignment, so the same
+// 112-byte malloc holds it.
 //
 // A mark byte: kMarkLive | kMarkStarted (kMarkStarted tells a double free from an interior one). The
 // owner writes marks with plain byte stores; other threads only set remote bits (atomic OR), and, once
@@ -131,7 +135,7 @@ struct PoolHeader {
   uint32_t slot;                 // the pool's entry in the domain's pool list
   std::atomic<uint16_t> state;   // kRetiredBit | remote frees between their check of it and their bit
   std::atomic<uint8_t> kind;     // PoolKind: kExplicit while an explicit arena holds it
-  uint8_t unused;
+  uint8_t info_before;           // the BlockInfo words lie before the pool (set once, at creation)
 
   static constexpr uint16_t kRetiredBit = 0x8000;
   static constexpr uint16_t kInFlightMask = 0x7fff;
@@ -143,7 +147,7 @@ struct PoolHeader {
   std::atomic<uint8_t>& mark(size_t g) const { return marks()[g]; }
 };
 constexpr size_t kHeaderBytes = 20;  // the fields above; the struct's tail padding holds marks
-static_assert(offsetof(PoolHeader, unused) + 1 == kHeaderBytes, "marks start right after the header");
+static_assert(offsetof(PoolHeader, info_before) + 1 == kHeaderBytes, "marks start right after the header");
 static_assert(alignof(PoolHeader) == 8, "a header is 8-byte aligned");
 
 // A pool's granule count fits the 32-bit counts (kMaxPoolSize / kGranule blocks at most).
@@ -151,24 +155,41 @@ static_assert(kMaxPoolSize / kGranule < (size_t{1} << 30), "live counts are 32-b
 static_assert((kMaxPoolSize / kLine) * 2 + 1 <= 0xffff, "a pool's line index fits its map entry");
 
 // What leak tracking keeps of a live pooled block (Config::block_info): its requested size and its
-// allocation stack's id, one 8-byte word per block slot of the pool's metadata: the size in the low 32
-// bits and the id in the high 32. The report reads them back by walking every pool's marks
-// (Domain::ForEachLiveBlock).
+// allocation stack's id, one word per block slot of the pool's metadata. The report reads them back by
+// walking every pool's marks (Domain::ForEachLiveBlock).
+//
+// A compact word (pools of at most kCompactInfoMaxSize bytes) is 4 bytes: the id in bits 0-19, the
+// size in bits 20-30, bit 31 set. The bit keeps a written word from reading as a pointer into a low
+// heap: any 8 bytes holding one lie at or above 2 GiB, or are no canonical address at all. A wide
+// word is 8 bytes: the size in the low 32 bits, the id in the high 32.
 struct BlockInfo {
   uint32_t size;
   uint32_t stack_id;
 };
-// A block's BlockInfo word.
+constexpr size_t kCompactInfoMaxSize = 2047;
+constexpr uint32_t kCompactStackIds = 1u << 20;
+constexpr uint32_t kCompactWritten = 0x80000000u;
+// A block's BlockInfo word, and its width.
 struct InfoRef {
   char* word;
+  bool wide;
 };
 POOLSCOPE_ALWAYS_INLINE void StoreBlockInfo(InfoRef slot, uint32_t size, uint32_t stack_id) {
-  reinterpret_cast<std::atomic<uint64_t>*>(slot.word)->store(uint64_t{stack_id} << 32 | size,
+  if (POOLSCOPE_UNLIKELY(slot.wide)) {
+    reinterpret_cast<std::atomic<uint64_t>*>(slot.word)->store(uint64_t{stack_id} << 32 | size,
+                                                               std::memory_order_relaxed);
+    return;
+  }
+  reinterpret_cast<std::atomic<uint32_t>*>(slot.word)->store(kCompactWritten | size << 20 | stack_id,
                                                              std::memory_order_relaxed);
 }
 inline BlockInfo LoadBlockInfo(InfoRef slot) {
-  const uint64_t w = reinterpret_cast<const std::atomic<uint64_t>*>(slot.word)->load(std::memory_order_relaxed);
-  return BlockInfo{static_cast<uint32_t>(w), static_cast<uint32_t>(w >> 32)};
+  if (slot.wide) {
+    const uint64_t w = reinterpret_cast<const std::atomic<uint64_t>*>(slot.word)->load(std::memory_order_relaxed);
+    return BlockInfo{static_cast<uint32_t>(w), static_cast<uint32_t>(w >> 32)};
+  }
+  const uint32_t w = reinterpret_cast<const std::atomic<uint32_t>*>(slot.word)->load(std::memory_order_relaxed);
+  return BlockInfo{(w >> 20) & 0x7ff, w & (kCompactStackIds - 1)};
 }
 
 }  // namespace pool

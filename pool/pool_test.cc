@@ -480,20 +480,23 @@ TEST(PoolTest, OwnResidentMemoryIsAListEntryAndMapLines) {
     return static_cast<double>(list + map) / kPools;
   };
   EXPECT_LE(own_per_pool(Cfg()), 16.0);
-  EXPECT_LE(own_per_pool(TrackedCfg()), 16.0 + 8.0);  // (the tracked pool's real block is larger: more map)
+  EXPECT_LE(own_per_pool(TrackedCfg()), 16.0);
 }
 
 // The default pool's header, marks and remote bits lie on one line beside the pool, on whichever side
-// the allocator's alignment left room (both sides occur, with tracking too, whose BlockInfo words
-// always follow the pool): a free touches the block's line and at most one more.
+// the allocator's alignment left room (both sides occur, with tracking too): a free touches the
+// block's line and at most one more. With tracking the BlockInfo words go where room is left (both
+// sides occur) and the default pool's real block stays 112 bytes: one 128-byte glibc chunk.
 // Pools of 128 and 256 bytes likewise; and no pool writes past its real block (the backend's tails).
 TEST(PoolTest, AFreeTouchesTheBlocksLineAndOneMetadataLine) {
   for (size_t pool_size : {64, 128, 256}) {
     for (bool tracked : {false, true}) {
       TestDomain t(tracked ? TrackedCfg(pool_size) : Cfg(pool_size));
-      if (pool_size == 64) EXPECT_EQ(t.domain.real_bytes(), tracked ? 144u : 112u);
+      if (pool_size == 64) {
+        EXPECT_EQ(t.domain.real_bytes(), 112u);
+      }
       ThreadCache tc(&t.domain);
-      int before = 0, after = 0;
+      int before = 0, after = 0, info_before = 0, info_after = 0;
       std::vector<void*> blocks;
       for (int i = 0; i < 16; ++i) {
         void* p = tc.Carve(pool_size);  // a pool each
@@ -504,8 +507,16 @@ TEST(PoolTest, AFreeTouchesTheBlocksLineAndOneMetadataLine) {
         EXPECT_EQ(t.domain.BaseOf(h), p);
         const uintptr_t meta = reinterpret_cast<uintptr_t>(h);
         (meta < reinterpret_cast<uintptr_t>(p) ? before : after) += 1;
-        // (BlockInfo words, with tracking, always after the pool: only the tracked carve writes them.)
-        if (tracked) EXPECT_GE(t.domain.InfoBaseOf(h), static_cast<char*>(p) + pool_size);
+        // BlockInfo words, with tracking: apart from the pool and the rest of the metadata, the same
+        // where the header says and where the walk computes them from the real block.
+        if (tracked) {
+          char* const info = t.domain.InfoBaseOf(h);
+          char* const info_end = info + t.domain.info_bytes();
+          (info < static_cast<char*>(p) ? info_before : info_after) += 1;
+          EXPECT_TRUE(info_end <= static_cast<char*>(p) || info >= static_cast<char*>(p) + pool_size);
+          EXPECT_TRUE(info_end <= reinterpret_cast<char*>(h) || info >= reinterpret_cast<char*>(h) + t.domain.meta_bytes());
+          EXPECT_EQ(info, t.domain.InfoBaseOfReal(h, reinterpret_cast<uintptr_t>(t.backend.RealOf(p))));
+        }
         EXPECT_EQ(meta / kLine, (meta + t.domain.meta_bytes() - 1) / kLine) << pool_size;
         for (size_t g = 0; g < pool_size / kGranule; ++g) {
           EXPECT_EQ(reinterpret_cast<uintptr_t>(&h->mark(g)) / kLine, meta / kLine);
@@ -515,6 +526,10 @@ TEST(PoolTest, AFreeTouchesTheBlocksLineAndOneMetadataLine) {
       if (pool_size == 64) {
         EXPECT_GT(before, 0);
         EXPECT_GT(after, 0);
+        if (tracked) {
+          EXPECT_GT(info_before, 0);
+          EXPECT_GT(info_after, 0);
+        }
       }
       for (void* b : blocks) EXPECT_EQ(tc.Free(t.domain.Find(b), b), Domain::FreeResult::kFreed);
       EXPECT_EQ(t.backend.CheckTails(), 0);
@@ -903,10 +918,10 @@ std::map<void*, BlockInfo> LiveBlocks(const Domain& d) {
   return out;
 }
 
-// A BlockInfo word: sizes up to the largest pool and every id, and the words beside it stay.
+// A wide BlockInfo word: sizes up to the largest pool and every id, and the words beside it stay.
 TEST(BlockInfoTest, SizesUpToTheLargestPoolAndEveryStackIdRoundTrip) {
   std::atomic<uint64_t> words[3] = {};
-  const InfoRef slot{reinterpret_cast<char*>(&words[1])};
+  const InfoRef slot{reinterpret_cast<char*>(&words[1]), true};
   for (uint32_t size : {0u, 1u, 65535u, 65536u, 1u << 20}) {
     for (uint32_t id : {0u, 2u, 0x12345678u, ~0u}) {
       StoreBlockInfo(slot, size, id);
@@ -918,13 +933,40 @@ TEST(BlockInfoTest, SizesUpToTheLargestPoolAndEveryStackIdRoundTrip) {
   }
 }
 
-// A block that fills its pool keeps its whole size, whatever the pool's size, and blocks on every
-// slot keep their own words (a word per 16 bytes, or per 8 with malloc_align=8).
+// A compact word: every size a compact pool holds and every id below kCompactStackIds, in 4 bytes that
+// leave their neighbours alone; and a written word never reads as an address below 2 GiB, alone or as
+// either half of 8 bytes.
+TEST(BlockInfoTest, CompactWordsHoldEverySizeOfTheirPoolsAndEveryId) {
+  std::atomic<uint32_t> words[4] = {};
+  const InfoRef slot{reinterpret_cast<char*>(&words[1]), false};
+  for (uint32_t size : {0u, 1u, 16u, 64u, 1000u, static_cast<uint32_t>(kCompactInfoMaxSize)}) {
+    for (uint32_t id : {0u, 1u, 2u, 0x12345u, kCompactStackIds - 1}) {
+      StoreBlockInfo(slot, size, id);
+      EXPECT_EQ(LoadBlockInfo(slot).size, size);
+      EXPECT_EQ(LoadBlockInfo(slot).stack_id, id);
+      EXPECT_EQ(words[0].load(), 0u) << "the word before was overwritten";
+      EXPECT_EQ(words[2].load(), 0u) << "the word after was overwritten";
+      EXPECT_GE(words[1].load(), 0x80000000u);
+      uint64_t pair;
+      memcpy(&pair, &words[0], 8);
+      EXPECT_GE(pair, uint64_t{1} << 63) << "the word as the high half";
+      memcpy(&pair, &words[1], 8);
+      EXPECT_GE(pair, uint64_t{0x80000000}) << "the word as the low half";
+    }
+  }
+  // A word never written reads as nothing.
+  EXPECT_EQ(LoadBlockInfo(InfoRef{reinterpret_cast<char*>(&words[2]), false}).size, 0u);
+  EXPECT_EQ(LoadBlockInfo(InfoRef{reinterpret_cast<char*>(&words[2]), false}).stack_id, 0u);
+}
+
+// A block that fills its pool keeps its whole size, whatever the pool's size (compact words up to
+// kCompactInfoMaxSize, wide ones past it), and blocks on every slot keep their own words (a word per
+// 16 bytes, or per 8 with malloc_align=8).
 TEST(BlockInfoTest, EverySlotKeepsItsOwnWord) {
-  for (size_t pool_size : {size_t{64}, size_t{1} << 16, kMaxPoolSize}) {
+  for (size_t pool_size : {size_t{64}, kCompactInfoMaxSize, kCompactInfoMaxSize + 1, size_t{1} << 16, kMaxPoolSize}) {
     TestDomain t(TrackedCfg(pool_size));
     ThreadCache tc(&t.domain);
-    const uint32_t n = static_cast<uint32_t>(pool_size);
+    const uint32_t n = static_cast<uint32_t>(pool_size & ~size_t{15});  // (what the shim pools of it)
     void* b = tc.Carve(n);
     ASSERT_NE(b, nullptr);
     NoteCarved(tc, b, n, 4);

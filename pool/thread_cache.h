@@ -51,6 +51,9 @@ class ThreadCache {
   void Init(Domain* domain) {
     domain_ = domain;
     align8_ = domain->config().align8;
+    // A BlockInfo word per 2^info_shift bytes of pool, of info_word bytes: address >> info_div_.
+    info_div_ = domain->info_shift() - (domain->info_word() == 8 ? 3 : 2);
+    info_wide_ = domain->info_word() == 8;
     // Pooling off: no arena ever finds room (pools are never cached either; this keeps it obvious).
     pool_size_ = domain->config().enabled ? domain->config().pool_size : 0;
     max_cached_ = domain->config().max_cached;
@@ -399,8 +402,8 @@ class ThreadCache {
   // Config::block_info only.
   POOLSCOPE_ALWAYS_INLINE InfoRef InfoSlot(const void* p) const {
     assert(domain_->config().block_info);
-    // A word per 16 bytes of pool (8 with malloc_align=8): the address halved (or not), biased.
-    return InfoRef{reinterpret_cast<char*>(info_at_ + (reinterpret_cast<uintptr_t>(p) >> (align8_ ? 0 : 1)))};
+    // A word per 16 bytes of pool (8 with malloc_align=8): the address divided by the ratio, biased.
+    return InfoRef{reinterpret_cast<char*>(info_at_ + (reinterpret_cast<uintptr_t>(p) >> info_div_)), info_wide_};
   }
 
   // The next free of the block carved last takes the general path (a caller that must see every free).
@@ -537,6 +540,8 @@ class ThreadCache {
   // no padding to spare. The fields up to cache_ are the hot paths', placed as they are on purpose.)
   Domain* domain_ = nullptr;
   bool align8_ = false;  // a copy of the domain's, to keep the carve free of a dependent load
+  bool info_wide_ = false;  // the domain's BlockInfo words are 8 bytes (InfoSlot)
+  uint8_t info_div_ = 0;    // log2 of the pool bytes per byte of BlockInfo (InfoSlot)
   bool dead_ = false;
   size_t pool_size_ = 0;  // likewise (0 when pooling is off)
   int max_cached_ = 0;
@@ -551,7 +556,7 @@ class ThreadCache {
   uintptr_t base_ = 0;  // the current pool's base, copied here so that the slow paths skip the header
   // The current pool's mark bytes, remote bits and BlockInfo words, biased by the pool's base (which is
   // 64-aligned): the mark of the granule at address a is at marks_at_ + (a >> 3), the byte of its remote
-  // bit at remote_at_ + (a >> 6), its BlockInfo at info_at_ + (a >> 1) (or + a, malloc_align=8), so
+  // bit at remote_at_ + (a >> 6), its BlockInfo at info_at_ + (a >> info_div_), so
   // that the fast paths index them with the address and no subtraction. Integers, not pointers: they
   // point below the metadata.
   uintptr_t marks_at_ = 0;
