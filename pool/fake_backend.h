@@ -23,6 +23,22 @@
 namespace poolscope {
 namespace pool {
 
+// The pools' tests' configurations: the defaults but for the pool size, the cache and malloc_align=8.
+inline Config Cfg(size_t pool_size = 64, int max_cached = 4, bool align8 = false) {
+  Config c;
+  c.pool_size = pool_size;
+  c.max_cached = max_cached;
+  c.align8 = align8;
+  return c;
+}
+
+// Cfg with a BlockInfo word per granule, as leak tracking runs it.
+inline Config TrackedCfg(size_t pool_size = 64, int max_cached = 4) {
+  Config c = Cfg(pool_size, max_cached);
+  c.block_info = true;
+  return c;
+}
+
 class FakeBackend : public Backend {
  public:
   std::atomic<long> pool_allocs{0};
