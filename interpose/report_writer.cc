@@ -114,23 +114,16 @@ bool WriteAll(int fd, const char* data, size_t n) {
 // faulted in a page at a time, 60 faults for a compiler's report).
 class FileSink : public report::JsonSink {
  public:
-  explicit FileSink(int fd) : fd_(fd), buf_(static_cast<char*>(InternalAlloc(kBuffer))) { no_memory_ = buf_ == nullptr; }
+  explicit FileSink(int fd) : fd_(fd), buf_(static_cast<char*>(InternalAlloc(kBuffer))) {
+    no_memory_ = buf_ == nullptr;
+    SetBuffer(buf_, kBuffer);
+  }
   ~FileSink() override {
     if (buf_ != nullptr) InternalFree(buf_, kBuffer);
   }
-  void Append(const char* s, size_t n) override {
-    while (n > 0 && ok()) {
-      if (len_ == kBuffer) Flush();
-      const size_t k = n < kBuffer - len_ ? n : kBuffer - len_;
-      memcpy(buf_ + len_, s, k);
-      len_ += k;
-      s += k;
-      n -= k;
-    }
-  }
   // Writes what is buffered; true when every byte appended reached the file.
   bool Finish() {
-    if (ok() && len_ > 0) Flush();
+    Flush();
     return ok();
   }
   bool no_memory() const { return no_memory_; }
@@ -138,13 +131,11 @@ class FileSink : public report::JsonSink {
  private:
   static constexpr size_t kBuffer = size_t{16} << 10;
   bool ok() const { return !no_memory_ && !write_failed_; }
-  void Flush() {
-    write_failed_ = !WriteAll(fd_, buf_, len_);
-    len_ = 0;
+  void Write(const char* s, size_t n) override {
+    if (ok()) write_failed_ = !WriteAll(fd_, s, n);
   }
   const int fd_;
   char* const buf_;
-  size_t len_ = 0;
   bool no_memory_ = false;
   bool write_failed_ = false;
 };

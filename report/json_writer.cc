@@ -10,6 +10,23 @@
 namespace poolscope {
 namespace report {
 
+void JsonSink::Flush() {
+  if (len_ == 0) return;
+  const size_t n = len_;
+  len_ = 0;
+  Write(buf_, n);
+}
+
+void JsonSink::AppendSlow(const char* s, size_t n) {
+  Flush();
+  if (n < cap_) {
+    memcpy(buf_, s, n);
+    len_ = n;
+  } else {
+    Write(s, n);
+  }
+}
+
 void JsonWriter::Newline() {
   static const char kSpaces[] = "                                                                ";
   Raw("\n", 1);
@@ -66,44 +83,60 @@ void JsonWriter::String(const char* s, size_t n) {
 void JsonWriter::Quoted(const char* s, size_t n) {
   Raw("\"", 1);
   const char* run = s;
-  for (size_t i = 0; i < n; ++i) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    const char* esc = nullptr;
-    char buf[8];
+  const char* const end = s + n;
+  for (const char* q = s; q < end; ++q) {
+    const unsigned char c = static_cast<unsigned char>(*q);
+    // Most strings (paths, names) need no escape: one test a byte, then the run in one piece.
+    if (c >= 0x20 && c != '"' && c != '\\' && c != 0x7f) continue;
+    Raw(run, static_cast<size_t>(q - run));
+    run = q + 1;
     switch (c) {
-      case '"': esc = "\\\""; break;
-      case '\\': esc = "\\\\"; break;
-      case '\n': esc = "\\n"; break;
-      case '\r': esc = "\\r"; break;
-      case '\t': esc = "\\t"; break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          snprintf(buf, sizeof buf, "\\u%04x", c);
-          esc = buf;
-        }
-    }
-    if (esc != nullptr) {
-      Raw(run, static_cast<size_t>(s + i - run));
-      Raw(esc, strlen(esc));
-      run = s + i + 1;
+      case '"': Raw("\\\"", 2); break;
+      case '\\': Raw("\\\\", 2); break;
+      case '\n': Raw("\\n", 2); break;
+      case '\r': Raw("\\r", 2); break;
+      case '\t': Raw("\\t", 2); break;
+      default: {
+        static const char kHex[] = "0123456789abcdef";
+        const char esc[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
+        Raw(esc, 6);
+      }
     }
   }
-  Raw(run, static_cast<size_t>(s + n - run));
+  Raw(run, static_cast<size_t>(end - run));
   Raw("\"", 1);
 }
+
+namespace {
+
+// Writes the decimal digits of v to end at `end` (20 at most); returns where they start.
+char* Digits(uint64_t v, char* end) {
+  char* p = end;
+  do {
+    *--p = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  return p;
+}
+
+}  // namespace
 
 void JsonWriter::Int(int64_t v) {
   BeforeValue();
   char buf[24];
-  int n = snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
-  Raw(buf, static_cast<size_t>(n));
+  char* const end = buf + sizeof buf;
+  // (The magnitude as unsigned: -INT64_MIN does not fit an int64_t.)
+  char* p = Digits(v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v), end);
+  if (v < 0) *--p = '-';
+  Raw(p, static_cast<size_t>(end - p));
 }
 
 void JsonWriter::UInt(uint64_t v) {
   BeforeValue();
   char buf[24];
-  int n = snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(v));
-  Raw(buf, static_cast<size_t>(n));
+  char* const end = buf + sizeof buf;
+  char* const p = Digits(v, end);
+  Raw(p, static_cast<size_t>(end - p));
 }
 
 void JsonWriter::Double(double v) {

@@ -1,8 +1,8 @@
 // File: report/json_writer.h
 //
 // A streaming JSON writer that never allocates: it appends to a JsonSink, which the preload library backs
-// with mmap'd memory (so a report can be written from a process's exit path without touching malloc)
-// and tests back with a std::string. Output is indented two spaces per level, one member per line.
+// with a buffer of mmap'd memory and a file (so a report can be written from a process's exit path
+// without touching malloc) and tests with a std::string. Output is indented two spaces per level, one member per line.
 //
 // Thread-safety: a writer is used by one thread at a time.
 #ifndef POOLSCOPE_REPORT_JSON_WRITER_H_
@@ -10,14 +10,44 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace poolscope {
 namespace report {
 
+// Where a writer's text goes: a buffer the sink provides, handed to Write each time it fills and at
+// Flush. Append is inline, so the writer's many small pieces (a quote, a comma, an indent) cost a
+// copy each and no call.
 class JsonSink {
  public:
   virtual ~JsonSink() = default;
-  virtual void Append(const char* s, size_t n) = 0;
+  void Append(const char* s, size_t n) {
+    if (n <= cap_ - len_) {
+      memcpy(buf_ + len_, s, n);
+      len_ += n;
+    } else {
+      AppendSlow(s, n);
+    }
+  }
+  // Hands what the buffer holds to Write: the text so far has all reached it.
+  void Flush();
+
+ protected:
+  JsonSink() = default;
+  // The buffer: `cap` bytes at `buf` (0: each piece goes to Write as it comes).
+  void SetBuffer(char* buf, size_t cap) {
+    buf_ = buf;
+    cap_ = buf != nullptr ? cap : 0;
+    len_ = 0;
+  }
+  // Takes the next `n` bytes of the text.
+  virtual void Write(const char* s, size_t n) = 0;
+
+ private:
+  void AppendSlow(const char* s, size_t n);
+  char* buf_ = nullptr;
+  size_t cap_ = 0;
+  size_t len_ = 0;
 };
 
 class JsonWriter {

@@ -1,7 +1,9 @@
 // File: report/json_writer_test.cc
 #include "report/json_writer.h"
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -10,10 +12,19 @@ namespace poolscope {
 namespace report {
 namespace {
 
+// A buffer of a few bytes, so that pieces fit, fill it exactly and overflow it.
 class StringSink : public JsonSink {
  public:
-  void Append(const char* s, size_t n) override { out.append(s, n); }
-  std::string out;
+  StringSink() { SetBuffer(buf_, sizeof buf_); }
+  const std::string& out() {
+    Flush();
+    return out_;
+  }
+
+ private:
+  void Write(const char* s, size_t n) override { out_.append(s, n); }
+  char buf_[7];
+  std::string out_;
 };
 
 TEST(JsonWriterTest, NestedDocumentParsesBack) {
@@ -41,7 +52,7 @@ TEST(JsonWriterTest, NestedDocumentParsesBack) {
   w.EndArray();
   w.EndObject();
   EXPECT_TRUE(w.complete());
-  auto j = nlohmann::json::parse(sink.out);
+  auto j = nlohmann::json::parse(sink.out());
   EXPECT_EQ(j["schema"], "poolscope.report/1");
   EXPECT_EQ(j["big"].get<uint64_t>(), 18446744073709551615ull);
   EXPECT_EQ(j["neg"], -42);
@@ -61,7 +72,7 @@ TEST(JsonWriterTest, EscapesStrings) {
   w.String(nasty.data(), nasty.size());
   w.String("/usr/lib/libstdc++.so.6");
   w.EndArray();
-  auto j = nlohmann::json::parse(sink.out);
+  auto j = nlohmann::json::parse(sink.out());
   EXPECT_EQ(j[0].get<std::string>(), nasty);
   EXPECT_EQ(j[1], "/usr/lib/libstdc++.so.6");
 }
@@ -72,7 +83,7 @@ TEST(JsonWriterTest, NonFiniteDoublesBecomeNull) {
   w.BeginArray();
   w.Double(1.0 / 0.0);
   w.EndArray();
-  EXPECT_TRUE(nlohmann::json::parse(sink.out)[0].is_null());
+  EXPECT_TRUE(nlohmann::json::parse(sink.out())[0].is_null());
 }
 
 TEST(JsonWriterTest, FieldOrNullWritesTheValueOnlyWhenKnown) {
@@ -86,13 +97,54 @@ TEST(JsonWriterTest, FieldOrNullWritesTheValueOnlyWhenKnown) {
   w.FieldUIntOrNull("unset", false, 3);
   w.EndObject();
   ASSERT_TRUE(w.complete());
-  auto j = nlohmann::json::parse(sink.out);
+  auto j = nlohmann::json::parse(sink.out());
   EXPECT_EQ(j["known"], -7);
   EXPECT_EQ(j["zero"], 0);
   EXPECT_TRUE(j["unknown"].is_null());
   EXPECT_EQ(j["big"].get<uint64_t>(), 18446744073709551615ull);
   EXPECT_TRUE(j["unset"].is_null());
   EXPECT_EQ(j.size(), 5u);
+}
+
+// The text whatever the sink's buffer: none, a few bytes, more than the document.
+TEST(JsonWriterTest, TheSameTextThroughAnyBuffer) {
+  struct Sink : JsonSink {
+    explicit Sink(size_t cap) : buf(cap) { SetBuffer(buf.empty() ? nullptr : buf.data(), buf.size()); }
+    void Write(const char* s, size_t n) override { out.append(s, n); }
+    std::vector<char> buf;
+    std::string out;
+  };
+  std::string want;
+  for (size_t cap : {0, 1, 2, 3, 5, 16, 64, 4096}) {
+    Sink sink(cap);
+    JsonWriter w(&sink);
+    w.BeginObject();
+    w.FieldStr("path", "/usr/lib/x86_64-linux-gnu/libstdc++.so.6");
+    w.FieldStr("escaped", "a\"b\\c\nd\x01" "e\x7f");
+    w.FieldInt("min", INT64_MIN);
+    w.FieldInt("max", INT64_MAX);
+    w.FieldInt("zero", 0);
+    w.Field("umax", UINT64_MAX);
+    w.Key("list");
+    w.BeginArray();
+    for (int i = 0; i < 40; ++i) w.Int(i * 37 - 500);
+    w.EndArray();
+    w.EndObject();
+    sink.Flush();
+    if (want.empty()) want = sink.out;
+    EXPECT_EQ(sink.out, want) << cap;
+  }
+  auto j = nlohmann::json::parse(want);
+  EXPECT_EQ(j["path"], "/usr/lib/x86_64-linux-gnu/libstdc++.so.6");
+  EXPECT_EQ(j["escaped"], "a\"b\\c\nd\x01" "e\x7f");
+  EXPECT_EQ(j["min"].get<int64_t>(), INT64_MIN);
+  EXPECT_EQ(j["max"].get<int64_t>(), INT64_MAX);
+  EXPECT_EQ(j["zero"], 0);
+  EXPECT_EQ(j["umax"].get<uint64_t>(), UINT64_MAX);
+  ASSERT_EQ(j["list"].size(), 40u);
+  EXPECT_EQ(j["list"][39], 39 * 37 - 500);
+  EXPECT_NE(want.find("\\u0001"), std::string::npos);
+  EXPECT_NE(want.find("\\u007f"), std::string::npos);
 }
 
 TEST(JsonWriterTest, IncompleteDocumentIsReported) {
