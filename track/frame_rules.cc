@@ -72,6 +72,8 @@ struct Reader {
     return v;
   }
   uint64_t Uleb() {
+    // One byte, the common case (DW_CFA_def_cfa_offset of a push or a pop, register numbers).
+    if (p < end && *p < 0x80) return *p++;
     uint64_t v = 0;
     for (int shift = 0; shift < 64; shift += 7) {
       uint8_t b = U8();
@@ -262,9 +264,12 @@ bool ParseCie(const uint8_t* entry, Cie* cie) {
   return true;
 }
 
-// Where a whole function's rows go (FunctionRows): told each row with the location it starts at.
-struct RowSink {
-  virtual void Emit(uintptr_t from, const Row& row) = 0;
+// Where a whole function's rows go: told each row with the location it starts at (RowsSink below). An
+// interpretation up to one pc keeps no rows (NoRows): Execute is a template over the sink, so that the
+// rows' hand-over is inlined where there is one and gone where there is none.
+struct NoRows {
+  static constexpr bool kKeeps = false;
+  void Emit(uintptr_t, const Row&) {}
 };
 
 // Runs CFA instructions from `r` until the location passes `target`. `initial` is the row after the
@@ -273,8 +278,9 @@ struct RowSink {
 // `stack` holds kMaxRemembered rows for DW_CFA_remember_state: the caller's, so that the function
 // store's reads keep it in static memory and a capture's deepest frame stays small.
 constexpr int kMaxRemembered = 8;
+template <typename Sink = NoRows>
 bool Execute(Reader r, const Cie& cie, uintptr_t target, uintptr_t* loc, const Row& initial, Row* row, Row* stack,
-             RowSink* sink = nullptr) {
+             Sink* sink = nullptr) {
   int depth = 0;
   auto set_reg = [&](uint64_t reg, RegRule rule, int64_t off) {
     if (reg == kRegRbp) {
@@ -295,7 +301,7 @@ bool Execute(Reader r, const Cie& cie, uintptr_t target, uintptr_t* loc, const R
     }
   };
   auto advance = [&](uint64_t delta) {
-    if (sink != nullptr && delta != 0) sink->Emit(*loc, *row);
+    if (Sink::kKeeps && delta != 0) sink->Emit(*loc, *row);
     *loc += delta * cie.code_align;
     return *loc <= target;
   };
@@ -322,7 +328,7 @@ bool Execute(Reader r, const Cie& cie, uintptr_t target, uintptr_t* loc, const R
         uintptr_t to;
         if (!r.Pointer(cie.fde_enc, 0, &to)) return false;
         if (to > target) return true;
-        if (sink != nullptr && to != *loc) sink->Emit(*loc, *row);
+        if (Sink::kKeeps && to != *loc) sink->Emit(*loc, *row);
         *loc = to;
         break;
       }
@@ -685,10 +691,11 @@ void PlaceFunction(size_t at) {
 // g_scratch (they follow the offsets, whose number is not known yet). A row is merged into the one
 // before it when their rules are equal. !ok: the function is not kept (out of arena, too many rows,
 // locations out of order, or the rules' table full).
-class RowsSink : public RowSink {
+class RowsSink {
  public:
+  static constexpr bool kKeeps = true;
   RowsSink(uint32_t* offsets, size_t room, uintptr_t start) : offsets_(offsets), room_(room), start_(start) {}
-  void Emit(uintptr_t from, const Row& row) override { Put(from, Pack(row)); }
+  void Emit(uintptr_t from, const Row& row) { Put(from, Pack(row)); }
   void Put(uintptr_t from, FrameRule rule) {
     if (!ok_) return;
     if (from < start_ || from - start_ > UINT32_MAX) {
@@ -700,19 +707,27 @@ class RowsSink : public RowSink {
       ok_ = false;
       return;
     }
-    if (n_ > 0 && off == offsets_[n_ - 1]) --n_;  // a row of no bytes: the later one stands
+    if (n_ > 0 && off == offsets_[n_ - 1]) {
+      --n_;  // a row of no bytes: the later one stands
+    } else if (n_ > 0 && rule == last_rule_) {
+      return;  // the row before goes on (the index of its rule is the one RuleIndex would give)
+    }
     const int k = RuleIndex(rule);
     if (k < 0) {
       ok_ = false;
       return;
     }
-    if (n_ > 0 && g_scratch[n_ - 1] == k) return;
+    if (n_ > 0 && g_scratch[n_ - 1] == k) {
+      last_rule_ = rule;  // (row n_ - 1 may be another than before the merge above)
+      return;
+    }
     if (n_ == kMaxRows || sizeof(uint32_t) * (n_ + 1) > room_) {
       ok_ = false;
       return;
     }
     offsets_[n_] = off;
     g_scratch[n_] = static_cast<uint16_t>(k);
+    last_rule_ = rule;
     ++n_;
   }
   bool ok() const { return ok_; }
@@ -723,6 +738,7 @@ class RowsSink : public RowSink {
   const size_t room_;
   const uintptr_t start_;
   uint32_t n_ = 0;
+  FrameRule last_rule_ = 0;  // the rule of row n_ - 1
   bool ok_ = true;
 };
 
