@@ -182,23 +182,45 @@ void GatherLeaks(ReportLeaks* r) {
   raw.resize(nstacks_all < kMaxStacks ? nstacks_all : kMaxStacks);
   std::vector<SiteCounters> site_list(kMaxSites);
   site_list.resize(tracked ? TopSites(site_list.data(), kMaxSites) : 0);
-  // Beside the busiest sites, those whose live blocks pin most pools, wherever they rank by calls.
-  std::vector<uint64_t> pools_pinned;
-  if (tracked) {
-    std::vector<std::pair<uint64_t, uint32_t>> by_pools;
-    for (uint32_t id = 0; id < pins.size(); ++id) {
-      if (pins[id] != 0) by_pools.emplace_back(pins[id], id);
+  // The pools each site pinned at the peak of real live bytes: the last snapshot's, or this report's
+  // own when it sees at least as many real live bytes as that snapshot did (or none was taken).
+  std::vector<uint64_t> peak_pins;
+  PeakPinning peak = {};
+  const bool peak_known = tracked && g_pooling;
+  bool peak_at_report = false;
+  if (peak_known) {
+    const int64_t real_now = static_cast<int64_t>(live.real_bytes + live.pools * PoolRealBytes());
+    if (!TimelineReadPeak(&peak_pins, &peak) || real_now >= peak.real_live_bytes) {
+      peak_at_report = true;
+      peak_pins = pins;
+      peak.t_ns = TimelineNowNs();
+      peak.real_live_bytes = real_now;
     }
-    std::sort(by_pools.begin(), by_pools.end(), [](const auto& a, const auto& b) {
-      return a.first != b.first ? a.first > b.first : a.second < b.second;
-    });
-    for (size_t i = 0; i < by_pools.size() && i < kMaxPinningSites; ++i) {
-      const uint32_t id = by_pools[i].second;
-      if (std::none_of(site_list.begin(), site_list.end(), [id](const SiteCounters& c) { return c.stack_id == id; })) {
-        site_list.push_back(SiteOf(id));
+  }
+  // Beside the busiest sites, those whose live blocks pin most pools, now and at the peak, wherever
+  // they rank by calls.
+  std::vector<uint64_t> pools_pinned, peak_pools_pinned;
+  if (tracked) {
+    for (const std::vector<uint64_t>* by : {&pins, &peak_pins}) {
+      std::vector<std::pair<uint64_t, uint32_t>> by_pools;
+      for (uint32_t id = 0; id < by->size(); ++id) {
+        if ((*by)[id] != 0) by_pools.emplace_back((*by)[id], id);
+      }
+      std::sort(by_pools.begin(), by_pools.end(), [](const auto& a, const auto& b) {
+        return a.first != b.first ? a.first > b.first : a.second < b.second;
+      });
+      for (size_t i = 0; i < by_pools.size() && i < kMaxPinningSites; ++i) {
+        const uint32_t id = by_pools[i].second;
+        if (std::none_of(site_list.begin(), site_list.end(),
+                         [id](const SiteCounters& c) { return c.stack_id == id; })) {
+          site_list.push_back(SiteOf(id));
+        }
       }
     }
-    for (const SiteCounters& c : site_list) pools_pinned.push_back(c.stack_id < pins.size() ? pins[c.stack_id] : 0);
+    for (const SiteCounters& c : site_list) {
+      pools_pinned.push_back(c.stack_id < pins.size() ? pins[c.stack_id] : 0);
+      peak_pools_pinned.push_back(c.stack_id < peak_pins.size() ? peak_pins[c.stack_id] : 0);
+    }
   }
   track::Symbolizer* sym = tracked ? new track::Symbolizer() : nullptr;
   // Stacks that differ only in return addresses the source cannot tell apart (an unrolled loop calls
@@ -267,6 +289,10 @@ void GatherLeaks(ReportLeaks* r) {
   r->raw = std::move(raw);
   r->sites = std::move(site_list);
   r->pools_pinned = std::move(pools_pinned);
+  r->peak_pools_pinned = std::move(peak_pools_pinned);
+  r->peak_known = peak_known;
+  r->peak_at_report = peak_at_report;
+  r->peak = peak;
   r->pool_real_bytes = PoolRealBytes();  // as the report counts a pool (report_render.cc)
   r->groups = std::move(groups);
   r->sym = sym;
@@ -287,10 +313,27 @@ void WriteSites(report::JsonWriter& w, const ReportLeaks& r) {
     w.Field("bytes", site.bytes);
     w.Field("pools_pinned", pinned);
     w.Field("pinned_bytes", pinned * r.pool_real_bytes);
+    const uint64_t peak_pinned = i < r.peak_pools_pinned.size() ? r.peak_pools_pinned[i] : 0;
+    w.Field("peak_pools_pinned", peak_pinned);
+    w.Field("peak_pinned_bytes", peak_pinned * r.pool_real_bytes);
     WriteStack(w, r.sym, site.stack_id);
     w.EndObject();
   }
   w.EndArray();
+  // When the peak figures were taken (docs/report-schema.md); null without tracking or pooling.
+  w.Key("pinning_peak");
+  if (!r.peak_known) {
+    w.Null();
+    return;
+  }
+  w.BeginObject();
+  w.Field("t_ms", r.peak.t_ns / 1000000);
+  w.FieldInt("real_live_bytes", r.peak.real_live_bytes);
+  w.FieldBool("at_report", r.peak_at_report);
+  w.FieldIntOrNull("max_real_live_bytes_seen", r.peak.max_seen >= 0, r.peak.max_seen);
+  w.Field("snapshots", r.peak.snapshots);
+  w.Field("checks", r.peak.checks);
+  w.EndObject();
 }
 
 void WriteLeaks(report::JsonWriter& w, const ReportLeaks& r) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "interpose/leak_scan.h"
+#include "interpose/timeline.h"
 #include "interpose/tracking.h"
 #include "report/json_writer.h"
 #include "track/symbolizer.h"
@@ -31,6 +32,13 @@ struct ReportLeaks {
   size_t nstacks_all = 0;             // how many AggregateLeaks found in all (raw keeps the first ones)
   std::vector<SiteCounters> sites;    // TopSites, then the sites that pin most pools (PinnedPools)
   std::vector<uint64_t> pools_pinned; // per sites[i]: the pools its live blocks keep alive now
+  // per sites[i]: the pools its live blocks kept alive at the peak of real live bytes (`peak`)
+  std::vector<uint64_t> peak_pools_pinned;
+  // When the peak figures were taken: the last snapshot while the program ran (timeline.h), or now
+  // (peak_at_report) when no snapshot saw more real live bytes than the report does.
+  bool peak_known = false;  // tracked, with pooling on
+  bool peak_at_report = false;
+  PeakPinning peak = {};
   size_t pool_real_bytes = 0;         // a pool's real allocation, its slack included
   std::vector<LeakGroup> groups;      // raw merged by symbolized frames, in the report's order
   size_t ngroups_all = 0;             // groups, and the stacks raw left out
@@ -46,7 +54,7 @@ int ProgramFrames(track::Symbolizer* sym, uint32_t stack_id, const uintptr_t** p
 // Frames of a captured stack, innermost first, symbolized now.
 void WriteStack(report::JsonWriter& w, track::Symbolizer* sym, uint32_t stack_id);
 
-// `sites`, each with the pools its live blocks pin.
+// `sites`, each with the pools its live blocks pin now and at the peak, then `pinning_peak`.
 void WriteSites(report::JsonWriter& w, const ReportLeaks& r);
 // `leaks`, `leak_groups_omitted`, `tracked` and the program's `reachability`.
 void WriteLeaks(report::JsonWriter& w, const ReportLeaks& r);

@@ -15,7 +15,9 @@
 #include <atomic>
 #include <cstdlib>
 
+#include "interpose/internal.h"
 #include "interpose/shim_internal.h"
+#include "interpose/timeline_peak.h"
 #include "interpose/tracking.h"
 
 namespace poolscope {
@@ -30,6 +32,15 @@ TimelineSeries g_series;
 // How long the last sample's read of the pools took, and when it began (under g_busy; WalkAffordable).
 uint64_t g_walk_ns = 0;
 uint64_t g_walk_at_ns = 0;
+
+// The pools each site pinned at the peak of real live bytes (timeline_peak.h): on with track=1 and
+// pooling (TimelineStart). g_peak is used under g_busy; the checks read g_peak_above, the real live
+// bytes above which a snapshot is due, without it, and count themselves under the registry's lock.
+bool g_peak_on = false;
+PeakPins g_peak;
+std::atomic<int64_t> g_peak_above{0};
+int64_t g_peak_seen = -1;  // the highest real live bytes a check saw
+uint64_t g_peak_checks = 0;
 
 uint64_t Now() {
   struct timespec t;
@@ -101,6 +112,38 @@ TimelinePoint PointOf(const ThreadCounters& totals, const TrackedBytes& bytes, c
   return p;
 }
 
+// The real live bytes now, as a point's (SetLiveBytes), from every thread's tracked bytes and pools;
+// -1 when the registry's lock is held (by another thread, or by the code a signal handler on this
+// thread interrupted) or a live block went unrecorded.
+int64_t RealLiveBytesNow() {
+  if (TrackingUnrecorded() != 0 || !g_registry_lock.TryLock()) return -1;
+  const TrackedBytes bytes = TrackedBytesNow();
+  uint64_t pools = g_ended_pool.pools_created - g_ended_pool.pools_released;
+  for (ThreadState* t = g_threads; t != nullptr; t = t->next) {
+    const pool::PoolStats& stats = t->tc.stats();
+    pools += stats.pools_created - stats.pools_released;
+  }
+  LiveByteCounts c = {};
+  c.unpooled = bytes.unpooled_bytes;
+  c.unpooled_freed = bytes.unpooled_freed_bytes;
+  c.pooled = -1;
+  c.pools = static_cast<int64_t>(pools);
+  c.pool_bytes = PoolRealBytes();
+  TimelinePoint p = {};
+  SetLiveBytes(&p, c);
+  ++g_peak_checks;
+  if (p.real_live_bytes > g_peak_seen) g_peak_seen = p.real_live_bytes;
+  g_registry_lock.Unlock();
+  return p.real_live_bytes;
+}
+
+// Under g_busy: the snapshot of the pools each site pins, at `real_live_bytes`.
+void TakePeak(uint64_t now, int64_t real_live_bytes) {
+  if (!g_peak.Due(real_live_bytes)) return;  // another thread's check took one meanwhile
+  g_peak.Take(now - g_start_ns, real_live_bytes, ForEachPooledBlock);
+  g_peak_above.store(real_live_bytes + real_live_bytes / kPeakGrowth, std::memory_order_relaxed);
+}
+
 void Sample(uint64_t now) {
   if (!g_registry_lock.TryLock()) return;
   ThreadCounters totals = g_ended;
@@ -127,6 +170,14 @@ uint64_t TimelineNowNs() { return Now() - g_start_ns; }
 void TimelineStart(bool on) {
   g_start_ns = Now();
   g_next_ns.store(g_start_ns, std::memory_order_relaxed);
+  if (on && g_tracking && g_pooling) {
+    // Zero pages reserved, touched as stack ids are used (at most 8 bytes a stack).
+    auto* words = static_cast<uint32_t*>(InternalReserve(2 * size_t{kMaxStackIds} * sizeof(uint32_t)));
+    if (words != nullptr) {
+      g_peak.Init(words, words + kMaxStackIds, kMaxStackIds);
+      g_peak_on = true;
+    }
+  }
   g_on.store(on, std::memory_order_release);
 }
 
@@ -137,7 +188,15 @@ void TimelineTick() {
   // its counters are not exact), not the program's.
   Busy busy(t_state);
   const uint64_t now = Now();
-  if (now < g_next_ns.load(std::memory_order_relaxed)) return;
+  const bool sample = now >= g_next_ns.load(std::memory_order_relaxed);
+  // The peak's check (track=1, pooling on): the real live bytes summed over the threads, and a
+  // snapshot of the pools each site pins only when they passed the last one's by 1/kPeakGrowth.
+  int64_t peak_at = -1;
+  if (g_peak_on) {
+    const int64_t real = RealLiveBytesNow();
+    if (real > g_peak_above.load(std::memory_order_relaxed)) peak_at = real;
+  }
+  if (!sample && peak_at < 0) return;
   // The signals whose report takes the registry's lock wait while the sample holds it: a handler
   // that interrupted its holder would wait for it forever. Only those: a signal the kernel forces
   // (SIGSYS from a seccomp trap on the open below, SIGSEGV) while blocked kills the process.
@@ -148,7 +207,8 @@ void TimelineTick() {
   sigaddset(&report_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &report_signals, &old);
   if (!g_busy.exchange(true, std::memory_order_acquire)) {
-    if (g_series.Due(now - g_start_ns)) Sample(now);
+    if (peak_at >= 0) TakePeak(now, peak_at);
+    if (sample && g_series.Due(now - g_start_ns)) Sample(now);
     g_busy.store(false, std::memory_order_release);
   }
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
@@ -180,6 +240,28 @@ size_t TimelineRead(TimelinePoint* out, uint64_t* interval_ns) {
   *interval_ns = g_series.interval_ns();
   g_busy.store(false, std::memory_order_release);
   return n;
+}
+
+bool TimelineReadPeak(std::vector<uint64_t>* pins, PeakPinning* info) {
+  *info = PeakPinning{};
+  pins->clear();
+  if (!g_peak_on) return false;
+  // A snapshot under way (it walks every pool: 80 ms at 3.6 million): wait for it, a while.
+  for (int tries = 0; g_busy.exchange(true, std::memory_order_acquire); ++tries) {
+    if (tries == 100000) return false;
+    sched_yield();
+  }
+  info->snapshots = g_peak.snapshots();
+  info->t_ns = g_peak.t_ns();
+  info->real_live_bytes = g_peak.real_live_bytes();
+  pins->resize(g_peak.ids());
+  for (uint32_t id = 0; id < g_peak.ids(); ++id) (*pins)[id] = g_peak.pins(id);
+  g_busy.store(false, std::memory_order_release);
+  g_registry_lock.Lock();
+  info->checks = g_peak_checks;
+  info->max_seen = g_peak_seen;
+  g_registry_lock.Unlock();
+  return info->snapshots != 0;
 }
 
 TimelinePoint TimelinePointOf(const Snapshot& s, uint64_t t_ns, int64_t pooled_bytes) {

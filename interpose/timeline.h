@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "interpose/timeline_series.h"
 
@@ -46,6 +47,21 @@ void TimelineForkChild();
 // Copies the samples taken so far (at most kTimelinePoints) into `out`; returns how many, and sets
 // *interval_ns to the spacing they were last taken at.
 size_t TimelineRead(TimelinePoint* out, uint64_t* interval_ns);
+
+// The pools each site pinned at the peak of real live bytes (timeline_peak.h), with track=1 and
+// pooling on: every tick also sums the real live bytes over the threads (the registry's lock only when
+// it is free), and a snapshot walks the pools when they passed the last snapshot's by 1/kPeakGrowth
+// (with g_busy, as a sample).
+struct PeakPinning {
+  uint64_t snapshots;       // snapshots taken
+  uint64_t t_ns;            // the last one's time, since the library started
+  int64_t real_live_bytes;  // the real live bytes it was taken at
+  int64_t max_seen;         // the highest real live bytes a check saw (-1: none)
+  uint64_t checks;          // checks made
+};
+// Copies the last snapshot's pools per stack id into *pins (index: stack id) and sets *info; false
+// when none was taken (or a snapshot in progress did not end in a while). Allocates: report time only.
+bool TimelineReadPeak(std::vector<uint64_t>* pins, PeakPinning* info);
 
 // The live counts of `s` as a point at time `t_ns` (the report's last point, at its snapshot).
 // `pooled_bytes`: the live pooled blocks' bytes as the report read them from the pools (so that the

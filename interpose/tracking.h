@@ -33,6 +33,9 @@ enum BlockFlags : uint8_t {
 using PooledBlockWalk = void (*)(void (*fn)(uintptr_t ptr, uint32_t size, uint32_t stack_id, void* arg), void* arg,
                                  void (*on_pool)(void* arg));
 
+// Stack ids are below this (the depot's capacity).
+constexpr uint32_t kMaxStackIds = 1u << 20;
+
 // Called once at start-up when track=1; false when the memory could not be had (tracking stays off).
 // `pooled_blocks`: how the live pooled blocks are found (nullptr: there are none).
 bool TrackingInit(int stack_depth, PooledBlockWalk pooled_blocks);
@@ -52,8 +55,6 @@ void OnAlloc(void* p, size_t size, int skip, const track::StartFrame* from = nul
 // (pool::BlockInfo). Pooled blocks are not in the table: their pools' marks say which are live, so
 // their frees record nothing here, and the report finds them with the walk given to TrackingInit.
 uint32_t OnPooledAlloc(size_t size, int skip, const track::StartFrame* from = nullptr);
-// Every stack id is below this (the depot's capacity).
-constexpr uint32_t kMaxStackIds = 1u << 20;
 // A logical free of a real block. Returns false when `p` was not in the table; else sets *size (when
 // `size` is not null) to the size it was recorded with.
 bool OnFree(void* p, uint64_t* size = nullptr);
@@ -114,6 +115,7 @@ struct SiteCounters {
 struct LiveTotals {
   uint64_t blocks, bytes, pooled_blocks, pooled_bytes, real_blocks, real_bytes;
   uint64_t arena_pooled_bytes;  // of pooled_bytes, the open arenas' blocks
+  uint64_t pools;               // the pools walked (counted only with `pools_pinned`)
 };
 // Fills `groups` (up to `max`, largest bytes first) and returns how many groups exist in all. Groups
 // are by (kind, stack): a block's kind is kind_of(ptr) (blocks without an address, an open arena's,

@@ -32,6 +32,8 @@ using tracking_internal::kCapacity;
 using tracking_internal::Site;
 using tracking_internal::t_track;
 
+static_assert(kCapacity == kMaxStackIds, "tracking.h names the depot's capacity");
+
 namespace tracking_internal {
 PooledBlockWalk g_pooled_blocks = nullptr;
 }  // namespace tracking_internal
@@ -107,6 +109,7 @@ size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals, uint8_t
         ++(*w.pins)[stack_id];
       },
       &walk, pools_pinned != nullptr ? +[](void* arg) { ++static_cast<PooledWalk*>(arg)->pool; } : nullptr);
+  totals->pools = walk.pool;
   ForEachArenaRecord([&](const ArenaCopy& c) {
     for (const ArenaGroup& g : c.groups) {
       if (c.open && g.blocks != 0) add(ArenaBlockStack(c.open_stack, g.ra), g.flags, g.blocks, g.bytes, 0);

@@ -6,6 +6,7 @@
 // the leak table, the call sites, the pool, errors. Each figure appears in one place.
 #include "report/html_report.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "report/html_page.h"
 #include "report/ledger_table.h"
 #include "report/report_model.h"
+#include "report/site_pinning.h"
 #include "report/stack_frames.h"
 #include "report/text_report.h"
 
@@ -188,22 +190,35 @@ std::string SitesTable(const json& report) {
 }
 
 // Where pooling serves the program badly and where well (PinningSites): the sites that pin most pools
-// at exit, and the one pooling saves most calls at. Nothing when no site pins a pool.
+// at exit or at the peak of real live bytes, and the one pooling saves most calls at. Nothing when no
+// site pins a pool. The peak's column shows only where a site's peak figure differs from its exit one.
 std::string PinningSection(const json& report) {
   const SitePinning p = PinningSites(report, 5);
   if (p.pinning.empty()) return "";
+  const std::string moment = PeakMoment(report);
+  const bool peak = !moment.empty() && std::any_of(p.pinning.begin(), p.pinning.end(), PeakDiffers);
   std::string out =
       "<section id=\"pinning\">\n<h2>Pools pinned at exit</h2>\n<p>The sites whose live blocks keep "
       "most pools alive at exit (a pool holding blocks of several sites counts for each): what pooling "
-      "costs the program's memory, and where.</p>\n<table class=\"sites\"><tr><th class=\"n\">#</th>"
-      "<th class=\"n\">pools pinned</th><th class=\"n\">their bytes</th><th class=\"n\">pooled</th>"
-      "<th class=\"n\">logical allocations</th><th>call site</th></tr>\n";
+      "costs the program's memory, and where.";
+  if (peak) out += " Beside them, where it differs, what they kept alive at " + E(moment) + ".";
+  out += "</p>\n<table class=\"sites\"><tr><th class=\"n\">#</th><th class=\"n\">pools pinned</th>"
+         "<th class=\"n\">their bytes</th>";
+  if (peak) out += "<th class=\"n\">at the peak</th>";
+  out += "<th class=\"n\">pooled</th><th class=\"n\">logical allocations</th><th>call site</th></tr>\n";
   for (size_t i = 0; i < p.pinning.size(); ++i) {
     const SiteRow& row = p.pinning[i];
+    std::string at_peak;
+    if (peak) {
+      at_peak = "<td class=\"n\">" +
+                (PeakDiffers(row) ? E(Thousands(row.peak_pools_pinned) + " (" + Bytes(row.peak_pinned_bytes) + ")")
+                                  : std::string()) +
+                "</td>";
+    }
     out += fmt::format(
-        "<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
+        "<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>{}<td class=\"n\">{}</td>"
         "<td class=\"n\">{}</td><td class=\"stack\">{}</td></tr>\n",
-        i + 1, E(Thousands(row.pools_pinned)), E(Bytes(row.pinned_bytes)), E(Thousands(row.pool_hits)),
+        i + 1, E(Thousands(row.pools_pinned)), E(Bytes(row.pinned_bytes)), at_peak, E(Thousands(row.pool_hits)),
         E(Thousands(row.logical_allocs)), E(SiteLine(row)));
   }
   out += "</table>\n";

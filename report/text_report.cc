@@ -17,6 +17,7 @@
 #include "report/format_util.h"
 #include "report/ledger_table.h"
 #include "report/report_model.h"
+#include "report/site_pinning.h"
 
 namespace poolscope::report {
 namespace {
@@ -532,26 +533,6 @@ std::string SitesSection(const json& report) {
   return out;
 }
 
-// Where pooling serves the program badly and where well (PinningSites).
-std::string PinningSection(const json& report) {
-  constexpr size_t kShown = 5;
-  const SitePinning p = PinningSites(report, kShown);
-  if (p.pinning.empty()) return "";
-  std::string out = Heading("POOLS PINNED AT EXIT (pools the sites' live blocks keep alive; a pool "
-                            "shared by sites counts for each)");
-  for (size_t i = 0; i < p.pinning.size(); ++i) {
-    const SiteRow& row = p.pinning[i];
-    out += fmt::format("  #{}  {} pool{} ({}) pinned; {} of its {} allocations served from pools\n      {}\n", i + 1,
-                       Thousands(row.pools_pinned), row.pools_pinned == 1 ? "" : "s", Bytes(row.pinned_bytes),
-                       Thousands(row.pool_hits), Thousands(row.logical_allocs), SiteLine(row));
-  }
-  if (p.saver) {
-    out += fmt::format("  pooling saves most at: {} ({} real allocations avoided, {} pools pinned)\n",
-                       SiteLine(*p.saver), Thousands(p.saver->pool_hits), Thousands(p.saver->pools_pinned));
-  }
-  return out;
-}
-
 std::string FoldedFrame(const json& frame) {
   std::string name = FrameFunction(frame);
   // flamegraph.pl splits frames on ';' and the count on the last space.
@@ -565,21 +546,6 @@ int64_t SaturatingAdd(int64_t a, int64_t b) {
   int64_t sum = 0;
   if (__builtin_add_overflow(a, b, &sum)) return b > 0 ? INT64_MAX : INT64_MIN;
   return sum;
-}
-
-SitePinning PinningSites(const json& report, size_t limit) {
-  SitePinning p;
-  const std::vector<SiteRow> rows = TopSites(report, SIZE_MAX);
-  for (const SiteRow& row : rows) {
-    if (row.pools_pinned > 0) p.pinning.push_back(row);
-    if (row.pool_hits > 0 && (!p.saver || row.pool_hits - row.pools_pinned > p.saver->pool_hits - p.saver->pools_pinned)) {
-      p.saver = row;
-    }
-  }
-  std::stable_sort(p.pinning.begin(), p.pinning.end(),
-                   [](const SiteRow& a, const SiteRow& b) { return a.pools_pinned > b.pools_pinned; });
-  if (p.pinning.size() > limit) p.pinning.resize(limit);
-  return p;
 }
 
 std::string SiteLine(const SiteRow& row) {
@@ -604,6 +570,9 @@ std::vector<SiteRow> TopSites(const json& report, size_t limit) {
     row.bytes = Count(site, "bytes").value_or(0);
     row.pools_pinned = Count(site, "pools_pinned").value_or(0);
     row.pinned_bytes = Count(site, "pinned_bytes").value_or(0);
+    // (A report without peak figures: the exit's stand for them.)
+    row.peak_pools_pinned = Count(site, "peak_pools_pinned").value_or(row.pools_pinned);
+    row.peak_pinned_bytes = Count(site, "peak_pinned_bytes").value_or(row.pinned_bytes);
     if (row.stack != nullptr && leaks != nullptr && leaks->is_array()) {
       for (const json& leak : *leaks) {
         const json* stack = Find(leak, "stack");
@@ -627,7 +596,7 @@ std::string TextReport(const json& report, const std::string& path) {
   std::string page = ProcessSection(report, path) + TotalsSection(report) +
                      LedgersSection(report) + PoolSection(report) +
                      ReachabilitySection(report) + ReconciliationSection(report) +
-                     SitesSection(report) + PinningSection(report) + LeaksSection(report) + ErrorsSection(report);
+                     SitesSection(report) + PinningTextSection(report) + LeaksSection(report) + ErrorsSection(report);
   // Drop the spaces that column padding leaves at the ends of lines.
   std::string out;
   size_t start = 0;

@@ -38,6 +38,8 @@ struct SiteRow {
   int64_t live_bytes = 0;
   int64_t pools_pinned = 0;  // pools its live blocks keep alive at exit
   int64_t pinned_bytes = 0;
+  int64_t peak_pools_pinned = 0;  // and at the peak of real live bytes (`pinning_peak`)
+  int64_t peak_pinned_bytes = 0;
 };
 
 // a + b, held at INT64_MAX or INT64_MIN instead of overflowing (a report's figures are untrusted).
@@ -47,14 +49,7 @@ int64_t SaturatingAdd(int64_t a, int64_t b);
 // order), at most `limit` of them.
 std::vector<SiteRow> TopSites(const nlohmann::json& report, size_t limit);
 
-// Where pooling serves a program badly and where well, from `sites[]`: the sites whose live blocks
-// keep most pools alive at exit (most first, at most `limit`; none with pooling off or without
-// tracking), and the site pooling saves most calls at (pool hits less the pools it pins), if any.
-struct SitePinning {
-  std::vector<SiteRow> pinning;
-  std::optional<SiteRow> saver;
-};
-SitePinning PinningSites(const nlohmann::json& report, size_t limit);
+// The sites that pin most pools and the one pooling saves most at: site_pinning.h.
 
 // A site in one line: its site frame's function, file:line, and what it called into libc
 // ("lose_copy  demo.c:12  (via __strdup)").

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "fmt/format.h"
 #include "report/format_util.h"
+#include "report/site_pinning.h"
 #include "report/text_report.h"
 #include "report/html_report.h"
 #include "report/leak_diff.h"
@@ -68,15 +69,24 @@ std::string CompareHints(const nlohmann::json& on) {
 }
 
 // With pooling on, where pooling serves the program badly and where well: the site whose live blocks
-// pin most pools at exit, and the site it saves most calls at (report::PinningSites).
+// pin most pools at exit or at the peak of real live bytes (the peak's figure beside the exit's where
+// they differ), and the site it saves most calls at (report::PinningSites).
 std::string PinningLines(const nlohmann::json& on) {
   const report::SitePinning p = report::PinningSites(on, 1);
   std::string out;
   if (!p.pinning.empty()) {
     const report::SiteRow& row = p.pinning[0];
-    out += fmt::format("pools pinned at exit, most by: {} ({} pool{}, {}; `poolscope report` lists the rest)\n",
-                       report::SiteLine(row), Thousands(row.pools_pinned), row.pools_pinned == 1 ? "" : "s",
-                       report::Bytes(row.pinned_bytes));
+    if (report::PeakDiffers(row)) {
+      out += fmt::format(
+          "pools pinned at exit or at the peak, most by: {} ({} pool{}, {} at exit; {}, {} at the peak; "
+          "`poolscope report` lists the rest)\n",
+          report::SiteLine(row), Thousands(row.pools_pinned), row.pools_pinned == 1 ? "" : "s",
+          report::Bytes(row.pinned_bytes), Thousands(row.peak_pools_pinned), report::Bytes(row.peak_pinned_bytes));
+    } else {
+      out += fmt::format("pools pinned at exit, most by: {} ({} pool{}, {}; `poolscope report` lists the rest)\n",
+                         report::SiteLine(row), Thousands(row.pools_pinned), row.pools_pinned == 1 ? "" : "s",
+                         report::Bytes(row.pinned_bytes));
+    }
   }
   if (p.saver) {
     out += fmt::format("pooling saves most at: {} ({} real allocations avoided, {} pools pinned)\n",
@@ -90,7 +100,8 @@ constexpr char kCompareUsage[] = R"(usage: poolscope compare [--options=K=V:...]
 Runs CMD twice with libpoolscope.so preloaded, pooling off (pool=0) then on (pool=1), each with its
 own report, and prints one table on stdout: logical and real allocations, real frees, real blocks
 live at exit, what a malloc/free-counting leak detector would see, pool figures, wall time and
-peak RSS, pooling off | on | change, then a verdict, the site that pins most pools at exit and the
+peak RSS, pooling off | on | change, then a verdict, the site that pins most pools (at exit or at the
+peak of real live bytes) and the
 one pooling saves most calls at, and hints (what the detector rows are; for python, its own
 allocator). Progress goes to stderr. With no CMD it runs
 the bundled demo workload (threads opening confined arenas, plus a few deliberate leaks).
