@@ -22,7 +22,7 @@
 namespace poolscope {
 
 // A snapshot is due when real live bytes exceed the last snapshot's by more than 1/kPeakGrowth.
-constexpr int64_t kPeakGrowth = 8;
+constexpr int64_t kPeakGrowth = 4;
 
 // How a snapshot finds the live pooled blocks (as tracking.h PooledBlockWalk): fn(ptr, size, stack_id,
 // arg) for each, on_pool(arg) before each pool's.

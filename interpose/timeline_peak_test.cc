@@ -67,15 +67,15 @@ TEST(PeakPinsTest, DueOnlyWhenGrownByTheFraction) {
   EXPECT_FALSE(p.peak.Due(8000 + 8000 / kPeakGrowth));
   EXPECT_TRUE(p.peak.Due(8000 + 8000 / kPeakGrowth + 1));
   // A heap checked as it grows by 1/64 at a time from 1 KiB to 1 GiB takes at most
-  // log(2^20) / log(1 + 1/8) = 117.7 snapshots, not one per check (each lands up to 1/64 past its due).
+  // log(2^20) / log(1 + 1/4) = 62.1 snapshots, not one per check (each lands up to 1/64 past its due).
   int64_t taken = 0;
   for (int64_t real = 1024; real <= (int64_t{1} << 30); real += real / 64 + 1) {
     if (!p.peak.Due(real)) continue;
     p.peak.Take(0, real, FakeWalk);
     ++taken;
   }
-  EXPECT_LE(taken, 118);
-  EXPECT_GE(taken, 80);
+  EXPECT_LE(taken, 63);
+  EXPECT_GE(taken, 40);
 }
 
 // Stack ids past the arrays are not counted (a slot's stale word read while it was carved).
