@@ -37,7 +37,7 @@ sources_for() {
     options) echo fuzz/options_fuzzer.cc interpose/options.cc ;;
     report) echo fuzz/report_fuzzer.cc report/report_model.cc report/format_util.cc report/html_charts.cc report/html_report.cc \
                  report/html_compare.cc report/html_page.cc report/leak_diff.cc report/stack_frames.cc \
-                 report/ledger_table.cc report/suppressions.cc report/text_report.cc ;;
+                 report/ledger_table.cc report/site_pinning.cc report/suppressions.cc report/text_report.cc ;;
     pool_model) echo fuzz/pool_model_fuzzer.cc pool/pool.cc pool/pool_map.cc ;;
     *) return 1 ;;
   esac
