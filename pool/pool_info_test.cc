@@ -196,7 +196,8 @@ TEST(BlockInfoTest, InfoSlotStaysTheBlocksWhenThePoolChanges) {
 TEST(BlockInfoTest, TheWalkCoversEveryChunkAndReusedSlots) {
   TestDomain t(TrackedCfg(64, 0));
   ThreadCache tc(&t.domain);
-  constexpr int kBlocks = 20000;  // 48-byte blocks: one a pool, three chunks of the pool list
+  // 48-byte blocks: one a pool, three chunks of the pool list.
+  constexpr int kBlocks = static_cast<int>(2 * Domain::kListChunkEntries + 2000);
   std::vector<void*> blocks;
   for (int i = 0; i < kBlocks; ++i) {
     void* p = tc.Carve(48);
@@ -238,7 +239,7 @@ TEST(BlockInfoTest, TheWalkCoversEveryChunkAndReusedSlots) {
 TEST(BlockInfoTest, TheWalkListsPoolsInTheOrderTheyWereMade) {
   TestDomain t(TrackedCfg(64, 0));
   ThreadCache tc(&t.domain);
-  constexpr int kBlocks = 20000;  // one pool each, three chunks of the pool list
+  constexpr int kBlocks = static_cast<int>(2 * Domain::kListChunkEntries + 2000);  // one pool each, three chunks
   std::vector<void*> made;
   for (int i = 0; i < kBlocks; ++i) {
     void* p = tc.Carve(48);
