@@ -38,6 +38,11 @@ std::string PinnedPhrase(const SiteRow& row) {
   return out;
 }
 
+std::string SaverLine(const SiteRow& saver) {
+  return fmt::format("pooling saves most at: {} ({} real allocations avoided, {} pools pinned)\n", SiteLine(saver),
+                     Thousands(saver.pool_hits), Thousands(saver.pools_pinned));
+}
+
 std::string PeakMoment(const json& report) {
   const json* peak = Find(report, "pinning_peak");
   if (peak == nullptr || !peak->is_object()) return "";
@@ -66,10 +71,7 @@ std::string PinningTextSection(const json& report) {
     out += fmt::format("  #{}  {}; {} of its {} allocations served from pools\n      {}\n", i + 1, PinnedPhrase(row),
                        Thousands(row.pool_hits), Thousands(row.logical_allocs), SiteLine(row));
   }
-  if (p.saver) {
-    out += fmt::format("  pooling saves most at: {} ({} real allocations avoided, {} pools pinned)\n",
-                       SiteLine(*p.saver), Thousands(p.saver->pool_hits), Thousands(p.saver->pools_pinned));
-  }
+  if (p.saver) out += "  " + SaverLine(*p.saver);
   return out;
 }
 

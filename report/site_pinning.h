@@ -40,6 +40,10 @@ std::string PinnedPhrase(const SiteRow& row);
 // moment.
 std::string PeakMoment(const nlohmann::json& report);
 
+// "pooling saves most at: SITE (N real allocations avoided, M pools pinned)", the saver's line of the
+// text page and of `poolscope compare` (newline included).
+std::string SaverLine(const SiteRow& saver);
+
 // The text page's section (`poolscope report`): "" when no site pins a pool.
 std::string PinningTextSection(const nlohmann::json& report);
 

@@ -76,22 +76,19 @@ std::string PinningLines(const nlohmann::json& on) {
   std::string out;
   if (!p.pinning.empty()) {
     const report::SiteRow& row = p.pinning[0];
+    const std::string at_exit = fmt::format("{} pool{}, {}", Thousands(row.pools_pinned), row.pools_pinned == 1 ? "" : "s",
+                                            report::Bytes(row.pinned_bytes));
     if (report::PeakDiffers(row)) {
-      out += fmt::format(
-          "pools pinned at exit or at the peak, most by: {} ({} pool{}, {} at exit; {}, {} at the peak; "
-          "`poolscope report` lists the rest)\n",
-          report::SiteLine(row), Thousands(row.pools_pinned), row.pools_pinned == 1 ? "" : "s",
-          report::Bytes(row.pinned_bytes), Thousands(row.peak_pools_pinned), report::Bytes(row.peak_pinned_bytes));
+      out += fmt::format("pools pinned at exit or at the peak, most by: {} ({} at exit; {}, {} at the peak; "
+                         "`poolscope report` lists the rest)\n",
+                         report::SiteLine(row), at_exit, Thousands(row.peak_pools_pinned),
+                         report::Bytes(row.peak_pinned_bytes));
     } else {
-      out += fmt::format("pools pinned at exit, most by: {} ({} pool{}, {}; `poolscope report` lists the rest)\n",
-                         report::SiteLine(row), Thousands(row.pools_pinned), row.pools_pinned == 1 ? "" : "s",
-                         report::Bytes(row.pinned_bytes));
+      out += fmt::format("pools pinned at exit, most by: {} ({}; `poolscope report` lists the rest)\n",
+                         report::SiteLine(row), at_exit);
     }
   }
-  if (p.saver) {
-    out += fmt::format("pooling saves most at: {} ({} real allocations avoided, {} pools pinned)\n",
-                       report::SiteLine(*p.saver), Thousands(p.saver->pool_hits), Thousands(p.saver->pools_pinned));
-  }
+  if (p.saver) out += report::SaverLine(*p.saver);
   return out;
 }
 
