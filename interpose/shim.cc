@@ -296,6 +296,16 @@ void* MallocRegular(size_t n, void* ra) {
   return AllocSlow(kMalloc, n, ra);
 }
 
+// A live block of a retired pool while the process has one thread (python3 frees most of its pooled
+// blocks so: a pool of one or two objects is retired before they die), freed without FreeSlow's layers
+// and counted in nfast; false when FreeSlow must take it (another thread, valgrind, a thread not
+// active, or not such a block).
+inline bool FreeRetiredFast(ThreadState& ts, Api api, void* p, pool::PoolHeader* h) {
+  if (g_valgrind || ts.phase != kActive || ts.guard != 0 || !ts.tc.FreeRetiredAlone(h, p)) return false;
+  ++ts.c.nfast[api];  // the call, the logical free and the pooled free
+  return true;
+}
+
 // FreeNotLast with track=1 (pool_limit and regular_miss are 0 then, so nothing here takes the inline
 // or regular shortcuts): a block of the thread's own pool is freed here (what FreePooled does, without
 // its layers; pooled blocks are not in the live table, so there is nothing to record), and for a real
@@ -308,6 +318,7 @@ __attribute__((noinline)) void FreeTracked(Api api, void* p) {
   if (h != nullptr && !g_valgrind && ts.tc.FreeOwnTracked(h, p, &ts.c.nfast[api], &ts.c.nfast_reset[api])) {
     return;
   }
+  if (h != nullptr && FreeRetiredFast(ts, api, p, h)) return;
   FreeSlow(api, p, h);
 }
 
@@ -320,6 +331,7 @@ void FreeNotLast(Api api, void* p) {
     ++ts.c.nfast[api];  // the call, the logical free and the pooled free
     return;
   }
+  if (h != nullptr && FreeRetiredFast(ts, api, p, h)) return;
   if (POOLSCOPE_LIKELY(h == nullptr && api == kFree && ts.regular_miss > 0 && !IsBootstrap(p))) {
     CountFree(ts.c.regular, kFree, p != nullptr);
     Guard guard(ts);

@@ -41,6 +41,24 @@ namespace {
 
 inline size_t RoundUp(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 
+// Zeroes n bytes at p, n a multiple of 8. Up to 64 bytes (a default pool, its metadata, what a pool's
+// carving used) with two fixed-size, possibly overlapping stores and no call: a pool's life zeroes
+// three or four such ranges, each a call into memset otherwise.
+inline void ZeroSmall(void* p, size_t n) {
+  char* const c = static_cast<char*>(p);
+  if (n > 64) {
+    memset(c, 0, n);
+  } else if (n >= 32) {
+    memset(c, 0, 32);
+    memset(c + n - 32, 0, 32);
+  } else if (n >= 16) {
+    memset(c, 0, 16);
+    memset(c + n - 16, 0, 16);
+  } else if (n != 0) {
+    memset(c, 0, 8);
+  }
+}
+
 // Waits until no remote free of `h` is between its increment and decrement of in_flight (the retire
 // handshake's step 4, and Drain before it releases an emptied pool).
 inline void WaitForRemoteFrees(const PoolHeader* h) {
@@ -200,10 +218,10 @@ PoolHeader* Domain::CreatePool(PoolStats* stats) {
   }
   // The real allocator may hand back memory that held other data: the pool and its metadata start
   // zeroed (an implicit pool, owned by no one, nothing live, nothing in flight).
-  memset(reinterpret_cast<void*>(base), 0, pool_bytes_);
-  memset(static_cast<void*>(h), 0, meta_bytes_);
+  ZeroSmall(reinterpret_cast<void*>(base), pool_bytes_);
+  ZeroSmall(h, meta_bytes_);
   h->info_before = info_before;
-  if (info_bytes_ != 0) memset(InfoBaseOf(h), 0, info_bytes_);
+  if (info_bytes_ != 0) ZeroSmall(InfoBaseOf(h), info_bytes_);
   uint32_t index;
   if (!TakeEntry(real, &index)) {  // no list chunk could be reserved
     exhausted_.store(true, std::memory_order_relaxed);
@@ -223,7 +241,7 @@ PoolHeader* Domain::CreatePool(PoolStats* stats) {
 
 void Domain::ZeroPool(PoolHeader* h, char* used_end) {
   char* const base = BaseOf(h);
-  if (used_end > base) memset(base, 0, static_cast<size_t>(used_end - base));
+  if (used_end > base) ZeroSmall(base, static_cast<size_t>(used_end - base));
   // One granule past the carved bytes: a LIFO free leaves its block's start mark where carving resumes.
   size_t marked = static_cast<size_t>(used_end - base) / kGranule + 1;
   if (marked > granules_) marked = granules_;
@@ -324,6 +342,22 @@ Domain::FreeResult Domain::FreeSlow(ThreadCache* tc, PoolHeader* h, void* p) {
   }
   if (stats != nullptr) ++stats->pooled_frees;
   return FreeResult::kFreed;
+}
+
+bool Domain::FreeRetiredAlone(ThreadCache* tc, PoolHeader* h, void* p) {
+  if (!Alone() || (h->state.load(std::memory_order_relaxed) & PoolHeader::kRetiredBit) == 0 ||
+      h->kind.load(std::memory_order_relaxed) != kImplicit) {
+    return false;
+  }
+  const size_t off = static_cast<size_t>(static_cast<char*>(p) - BaseOf(h));
+  if ((off & 7) != 0 || off >= config_.pool_size) return false;
+  std::atomic<uint8_t>& mark = h->mark(off / kGranule);
+  if (mark.load(std::memory_order_relaxed) != kMarkBlock) return false;
+  mark.store(kMarkStarted, std::memory_order_relaxed);
+  const int32_t live = h->live.load(std::memory_order_relaxed) - 1;
+  h->live.store(live, std::memory_order_relaxed);
+  if (live == 0) PoolEmptied(tc, h);
+  return true;
 }
 
 Domain::FreeResult Domain::FreeRetired(ThreadCache* tc, PoolHeader* h, std::atomic<uint8_t>* mark) {

@@ -63,6 +63,11 @@ class Domain {
   // be nullptr for a thread that has none). Never touches the real allocator except to release an
   // emptied pool. Out of line: the owner's fast path is ThreadCache::FreeOwn.
   FreeResult FreeSlow(ThreadCache* tc, PoolHeader* h, void* p);
+  // FreeSlow's common case while the process has one thread, for a caller that counts the free itself:
+  // `p` is a live block of a retired pool (an implicit pool's block freed after its owner moved on).
+  // Frees it (and releases or caches the pool it empties) and returns true; false, having done nothing,
+  // for anything else.
+  bool FreeRetiredAlone(ThreadCache* tc, PoolHeader* h, void* p);
 
   // Usable size of the pooled block at `p` (the distance to the next block start, or to the carve
   // point while its pool is current, else to the pool's end), or 0 when `p` is not a live block start

@@ -124,6 +124,44 @@ TEST(PoolAloneTest, RetiredPoolsFreeAndEmptyAsBefore) {
   EXPECT_EQ(t.backend.live_pools(), 0);
 }
 
+// FreeRetiredAlone, the shim's shortcut for such frees: it takes a live block of a retired pool
+// (counting nothing: its caller counts), empties the pool into the cache zeroed as FreeSlow does, and
+// refuses, doing nothing, a second free, an interior pointer, a block of the current pool and any free
+// once a second thread exists, which FreeSlow then counts and tells apart.
+TEST(PoolAloneTest, FreeRetiredAloneTakesOnlyLiveBlocksOfRetiredPools) {
+  char alone = 1;
+  TestDomain t(AloneCfg(&alone));
+  ThreadCache tc(&t.domain);
+  void* a[4];
+  for (auto& p : a) {
+    p = tc.Carve(16);
+    memset(p, 0x5E, 16);
+  }
+  PoolHeader* first = tc.current();
+  void* b = tc.Carve(16);  // the first pool retires with 4 live blocks
+  PoolHeader* second = t.domain.Find(b);
+  ASSERT_NE(second, first);
+  EXPECT_FALSE(tc.FreeRetiredAlone(second, b)) << "the current pool is not retired";
+  EXPECT_TRUE(tc.FreeRetiredAlone(first, a[1]));
+  EXPECT_FALSE(tc.FreeRetiredAlone(first, a[1])) << "freed already";
+  EXPECT_FALSE(tc.FreeRetiredAlone(first, static_cast<char*>(a[2]) + 8)) << "inside a block";
+  EXPECT_EQ(first->live.load(), 3);
+  alone = 0;
+  EXPECT_FALSE(tc.FreeRetiredAlone(first, a[2])) << "a second thread exists";
+  alone = 1;
+  EXPECT_EQ(tc.cached(), 0);
+  for (void* p : {a[0], a[2], a[3]}) EXPECT_TRUE(tc.FreeRetiredAlone(first, p));
+  EXPECT_EQ(tc.cached(), 1);
+  EXPECT_TRUE(AllZero(a[0], 64));
+  EXPECT_EQ(first->state.load(), 0) << "emptied: owned again";
+  EXPECT_EQ(tc.stats().pooled_frees, 0u) << "the caller counts";
+  EXPECT_EQ(tc.stats().double_frees + tc.stats().invalid_frees, 0u);
+  EXPECT_EQ(tc.Free(first, a[1]), Domain::FreeResult::kInvalid) << "a cached pool's block is no block";
+  EXPECT_EQ(tc.Free(second, b), Domain::FreeResult::kFreed);
+  tc.Shutdown();
+  EXPECT_EQ(t.backend.live_pools(), 0);
+}
+
 // Pools retired while alone, then a second thread: it frees their blocks with the shared protocol and
 // takes the emptied pools into its own cache; nothing leaks, every pool handed out again is zero.
 TEST(PoolAloneTest, PoolsRetiredAloneComeHomeThroughAnotherThread) {

@@ -18,7 +18,7 @@ PoolMap::Leaf* PoolMap::LeafFor(uintptr_t a, bool create) {
   return leaf;
 }
 
-bool PoolMap::Insert(const void* begin, bool meta_after) {
+bool PoolMap::InsertSlow(const void* begin, bool meta_after) {
   uintptr_t a = reinterpret_cast<uintptr_t>(begin);
   uintptr_t end = a + pool_bytes_;
   if ((end - 1) >> kAddressBits) return false;
@@ -36,7 +36,7 @@ bool PoolMap::Insert(const void* begin, bool meta_after) {
   return true;
 }
 
-void PoolMap::Erase(const void* begin) {
+void PoolMap::EraseSlow(const void* begin) {
   uintptr_t a = reinterpret_cast<uintptr_t>(begin);
   for (uintptr_t line = a; line < a + pool_bytes_; line += uintptr_t{1} << kLineShift) {
     Leaf* leaf = LeafFor(line, false);

@@ -52,6 +52,7 @@ class PoolMap {
   struct Leaf {
     Page page[kPagesPerLeaf];
   };
+  static_assert(sizeof(Page) == kLinesPerPage * sizeof(uint16_t), "a leaf's entries are one array");
 
   // `root` must point to kRootSize zero-initialised slots that outlive the map (static storage in the
   // preload library, so the map needs no allocation to answer "not ours").
@@ -81,12 +82,37 @@ class PoolMap {
 
   // Marks the lines of the pool at `begin` (64-byte aligned, pool_bytes long) as the pool's, with its
   // metadata after the pool (`meta_after`) or before it. Returns false (and marks nothing) if a leaf
-  // could not be reserved.
-  bool Insert(const void* begin, bool meta_after);
+  // could not be reserved. Inline for a pool whose lines lie in one leaf that exists (nearly every
+  // pool: a leaf spans a GiB), whose entries are then consecutive.
+  bool Insert(const void* begin, bool meta_after) {
+    std::atomic<uint16_t>* const e = Entries(reinterpret_cast<uintptr_t>(begin));
+    if (__builtin_expect(e == nullptr, 0)) return InsertSlow(begin, meta_after);
+    const size_t lines = pool_bytes_ >> kLineShift;
+    for (size_t i = 0; i < lines; ++i) {
+      e[i].store(static_cast<uint16_t>((i + 1) << 1 | (meta_after ? 1 : 0)), std::memory_order_relaxed);
+    }
+    return true;
+  }
   // Clears what Insert() marked.
-  void Erase(const void* begin);
+  void Erase(const void* begin) {
+    std::atomic<uint16_t>* const e = Entries(reinterpret_cast<uintptr_t>(begin));
+    if (__builtin_expect(e == nullptr, 0)) return EraseSlow(begin);
+    const size_t lines = pool_bytes_ >> kLineShift;
+    for (size_t i = 0; i < lines; ++i) e[i].store(0, std::memory_order_relaxed);
+  }
 
  private:
+  // The entry of the line at `a`, when every line of a pool starting there lies in one leaf and that
+  // leaf exists (the leaf's pages are consecutive arrays: its entries are one array), else nullptr.
+  std::atomic<uint16_t>* Entries(uintptr_t a) const {
+    const uintptr_t last = a + pool_bytes_ - 1;
+    if (__builtin_expect((last >> kAddressBits) != 0 || (a >> kLeafShift) != (last >> kLeafShift), 0)) return nullptr;
+    Leaf* const leaf = root_[a >> kLeafShift].load(std::memory_order_acquire);
+    if (leaf == nullptr) return nullptr;
+    return &leaf->page[0].line[0] + ((a >> kLineShift) & (kPagesPerLeaf * kLinesPerPage - 1));
+  }
+  bool InsertSlow(const void* begin, bool meta_after);
+  void EraseSlow(const void* begin);
   Leaf* LeafFor(uintptr_t a, bool create);
 
   std::atomic<Leaf*>* root_;

@@ -218,6 +218,12 @@ class ThreadCache {
     return domain_->FreeSlow(this, h, p);
   }
 
+  // Domain::FreeRetiredAlone for this thread, for a caller that counts the free itself (the shim's
+  // nfast): the free of a block whose pool this thread (or another) retired, without FreeSlow's layers.
+  bool FreeRetiredAlone(PoolHeader* h, void* p) {
+    return domain_ != nullptr && domain_->FreeRetiredAlone(this, h, p);
+  }
+
   // Explicit arenas.
   // Carves `size` bytes aligned to `align` (a power of two) from `arena`'s pool, taking one lazily; sets
   // *reason and returns nullptr when the request must take the regular path.
