@@ -514,17 +514,11 @@ void ThreadCache::ResetInPlace() {
 
 void ThreadCache::Retire(PoolHeader* h, char* used_end) {
   if (domain_->Alone()) {
-    // No other side to the handshake (see the top of this file). Remote bits set by threads that have
-    // ended are folded in.
+    // No other side to the handshake (see the top of this file), and no thread to set a remote bit
+    // since the caller folded them in (those of threads that have ended).
     h->owner.store(nullptr, std::memory_order_relaxed);
     h->state.store(h->state.load(std::memory_order_relaxed) | PoolHeader::kRetiredBit, std::memory_order_relaxed);
-    const int64_t n = TakeRemoteBits(*domain_, h, used_end, [h](size_t g) {
-      std::atomic<uint8_t>& mark = h->mark(g);
-      mark.store(static_cast<uint8_t>(mark.load(std::memory_order_relaxed) & ~kMarkLive), std::memory_order_relaxed);
-    });
-    const int32_t live = h->live.load(std::memory_order_relaxed) - static_cast<int32_t>(n);
-    h->live.store(live, std::memory_order_relaxed);
-    if (live == 0) domain_->PoolEmptied(this, h);
+    if (h->live.load(std::memory_order_relaxed) == 0) domain_->PoolEmptied(this, h);
     return;
   }
   h->live.store(h->live.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);

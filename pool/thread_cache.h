@@ -534,6 +534,8 @@ class ThreadCache {
   void ResetInPlace();
   // Folds in the remote frees of `h`, whose carved bytes end at `used_end`.
   void FoldRemoteFrees(PoolHeader* h, char* used_end);
+  // Retires `h`, this thread's pool until now, whose carved bytes end at `used_end`; its remote frees
+  // were folded in just before (CarveSlow, and Shutdown through Drain).
   void Retire(PoolHeader* h, char* used_end);
   PoolHeader* TakePool();
 
