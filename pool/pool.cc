@@ -273,10 +273,12 @@ void Domain::ReleasePool(PoolHeader* h, PoolStats* stats) {
 }
 
 void Domain::PoolEmptied(ThreadCache* tc, PoolHeader* h) {
-  // (A retired pool does not keep where its carving stopped: all of it is zeroed.)
-  ZeroPool(h, BaseOf(h) + pool_bytes_);
-  if (tc != nullptr) {
-    tc->Adopt(h);
+  if (tc != nullptr && tc->ncached_ < tc->max_cached_) {  // (max_cached_ is 0 once the thread is dead)
+    // Kept: zeroed whole (a retired pool does not keep where its carving stopped).
+    ZeroPool(h, BaseOf(h) + pool_bytes_);
+    tc->cache_[tc->ncached_++] = h;
+  } else if (tc != nullptr) {
+    ReleasePool(h, &tc->stats_);  // its memory goes back as it is: no one carves from it again
   } else {
     // A thread without a cache (it never pooled): count the release nowhere but in the pool totals of
     // the caller's fallback, which the shim gives us as a cache; reaching here means none exists.
