@@ -41,8 +41,12 @@ enum Api : int {
 };
 const char* ApiName(int api);
 
-// The entry points that release a block (the others allocate one).
+// The entry points that release a block (the others allocate one), and each one's index in the inline
+// free paths' counts (ThreadCounters::nfast), which only they reach.
 inline bool IsFreeApi(int api) { return api == kFree || api == kDelete || api == kDeleteArray; }
+constexpr int kNumFreeApis = 3;
+constexpr Api kFreeApis[kNumFreeApis] = {kFree, kDelete, kDeleteArray};
+constexpr int FreeIndex(Api api) { return api == kFree ? 0 : api == kDelete ? 1 : 2; }
 
 // One ledger, jemalloc-style: n<verb> counts, all since start.
 struct Ledger {
@@ -76,13 +80,14 @@ struct ThreadCounters {
   Ledger real;
   uint64_t sizes[kSizeBuckets];  // logical request sizes
   // Pooled blocks released by the inline free paths (free, operator delete and delete[]) per entry
-  // point. One increment stands for three counts that Settle() makes when the counters are read: the
-  // call and the free in `logical`, and the pool's pooled free. (Blocks carved inline are counted in
-  // FastCarves.)
-  uint64_t nfast[kNumApis];
+  // point, at its FreeIndex (arrays of three: the struct is static TLS, which an attach finds in
+  // glibc's small reserve). One increment stands for three counts that Settle() makes when the
+  // counters are read: the call and the free in `logical`, and the pool's pooled free. (Blocks carved
+  // inline are counted in FastCarves.)
+  uint64_t nfast[kNumFreeApis];
   // Pooled blocks released by the inline LIFO free that left the thread's pool fresh, per entry point:
   // like nfast, and the pool's reset in place as a fourth count.
-  uint64_t nfast_reset[kNumApis];
+  uint64_t nfast_reset[kNumFreeApis];
 };
 
 // track=1: bytes of the blocks tracking records with their size, counted when they are recorded and
@@ -145,12 +150,12 @@ inline void Settle(ThreadCounters* c, const FastCarves& carves, uint64_t* hits, 
       *hits += k;
     }
   }
-  for (int api = 0; api < kNumApis; ++api) {
-    uint64_t r = c->nfast_reset[api];
-    uint64_t n = c->nfast[api] + r;
-    c->nfast[api] = 0;
-    c->nfast_reset[api] = 0;
-    if (!IsFreeApi(api)) continue;  // (never counted)
+  for (int f = 0; f < kNumFreeApis; ++f) {
+    const Api api = kFreeApis[f];
+    const uint64_t r = c->nfast_reset[f];
+    const uint64_t n = c->nfast[f] + r;
+    c->nfast[f] = 0;
+    c->nfast_reset[f] = 0;
     *resets += r;
     c->logical.ncalls[api] += n;
     c->logical.nfrees += n;

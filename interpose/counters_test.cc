@@ -31,10 +31,10 @@ TEST(SizeBucketTest, PowersOfTwoUpperBounds) {
 TEST(LedgerTest, SettleMakesTheCountsAFastPathCallStandsFor) {
   ThreadCounters c;
   memset(&c, 0, sizeof c);
-  c.nfast[kFree] = 5;
-  c.nfast[kDelete] = 1;
-  c.nfast_reset[kFree] = 4;
-  c.nfast_reset[kDeleteArray] = 3;
+  c.nfast[FreeIndex(kFree)] = 5;
+  c.nfast[FreeIndex(kDelete)] = 1;
+  c.nfast_reset[FreeIndex(kFree)] = 4;
+  c.nfast_reset[FreeIndex(kDeleteArray)] = 3;
   c.logical.ncalls[kMalloc] = 3;  // counted by a slow path
   c.logical.nallocs = 3;
   uint64_t hits = 3, pooled_frees = 0, resets = 2;
@@ -53,9 +53,10 @@ TEST(LedgerTest, SettleMakesTheCountsAFastPathCallStandsFor) {
   EXPECT_EQ(hits, 12u);
   EXPECT_EQ(pooled_frees, 13u);
   EXPECT_EQ(resets, 9u);
-  for (int api = 0; api < kNumApis; ++api) {
-    EXPECT_EQ(c.nfast[api], 0u) << ApiName(api);
-    EXPECT_EQ(c.nfast_reset[api], 0u) << ApiName(api);
+  for (int f = 0; f < kNumFreeApis; ++f) {
+    EXPECT_EQ(c.nfast[f], 0u) << ApiName(kFreeApis[f]);
+    EXPECT_EQ(c.nfast_reset[f], 0u) << ApiName(kFreeApis[f]);
+    EXPECT_EQ(FreeIndex(kFreeApis[f]), f);
   }
   EXPECT_EQ(c.logical.nbytes, 7u * 5 + 2u * 24);
   EXPECT_EQ(c.sizes[SizeBucket(5)], 7u);

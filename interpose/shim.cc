@@ -302,7 +302,7 @@ void* MallocRegular(size_t n, void* ra) {
 // active, or not such a block).
 inline bool FreeRetiredFast(ThreadState& ts, Api api, void* p, pool::PoolHeader* h) {
   if (g_valgrind || ts.phase != kActive || ts.guard != 0 || !ts.tc.FreeRetiredAlone(h, p)) return false;
-  ++ts.c.nfast[api];  // the call, the logical free and the pooled free
+  ++ts.c.nfast[FreeIndex(api)];  // the call, the logical free and the pooled free
   return true;
 }
 
@@ -315,7 +315,8 @@ __attribute__((noinline)) void FreeTracked(Api api, void* p) {
   if (h == nullptr) PrefetchFree(p);
   ThreadState& ts = t_state;
   // Counted in nfast: the call, the logical free and the pooled free (and in nfast_reset, the reset).
-  if (h != nullptr && !g_valgrind && ts.tc.FreeOwnTracked(h, p, &ts.c.nfast[api], &ts.c.nfast_reset[api])) {
+  const int f = FreeIndex(api);
+  if (h != nullptr && !g_valgrind && ts.tc.FreeOwnTracked(h, p, &ts.c.nfast[f], &ts.c.nfast_reset[f])) {
     return;
   }
   if (h != nullptr && FreeRetiredFast(ts, api, p, h)) return;
@@ -328,7 +329,7 @@ void FreeNotLast(Api api, void* p) {
   pool::PoolHeader* h = g_pool_map.Find(p);
   ThreadState& ts = t_state;
   if (POOLSCOPE_LIKELY(h != nullptr && !g_valgrind && ts.tc.FreeOwn(h, p))) {
-    ++ts.c.nfast[api];  // the call, the logical free and the pooled free
+    ++ts.c.nfast[FreeIndex(api)];  // the call, the logical free and the pooled free
     return;
   }
   if (h != nullptr && FreeRetiredFast(ts, api, p, h)) return;

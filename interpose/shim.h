@@ -79,7 +79,8 @@ void FreeTracked(Api api, void* p);
 __attribute__((always_inline)) inline void Free(Api api, void* p) {
   ThreadState& ts = t_state;
   // Counted in nfast: the call, the logical free and the pooled free (and in nfast_reset, the reset).
-  if (POOLSCOPE_LIKELY(ts.tc.FreeLast(p, &ts.c.nfast[api], &ts.c.nfast_reset[api]))) return;
+  const int f = FreeIndex(api);
+  if (POOLSCOPE_LIKELY(ts.tc.FreeLast(p, &ts.c.nfast[f], &ts.c.nfast_reset[f]))) return;
   if (POOLSCOPE_UNLIKELY(g_tracking)) return FreeTracked(api, p);
   FreeNotLast(api, p);
 }
