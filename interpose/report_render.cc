@@ -22,6 +22,8 @@
 #include "interpose/thread_state.h"
 #include "interpose/timeline.h"
 #include "interpose/tracking.h"
+#include "track/frame_rule_store.h"
+#include "track/frame_rules.h"
 #include "track/symbolizer.h"
 
 namespace poolscope {
@@ -269,6 +271,8 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   w.Field("passthrough_allocs", s.internal.passthrough_allocs);
   w.Field("passthrough_frees", s.internal.passthrough_frees);
   w.Field("real_blocks_held", 0);
+  w.Field("frame_rules_computed", track::FrameRulesComputed());
+  w.Field("frame_rules_from_cache", track::FrameRulesFromStore());
   w.EndObject();
 
   if (attached) {

@@ -27,6 +27,7 @@
 #include "interpose/tracking.h"
 #include "report/json_writer.h"
 #include "report/report_path.h"
+#include "track/frame_rule_store.h"
 
 namespace poolscope {
 
@@ -305,6 +306,9 @@ int WriteReportAtExit(const Options& o, bool may_change_status) {
   SpinLockHolder lock(&g_write_lock);
   if (g_exit_written) return 0;
   g_exit_written = true;
+  // The frame rules this process computed, for the next one (report=none too); before the report,
+  // whose symbolizer unloads libdw, which makes the cached rules forget themselves.
+  track::SaveFrameRuleStore();
   if (o.leak_exitcode <= 0 && strcmp(o.report, "none") == 0) return 0;
   SnapshotNow snap;
   if (snap.get() == nullptr) return 0;

@@ -250,9 +250,10 @@ TEST(StackCaptureTest, SlotsADoublingAddsAreFaultedInBeforeTheyAreProbed) {
     LookupFrameRule(0x300000 + 16 * i);
   }
   ASSERT_EQ(g_bits.load(), before + 1);
-  // The new half's whole pages, none of which a probe of the smaller table reached.
-  const uintptr_t from = (reinterpret_cast<uintptr_t>(&g_table[size_t{1} << before]) + 4095) & ~uintptr_t{4095};
-  const uintptr_t to = reinterpret_cast<uintptr_t>(&g_table[size_t{1} << (before + 1)]) & ~uintptr_t{4095};
+  // The new table's whole pages, none of which a probe of the smaller table reached.
+  const size_t base = frame_rules_internal::TableBase(before + 1);
+  const uintptr_t from = (reinterpret_cast<uintptr_t>(&g_table[base]) + 4095) & ~uintptr_t{4095};
+  const uintptr_t to = reinterpret_cast<uintptr_t>(&g_table[base + (size_t{2} << before)]) & ~uintptr_t{4095};
   ASSERT_LT(from, to);
   std::vector<unsigned char> vec((to - from) / 4096);
   ASSERT_EQ(mincore(reinterpret_cast<void*>(from), to - from, vec.data()), 0);
