@@ -8,6 +8,7 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <sys/single_threaded.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -382,14 +383,32 @@ __attribute__((noinline)) void ReadySites(uint32_t id) {
 }  // namespace
 
 namespace tracking_internal {
+namespace {
+// Adds n to a site's count: while the process has one thread (glibc's __libc_single_threaded), one add
+// to memory without the lock prefix (a signal handler on this thread cannot split one instruction),
+// else a locked one. python3 flushes a site at nearly every allocation: three locked adds were 4% of
+// its run with the defaults.
+inline void AddCount(std::atomic<uint64_t>& count, uint64_t n, bool alone) {
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+  if (alone) {
+    asm volatile("addq %1, %0" : "+m"(*reinterpret_cast<uint64_t*>(&count)) : "r"(n));
+    return;
+  }
+#endif
+  (void)alone;
+  count.fetch_add(n, std::memory_order_relaxed);
+}
+}  // namespace
+
 void AddToSite(uint32_t id, uint64_t allocs, uint64_t hits, uint64_t real, uint64_t bytes) {
   if (id >= kCapacity || allocs == 0) return;
   if (__builtin_expect(id >= g_sites_ready.load(std::memory_order_relaxed), 0)) ReadySites(id);
   Site& s = g_sites[id];
-  s.allocs.fetch_add(allocs, std::memory_order_relaxed);
-  s.bytes.fetch_add(bytes, std::memory_order_relaxed);
-  if (hits != 0) s.hits.fetch_add(hits, std::memory_order_relaxed);
-  if (real != 0) s.real_allocs.fetch_add(real, std::memory_order_relaxed);
+  const bool alone = __atomic_load_n(&__libc_single_threaded, __ATOMIC_RELAXED) != 0;
+  AddCount(s.allocs, allocs, alone);
+  AddCount(s.bytes, bytes, alone);
+  if (hits != 0) AddCount(s.hits, hits, alone);
+  if (real != 0) AddCount(s.real_allocs, real, alone);
 }
 
 void FlushSite(TrackThread& tt) {
