@@ -40,6 +40,16 @@ bool FinishesInTime(F fn) {
   return done->load();
 }
 
+// Carves the four 16-byte blocks of tc's pool into a (written to) and returns that pool, which the
+// next carve retires with them live.
+PoolHeader* FillFour(ThreadCache* tc, void* a[4]) {
+  for (int i = 0; i < 4; ++i) {
+    a[i] = tc->Carve(16);
+    memset(a[i], 0x5E, 16);
+  }
+  return tc->current();
+}
+
 TEST(PoolAloneTest, TheFlagIsReadAsItStandsNow) {
   char alone = 1;
   TestDomain t(AloneCfg(&alone));
@@ -101,11 +111,7 @@ TEST(PoolAloneTest, RetiredPoolsFreeAndEmptyAsBefore) {
   TestDomain t(AloneCfg(&alone));
   ThreadCache tc(&t.domain);
   void* a[4];
-  for (auto& p : a) {
-    p = tc.Carve(16);
-    memset(p, 0x5E, 16);
-  }
-  PoolHeader* first = tc.current();
+  PoolHeader* first = FillFour(&tc, a);
   void* b = tc.Carve(16);  // the first pool retires with 4 live blocks
   ASSERT_NE(t.domain.Find(b), first);
   EXPECT_EQ(tc.Free(first, a[1]), Domain::FreeResult::kFreed);
@@ -133,11 +139,7 @@ TEST(PoolAloneTest, FreeRetiredAloneTakesOnlyLiveBlocksOfRetiredPools) {
   TestDomain t(AloneCfg(&alone));
   ThreadCache tc(&t.domain);
   void* a[4];
-  for (auto& p : a) {
-    p = tc.Carve(16);
-    memset(p, 0x5E, 16);
-  }
-  PoolHeader* first = tc.current();
+  PoolHeader* first = FillFour(&tc, a);
   void* b = tc.Carve(16);  // the first pool retires with 4 live blocks
   PoolHeader* second = t.domain.Find(b);
   ASSERT_NE(second, first);
