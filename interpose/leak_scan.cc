@@ -126,8 +126,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     if (!tracked[i].pooled()) c.ok = unpooled.Push(tracked[i]);
   }
   const size_t npools = pools.size();
-  c.ok = c.ok && SortByStart(pools.data(), npools, true) && pools.Resize(npools + unpooled.size());
-  if (c.ok) MergeInto(pools.data(), npools, unpooled.data(), unpooled.size());
+  c.ok = c.ok && SortWithMore(&pools, unpooled.data(), unpooled.size());
   // (The unpooled blocks stay apart too: with pools, the detector's view looks up those alone.)
   if (npools == 0) unpooled.Free();
   if (sorting) sorter.Join();
