@@ -182,11 +182,20 @@ class Classifier {
       const ScanBlock& e = *batch[j];
       const uintptr_t a = (e.start + 7) & ~uintptr_t{7};
       const uintptr_t end = (e.start + e.size()) & ~uintptr_t{7};
-      if (a < end && end - a <= kReadBuffer - bytes && reader.InPlace(a, end - a) == nullptr) {
-        ranges[ngrouped] = MemoryReader::Range{a, end - a};
-        grouped[ngrouped++] = &e;
-        bytes += end - a;
-        continue;
+      if (a < end) {
+        // Read in place (asked once: ScanOne would ask again), else grouped while the buffer has room.
+        if (const uint64_t* in_place = reader.InPlace(a, end - a)) {
+          if (!reached) finger_ = static_cast<uint32_t>(&e - blocks_);
+          ScanWords(in_place, (end - a) / 8, reached || cliques_ || StateOf(e) != kPossible);
+          result_->heap_bytes_scanned += end - a;
+          continue;
+        }
+        if (end - a <= kReadBuffer - bytes) {
+          ranges[ngrouped] = MemoryReader::Range{a, end - a};
+          grouped[ngrouped++] = &e;
+          bytes += end - a;
+          continue;
+        }
       }
       ScanOne(reader, e, reached);
     }
@@ -212,6 +221,24 @@ class Classifier {
     for (; j < ngrouped; ++j) ScanOne(reader, *grouped[j], reached);
   }
 
+  // Queues every word of words[0, n) that falls within [lowest start, highest end).
+  void ScanWords(const uint64_t* words, size_t n, bool definite) {
+    size_t k = 0;
+    // A long range (a root) a line at a time, loading a few pages ahead: the hardware's prefetch stops
+    // at each page's end. A block's words are prefetched when it is popped.
+    for (; k + kAheadWords + 8 <= n; k += 8) {
+      __builtin_prefetch(words + k + kAheadWords);
+      for (size_t w = k; w < k + 8; ++w) {
+        const uint64_t v = words[w];
+        if (v - lo_ < span_) Queue(v, definite);
+      }
+    }
+    for (; k < n; ++k) {
+      const uint64_t v = words[k];
+      if (v - lo_ < span_) Queue(v, definite);
+    }
+  }
+
   void ScanOne(MemoryReader& reader, const ScanBlock& e, bool reached) {
     // While cliques form, every pointer counts alike; while marking, a Possible block is not a
     // definite source. A reached block, outside blocks_, leaves the finger where it is.
@@ -228,22 +255,8 @@ class Classifier {
     const uintptr_t e = end & ~uintptr_t{7};
     if (a >= e) return;
     if (const uint64_t* in_place = reader.InPlace(a, e - a)) {
-      const size_t words = (e - a) / 8;
-      size_t k = 0;
-      // A long range (a root) a line at a time, loading a few pages ahead: the hardware's prefetch stops
-      // at each page's end. A block's words are prefetched when it is popped.
-      for (; k + kAheadWords + 8 <= words; k += 8) {
-        __builtin_prefetch(in_place + k + kAheadWords);
-        for (size_t w = k; w < k + 8; ++w) {
-          const uint64_t v = in_place[w];
-          if (v - lo_ < span_) Queue(v, definite);
-        }
-      }
-      for (; k < words; ++k) {
-        const uint64_t v = in_place[k];
-        if (v - lo_ < span_) Queue(v, definite);
-      }
-      *scanned += words * 8;
+      ScanWords(in_place, (e - a) / 8, definite);
+      *scanned += (e - a) / 8 * 8;
       return;
     }
     while (a < e) {
