@@ -287,10 +287,13 @@ class Classifier {
     last_v_ = v;
     last_definite_ = definite;
     // The region first: in a heap split between far apart ranges, most words that pass the filter
-    // (string bytes, counts and flags read as numbers) fall between them.
-    uint32_t r = 0;
-    if (nregions_ > 1) {
-      uint32_t lo = 0, count = nregions_;  // last region with base <= v
+    // (string bytes, counts and flags read as numbers) fall between them. The last region with base
+    // <= v: the one the last word fell in when v lies in it (most words point into the same large
+    // region one after another), else searched for.
+    uint32_t r = region_;
+    if (!(v - regions_[r].base < regions_[r].end - regions_[r].base &&
+          (r + 1 == nregions_ || v < regions_[r + 1].base))) {
+      uint32_t lo = 0, count = nregions_;
       while (count > 1) {
         uint32_t half = count / 2;
         if (regions_[lo + half].base <= v) lo += half;
@@ -300,6 +303,7 @@ class Classifier {
     }
     const Region& reg = regions_[r];
     if (v < reg.base || v >= reg.end) return;
+    region_ = r;
     // A word near the finger (the block being scanned, or the one the last lookup ended at) is resolved
     // at once, with no search: words read in address order and a structure's pointers to what was
     // allocated just before or after it mostly fall there.
@@ -435,6 +439,7 @@ class Classifier {
   StateTotals* const counts_;
   bool cliques_ = false;
   uint64_t last_v_ = 0;  // the word queued last (0 is never queued: it is below every block)
+  uint32_t region_ = 0;  // the region the last word queued fell in
   uint32_t finger_ = 0;  // the block being scanned or the last lookup ended at (Queue runs only when n_ > 0)
   bool last_definite_ = false;
   uint32_t leader_ = 0;
