@@ -1,9 +1,9 @@
 // File: track/reachability.cc
 //
 // Lookup: the blocks' index (block_index.cc) has a page index for each region, runs of blocks close
-// together. A word that passes the [lowest start, highest end) filter costs a binary search over the
-// (few) regions, one load from the page index and a short binary search over the blocks starting in
-// its page.
+// together. A word that passes the [lowest start, highest end) filter costs a test of the region the
+// last word fell in (a binary search over the regions when it is not there), one load from the page
+// index and a short binary search over the blocks starting in its page.
 //
 // A word that falls in a block next to the finger (the block being scanned, or the last block that
 // starts at or before the word looked up last) is resolved there and then, with no search.
