@@ -126,8 +126,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     if (!tracked[i].pooled()) c.ok = unpooled.Push(tracked[i]);
   }
   const size_t npools = pools.size();
-  c.ok = c.ok && SortByStart(pools.data(), npools, true) && pools.Resize(npools + unpooled.size());
-  if (c.ok) MergeInto(pools.data(), npools, unpooled.data(), unpooled.size());
+  c.ok = c.ok && SortWithMore(&pools, unpooled.data(), unpooled.size());
   // (The unpooled blocks stay apart too: with pools, the detector's view looks up those alone.)
   if (npools == 0) unpooled.Free();
   if (sorting) sorter.Join();
@@ -228,8 +227,20 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   CheckedReader checked_heap(safe_heap_reader, readable.data(), readable.size(), heap_direct);
   CheckedReader detector_checked_heap(safe_heap_reader, readable.data(), readable.size(), heap_direct);
   // The check costs a lookup a block: only when some real block (the program's pooled blocks lie in
-  // pools, so in these) is not readable whole, as when the program made a page of one PROT_NONE.
-  const bool checked = !track::AllWithinRanges(dblocks.data(), dblocks.size(), readable.data(), readable.size());
+  // pools, so in these) is not readable whole, as when the program made a page of one PROT_NONE. Every
+  // real block lies in one of the spans: when each span is readable whole, so is each block (a test a
+  // span, where a pass over the blocks reads millions of records); else each block is tested.
+  auto spans_readable = [&] {
+    size_t r = 0;
+    for (size_t i = 0; i < nspans; ++i) {
+      const RootRange& sp = merged_spans[i];
+      while (r < readable.size() && readable[r].end <= sp.begin) ++r;
+      if (r == readable.size() || readable[r].begin > sp.begin || readable[r].end < sp.end) return false;
+    }
+    return true;
+  };
+  const bool checked = !(spans_ok && spans_readable()) &&
+                       !track::AllWithinRanges(dblocks.data(), dblocks.size(), readable.data(), readable.size());
   track::MemoryReader& plain_heap = safe_heap_reader;
   MemcheckViewReader memcheck_roots(safe_root_reader),
       memcheck_heap(checked ? static_cast<track::MemoryReader&>(checked_heap) : plain_heap),

@@ -217,6 +217,12 @@ bool SortByStart(ScanBlock* a, size_t n, bool mostly_in_order);
 // more after it) from the end: the merge never overwrites a record it has yet to move.
 void MergeInto(ScanBlock* a, size_t na, const ScanBlock* b, size_t nb);
 
+// Sorts *a (records mostly in address order: the pools', or their blocks) with more[0, n) (sorted by
+// start, a copy kept elsewhere) merged in. A few records, as the unpooled blocks beside millions of
+// pools are, go in with the records the sort finds out of order and are merged back with them: one
+// pass over the array where sorting and then merging took two. False when there is no memory.
+bool SortWithMore(Array<ScanBlock>* a, const ScanBlock* more, size_t n);
+
 struct DetectorJob {
   ScanBlock* blocks;
   size_t n;

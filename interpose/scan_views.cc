@@ -105,6 +105,21 @@ void MergeInto(ScanBlock* a, size_t na, const ScanBlock* b, size_t nb) {
   }
 }
 
+bool SortWithMore(Array<ScanBlock>* a, const ScanBlock* more, size_t n) {
+  const size_t na = a->size();
+  // SortByStart moves aside about a sixteenth of the records at most, two for each one found out of
+  // order (it takes the one before it along): with more than a sixty-fourth to add, merge after
+  // sorting.
+  if (n <= na / 64) {
+    if (!a->Resize(na + n)) return false;
+    if (n > 0) memcpy(static_cast<void*>(a->data() + na), more, n * sizeof(ScanBlock));
+    return SortByStart(a->data(), na + n, true);
+  }
+  if (!SortByStart(a->data(), na, true) || !a->Resize(na + n)) return false;
+  MergeInto(a->data(), na, more, n);
+  return true;
+}
+
 int ClassifyForDetector(void* arg) {
   auto* j = static_cast<DetectorJob*>(arg);
   j->ok = j->pools_reached
@@ -135,9 +150,7 @@ int SortProgramBlocks(void* arg) {
     return 0;
   }
   s->more->Free();
-  const size_t npooled = blocks.size();
-  s->ok = SortByStart(blocks.data(), npooled, true) && blocks.Resize(npooled + s->tracked->size());
-  if (s->ok) MergeInto(blocks.data(), npooled, s->tracked->data(), s->tracked->size());
+  s->ok = SortWithMore(&blocks, s->tracked->data(), s->tracked->size());
   return 0;
 }
 

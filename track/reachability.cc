@@ -1,9 +1,9 @@
 // File: track/reachability.cc
 //
 // Lookup: the blocks' index (block_index.cc) has a page index for each region, runs of blocks close
-// together. A word that passes the [lowest start, highest end) filter costs a binary search over the
-// (few) regions, one load from the page index and a short binary search over the blocks starting in
-// its page.
+// together. A word that passes the [lowest start, highest end) filter costs a test of the region the
+// last word fell in (a binary search over the regions when it is not there), one load from the page
+// index and a short binary search over the blocks starting in its page.
 //
 // A word that falls in a block next to the finger (the block being scanned, or the last block that
 // starts at or before the word looked up last) is resolved there and then, with no search.
@@ -182,11 +182,20 @@ class Classifier {
       const ScanBlock& e = *batch[j];
       const uintptr_t a = (e.start + 7) & ~uintptr_t{7};
       const uintptr_t end = (e.start + e.size()) & ~uintptr_t{7};
-      if (a < end && end - a <= kReadBuffer - bytes && reader.InPlace(a, end - a) == nullptr) {
-        ranges[ngrouped] = MemoryReader::Range{a, end - a};
-        grouped[ngrouped++] = &e;
-        bytes += end - a;
-        continue;
+      if (a < end) {
+        // Read in place (asked once: ScanOne would ask again), else grouped while the buffer has room.
+        if (const uint64_t* in_place = reader.InPlace(a, end - a)) {
+          if (!reached) finger_ = static_cast<uint32_t>(&e - blocks_);
+          ScanWords(in_place, (end - a) / 8, reached || cliques_ || StateOf(e) != kPossible);
+          result_->heap_bytes_scanned += end - a;
+          continue;
+        }
+        if (end - a <= kReadBuffer - bytes) {
+          ranges[ngrouped] = MemoryReader::Range{a, end - a};
+          grouped[ngrouped++] = &e;
+          bytes += end - a;
+          continue;
+        }
       }
       ScanOne(reader, e, reached);
     }
@@ -212,6 +221,24 @@ class Classifier {
     for (; j < ngrouped; ++j) ScanOne(reader, *grouped[j], reached);
   }
 
+  // Queues every word of words[0, n) that falls within [lowest start, highest end).
+  void ScanWords(const uint64_t* words, size_t n, bool definite) {
+    size_t k = 0;
+    // A long range (a root) a line at a time, loading a few pages ahead: the hardware's prefetch stops
+    // at each page's end. A block's words are prefetched when it is popped.
+    for (; k + kAheadWords + 8 <= n; k += 8) {
+      __builtin_prefetch(words + k + kAheadWords);
+      for (size_t w = k; w < k + 8; ++w) {
+        const uint64_t v = words[w];
+        if (v - lo_ < span_) Queue(v, definite);
+      }
+    }
+    for (; k < n; ++k) {
+      const uint64_t v = words[k];
+      if (v - lo_ < span_) Queue(v, definite);
+    }
+  }
+
   void ScanOne(MemoryReader& reader, const ScanBlock& e, bool reached) {
     // While cliques form, every pointer counts alike; while marking, a Possible block is not a
     // definite source. A reached block, outside blocks_, leaves the finger where it is.
@@ -228,22 +255,8 @@ class Classifier {
     const uintptr_t e = end & ~uintptr_t{7};
     if (a >= e) return;
     if (const uint64_t* in_place = reader.InPlace(a, e - a)) {
-      const size_t words = (e - a) / 8;
-      size_t k = 0;
-      // A long range (a root) a line at a time, loading a few pages ahead: the hardware's prefetch stops
-      // at each page's end. A block's words are prefetched when it is popped.
-      for (; k + kAheadWords + 8 <= words; k += 8) {
-        __builtin_prefetch(in_place + k + kAheadWords);
-        for (size_t w = k; w < k + 8; ++w) {
-          const uint64_t v = in_place[w];
-          if (v - lo_ < span_) Queue(v, definite);
-        }
-      }
-      for (; k < words; ++k) {
-        const uint64_t v = in_place[k];
-        if (v - lo_ < span_) Queue(v, definite);
-      }
-      *scanned += words * 8;
+      ScanWords(in_place, (e - a) / 8, definite);
+      *scanned += (e - a) / 8 * 8;
       return;
     }
     while (a < e) {
@@ -274,10 +287,13 @@ class Classifier {
     last_v_ = v;
     last_definite_ = definite;
     // The region first: in a heap split between far apart ranges, most words that pass the filter
-    // (string bytes, counts and flags read as numbers) fall between them.
-    uint32_t r = 0;
-    if (nregions_ > 1) {
-      uint32_t lo = 0, count = nregions_;  // last region with base <= v
+    // (string bytes, counts and flags read as numbers) fall between them. The last region with base
+    // <= v: the one the last word fell in when v lies in it (most words point into the same large
+    // region one after another), else searched for.
+    uint32_t r = region_;
+    if (!(v - regions_[r].base < regions_[r].end - regions_[r].base &&
+          (r + 1 == nregions_ || v < regions_[r + 1].base))) {
+      uint32_t lo = 0, count = nregions_;
       while (count > 1) {
         uint32_t half = count / 2;
         if (regions_[lo + half].base <= v) lo += half;
@@ -287,6 +303,7 @@ class Classifier {
     }
     const Region& reg = regions_[r];
     if (v < reg.base || v >= reg.end) return;
+    region_ = r;
     // A word near the finger (the block being scanned, or the one the last lookup ended at) is resolved
     // at once, with no search: words read in address order and a structure's pointers to what was
     // allocated just before or after it mostly fall there.
@@ -422,6 +439,7 @@ class Classifier {
   StateTotals* const counts_;
   bool cliques_ = false;
   uint64_t last_v_ = 0;  // the word queued last (0 is never queued: it is below every block)
+  uint32_t region_ = 0;  // the region the last word queued fell in
   uint32_t finger_ = 0;  // the block being scanned or the last lookup ended at (Queue runs only when n_ > 0)
   bool last_definite_ = false;
   uint32_t leader_ = 0;

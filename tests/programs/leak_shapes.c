@@ -54,6 +54,11 @@
  *                 pools between two threads): still reachable 100,000 (2,400,000 B), definitely lost 1
  *                 and indirectly lost 999 (24 B and 23,976 B)
  *   self_pointer  a dropped 40-byte block whose first word points at itself: definitely lost 1 (40 B)
+ *   pool_holds    two dropped 32-byte blocks, one holding the only pointer to a 1,000-byte block, the
+ *                 other the only pointer 8 bytes into a 600-byte block: definitely lost 2 (64 B),
+ *                 indirectly lost 2 (1,600 B). Pooled, the small ones sit in pools, which a detector
+ *                 below reads as reachable: the large blocks are then still reachable and possibly lost
+ *                 there
  *   data_global   a pointer to an 88-byte block in an initialised global (.data, where `global` uses a
  *                 zero one in .bss): still reachable 1 (88 B)
  *   tls           a pointer to a 56-byte block in the main thread's static thread-local storage: still
@@ -426,6 +431,22 @@ __attribute__((noinline)) static void make_tree(void) {
   sink = NULL;
 }
 
+__attribute__((noinline)) static void make_pool_holds(void) {
+  void** a = malloc(32);
+  void** c = malloc(32);
+  memset(a, 0, 32);
+  memset(c, 0, 32);
+  char* b = malloc(1000);
+  char* d = malloc(600);
+  memset(b, 0x43, 1000);
+  memset(d, 0x44, 600);
+  a[1] = b;
+  c[2] = d + 8;
+  sink = a;
+  sink = c;
+  sink = NULL;
+}
+
 __attribute__((noinline)) static void make_self_pointer(void) {
   void** p = malloc(40);
   memset(p, 0, 40);
@@ -588,7 +609,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: leak_shapes none|list|cycle|global|interior|mmap|shared_mmap|merged_mmap|tls_mmap|"
                     "guard_page|dead_frame|dead_frame_return|arena_top|many_lost|"
                     "thread_ended|"
-                    "thread_blocked|interleaved|tree|self_pointer|data_global|tls|pthread_key|unaligned|"
+                    "thread_blocked|interleaved|tree|pool_holds|self_pointer|data_global|tls|pthread_key|unaligned|"
                     "malloc0|swapcontext|thread_registers|fork_child|exit_register|dynamic_tls\n");
     return 2;
   }
@@ -644,6 +665,8 @@ int main(int argc, char** argv) {
     make_interleaved();
   } else if (strcmp(m, "tree") == 0) {
     make_tree();
+  } else if (strcmp(m, "pool_holds") == 0) {
+    make_pool_holds();
   } else if (strcmp(m, "self_pointer") == 0) {
     make_self_pointer();
   } else if (strcmp(m, "data_global") == 0) {
