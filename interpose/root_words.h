@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "track/granule_filter.h"
 #include "track/reachability.h"
 #include "track/sorted_search.h"
 
@@ -110,10 +111,13 @@ bool CollectRootWords(const RootView* views, int nviews, track::MemoryReader& re
   std::sort(edges, edges + k, [](const Edge& a, const Edge& b) { return a.at < b.at; });
   if (nspans == 0) return true;  // no block: no word can point at one
   const uintptr_t lo = spans[0].begin, span = spans[nspans - 1].end - lo;
+  track::GranuleFilter granules;
+  for (size_t i = 0; i < nspans; ++i) granules.Add(spans[i].begin, spans[i].end);
   size_t last = 0;  // the span the last word fell in: words near each other often share one
   auto in_spans = [&](uint64_t x) {
     if (x - lo >= span) return false;
     if (x - spans[last].begin < spans[last].end - spans[last].begin) return true;
+    if (!granules.MayHold(x)) return false;
     const size_t a = track::PartitionPoint(0, nspans, [&](size_t i) { return spans[i].end <= x; });
     if (a == nspans || x < spans[a].begin) return false;
     last = a;

@@ -2,8 +2,9 @@
 //
 // Lookup: the blocks' index (block_index.cc) has a page index for each region, runs of blocks close
 // together. A word that passes the [lowest start, highest end) filter costs a test of the region the
-// last word fell in (a binary search over the regions when it is not there), one load from the page
-// index and a short binary search over the blocks starting in its page.
+// last word fell in (when it is not there, a test of the regions' granules, granule_filter.h, then a
+// binary search over the regions), one load from the page index and a short binary search over the
+// blocks starting in its page.
 //
 // A word that falls in a block next to the finger (the block being scanned, or the last block that
 // starts at or before the word looked up last) is resolved there and then, with no search.
@@ -23,6 +24,7 @@
 
 #include <algorithm>
 
+#include "track/granule_filter.h"
 #include "track/reachability_internal.h"
 
 namespace poolscope {
@@ -79,7 +81,9 @@ class Classifier {
         span_(hi - lo),
         result_(result),
         totals_(cliques),
-        counts_(counts) {}
+        counts_(counts) {
+    for (uint32_t r = 0; r < nregions_; ++r) granules_.Add(regions_[r].base, regions_[r].end);
+  }
 
   void MarkFromRoots(const RootRange* roots, size_t nroots, MemoryReader& root_reader,
                      MemoryReader& heap_reader) {
@@ -293,6 +297,7 @@ class Classifier {
     uint32_t r = region_;
     if (!(v - regions_[r].base < regions_[r].end - regions_[r].base &&
           (r + 1 == nregions_ || v < regions_[r + 1].base))) {
+      if (!granules_.MayHold(v)) return;
       uint32_t lo = 0, count = nregions_;
       while (count > 1) {
         uint32_t half = count / 2;
@@ -424,6 +429,7 @@ class Classifier {
   ScanBlock* const blocks_;
   const uint32_t n_;
   const Region* const regions_;
+  GranuleFilter granules_;  // the regions' granules: most words between them are turned away there
   const uint32_t nregions_;
   const uint32_t* const pages_;
   const unsigned shift_;
