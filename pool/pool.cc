@@ -273,18 +273,24 @@ void Domain::ReleasePool(PoolHeader* h, PoolStats* stats) {
 }
 
 void Domain::PoolEmptied(ThreadCache* tc, PoolHeader* h) {
-  if (tc != nullptr && tc->ncached_ < tc->max_cached_) {  // (max_cached_ is 0 once the thread is dead)
-    // Kept: zeroed whole (a retired pool does not keep where its carving stopped).
-    ZeroPool(h, BaseOf(h) + pool_bytes_);
-    tc->cache_[tc->ncached_++] = h;
-  } else if (tc != nullptr) {
-    ReleasePool(h, &tc->stats_);  // its memory goes back as it is: no one carves from it again
-  } else {
+  if (tc == nullptr) {
     // A thread without a cache (it never pooled): count the release nowhere but in the pool totals of
     // the caller's fallback, which the shim gives us as a cache; reaching here means none exists.
     PoolStats discard = {};
     ReleasePool(h, &discard);
+    return;
   }
+  // Kept, zeroed whole (a retired pool does not keep where its carving stopped); released as it is
+  // when the cache is full, since no one carves from it again.
+  if (tc->HasRoom()) ZeroPool(h, BaseOf(h) + pool_bytes_);
+  tc->Adopt(h);
+}
+
+void Domain::FreeLiveAlone(ThreadCache* tc, PoolHeader* h, std::atomic<uint8_t>* mark) {
+  mark->store(kMarkStarted, std::memory_order_relaxed);
+  const int32_t live = h->live.load(std::memory_order_relaxed) - 1;
+  h->live.store(live, std::memory_order_relaxed);
+  if (live == 0) PoolEmptied(tc, h);
 }
 
 Domain::FreeResult Domain::FreeSlow(ThreadCache* tc, PoolHeader* h, void* p) {
@@ -355,10 +361,7 @@ bool Domain::FreeRetiredAlone(ThreadCache* tc, PoolHeader* h, void* p) {
   if ((off & 7) != 0 || off >= config_.pool_size) return false;
   std::atomic<uint8_t>& mark = h->mark(off / kGranule);
   if (mark.load(std::memory_order_relaxed) != kMarkBlock) return false;
-  mark.store(kMarkStarted, std::memory_order_relaxed);
-  const int32_t live = h->live.load(std::memory_order_relaxed) - 1;
-  h->live.store(live, std::memory_order_relaxed);
-  if (live == 0) PoolEmptied(tc, h);
+  FreeLiveAlone(tc, h, &mark);
   return true;
 }
 
@@ -366,27 +369,19 @@ Domain::FreeResult Domain::FreeRetired(ThreadCache* tc, PoolHeader* h, std::atom
   PoolStats* stats = tc != nullptr ? &tc->stats_ : nullptr;
   const bool alone = Alone();
   // Retired: clear the live mark ourselves.
-  uint8_t old;
-  if (alone) {
-    old = mark->load(std::memory_order_relaxed);
-    if (old == kMarkBlock) mark->store(kMarkStarted, std::memory_order_relaxed);
-  } else {
-    old = mark->fetch_and(static_cast<uint8_t>(~kMarkLive), std::memory_order_acq_rel);
-  }
+  const uint8_t old = alone ? mark->load(std::memory_order_relaxed)
+                            : mark->fetch_and(static_cast<uint8_t>(~kMarkLive), std::memory_order_acq_rel);
   if (old != kMarkBlock) {
     FreeResult r = Classify(old);
     CountFreeError(stats, r);
     return r;
   }
   if (stats != nullptr) ++stats->pooled_frees;
-  int32_t live;
   if (alone) {
-    live = h->live.load(std::memory_order_relaxed) - 1;
-    h->live.store(live, std::memory_order_relaxed);
-  } else {
-    live = h->live.fetch_sub(1, std::memory_order_acq_rel) - 1;
+    FreeLiveAlone(tc, h, mark);
+  } else if (h->live.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    PoolEmptied(tc, h);
   }
-  if (live == 0) PoolEmptied(tc, h);
   return FreeResult::kFreed;
 }
 

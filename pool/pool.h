@@ -328,6 +328,9 @@ class Domain {
     return meta > base ? meta + meta_bytes_ : base + pool_bytes_;
   }
   void PoolEmptied(ThreadCache* tc, PoolHeader* h);  // a retired pool's last block was freed
+  // While the process has one thread: a retired pool's live block (its mark kMarkBlock) freed, with
+  // plain stores, and the pool emptied when it was its last.
+  void FreeLiveAlone(ThreadCache* tc, PoolHeader* h, std::atomic<uint8_t>* mark);
   void GiveUpPool(void* mem, PoolStats* stats);  // CreatePool could not set up the pool of `mem`
   FreeResult FreeRetired(ThreadCache* tc, PoolHeader* h, std::atomic<uint8_t>* mark);
 

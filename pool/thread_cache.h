@@ -373,9 +373,11 @@ class ThreadCache {
   }
   int free_arenas() const { return nfree_arenas_ + (SlotArena() != nullptr); }
 
+  // Whether Adopt would keep a pool (false once the thread is dead: max_cached_ is 0 then).
+  bool HasRoom() const { return ncached_ < max_cached_; }
   // Takes a pool into this cache (or releases it when the cache is full or the thread is ending).
   void Adopt(PoolHeader* h) {
-    if (POOLSCOPE_LIKELY(ncached_ < max_cached_)) {  // (0 once the thread is dead)
+    if (POOLSCOPE_LIKELY(HasRoom())) {
       cache_[ncached_++] = h;
     } else {
       domain_->ReleasePool(h, &stats_);

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <string>
 
+#include "track/build_id.h"
 #include "track/dw_api.h"
 
 namespace poolscope {
@@ -70,25 +71,8 @@ int FindBuildId(struct dl_phdr_info* info, size_t, void* arg) {
     holds = ph.p_type == PT_LOAD && q->pc >= lo && q->pc < lo + ph.p_memsz;
   }
   if (!holds) return 0;
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_NOTE) continue;
-    const char* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
-    const char* end = p + ph.p_memsz;
-    while (end - p >= static_cast<long>(sizeof(ElfW(Nhdr)))) {
-      ElfW(Nhdr) nh;
-      memcpy(&nh, p, sizeof(nh));
-      const char* name = p + sizeof(nh);
-      const char* desc = name + ((nh.n_namesz + 3) & ~3u);
-      const char* next = desc + ((nh.n_descsz + 3) & ~3u);
-      if (next > end) break;
-      if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
-        q->hex = HexBytes(reinterpret_cast<const unsigned char*>(desc), nh.n_descsz);
-        return 1;
-      }
-      p = next;
-    }
-  }
+  const BuildIdNote note = FindBuildIdNote(info);
+  if (note.bytes != nullptr) q->hex = HexBytes(note.bytes, note.n);
   return 1;
 }
 

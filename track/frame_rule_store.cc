@@ -19,6 +19,8 @@
 #include <cstdio>  // rename
 #include <cstring>
 
+#include "track/build_id.h"
+
 namespace poolscope {
 namespace track {
 
@@ -85,35 +87,18 @@ uint64_t Checksum(uint32_t bits, uint32_t count, const FileSlot* slots) {
   return h;
 }
 
-// The build id note of an object, as hex in `out`; false when it has none.
+// The build id of an object, as hex in `out` (its first kIdBytes bytes); false when it has none.
 bool BuildId(const struct dl_phdr_info* info, char* out) {
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_NOTE) continue;
-    const char* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
-    const char* const end = p + ph.p_memsz;
-    while (p + sizeof(ElfW(Nhdr)) <= end) {
-      const auto* n = reinterpret_cast<const ElfW(Nhdr)*>(p);
-      const size_t name = (n->n_namesz + 3) & ~size_t{3};
-      const size_t desc = (n->n_descsz + 3) & ~size_t{3};
-      const char* const d = p + sizeof(ElfW(Nhdr)) + name;
-      if (d + desc > end) break;
-      if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && memcmp(p + sizeof(ElfW(Nhdr)), "GNU", 4) == 0 &&
-          n->n_descsz >= 4) {
-        static const char kHex[] = "0123456789abcdef";
-        const size_t bytes = n->n_descsz < kIdBytes ? n->n_descsz : kIdBytes;
-        for (size_t k = 0; k < bytes; ++k) {
-          const unsigned char c = static_cast<unsigned char>(d[k]);
-          out[2 * k] = kHex[c >> 4];
-          out[2 * k + 1] = kHex[c & 15];
-        }
-        out[2 * bytes] = '\0';
-        return true;
-      }
-      p = d + desc;
-    }
+  const BuildIdNote note = FindBuildIdNote(info);
+  if (note.n < 4) return false;
+  static const char kHex[] = "0123456789abcdef";
+  const size_t bytes = note.n < kIdBytes ? note.n : kIdBytes;
+  for (size_t k = 0; k < bytes; ++k) {
+    out[2 * k] = kHex[note.bytes[k] >> 4];
+    out[2 * k + 1] = kHex[note.bytes[k] & 15];
   }
-  return false;
+  out[2 * bytes] = '\0';
+  return true;
 }
 
 int ListObject(struct dl_phdr_info* info, size_t, void*) {
