@@ -347,8 +347,10 @@ class Domain {
   size_t info_word_;      // a BlockInfo word's bytes: 4 or 8
   uint32_t granules_;
   // The pool list: its chunks, how many, the entries used in the newest, the free entries (index + 1),
-  // and how far the newest chunk's pages are faulted in.
-  std::atomic<std::atomic<uint64_t>*> chunks_[kMaxListChunks] = {};
+  // and how far the newest chunk's pages are faulted in. chunks_[i] is written before nchunks_ passes i
+  // and never read beyond it: left uninitialised (32 KiB a zeroing would write, and fault in, at every
+  // process's start).
+  std::atomic<std::atomic<uint64_t>*> chunks_[kMaxListChunks];
   std::atomic<size_t> nchunks_{0};
   uint32_t free_entries_ = 0;
   uintptr_t list_populated_ = 0;
