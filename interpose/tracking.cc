@@ -59,8 +59,8 @@ namespace {
 // a power of two bytes that come back (the live table's stripes give back their arrays when they
 // double them) are kept on a list per size and handed out again, zeroed, before anything new is
 // carved. Arrays of kDirect bytes or more are mappings of their own. What is handed out is about to be
-// written (a record, a table being filled): carved memory is faulted in kAhead bytes at a time ahead of
-// the carve point, and a mapping of its own whole, one call each instead of a fault per page (and never
+// written (a record, a table being filled): carved memory is faulted in ahead of the carve point, by as
+// much as was carved so far up to kAhead bytes at a time, and a mapping of its own whole, one call each instead of a fault per page (and never
 // the zero page a table probed before it is written would map, then fault again).
 class MappedDepotMemory : public track::DepotMemory {
  public:
@@ -108,8 +108,12 @@ class MappedDepotMemory : public track::DepotMemory {
     }
     void* p = cur_;
     cur_ += bytes;
+    carved_ += bytes;
+    // Ahead by as much as was carved so far, up to kAhead: a short process that records a few stacks
+    // faults in a page or two, not kAhead bytes it never uses.
+    const size_t ahead = carved_ < kAhead ? carved_ : kAhead;
     populated_ = track::PopulateAhead(populated_, reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(cur_),
-                                      reinterpret_cast<uintptr_t>(end_), kAhead);
+                                      reinterpret_cast<uintptr_t>(end_), ahead);
     return p;
   }
   // An array given back stays on a free list until one of its size is wanted again, which for a
@@ -160,6 +164,7 @@ class MappedDepotMemory : public track::DepotMemory {
   char* cur_ = nullptr;
   char* end_ = nullptr;
   uintptr_t populated_ = 0;  // the current chunk is faulted in up to here
+  size_t carved_ = 0;        // bytes carved in all chunks
   FreeNode* free_[kNumClasses] = {};
   bool small_chunks_ = false;
   std::atomic<bool> exhausted_{false};  // (read without the lock on the direct path)
