@@ -56,6 +56,7 @@ struct Object {
   char id[2 * kIdBytes + 1];
   std::atomic<int> state;
   std::atomic<bool> gone;  // unloaded (RecheckFrameRuleStore): another object may be where it was
+  std::atomic<uint32_t> computed;  // rules computed here for its code: none of them came from its file
   const FileSlot* slots;
   uint32_t bits;
   uint32_t count;
@@ -118,6 +119,7 @@ int ListObject(struct dl_phdr_info* info, size_t, void*) {
   o.base = info->dlpi_addr;
   o.state.store(kNotRead, std::memory_order_relaxed);
   o.gone.store(false, std::memory_order_relaxed);
+  o.computed.store(0, std::memory_order_relaxed);
   ++g_nobjects;
   return 0;
 }
@@ -368,8 +370,24 @@ void RecheckFrameRuleStore() {
   }
 }
 
+void NoteComputedFrameRule(uintptr_t pc) {
+  if (!g_open.load(std::memory_order_acquire)) return;
+  if (Object* o = ObjectOf(pc)) o->computed.fetch_add(1, std::memory_order_relaxed);
+}
+
 int SaveFrameRuleStore() {
   if (!g_open.load(std::memory_order_acquire)) return 0;
+  // A rule its file lacks was computed in this process (one from the file is in it): an object that
+  // had fewer rules computed than a rewrite needs is passed over without looking at the cached rules,
+  // and when none had enough, so is the walk of the cache (most processes, from the second run on).
+  bool any = false;
+  for (int i = 0; i < g_nobjects && !any; ++i) {
+    const Object& o = g_objects[i];
+    const uint32_t held = o.state.load(std::memory_order_acquire) == kRead ? o.count : 0;
+    const uint32_t computed = o.computed.load(std::memory_order_relaxed);
+    any = !o.gone.load(std::memory_order_acquire) && computed != 0 && uint64_t{computed} * 32 >= uint64_t{held} + 32;
+  }
+  if (!any) return 0;
   static Tally tally;  // (1 KiB: not on the exiting thread's stack, which may be small)
   memset(&tally, 0, sizeof tally);
   ForEachCachedRule(CountFresh, &tally);

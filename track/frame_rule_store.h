@@ -34,6 +34,9 @@ void OpenFrameRuleStore(const char* dir);
 
 // The stored rule at pc (an address inside an instruction, as LookupFrameRule takes it), or 0.
 FrameRule StoredFrameRule(uintptr_t pc);
+// A rule at pc was computed (the store had none): counted for its object, whose file SaveFrameRuleStore
+// rewrites only when enough were.
+void NoteComputedFrameRule(uintptr_t pc);
 
 // Code was unmapped (dlclose): the store's objects that are no longer loaded are dropped (calls
 // dl_iterate_phdr: not inside an allocation).

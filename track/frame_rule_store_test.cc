@@ -97,6 +97,29 @@ TEST_F(FrameRuleStoreTest, TheNextProcessReadsTheRulesInsteadOfComputingThem) {
   EXPECT_EQ(SaveFrameRuleStore(), 0) << "nothing new to write";
 }
 
+// A file is rewritten when the rules it lacks are at least one and a 32nd of what it holds: one new
+// rule in libc beside the stored ones writes nothing; many do, and the next process reads them.
+TEST_F(FrameRuleStoreTest, AFewNewRulesWaitForMore) {
+  const std::vector<uintptr_t> pcs = SomePcs();
+  for (uintptr_t pc : pcs) LookupFrameRule(pc);
+  ASSERT_GE(SaveFrameRuleStore(), 2);
+
+  NewProcess();
+  for (uintptr_t pc : pcs) LookupFrameRule(pc);
+  const uintptr_t fresh = reinterpret_cast<uintptr_t>(&strtoul);
+  LookupFrameRule(fresh);
+  EXPECT_EQ(SaveFrameRuleStore(), 0) << "one rule is not a 32nd of libc's";
+  for (uintptr_t k = 1; k < 48; ++k) LookupFrameRule(fresh + k);
+  EXPECT_EQ(SaveFrameRuleStore(), 1) << "libc's file, with 48 more";
+
+  NewProcess();
+  const uint64_t computed = FrameRulesComputed();
+  for (uintptr_t k = 0; k < 48; ++k) {
+    EXPECT_EQ(LookupFrameRule(fresh + k), frame_rules_internal::InterpretFrameRule(fresh + k)) << k;
+  }
+  EXPECT_EQ(FrameRulesComputed(), computed) << "the new rules came from the rewritten file";
+}
+
 TEST_F(FrameRuleStoreTest, AFileThatFailsItsChecksumIsNotRead) {
   const std::vector<uintptr_t> pcs = SomePcs();
   for (uintptr_t pc : pcs) LookupFrameRule(pc);

@@ -881,6 +881,16 @@ std::atomic<size_t> g_filled{0};
 // first rule is cached; the next one, before a doubling is published).
 std::atomic<int> g_populated_bits{0};
 
+// The rule at pc from the store, else computed (and counted for the store's next save).
+FrameRule StoredOrComputed(uintptr_t pc) {
+  FrameRule r = StoredFrameRule(pc);
+  if (r == 0) {
+    r = ComputeFrameRule(pc);
+    NoteComputedFrameRule(pc);
+  }
+  return r;
+}
+
 void PopulateSlots(int bits) {
   int done = g_populated_bits.load(std::memory_order_relaxed);
   if (done >= bits) return;
@@ -933,16 +943,14 @@ FrameRule LookupFrameRuleSlow(uintptr_t pc) {
     if (key == pc) {
       FrameRule r = s.rule.load(std::memory_order_relaxed);
       if (r != 0) return r;
-      r = StoredFrameRule(pc);
-      if (r == 0) r = ComputeFrameRule(pc);
+      r = StoredOrComputed(pc);
       if (!g_cached.load(std::memory_order_relaxed)) g_cached.store(true, std::memory_order_relaxed);
       s.rule.store(r, std::memory_order_relaxed);
       return r;
     }
     if (key == 0) {
       FrameRule r = InSmallerTables(pc, bits);
-      if (r == 0) r = StoredFrameRule(pc);
-      if (r == 0) r = ComputeFrameRule(pc);
+      if (r == 0) r = StoredOrComputed(pc);
       PopulateSlots(bits);
       uintptr_t expected = 0;
       if (s.pc.compare_exchange_strong(expected, kClaiming, std::memory_order_relaxed)) {
@@ -956,8 +964,7 @@ FrameRule LookupFrameRuleSlow(uintptr_t pc) {
   }
   // The neighbourhood is full: answer without caching.
   FrameRule known = InSmallerTables(pc, bits);
-  if (known == 0) known = StoredFrameRule(pc);
-  return known != 0 ? known : ComputeFrameRule(pc);
+  return known != 0 ? known : StoredOrComputed(pc);
 }
 
 uint64_t FrameRulesComputed() { return g_computed.load(std::memory_order_relaxed); }
