@@ -16,6 +16,7 @@
 #include "interpose/leak_scan_internal.h"
 #include "interpose/real.h"
 #include "interpose/thread_registers.h"
+#include "track/dynamic_symbol.h"
 #include "track/frame_rules.h"
 
 // glibc's own, private to it (LeakSanitizer reads them as well): the static TLS's bytes (the dynamic
@@ -194,27 +195,50 @@ using scan::RootRange;
 
 namespace {
 
-// libc's exit(): [begin, end) of its code, or {0, 0} when it cannot be told.
-RootRange ExitFunction() {
-  Dl_info info;
-  void* sym = nullptr;
-  // libc's exit as ResolveReal found it (libpoolscope.so defines an exit() of its own that jumps to
-  // it); only libc's (another preloaded object's exit: the walk then stops at libc's first frame).
+// libc's exit() and libc's extent.
+struct ExitLookup {
+  uintptr_t fn;
+  RootRange exit;   // exit()'s code, or {0, 0}
+  RootRange libc;   // libc's loaded segments, or {0, 0}
+};
+
+int FindExit(struct dl_phdr_info* info, size_t, void* arg) {
+  auto* q = static_cast<ExitLookup*>(arg);
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD) continue;
+    lo = std::min<uintptr_t>(lo, info->dlpi_addr + ph.p_vaddr);
+    hi = std::max<uintptr_t>(hi, info->dlpi_addr + ph.p_vaddr + ph.p_memsz);
+  }
+  if (lo >= hi || info->dlpi_name == nullptr || strstr(info->dlpi_name, "/libc.so") == nullptr) return 0;
+  q->libc = RootRange{lo, hi};
+  // Only libc's exit (another preloaded object's: the walk then stops at libc's first frame).
+  if (q->fn >= lo && q->fn < hi) {
+    if (const ElfW(Sym)* sym = track::FindDynamicSymbol(info, "exit", q->fn)) q->exit = RootRange{q->fn, q->fn + sym->st_size};
+  }
+  return 1;
+}
+
+// libc's exit(): [begin, end) of its code, and libc's extent; {0, 0} for what cannot be told.
+ExitLookup FindExitFunction() {
+  // libc's exit as ResolveReal found it (libpoolscope.so defines an exit() of its own that jumps to it).
   ResolveReal();
-  void* fn = reinterpret_cast<void*>(g_real.exit);
-  if (fn == nullptr || dladdr1(fn, &info, &sym, RTLD_DL_SYMENT) == 0 || sym == nullptr) return RootRange{0, 0};
-  if (info.dli_fname == nullptr || strstr(info.dli_fname, "/libc.so") == nullptr) return RootRange{0, 0};
-  const auto* entry = static_cast<const ElfW(Sym)*>(sym);
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(info.dli_saddr);
-  return RootRange{begin, begin + entry->st_size};
+  ExitLookup q{reinterpret_cast<uintptr_t>(g_real.exit), {0, 0}, {0, 0}};
+  if (q.fn != 0) dl_iterate_phdr(FindExit, &q);
+  return q;
 }
 
 RootRange g_exit_fn = {0, 0};
+RootRange g_libc = {0, 0};
 
 }  // namespace
 
 void PrepareScan() {
-  if (g_exit_fn.end == 0) g_exit_fn = ExitFunction();
+  if (g_exit_fn.end != 0) return;
+  const ExitLookup q = FindExitFunction();
+  g_exit_fn = q.exit;
+  g_libc = q.libc;
 }
 
 scan::StaticTls scan::GlibcStaticTls() {
@@ -232,18 +256,12 @@ uintptr_t ExitPathSp(const track::StartFrame& from) {
   // (left by functions that returned; memcheck holds them undefined), so they are no roots. The walk
   // goes up to exit()'s frame, whose CFA is the caller's stack pointer at the call; a return from main
   // calls exit() too. When exit() is not met, the first frame of libc's exit path.
-  // Looked up at load: looking it up now would allocate, and move the heap's top the scan reads.
+  // Both looked up at load: looking them up now would allocate, and move the heap's top the scan reads.
   const RootRange exit_fn = g_exit_fn;
   uintptr_t pc = from.ra, sp = from.sp, bp = from.bp;
   uintptr_t first_libc = 0;
   for (int step = 0; step < 48 && pc != 0; ++step) {
-    if (first_libc == 0) {
-      Dl_info info;
-      if (dladdr(reinterpret_cast<void*>(pc - 1), &info) != 0 && info.dli_fname != nullptr &&
-          strstr(info.dli_fname, "/libc.so") != nullptr) {
-        first_libc = sp;
-      }
-    }
+    if (first_libc == 0 && pc - 1 - g_libc.begin < g_libc.end - g_libc.begin) first_libc = sp;
     const track::FrameRule rule = track::LookupFrameRule(pc - 1);
     if (track::RuleKind(rule) != track::kRuleStep || (rule & track::kRuleCfaDeref) != 0) break;
     const uintptr_t cfa = ((rule & track::kRuleCfaOnRbp) != 0 ? bp : sp) + track::RuleCfaOffset(rule);
