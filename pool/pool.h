@@ -235,8 +235,8 @@ class Domain {
   // The pool list's chunks: 256 KiB of address space each (32,767 entries; their pages touched as
   // entries are taken), at most kMaxListChunks (134 million pools; past them CreatePool fails, as when
   // the memory cannot be had); a chunk's first word counts the entries taken from it, the rest are
-  // entries. (The chunks' array is written whole when a domain is made: 32 KiB, where chunks of 64
-  // KiB made it 128 KiB, 33 pages every process faulted in.)
+  // entries. (The chunks' array, 32 KiB, is written an entry at a time as chunks are made: zeroed when
+  // a domain was made, it was eight pages every process faulted in.)
   static constexpr size_t kListChunkBytes = size_t{256} << 10;
   static constexpr size_t kListChunkEntries = kListChunkBytes / sizeof(uint64_t) - 1;
   static constexpr size_t kMaxListChunks = 4096;
