@@ -84,7 +84,7 @@ bool CollectRootWords(const RootView* views, int nviews, track::MemoryReader& re
   constexpr uintptr_t kPage = 4096;
   const size_t edge_bytes = nedges * sizeof(Edge);
   auto* edges = static_cast<Edge*>(scratch.Map(edge_bytes));
-  auto* buffer = static_cast<uint64_t*>(scratch.Map(kBuffer));
+  auto* buffer = static_cast<uint64_t*>(scratch.MapSparse(kBuffer));  // used only for reads through the kernel
   struct Release {
     track::ScratchMemory& m;
     void* a;

@@ -102,7 +102,7 @@ bool ProcMaps::Read(const char* path) {
   for (;;) {
     if (text_capacity_ - used < kPage) {  // keep a byte spare for a last line without a newline
       size_t capacity = text_capacity_ == 0 ? 16 * kPage : 2 * text_capacity_;
-      char* bigger = static_cast<char*>(scratch_.Map(capacity));
+      char* bigger = static_cast<char*>(scratch_.MapSparse(capacity));  // the text fills what it needs
       if (bigger == nullptr) {
         ok = false;
         break;

@@ -473,8 +473,9 @@ bool BlockIndexAccess::Classify(BlockIndex& index, const ScanBlock* reached, siz
   counts.pooled_lost = index.pooled_;
   // Room for the worst case; a scan seldom touches more than a fraction of it.
   ScratchArray stack_mem(scratch, (2 * size_t{count} + 1) * sizeof(uint32_t), /*sparse=*/true);
-  ScratchArray buffer_mem(scratch, kReadBuffer);
-  ScratchArray queue_mem(scratch, kQueue * sizeof(Candidate));
+  // The read buffer and the queue are fixed rooms a small heap uses a page of: faulted in as used.
+  ScratchArray buffer_mem(scratch, kReadBuffer, /*sparse=*/true);
+  ScratchArray queue_mem(scratch, kQueue * sizeof(Candidate), /*sparse=*/true);
   if (!queue_mem.ok() || !stack_mem.ok() || !buffer_mem.ok()) return false;
 
   Classifier c(blocks, count, static_cast<const Region*>(index.regions_), index.nregions_, index.pages_, index.shift_,
