@@ -297,7 +297,8 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   dl_iterate_phdr(FindLowestTls, &lowest_tls);
   const uintptr_t tls_span = reinterpret_cast<uintptr_t>(pthread_self()) - lowest_tls;
   constexpr size_t kDescriptorWindow = 65536;
-  auto* window = static_cast<uintptr_t*>(g_scratch.Map(kDescriptorWindow));
+  // (Sparse: it is read into only for a mapping that may be a stack glibc keeps for reuse.)
+  auto* window = static_cast<uintptr_t*>(g_scratch.MapSparse(kDescriptorWindow));
   if (window == nullptr) {
     out->not_scanned_why = "no memory for the scan";
     return;
