@@ -59,6 +59,7 @@ struct Candidate {
 };
 
 constexpr size_t kQueue = 1024;
+constexpr uint32_t kFewBlocks = 2048;
 constexpr size_t kAheadWords = 1024;  // 8 KiB
 constexpr uint32_t kBatch = 16;
 
@@ -473,9 +474,11 @@ bool BlockIndexAccess::Classify(BlockIndex& index, const ScanBlock* reached, siz
   counts.pooled_lost = index.pooled_;
   // Room for the worst case; a scan seldom touches more than a fraction of it.
   ScratchArray stack_mem(scratch, (2 * size_t{count} + 1) * sizeof(uint32_t), /*sparse=*/true);
-  // The read buffer and the queue are fixed rooms a small heap uses a page of: faulted in as used.
-  ScratchArray buffer_mem(scratch, kReadBuffer, /*sparse=*/true);
-  ScratchArray queue_mem(scratch, kQueue * sizeof(Candidate), /*sparse=*/true);
+  // The read buffer and the queue are fixed rooms: a few hundred blocks use a page of each (faulted in
+  // as used), a few thousand all of it (faulted in at once: cheaper than a fault a page).
+  const bool few = count < kFewBlocks;
+  ScratchArray buffer_mem(scratch, kReadBuffer, /*sparse=*/few);
+  ScratchArray queue_mem(scratch, kQueue * sizeof(Candidate), /*sparse=*/few);
   if (!queue_mem.ok() || !stack_mem.ok() || !buffer_mem.ok()) return false;
 
   Classifier c(blocks, count, static_cast<const Region*>(index.regions_), index.nregions_, index.pages_, index.shift_,
