@@ -215,7 +215,8 @@ int FindExit(struct dl_phdr_info* info, size_t, void* arg) {
   q->libc = RootRange{lo, hi};
   // Only libc's exit (another preloaded object's: the walk then stops at libc's first frame).
   if (q->fn >= lo && q->fn < hi) {
-    if (const ElfW(Sym)* sym = track::FindDynamicSymbol(info, "exit", q->fn)) q->exit = RootRange{q->fn, q->fn + sym->st_size};
+    const ElfW(Sym)* sym = track::FindDynamicSymbol(info, "exit", q->fn);
+    if (sym != nullptr) q->exit = RootRange{q->fn, q->fn + sym->st_size};
   }
   return 1;
 }

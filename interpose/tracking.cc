@@ -60,8 +60,9 @@ namespace {
 // double them) are kept on a list per size and handed out again, zeroed, before anything new is
 // carved. Arrays of kDirect bytes or more are mappings of their own. What is handed out is about to be
 // written (a record, a table being filled): carved memory is faulted in ahead of the carve point, by as
-// much as was carved so far up to kAhead bytes at a time, and a mapping of its own whole, one call each instead of a fault per page (and never
-// the zero page a table probed before it is written would map, then fault again).
+// much as was carved so far up to kAhead bytes at a time, and a mapping of its own whole, one call
+// each instead of a fault per page (and never the zero page a table probed before it is written would
+// map, then fault again).
 class MappedDepotMemory : public track::DepotMemory {
  public:
   // Carves from 64 MiB reservations; when the address space will not give that much (RLIMIT_AS),

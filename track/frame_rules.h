@@ -78,8 +78,9 @@ FrameRule LookupFrameRuleSlow(uintptr_t pc);
 
 namespace frame_rules_internal {
 // The cache: a table of 2^g_bits slots, at g_table + TableBase(g_bits). It starts at 2^kFirstTableBits
-// slots (16 KiB, faulted in at the first rule: /bin/true caches about 60) and doubles, up to 2^kTableBits (1 MiB), each time half its slots are filled, so the
-// pages a process touches for it follow the code it unwinds through. Each size has slots of its own,
+// slots (16 KiB, faulted in at the first rule: /bin/true caches 8 rules) and doubles, up
+// to 2^kTableBits (1 MiB), each time half its slots are filled, so the pages a process touches for it
+// follow the code it unwinds through. Each size has slots of its own,
 // after the smaller ones', which keep the rules cached before a doubling (a miss takes them from there
 // instead of computing them again): no table is ever more than half full. (Tables that shared their
 // slots, the smaller at the start of the larger, filled the start of the larger up to every slot: a pc

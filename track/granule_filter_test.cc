@@ -62,7 +62,9 @@ TEST(GranuleFilterTest, RefusesWordsInOtherGranules) {
   EXPECT_FALSE(f.MayHold(0x7ffc12345678));    // a stack
   // Four granules marked: of 40,960 others, about 40 share a bit.
   int passed = 0;
-  for (uint64_t g = 0; g < 10 * GranuleFilter::kBits; ++g) passed += f.MayHold((uint64_t{0x7e0000000} + g) << 20) ? 1 : 0;
+  for (uint64_t g = 0; g < 10 * GranuleFilter::kBits; ++g) {
+    passed += f.MayHold((uint64_t{0x7e0000000} + g) << 20) ? 1 : 0;
+  }
   EXPECT_LT(passed, 200);
 }
 
