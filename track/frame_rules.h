@@ -102,6 +102,8 @@ extern std::atomic<uint32_t> g_generation;
 FrameRule InterpretFrameRule(uintptr_t pc);
 // The lock of the functions read, for tests.
 SpinLock& FunctionsLock();
+// Forgets every function read whole (InvalidateFrameRules: code was unmapped).
+void ForgetFunctions();
 inline size_t Hash(uintptr_t pc, int bits) {
   return static_cast<size_t>((pc * 0x9E3779B97F4A7C15ull) >> (64 - bits));
 }
