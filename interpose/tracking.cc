@@ -11,12 +11,12 @@
 #include <sys/single_threaded.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <new>
 
 #include "interpose/internal.h"
 #include "interpose/tracking_internal.h"
+#include "track/cache_dir.h"
 #include "track/depot_memory.h"
 #include "track/frame_rule_store.h"
 #include "track/frame_rules.h"
@@ -230,23 +230,6 @@ bool IsOwn(uintptr_t pc) {
 }
 }  // namespace tracking_internal
 
-namespace {
-// The frame rules' directory: $XDG_CACHE_HOME/poolscope/frames, else ~/.cache/poolscope/frames (as
-// the symbol tables and debug copies); false when neither is an absolute path or it does not fit.
-bool FrameRulesDir(char* out, size_t room) {
-  const char* xdg = getenv("XDG_CACHE_HOME");
-  const char* home = getenv("HOME");
-  const char* base = xdg != nullptr && xdg[0] == '/' ? xdg : home != nullptr && home[0] == '/' ? home : nullptr;
-  if (base == nullptr) return false;
-  const char* rest = base == xdg ? "/poolscope/frames" : "/.cache/poolscope/frames";
-  const size_t a = strlen(base), b = strlen(rest);
-  if (a + b >= room) return false;
-  memcpy(out, base, a);
-  memcpy(out + a, rest, b + 1);
-  return true;
-}
-}  // namespace
-
 bool TrackingInit(int stack_depth, PooledBlockWalk pooled_blocks) {
   g_pooled_blocks = pooled_blocks;
   g_memory = new (g_memory_storage) MappedDepotMemory();
@@ -259,7 +242,7 @@ bool TrackingInit(int stack_depth, PooledBlockWalk pooled_blocks) {
   dl_iterate_phdr(FindOwnSegments, reinterpret_cast<void*>(&TrackingInit));
   if (stack_depth > 0) {
     char dir[512];
-    if (FrameRulesDir(dir, sizeof dir)) track::OpenFrameRuleStore(dir);
+    if (track::CacheDirPath("frames", dir, sizeof dir)) track::OpenFrameRuleStore(dir);
     track::WarmUpStackCapture();
   }
   g_on = true;

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "track/build_id.h"
+#include "track/cache_dir.h"
 #include "track/dw_api.h"
 
 namespace poolscope {
@@ -32,20 +33,15 @@ int TryOpen(const std::string& path, char** found) {
 }  // namespace
 
 std::string CacheDir(const char* sub) {
-  std::string base;
-  const char* xdg = getenv("XDG_CACHE_HOME");
-  const char* home = getenv("HOME");
-  if (xdg != nullptr && xdg[0] == '/') {
-    base = xdg;
-  } else if (home != nullptr && home[0] == '/') {
-    base = std::string(home) + "/.cache";
-  } else {
-    return std::string();
+  char path[4096];
+  if (!CacheDirPath(sub, path, sizeof path)) return std::string();
+  // It and its two parents, each made if missing.
+  const std::string dir = path;
+  const size_t parent = dir.rfind('/'), grandparent = dir.rfind('/', parent - 1);
+  for (const std::string& d : {dir.substr(0, grandparent), dir.substr(0, parent), dir}) {
+    if (mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) return std::string();
   }
-  for (const std::string& dir : {base, base + "/poolscope", base + "/poolscope/" + sub}) {
-    if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return std::string();
-  }
-  return base + "/poolscope/" + sub;
+  return dir;
 }
 
 std::string HexBytes(const unsigned char* p, size_t n) {
