@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -238,44 +238,53 @@ void GatherLeaks(ReportLeaks* r) {
       distinct.push_back(pcs[i]);
     }
   }
-  std::vector<std::string> frame_key(distinct.size());
+  // Each distinct return address gets the number of its frame as the source names it (function, file,
+  // line): addresses the source cannot tell apart get the same number, and a group's key is the
+  // numbers of its frames.
+  std::vector<uint32_t> frame_id(distinct.size());
   std::vector<uint8_t> client_entry(distinct.size());
-  for (size_t i = 0; i < distinct.size(); ++i) {
-    const track::SymbolizedFrame& f = sym->ReturnAddressFrame(distinct[i]);
-    client_entry[i] = IsClientEntry(f);
-    std::string& key = frame_key[i];
-    key.reserve(f.function.size() + f.file.size() + 16);
-    key += f.function;
-    key += '@';
-    key += f.file;
-    key += ':';
-    key += std::to_string(f.line);
-    key += ';';
+  {
+    std::unordered_map<std::string, uint32_t> ids;
+    std::string name;
+    for (size_t i = 0; i < distinct.size(); ++i) {
+      const track::SymbolizedFrame& f = sym->ReturnAddressFrame(distinct[i]);
+      client_entry[i] = IsClientEntry(f);
+      name.assign(f.function);
+      name += '\0';
+      name += f.file;
+      name.append(reinterpret_cast<const char*>(&f.line), sizeof f.line);
+      frame_id[i] = ids.emplace(name, static_cast<uint32_t>(ids.size())).first->second;
+    }
   }
-  std::map<std::string, LeakGroup> merged;
+  // The groups in the order their first stack comes in `raw`; a key's group through `group_of`.
+  std::vector<LeakGroup> groups;
+  std::unordered_map<std::string, size_t> group_of;
   std::string key;
   for (const LeakGroup& g : raw) {
-    key.clear();
     const uintptr_t* pcs = nullptr;
     const int n = StackFrames(g.stack_id, &pcs);
     int first = 0;
     while (first < n && client_entry[index.Get(pcs[first])]) ++first;  // as ProgramFrames
-    for (int i = first; i < n; ++i) key += frame_key[index.Get(pcs[i])];
-    if (first == n) key = "#" + std::to_string(g.stack_id);
-    key += "/" + std::to_string(g.kind);
-    auto it = merged.find(key);
-    if (it == merged.end()) {
-      merged.emplace(key, g);
+    auto put = [&key](uint32_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
+    key.clear();
+    put(g.kind);
+    // A stack of the client library's entry points alone is a group of its own.
+    if (first == n) put(g.stack_id);
+    for (int i = first; i < n; ++i) put(frame_id[index.Get(pcs[i])]);
+    if (first == n) key.push_back('#');  // no other key has this length modulo 4
+    const auto ins = group_of.emplace(key, groups.size());
+    if (ins.second) {
+      groups.push_back(g);
     } else {
-      it->second.blocks += g.blocks;
-      it->second.bytes += g.bytes;
-      it->second.pooled_blocks += g.pooled_blocks;
+      LeakGroup& m = groups[ins.first->second];
+      m.blocks += g.blocks;
+      m.bytes += g.bytes;
+      m.pooled_blocks += g.pooled_blocks;
     }
   }
-  std::vector<LeakGroup> groups;
-  for (auto& kv : merged) groups.push_back(kv.second);
-  // Definitely lost first, then indirectly and possibly lost, then still reachable; largest first.
-  std::sort(groups.begin(), groups.end(), [](const LeakGroup& a, const LeakGroup& b) {
+  // Definitely lost first, then indirectly and possibly lost, then still reachable; largest first
+  // (equals in the order of their first stack).
+  std::stable_sort(groups.begin(), groups.end(), [](const LeakGroup& a, const LeakGroup& b) {
     if (a.kind != b.kind) return a.kind > b.kind;
     return a.bytes != b.bytes ? a.bytes > b.bytes : a.blocks > b.blocks;
   });

@@ -12,16 +12,17 @@ mkdir -p "$work"
 # Lines of the allocating calls, read from the source so the test follows edits to it.
 entry_line=$(grep -n 'char\* p = malloc(24);' "$src" | cut -d: -f1)
 session_line=$(grep -n 'void\* p = malloc(200);' "$src" | cut -d: -f1)
-[ -n "$entry_line" ] && [ -n "$session_line" ] || { echo "FAIL: allocation lines not found in $src"; exit 1; }
+pair_line=$(grep -n 'sink = malloc(48); sink2 = malloc(48);' "$src" | cut -d: -f1)
+[ -n "$entry_line" ] && [ -n "$session_line" ] && [ -n "$pair_line" ] || { echo "FAIL: allocation lines not found in $src"; exit 1; }
 bare=$("$prog")
 for pool in 1 0; do
   out=$(LD_PRELOAD="$lib" POOLSCOPE_OPTIONS="pool=$pool:quiet=1:report=$work/r$pool.json" "$prog")
   [ "$out" = "$bare" ] || { echo "FAIL: output differs with pool=$pool"; exit 1; }
   /usr/bin/python3 "$checker" "$work/r$pool.json"
-  /usr/bin/python3 - "$work/r$pool.json" "$pool" "$entry_line" "$session_line" <<'PY'
+  /usr/bin/python3 - "$work/r$pool.json" "$pool" "$entry_line" "$session_line" "$pair_line" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1])); pool = int(sys.argv[2])
-entry_line, session_line = int(sys.argv[3]), int(sys.argv[4])
+entry_line, session_line, pair_line = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 leaks = r["leaks"]
 
 def find(function):
@@ -43,6 +44,10 @@ def check(function, caller, blocks, size, line):
 
 entries = check("make_entry", "leak_config_entries", 3, 24, entry_line)
 check("session_alloc", "leak_session_buffers", 2, 200, session_line)
+# Two calls on one line leave two return addresses that name the same frame: one group of both.
+pair = find("leak_two_on_one_line")
+assert len(pair) == 1 and pair[0]["blocks"] == 2 and pair[0]["bytes"] == 96, "pool=%d: %r" % (pool, pair)
+assert pair[0]["stack"][0].get("line") == pair_line, "pool=%d: %r" % (pool, pair[0]["stack"][0])
 # 24-byte blocks fit a 64-byte pool; 200-byte ones never do.
 assert entries["pooled_blocks"] == (3 if pool else 0), entries
 # What the program freed never shows up.

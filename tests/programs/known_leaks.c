@@ -4,7 +4,9 @@
  * can be checked block for block. Built without frame pointers (-O2 -fomit-frame-pointer), like
  * Debian's own binaries:
  *   leak_config_entries():  3 blocks of 24 bytes (small enough for a pool), through a helper;
- *   leak_session_buffers(): 2 blocks of 200 bytes (too large for a 64-byte pool), three calls deep.
+ *   leak_session_buffers(): 2 blocks of 200 bytes (too large for a 64-byte pool), three calls deep;
+ *   leak_two_on_one_line(): 2 blocks of 48 bytes from two calls on one line (two return addresses
+ *                           the source cannot tell apart: one leak group).
  * Also a thread that makes 300 allocations from one site (worker_churn) and ends, for the sites
  * ledger's count of a thread's allocations after it has ended.
  * Prints one line; exits 0. */
@@ -14,6 +16,7 @@
 #include <string.h>
 
 static void* volatile sink;
+static void* volatile sink2;
 
 __attribute__((noinline)) static void* make_entry(int i) {
   char* p = malloc(24);
@@ -35,6 +38,10 @@ __attribute__((noinline)) static void* session_open(void) { return session_alloc
 
 __attribute__((noinline)) void leak_session_buffers(void) {
   for (int i = 0; i < 2; ++i) sink = session_open();
+}
+
+__attribute__((noinline)) void leak_two_on_one_line(void) {
+  sink = malloc(48); sink2 = malloc(48);
 }
 
 __attribute__((noinline)) static unsigned long churn(int rounds) {
@@ -68,7 +75,9 @@ int main(void) {
   unsigned long sum = churn(1000);
   leak_config_entries();
   leak_session_buffers();
+  leak_two_on_one_line();
   sink = NULL;
+  sink2 = NULL;
   printf("known_leaks: checksum %lu\n", sum);
   return 0;
 }
