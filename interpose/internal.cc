@@ -34,6 +34,7 @@ std::atomic<uint64_t> g_mmaps{0}, g_munmaps{0}, g_mapped{0};
 // Its own mapping is the array's first entry once it exists. Taken after g_lock, never before it.
 struct Range {
   uintptr_t begin, end;
+  uintptr_t used;  // [begin, used) may have been written (InternalNoteUsed); end unless noted
 };
 SpinLock g_ranges_lock;
 Range* g_ranges = nullptr;
@@ -42,7 +43,7 @@ size_t g_ranges_capacity = 0;  // entries
 
 size_t PageRound(size_t n) { return (n + 4095) & ~size_t{4095}; }
 
-void AddRange(void* p, size_t bytes) {
+void AddRange(void* p, size_t bytes, bool noted = false) {
   SpinLockHolder h(&g_ranges_lock);
   if (g_nranges == g_ranges_capacity) {
     size_t old_bytes = g_ranges_capacity * sizeof(Range);
@@ -53,10 +54,12 @@ void AddRange(void* p, size_t bytes) {
     if (q == MAP_FAILED) return;  // the scan then sees this mapping as the program's
     g_ranges = static_cast<Range*>(q);
     g_ranges_capacity = new_bytes / sizeof(Range);
-    g_ranges[0] = {reinterpret_cast<uintptr_t>(q), reinterpret_cast<uintptr_t>(q) + new_bytes};
+    const uintptr_t at = reinterpret_cast<uintptr_t>(q);
+    g_ranges[0] = {at, at + new_bytes, at + new_bytes};
     if (g_nranges == 0) g_nranges = 1;
   }
-  g_ranges[g_nranges++] = {reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + bytes};
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+  g_ranges[g_nranges++] = {at, at + bytes, noted ? at : at + bytes};
 }
 
 void RemoveRange(void* p) {
@@ -78,8 +81,9 @@ uint64_t ResidentLocked() {
   unsigned char* const vec = g_resident_vec;
   uint64_t resident = 0;
   for (size_t i = 0; i < g_nranges; ++i) {
-    for (uintptr_t at = g_ranges[i].begin; at < g_ranges[i].end;) {
-      const size_t pages = (g_ranges[i].end - at) / 4096 < kBatch ? (g_ranges[i].end - at) / 4096 : kBatch;
+    const uintptr_t end = (g_ranges[i].used + 4095) & ~uintptr_t{4095};
+    for (uintptr_t at = g_ranges[i].begin; at < end;) {
+      const size_t pages = (end - at) / 4096 < kBatch ? (end - at) / 4096 : kBatch;
       if (mincore(reinterpret_cast<void*>(at), pages * 4096, vec) == 0) {
         for (size_t k = 0; k < pages; ++k) resident += (vec[k] & 1) * uint64_t{4096};
       }
@@ -103,13 +107,13 @@ uint64_t SampleResident() {
   return now;
 }
 
-void* Map(size_t bytes, bool noreserve) {
+void* Map(size_t bytes, bool noreserve, bool noted = false) {
   int flags = MAP_PRIVATE | MAP_ANONYMOUS | (noreserve ? MAP_NORESERVE : 0);
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
   if (p == MAP_FAILED) return nullptr;
   g_mmaps.fetch_add(1, std::memory_order_relaxed);
   g_mapped.fetch_add(bytes, std::memory_order_relaxed);
-  AddRange(p, bytes);
+  AddRange(p, bytes, noted);
   return p;
 }
 
@@ -163,7 +167,19 @@ void InternalFree(void* p, size_t bytes) {
   g_free[c] = n;
 }
 
-void* InternalReserve(size_t bytes) { return Map(PageRound(bytes), true); }
+void* InternalReserve(size_t bytes, bool noted) { return Map(PageRound(bytes), true, noted); }
+
+void InternalNoteUsed(const void* reservation, uintptr_t used_end) {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(reservation);
+  SpinLockHolder h(&g_ranges_lock);
+  for (size_t i = 1; i < g_nranges; ++i) {
+    Range& r = g_ranges[i];
+    if (r.begin != at) continue;
+    if (used_end > r.end) used_end = r.end;
+    if (used_end > r.used) r.used = used_end;
+    return;
+  }
+}
 
 void* InternalRealloc(void* p, size_t old_bytes, size_t new_bytes) {
   if (p == nullptr) return InternalAlloc(new_bytes);
@@ -175,11 +191,12 @@ void* InternalRealloc(void* p, size_t old_bytes, size_t new_bytes) {
   return q;
 }
 
-size_t InternalMappings(uintptr_t* begin, uintptr_t* end, size_t max) {
+size_t InternalMappings(uintptr_t* begin, uintptr_t* end, uintptr_t* used, size_t max) {
   SpinLockHolder h(&g_ranges_lock);
   for (size_t i = 0; i < g_nranges && i < max; ++i) {
     begin[i] = g_ranges[i].begin;
     end[i] = g_ranges[i].end;
+    used[i] = g_ranges[i].used;
   }
   return g_nranges;
 }

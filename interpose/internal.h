@@ -22,16 +22,23 @@ using SpinLockHolder = track::SpinLockHolder;
 constexpr size_t kInternalListedMax = size_t{64} << 10;
 void* InternalAlloc(size_t bytes);
 void InternalFree(void* p, size_t bytes);
-// Reserves address space (MAP_NORESERVE) that is never returned.
-void* InternalReserve(size_t bytes);
+// Reserves address space (MAP_NORESERVE) that is never returned. `noted`: the caller tells, with
+// InternalNoteUsed, how far it has written into it (from its start) before it writes further; until
+// then none of it counts as used.
+void* InternalReserve(size_t bytes, bool noted = false);
+// A reservation made `noted` is written below `used_end` only (a later note may move it on, never
+// back): its pages past that are neither read by the scan as poolscope's memory nor counted resident.
+void InternalNoteUsed(const void* reservation, uintptr_t used_end);
 // Grows or shrinks a direct mapping made by InternalAlloc (> 64 KiB); may move it.
 void* InternalRealloc(void* p, size_t old_bytes, size_t new_bytes);
 
-// Copies up to `max` of the mappings made here that are still mapped into begin[]/end[] and returns
-// how many there are in all (a return above `max`: call again with more room). What the reachability
-// scan leaves out of its roots: poolscope's own memory holds pointers to the program's blocks and
-// must not make them reachable.
-size_t InternalMappings(uintptr_t* begin, uintptr_t* end, size_t max);
+// Copies up to `max` of the mappings made here that are still mapped into begin[]/end[], and where
+// the part of each ever written ends into used[] (InternalNoteUsed; the mapping's end unless noted),
+// and returns how many there are in all (a return above `max`: call again with more room). What the
+// reachability scan leaves out of the program's roots (poolscope's own memory holds pointers to the
+// program's blocks and must not make them reachable), and reads, up to used[], as a detector below
+// poolscope would.
+size_t InternalMappings(uintptr_t* begin, uintptr_t* end, uintptr_t* used, size_t max);
 // Whether p lies in one of those mappings.
 bool InternalContains(const void* p);
 

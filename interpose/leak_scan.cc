@@ -342,31 +342,41 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     indexer.Join();
     indexing = false;
   }
-  // poolscope's own: its mappings, its writable segments, and each thread's static TLS block of ours.
-  RangeSink own_sink{&own, &c.ok};
+  // poolscope's own: its mappings, its writable segments, and each thread's static TLS block of ours;
+  // `own_used` the same with each mapping cut to the part ever written (InternalNoteUsed), which is
+  // what a detector below would find in it.
+  Array<RootRange> own_used(g_scratch);
+  RangeSink own_sink{&own, &c.ok}, own_used_sink{&own_used, &c.ok};
   for (size_t room = 256;;) {
     // Allocating may add a mapping: ask again until the room is enough.
-    auto* b = static_cast<uintptr_t*>(g_scratch.Map(2 * room * sizeof(uintptr_t)));
+    auto* b = static_cast<uintptr_t*>(g_scratch.Map(3 * room * sizeof(uintptr_t)));
     if (b == nullptr) {
       c.ok = false;
       break;
     }
-    const size_t n = InternalMappings(b, b + room, room);
+    const size_t n = InternalMappings(b, b + room, b + 2 * room, room);
     if (n <= room) {
-      for (size_t i = 0; i < n; ++i) PushRange(b[i], b[room + i], &own_sink);
-      g_scratch.Unmap(b, 2 * room * sizeof(uintptr_t));
+      for (size_t i = 0; i < n; ++i) {
+        PushRange(b[i], b[room + i], &own_sink);
+        PushRange(b[i], b[2 * room + i], &own_used_sink);
+      }
+      g_scratch.Unmap(b, 3 * room * sizeof(uintptr_t));
       break;
     }
-    g_scratch.Unmap(b, 2 * room * sizeof(uintptr_t));
+    g_scratch.Unmap(b, 3 * room * sizeof(uintptr_t));
     room = 2 * n;
   }
   // (Its mappings first: own[0, own_mappings). LeakSanitizer reads none of them, even where the kernel
   // merged one with a thread's stack or TLS mapping.)
   const size_t own_mappings = own.size();
-  for (int i = 0; i < self_object.nwritable; ++i) PushRange(self_object.writable[i].begin, self_object.writable[i].end, &own_sink);
+  for (int i = 0; i < self_object.nwritable; ++i) {
+    PushRange(self_object.writable[i].begin, self_object.writable[i].end, &own_sink);
+    PushRange(self_object.writable[i].begin, self_object.writable[i].end, &own_used_sink);
+  }
   for (int t = 0; t < in.nthreads && self_object.tls_data != 0; ++t) {
     const uintptr_t b = static_cast<uintptr_t>(static_cast<intptr_t>(in.threads[t].state) + tls_off);
     PushRange(b, b + self_object.tls_bytes, &own_sink);
+    PushRange(b, b + self_object.tls_bytes, &own_used_sink);
   }
   if (!c.ok) {
     out->not_scanned_why = "no memory for the scan";
@@ -420,12 +430,13 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   if (in.for_each_meta_chunk != nullptr) in.for_each_meta_chunk(PushRange, &slab_sink);
   std::sort(slab.data(), slab.data() + slab.size(), by_begin);
   Array<RootRange> detector_extra(g_scratch);
-  for (size_t i = 0; i < own.size() && c.ok; ++i) {
+  for (size_t i = 0; i < own_used.size() && c.ok; ++i) {
+    const RootRange& o = own_used[i];
     bool scratch = false;
-    g_scratch.ForEachLive([&](const RootRange& r) { scratch = scratch || (own[i].begin < r.end && r.begin < own[i].end); });
+    g_scratch.ForEachLive([&](const RootRange& r) { scratch = scratch || (o.begin < r.end && r.begin < o.end); });
     if (scratch) continue;
     own_pieces.Resize(0);
-    c.ok = Subtract(&own[i], 1, slab.data(), slab.size(), &own_pieces);
+    c.ok = Subtract(&o, 1, slab.data(), slab.size(), &own_pieces);
     for (size_t k = 0; k < own_pieces.size() && c.ok; ++k) {
       track::ForEachTouchedRun(pagemap.fd, own_pieces[k].begin, own_pieces[k].end,
                                [&](uintptr_t b, uintptr_t e) { c.ok = c.ok && own_roots.Push(RootRange{b, e}); });

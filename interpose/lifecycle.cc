@@ -221,6 +221,20 @@ void ForEachMetaChunkForScan(void (*fn)(uintptr_t begin, uintptr_t end, void* ar
   if (g_domain != nullptr) g_domain->ForEachMetaChunk([&](uintptr_t b, uintptr_t e) { fn(b, e, arg); });
 }
 
+// The pooled blocks live now (hits less pooled frees, settled as TakeSnapshot settles them): the
+// scan's hint for its arrays, without a snapshot's reading of poolscope's own resident memory.
+uint64_t PooledBlocksNow() {
+  SpinLockHolder lock(&g_registry_lock);
+  pool::PoolStats total = g_ended_pool;
+  for (ThreadState* ts = g_threads; ts != nullptr; ts = ts->next) {
+    ThreadCounters c = ts->c;
+    pool::PoolStats stats = ts->tc.stats();
+    Settle(&c, CarvesOf(*ts), &stats.hits, &stats.pooled_frees, &stats.resets_in_place);
+    pool::AddStats(&total, stats);
+  }
+  return total.hits > total.pooled_frees ? total.hits - total.pooled_frees : 0;
+}
+
 // reachability=1: classifies the live blocks before the exit report is written (once).
 void ScanBeforeExitReport() {
   const Options& o = g_options;
@@ -246,12 +260,7 @@ void ScanBeforeExitReport() {
   in.self_state = reinterpret_cast<uintptr_t>(&t_state);
   in.for_each_pool = ForEachPoolForScan;
   in.for_each_meta_chunk = ForEachMetaChunkForScan;
-  {
-    SnapshotNow now;
-    if (const Snapshot* s = now.get()) {
-      in.pooled_blocks_hint = s->pool.hits > s->pool.pooled_frees ? s->pool.hits - s->pool.pooled_frees : 0;
-    }
-  }
+  in.pooled_blocks_hint = PooledBlocksNow();
   ScanAtExit(in);
   InternalFree(threads, sizeof(ScanThread) * (n + 1));
 }

@@ -93,17 +93,17 @@ class MappedDepotMemory : public track::DepotMemory {
     if (cur_ == nullptr || static_cast<size_t>(end_ - cur_) < bytes) {
       if (exhausted_.load(std::memory_order_relaxed)) return nullptr;
       size_t chunk = small_chunks_ ? kSmallChunk : kChunk;
-      char* p = static_cast<char*>(InternalReserve(chunk));
+      char* p = static_cast<char*>(InternalReserve(chunk, /*noted=*/true));
       if (p == nullptr && !small_chunks_) {
         small_chunks_ = true;
         chunk = kSmallChunk;
-        p = static_cast<char*>(InternalReserve(chunk));
+        p = static_cast<char*>(InternalReserve(chunk, /*noted=*/true));
       }
       if (p == nullptr) {
         exhausted_.store(true, std::memory_order_relaxed);
         return nullptr;
       }
-      cur_ = p;
+      begin_ = cur_ = p;
       end_ = p + chunk;
       populated_ = reinterpret_cast<uintptr_t>(p);
     }
@@ -113,8 +113,11 @@ class MappedDepotMemory : public track::DepotMemory {
     // Ahead by as much as was carved so far, up to kAhead: a short process that records a few stacks
     // faults in a page or two, not kAhead bytes it never uses.
     const size_t ahead = carved_ < kAhead ? carved_ : kAhead;
+    const uintptr_t was = populated_;
     populated_ = track::PopulateAhead(populated_, reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(cur_),
                                       reinterpret_cast<uintptr_t>(end_), ahead);
+    // The chunk is written below its populated part only (the carve never passes it).
+    if (populated_ != was) InternalNoteUsed(begin_, populated_);
     return p;
   }
   // An array given back stays on a free list until one of its size is wanted again, which for a
@@ -162,6 +165,7 @@ class MappedDepotMemory : public track::DepotMemory {
   static constexpr int kMinClass = 6;
   static constexpr int kNumClasses = 16;  // log2(kDirect)
   SpinLock lock_;
+  char* begin_ = nullptr;  // the current chunk: [begin_, end_), carved up to cur_
   char* cur_ = nullptr;
   char* end_ = nullptr;
   uintptr_t populated_ = 0;  // the current chunk is faulted in up to here
@@ -236,7 +240,7 @@ bool TrackingInit(int stack_depth, PooledBlockWalk pooled_blocks) {
   g_depot = new (g_depot_storage) track::StackDepot(g_memory, kCapacity);
   g_table = new (g_table_storage) track::LiveTable(g_memory);
   g_recent = new (g_recent_storage) track::RecentBlocks(g_memory, g_table);
-  g_sites = static_cast<Site*>(InternalReserve(sizeof(Site) * kCapacity));
+  g_sites = static_cast<Site*>(InternalReserve(sizeof(Site) * kCapacity, /*noted=*/true));
   if (g_sites == nullptr) return false;
   g_depth = stack_depth;
   dl_iterate_phdr(FindOwnSegments, reinterpret_cast<void*>(&TrackingInit));
@@ -362,8 +366,10 @@ __attribute__((noinline)) void ReadySites(uint32_t id) {
   while (id >= ready) {
     uint32_t to = (id / kSitesAhead + 1) * kSitesAhead;
     if (to > kCapacity) to = kCapacity;
+    const uintptr_t sites = reinterpret_cast<uintptr_t>(g_sites);
+    // Noted before any thread may write there (InternalReserve's `noted`).
+    InternalNoteUsed(g_sites, sites + sizeof(Site) * to);
     if (g_sites_ready.compare_exchange_weak(ready, to, std::memory_order_relaxed)) {
-      const uintptr_t sites = reinterpret_cast<uintptr_t>(g_sites);
       track::PopulateRange(sites + sizeof(Site) * ready, sites + sizeof(Site) * to, sites + sizeof(Site) * kCapacity);
       return;
     }

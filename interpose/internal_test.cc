@@ -1,0 +1,80 @@
+// File: interpose/internal_test.cc
+//
+// poolscope's own mappings as the scan and the report see them: a reservation made `noted` is used (read
+// as poolscope's memory, counted resident) up to what its owner noted, and no further.
+#include "interpose/internal.h"
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "interpose/counters.h"
+
+namespace poolscope {
+namespace {
+
+struct Listed {
+  bool found = false;
+  uintptr_t end = 0, used = 0;
+};
+
+Listed Find(const void* p) {
+  constexpr size_t kRoom = 4096;
+  std::vector<uintptr_t> begin(kRoom), end(kRoom), used(kRoom);
+  const size_t n = InternalMappings(begin.data(), end.data(), used.data(), kRoom);
+  for (size_t i = 0; i < n && i < kRoom; ++i) {
+    if (begin[i] == reinterpret_cast<uintptr_t>(p)) return Listed{true, end[i], used[i]};
+  }
+  return Listed{};
+}
+
+uint64_t Resident() {
+  InternalCounters c = {};
+  InternalSnapshot(&c);
+  return c.resident_bytes;
+}
+
+constexpr size_t kPage = 4096;
+
+TEST(InternalReserveTest, ANotedReservationIsUsedUpToItsLatestNote) {
+  constexpr size_t kBytes = size_t{64} << 20;
+  char* const p = static_cast<char*>(InternalReserve(kBytes, /*noted=*/true));
+  ASSERT_NE(p, nullptr);
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+  ASSERT_TRUE(Find(p).found);
+  EXPECT_EQ(Find(p).end, at + kBytes);
+  EXPECT_EQ(Find(p).used, at) << "nothing written before the first note";
+  InternalNoteUsed(p, at + 2 * kPage);
+  EXPECT_EQ(Find(p).used, at + 2 * kPage);
+  InternalNoteUsed(p, at + kPage);
+  EXPECT_EQ(Find(p).used, at + 2 * kPage) << "a note never moves the end back";
+  InternalNoteUsed(p, at + 2 * kBytes);
+  EXPECT_EQ(Find(p).used, at + kBytes) << "nor past the reservation";
+}
+
+TEST(InternalReserveTest, AReservationNotNotedIsUsedWhole) {
+  constexpr size_t kBytes = size_t{4} << 20;
+  char* const p = static_cast<char*>(InternalReserve(kBytes));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(Find(p).used, reinterpret_cast<uintptr_t>(p) + kBytes);
+  const uint64_t before = Resident();
+  memset(p + kBytes / 2, 1, kPage);
+  EXPECT_EQ(Resident() - before, kPage);
+}
+
+TEST(InternalReserveTest, ResidentBytesStopAtTheNote) {
+  constexpr size_t kBytes = size_t{16} << 20;
+  char* const p = static_cast<char*>(InternalReserve(kBytes, /*noted=*/true));
+  ASSERT_NE(p, nullptr);
+  const uint64_t before = Resident();
+  InternalNoteUsed(p, reinterpret_cast<uintptr_t>(p) + 3 * kPage);
+  memset(p, 1, 3 * kPage);
+  EXPECT_EQ(Resident() - before, 3 * kPage);
+  // A page past the note is not looked at (its owner broke the promise the note makes).
+  memset(p + kBytes / 2, 1, kPage);
+  EXPECT_EQ(Resident() - before, 3 * kPage);
+}
+
+}  // namespace
+}  // namespace poolscope
