@@ -34,7 +34,8 @@ using track::RootRange;
 
 // The scan's own memory holds every block's address: it is poolscope's, so out of the program's roots,
 // and it does not exist when a detector below poolscope looks, so out of the detector's roots too.
-// Each request is a mapping of its own, listed here while it lives.
+// Each request is a mapping of its own, listed here while it lives (a small one given back is kept,
+// listed, for the next request, until ReleaseKept). Memory it hands out is not zeroed.
 class InternalScratch : public track::ScratchMemory {
  public:
   void* Map(size_t bytes) override { return MapWith(bytes, true); }
@@ -42,11 +43,32 @@ class InternalScratch : public track::ScratchMemory {
   void Unmap(void* p, size_t bytes) override {
     {
       SpinLockHolder h(&lock_);
+      // A room of the smallest size is kept for the next request (listed still: it holds what the
+      // array held), until ReleaseKept.
+      if (Round(bytes) == kMinRoom && nkept_ < kKeep) {
+        kept_[nkept_++] = p;
+        return;
+      }
       for (RootRange& r : live_) {
         if (r.begin == reinterpret_cast<uintptr_t>(p)) r = RootRange{0, 0};
       }
     }
     InternalFree(p, Round(bytes));
+  }
+  // Gives back the rooms kept for reuse (Unmap): the scan is over.
+  void ReleaseKept() {
+    for (;;) {
+      void* p;
+      {
+        SpinLockHolder h(&lock_);
+        if (nkept_ == 0) return;
+        p = kept_[--nkept_];
+        for (RootRange& r : live_) {
+          if (r.begin == reinterpret_cast<uintptr_t>(p)) r = RootRange{0, 0};
+        }
+      }
+      InternalFree(p, kMinRoom);
+    }
   }
   // Grows a mapping made by Map without copying it (mremap); nullptr (the old one intact) on failure.
   void* Grow(void* p, size_t old_bytes, size_t new_bytes) {
@@ -82,6 +104,18 @@ class InternalScratch : public track::ScratchMemory {
 
  private:
   void* MapWith(size_t bytes, bool populate) {
+    if (Round(bytes) == kMinRoom) {
+      void* kept = nullptr;
+      {
+        SpinLockHolder h(&lock_);
+        if (nkept_ > 0) kept = kept_[--nkept_];
+      }
+      if (kept != nullptr) {
+        // Listed still; what it held stays until written over (no user reads what it did not write).
+        if (populate) Populate(kept, 0, PageRound(bytes));
+        return kept;
+      }
+    }
     void* p = InternalAlloc(Round(bytes));
     if (p != nullptr) {
       if (populate) Populate(p, 0, PageRound(bytes));
@@ -113,7 +147,13 @@ class InternalScratch : public track::ScratchMemory {
   }
   static constexpr size_t kHuge = size_t{4} << 20;
   static size_t PageRound(size_t bytes) { return (bytes + 4095) & ~size_t{4095}; }
-  static size_t Round(size_t bytes) { return std::max<size_t>(PageRound(bytes), 128 * 1024); }
+  static constexpr size_t kMinRoom = 128 * 1024;
+  static size_t Round(size_t bytes) { return std::max<size_t>(PageRound(bytes), kMinRoom); }
+  // Rooms of kMinRoom given back and kept for the next request: a small process's scan makes and
+  // gives back dozens of small arrays, each a mapping, a fault-in and an unmapping otherwise.
+  static constexpr int kKeep = 32;
+  void* kept_[kKeep] = {};
+  int nkept_ = 0;
 };
 
 // A growable array in scratch memory.

@@ -1,7 +1,7 @@
 // File: interpose/scan_memory_test.cc
 //
 // The exit scan's readers: what the maps call unreadable reads as zeros and is counted, never read;
-// a deadline that passed stops every read.
+// a deadline that passed stops every read. Its arrays: faulted in as they fill, small rooms reused.
 #include "interpose/scan_memory.h"
 
 #include <fcntl.h>
@@ -135,6 +135,45 @@ TEST(ScratchArrayTest, AFewElementsFaultInOnePageAndGrowthTheRest) {
   EXPECT_GE(ResidentPages(a.data(), 128 * 1024), 1000 * sizeof(RootRange) / 4096);
   EXPECT_LE(ResidentPages(a.data(), 128 * 1024), 4u);  // the capacity doubled to 1024: 16 KiB
   for (uintptr_t i = 0; i < 1000; ++i) EXPECT_EQ(a[i].begin, i);
+}
+
+// Whether [p, p + bytes) is listed among the scratch's mappings (left out of every view's roots).
+bool Listed(InternalScratch& scratch, const void* p, size_t bytes) {
+  const uintptr_t b = reinterpret_cast<uintptr_t>(p);
+  bool listed = false;
+  scratch.ForEachLive([&](const RootRange& r) { listed = listed || (r.begin <= b && b + bytes <= r.end); });
+  return listed;
+}
+
+// A small array given back leaves its room to the next one: no new mapping, no unmapping. The room
+// stays listed while it is kept (it still holds what the array held) and goes at ReleaseKept.
+TEST(ScratchArrayTest, ASmallRoomGivenBackIsTheNextArraysRoom) {
+  InternalScratch scratch;
+  void* first = nullptr;
+  {
+    Array<RootRange> a(scratch);
+    ASSERT_TRUE(a.Push(RootRange{1, 2}));
+    first = a.data();
+  }
+  EXPECT_TRUE(Listed(scratch, first, 4096)) << "a kept room is left out of the roots";
+  Array<uint64_t> b(scratch);
+  ASSERT_TRUE(b.Push(7));
+  EXPECT_EQ(static_cast<void*>(b.data()), first);
+  // It grows in place within the room, then beyond it as any array.
+  for (uint64_t i = 1; i < 100000; ++i) ASSERT_TRUE(b.Push(i));
+  for (uint64_t i = 1; i < 100000; ++i) ASSERT_EQ(b[i], i);
+  EXPECT_EQ(b[0], 7u);
+  b.Free();  // a room larger than the smallest: unmapped at once
+  EXPECT_FALSE(Listed(scratch, first, 4096));
+  Array<uint64_t> c(scratch), d(scratch);
+  ASSERT_TRUE(c.Push(1));
+  ASSERT_TRUE(d.Push(2));
+  void* const kept = c.data();
+  c.Free();
+  EXPECT_TRUE(Listed(scratch, kept, 4096));
+  scratch.ReleaseKept();
+  EXPECT_FALSE(Listed(scratch, kept, 4096));
+  EXPECT_TRUE(Listed(scratch, d.data(), 4096)) << "an array in use stays listed";
 }
 
 // Whether the page at `p` is present (pagemap), the zero page mapped by a read included.
