@@ -296,7 +296,6 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   uintptr_t lowest_tls = reinterpret_cast<uintptr_t>(pthread_self());
   dl_iterate_phdr(FindLowestTls, &lowest_tls);
   const uintptr_t tls_span = reinterpret_cast<uintptr_t>(pthread_self()) - lowest_tls;
-  constexpr size_t kDescriptorWindow = 65536;
   // (Sparse: it is read into only for a mapping that may be a stack glibc keeps for reuse.)
   auto* window = static_cast<uintptr_t*>(g_scratch.MapSparse(kDescriptorWindow));
   if (window == nullptr) {
@@ -313,28 +312,10 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
       c.ok = both.Push(RootRange{m.start, in.exit_sp});
       continue;
     }
-    // A thread stack glibc keeps for reuse: an anonymous writable mapping after a guard page, whose
-    // top holds a thread descriptor that is no live thread's. Only when every thread is registered
-    // (a live thread poolscope never saw could own it).
-    if (m.path[0] == '\0' && m.writable() && i > 0 && maps[i - 1].end == m.start &&
-        maps[i - 1].perms[0] == '-' && tasks == in.nthreads) {
-      bool live = false;
-      uintptr_t descriptor = 0;
-      // The descriptor sits in the stack's last pages: read them once and look there for glibc's
-      // tcbhead_t, whose `tcb` and `self` (two words on) both point at the descriptor itself.
-      const uintptr_t top = m.end - m.start >= kDescriptorWindow ? m.end - kDescriptorWindow : m.start;
-      const size_t got = root_reader.Read(top, window, m.end - top);
-      for (size_t off = 0; off + 24 <= got && descriptor == 0; off += 64) {
-        const uintptr_t a = top + off;
-        if (window[off / 8] == a && window[off / 8 + 2] == a) descriptor = a;
-      }
-      for (int t = 0; t < in.nthreads && descriptor != 0; ++t) {
-        if (static_cast<uintptr_t>(static_cast<intptr_t>(in.threads[t].state) + tp_off) == descriptor) live = true;
-      }
-      // What was its stack goes; its descriptor and static TLS above stay, as a detector sees them.
-      if (descriptor != 0 && !live && descriptor - tls_span > m.start) {
-        c.ok = both.Push(RootRange{m.start, descriptor - tls_span});
-      }
+    // Only when every thread is registered (a live thread poolscope never saw could own it).
+    if (i > 0 && tasks == in.nthreads) {
+      const RootRange dead = DeadThreadStack(maps[i - 1], m, root_reader, window, in, tp_off, tls_span);
+      if (dead.end != 0) c.ok = both.Push(dead);
     }
   }
   g_scratch.Unmap(window, kDescriptorWindow);

@@ -105,6 +105,15 @@ size_t OtherArenas(track::MemoryReader& reader, uintptr_t main_arena, uintptr_t*
 // their blocks held, which no detector reads (memcheck and LeakSanitizer replace the allocator).
 bool ArenaHeap(track::MemoryReader& reader, const track::Mapping& m, const uintptr_t* arenas, size_t n);
 
+// A thread stack glibc keeps for reuse: `m`, an anonymous writable mapping after a guard page
+// (`before`), whose top holds a thread descriptor that is no live thread's (in.threads, whose thread
+// pointers lie tp_off from their states). The part that was the stack, which no detector reads (the
+// descriptor and the static TLS below it, tls_span bytes, stay), else {0, 0}. `window`: room for
+// kDescriptorWindow bytes, where the mapping's top is read.
+constexpr size_t kDescriptorWindow = 65536;
+RootRange DeadThreadStack(const track::Mapping& before, const track::Mapping& m, track::MemoryReader& reader,
+                          uintptr_t* window, const ScanInputs& in, intptr_t tp_off, uintptr_t tls_span);
+
 // Sorts ranges[0, n) by begin and merges, in place, those that overlap or touch; returns how many
 // remain (sorted, disjoint).
 size_t SortAndMerge(RootRange* ranges, size_t n);

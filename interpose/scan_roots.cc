@@ -149,6 +149,26 @@ bool ArenaHeap(track::MemoryReader& reader, const track::Mapping& m, const uintp
   return false;
 }
 
+RootRange DeadThreadStack(const track::Mapping& before, const track::Mapping& m, track::MemoryReader& reader,
+                          uintptr_t* window, const ScanInputs& in, intptr_t tp_off, uintptr_t tls_span) {
+  if (m.path[0] != '\0' || !m.writable() || before.end != m.start || before.perms[0] != '-') return RootRange{0, 0};
+  // The descriptor sits in the stack's last pages: read them once and look there for glibc's
+  // tcbhead_t, whose `tcb` and `self` (two words on) both point at the descriptor itself.
+  const uintptr_t top = m.end - m.start >= kDescriptorWindow ? m.end - kDescriptorWindow : m.start;
+  const size_t got = reader.Read(top, window, m.end - top);
+  uintptr_t descriptor = 0;
+  for (size_t off = 0; off + 24 <= got && descriptor == 0; off += 64) {
+    const uintptr_t a = top + off;
+    if (window[off / 8] == a && window[off / 8 + 2] == a) descriptor = a;
+  }
+  if (descriptor == 0 || descriptor - tls_span <= m.start) return RootRange{0, 0};
+  for (int t = 0; t < in.nthreads; ++t) {
+    const uintptr_t tp = static_cast<uintptr_t>(static_cast<intptr_t>(in.threads[t].state) + tp_off);
+    if (tp == descriptor) return RootRange{0, 0};  // a live thread's
+  }
+  return RootRange{m.start, descriptor - tls_span};
+}
+
 size_t SortAndMerge(RootRange* ranges, size_t n) {
   std::sort(ranges, ranges + n, [](const RootRange& a, const RootRange& b) { return a.begin < b.begin; });
   size_t k = 0;

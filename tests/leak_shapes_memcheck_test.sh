@@ -52,6 +52,7 @@ check dead_frame_return 1 72     0 0       0 0       0 0        1
 check arena_top        1 2664    0 0       0 0       0 0        1
 check many_lost        1000 24000 0 0      0 0       4 160000   1
 check thread_ended     5 200     0 0       1 ?       0 0        2
+check thread_stale_stack 1 56    0 0       1 ?       0 0        2
 check thread_blocked   0 0       0 0       1 ?       1 120      1
 check interleaved      10 1348   0 0       0 0       0 0        1
 check tree             1 32      6 192     0 0       0 0        1

@@ -39,6 +39,9 @@
  *                 (160,000 B)
  *   thread_ended  a thread that allocates 5 blocks of 40 bytes, drops them, and ends (joined):
  *                 definitely lost 5 (200 B)
+ *   thread_stale_stack  a thread that leaves the only pointers to a 56-byte block in frames 12 KiB down
+ *                 its stack, returned from, and ends (joined; glibc keeps the stack for its next
+ *                 thread, pointers and all): definitely lost 1 (56 B)
  *   thread_arena  a 40-byte block whose only pointer a thread copied into a 256-byte block of its
  *                 own and freed (the copy stays in the free chunk, in the heap glibc made for the
  *                 thread's arena, which then holds no live block): definitely lost 1 (40 B)
@@ -370,6 +373,28 @@ __attribute__((noinline)) static void make_thread_arena(void) {
   pthread_join(t, NULL);
 }
 
+/* Copies p into frames `depth` calls down, about 12 KiB below the caller, and returns. */
+__attribute__((noinline)) static void keep_deep(int depth, void* p) {
+  void* volatile frame[96];
+  for (int i = 0; i < 96; ++i) frame[i] = depth == 0 ? p : NULL;
+  if (depth > 0) keep_deep(depth - 1, p);
+  __asm__ volatile("" : : "r"(frame) : "memory");
+}
+
+__attribute__((noinline)) static void* thread_stale_stack(void* arg) {
+  (void)arg;
+  void* p = malloc(56);
+  memset(p, 0x36, 56);
+  keep_deep(15, p);
+  return NULL;
+}
+
+__attribute__((noinline)) static void make_thread_stale_stack(void) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, thread_stale_stack, NULL) != 0) exit(1);
+  pthread_join(t, NULL);
+}
+
 __attribute__((noinline)) static void make_thread_ended(void) {
   pthread_t t;
   if (pthread_create(&t, NULL, thread_leaks, NULL) != 0) exit(1);
@@ -608,7 +633,7 @@ int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: leak_shapes none|list|cycle|global|interior|mmap|shared_mmap|merged_mmap|tls_mmap|"
                     "guard_page|dead_frame|dead_frame_return|arena_top|many_lost|"
-                    "thread_ended|"
+                    "thread_ended|thread_stale_stack|"
                     "thread_blocked|interleaved|tree|pool_holds|self_pointer|data_global|tls|pthread_key|unaligned|"
                     "malloc0|swapcontext|thread_registers|fork_child|exit_register|dynamic_tls\n");
     return 2;
@@ -656,6 +681,8 @@ int main(int argc, char** argv) {
     make_many_lost();
   } else if (strcmp(m, "thread_ended") == 0) {
     make_thread_ended();
+  } else if (strcmp(m, "thread_stale_stack") == 0) {
+    make_thread_stale_stack();
   } else if (strcmp(m, "thread_arena") == 0) {
     make_thread_arena();
     wipe_stack();
