@@ -8,9 +8,11 @@ preexec hook: a `taskset` wrapper would be what a preloaded profiler sees and tr
 gives medians and minimums, each configuration's added time (over `bare`, always measured) as a
 share of the reference configuration's, the median peak resident set of the command's process
 (Linux keeps that maximum across exec, so it includes the forked copy of this script, about 10 MiB:
-a figure near that floor says only that the command stayed below it), and the median of its minor
+a figure near that floor says only that the command stayed below it), the median of its minor
 page faults as getrusage counts them (pages faulted in ahead with MADV_POPULATE_WRITE included,
-which `perf stat -e page-faults` leaves out; the forked copy's before exec too, about 200 here).
+which `perf stat -e page-faults` leaves out; the forked copy's before exec too, about 200 here), and
+the median of its CPU time, user and system (the forked copy's too): steadier than wall time on a
+machine whose other tenants take turns with it.
 
   bench/interleave.py --rounds 11 --reference heaptrack \\
       --config 'heaptrack LD_PRELOAD=/usr/lib/heaptrack/libheaptrack_preload.so DUMP_HEAPTRACK_OUTPUT=/tmp/ht.raw' \\
@@ -80,6 +82,7 @@ def main():
     times = {name: [] for name in names}
     peak_kib = {name: [] for name in names}  # the command's own peak resident set (its children's not)
     faults = {name: [] for name in names}  # minor page faults of the command's process
+    cpu_s = {name: [] for name in names}  # its CPU time, user and system, seconds
     if args.cpu == "all":
         pin = None
     elif args.cpu.isdigit():
@@ -105,15 +108,16 @@ def main():
             times[name].append(elapsed)
             peak_kib[name].append(usage.ru_maxrss)
             faults[name].append(usage.ru_minflt)
+            cpu_s[name].append(usage.ru_utime + usage.ru_stime)
 
     median = {name: statistics.median(t) for name, t in times.items()}
     bare = median["bare"]
     reference = median[args.reference] - bare if args.reference else None
     print("%d rounds of: %s%s" % (args.rounds, " ".join(command), "" if pin else " (not pinned)"))
     for name in names:
-        line = "%-16s median %10.1f ms   min %10.1f ms   peak RSS %8.1f MiB   faults %8d" % (
-            name, median[name] * 1e3, min(times[name]) * 1e3, statistics.median(peak_kib[name]) / 1024,
-            statistics.median(faults[name]))
+        line = "%-16s median %10.1f ms   min %10.1f ms   cpu %10.1f ms   peak RSS %8.1f MiB   faults %8d" % (
+            name, median[name] * 1e3, min(times[name]) * 1e3, statistics.median(cpu_s[name]) * 1e3,
+            statistics.median(peak_kib[name]) / 1024, statistics.median(faults[name]))
         if name != "bare":
             added = median[name] - bare
             line += "   added %9.1f ms" % (added * 1e3)

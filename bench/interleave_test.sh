@@ -1,6 +1,6 @@
 #!/bin/bash
 # bench/interleave.py tested on itself (no figure is checked): it reports every configuration (time,
-# peak RSS, faults) and the added-time share against the reference; a failing round stops it with a
+# CPU time, peak RSS, faults) and the added-time share against the reference; a failing round stops it with a
 # nonzero status and names the configuration; --ratios prints a line of ratios per configuration; a
 # configuration without a name or with a word that is not KEY=VALUE is refused.
 set -uo pipefail
@@ -8,7 +8,7 @@ tool=$(dirname "$0")/interleave.py
 out=$(/usr/bin/python3 "$tool" --rounds 2 --reference ref --config 'ref FOO=1' --config 'other FOO=2 BAR=3' \
   -- /bin/sh -c 'test -n "${FOO:-}" || test -z "${BAR:-}"')
 [ $? -eq 0 ] || { echo "FAIL: a run of true exited nonzero: $out"; exit 1; }
-for want in "2 rounds of: /bin/sh" "bare " "ref " "other " "% of ref's" "peak RSS" "faults"; do
+for want in "2 rounds of: /bin/sh" "bare " "ref " "other " "% of ref's" "cpu " "peak RSS" "faults"; do
   grep -qF -- "$want" <<<"$out" || { echo "$out"; echo "FAIL: the report lacks '$want'"; exit 1; }
 done
 grep -q "^ref .*% of ref's" <<<"$out" && { echo "$out"; echo "FAIL: the reference compared to itself"; exit 1; }
