@@ -324,10 +324,10 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     indexing = false;
   }
   // poolscope's own: its mappings, its writable segments, and each thread's static TLS block of ours;
-  // `own_used` the same with each mapping cut to the part ever written (InternalNoteUsed), which is
-  // what a detector below would find in it.
-  Array<RootRange> own_used(g_scratch);
-  RangeSink own_sink{&own, &c.ok}, own_used_sink{&own_used, &c.ok};
+  // `used_end[i]`, where the part of mapping own[i] ever written ends (InternalNoteUsed): what a
+  // detector below would find in it.
+  Array<uintptr_t> used_end(g_scratch);
+  RangeSink own_sink{&own, &c.ok};
   for (size_t room = 256;;) {
     // Allocating may add a mapping: ask again until the room is enough.
     auto* b = static_cast<uintptr_t*>(g_scratch.Map(3 * room * sizeof(uintptr_t)));
@@ -337,9 +337,9 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     }
     const size_t n = InternalMappings(b, b + room, b + 2 * room, room);
     if (n <= room) {
-      for (size_t i = 0; i < n; ++i) {
+      for (size_t i = 0; i < n && c.ok; ++i) {
         PushRange(b[i], b[room + i], &own_sink);
-        PushRange(b[i], b[2 * room + i], &own_used_sink);
+        c.ok = c.ok && used_end.Push(b[2 * room + i]);
       }
       g_scratch.Unmap(b, 3 * room * sizeof(uintptr_t));
       break;
@@ -350,14 +350,10 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // (Its mappings first: own[0, own_mappings). LeakSanitizer reads none of them, even where the kernel
   // merged one with a thread's stack or TLS mapping.)
   const size_t own_mappings = own.size();
-  for (int i = 0; i < self_object.nwritable; ++i) {
-    PushRange(self_object.writable[i].begin, self_object.writable[i].end, &own_sink);
-    PushRange(self_object.writable[i].begin, self_object.writable[i].end, &own_used_sink);
-  }
+  for (int i = 0; i < self_object.nwritable; ++i) PushRange(self_object.writable[i].begin, self_object.writable[i].end, &own_sink);
   for (int t = 0; t < in.nthreads && self_object.tls_data != 0; ++t) {
     const uintptr_t b = static_cast<uintptr_t>(static_cast<intptr_t>(in.threads[t].state) + tls_off);
     PushRange(b, b + self_object.tls_bytes, &own_sink);
-    PushRange(b, b + self_object.tls_bytes, &own_used_sink);
   }
   if (!c.ok) {
     out->not_scanned_why = "no memory for the scan";
@@ -411,8 +407,8 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   if (in.for_each_meta_chunk != nullptr) in.for_each_meta_chunk(PushRange, &slab_sink);
   std::sort(slab.data(), slab.data() + slab.size(), by_begin);
   Array<RootRange> detector_extra(g_scratch);
-  for (size_t i = 0; i < own_used.size() && c.ok; ++i) {
-    const RootRange& o = own_used[i];
+  for (size_t i = 0; i < own.size() && c.ok; ++i) {
+    const RootRange o{own[i].begin, i < own_mappings ? used_end[i] : own[i].end};
     bool scratch = false;
     g_scratch.ForEachLive([&](const RootRange& r) { scratch = scratch || (o.begin < r.end && r.begin < o.end); });
     if (scratch) continue;

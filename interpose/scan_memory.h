@@ -49,9 +49,7 @@ class InternalScratch : public track::ScratchMemory {
         kept_[nkept_++] = p;
         return;
       }
-      for (RootRange& r : live_) {
-        if (r.begin == reinterpret_cast<uintptr_t>(p)) r = RootRange{0, 0};
-      }
+      UnlistLocked(p);
     }
     InternalFree(p, Round(bytes));
   }
@@ -63,9 +61,7 @@ class InternalScratch : public track::ScratchMemory {
         SpinLockHolder h(&lock_);
         if (nkept_ == 0) return;
         p = kept_[--nkept_];
-        for (RootRange& r : live_) {
-          if (r.begin == reinterpret_cast<uintptr_t>(p)) r = RootRange{0, 0};
-        }
+        UnlistLocked(p);
       }
       InternalFree(p, kMinRoom);
     }
@@ -103,6 +99,12 @@ class InternalScratch : public track::ScratchMemory {
   }
 
  private:
+  // Takes the mapping at p off the list (lock_ held).
+  void UnlistLocked(void* p) {
+    for (RootRange& r : live_) {
+      if (r.begin == reinterpret_cast<uintptr_t>(p)) r = RootRange{0, 0};
+    }
+  }
   void* MapWith(size_t bytes, bool populate) {
     if (Round(bytes) == kMinRoom) {
       void* kept = nullptr;
