@@ -227,9 +227,9 @@ uint64_t PooledBlocksNow() {
   SpinLockHolder lock(&g_registry_lock);
   pool::PoolStats total = g_ended_pool;
   for (ThreadState* ts = g_threads; ts != nullptr; ts = ts->next) {
-    ThreadCounters c = ts->c;
-    pool::PoolStats stats = ts->tc.stats();
-    Settle(&c, CarvesOf(*ts), &stats.hits, &stats.pooled_frees, &stats.resets_in_place);
+    ThreadCounters c;
+    pool::PoolStats stats;
+    SettledCopy(*ts, &c, &stats);
     pool::AddStats(&total, stats);
   }
   return total.hits > total.pooled_frees ? total.hits - total.pooled_frees : 0;
@@ -370,9 +370,9 @@ void TakeSnapshot(Snapshot* s) {
   s->pools_cached = 0;
   for (ThreadState* ts = g_threads; ts != nullptr; ts = ts->next) {
     // Other threads keep counting: settle a copy.
-    ThreadCounters c = ts->c;
-    pool::PoolStats stats = ts->tc.stats();
-    Settle(&c, CarvesOf(*ts), &stats.hits, &stats.pooled_frees, &stats.resets_in_place);
+    ThreadCounters c;
+    pool::PoolStats stats;
+    SettledCopy(*ts, &c, &stats);
     AddCounters(&s->totals, c);
     pool::AddStats(&s->pool, stats);
     s->pools_cached += static_cast<uint64_t>(ts->tc.cached());

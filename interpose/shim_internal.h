@@ -109,7 +109,9 @@ int GetTid();
 void SetLimits(ThreadState& ts);
 void WarnLine(void*, const char* line);
 void EmitLine(void*, const char* line);
-const FastCarves& CarvesOf(const ThreadState& ts);
+// A thread's counters and pool stats, copied and settled (counters.h Settle): what a snapshot reads of
+// a thread that keeps counting meanwhile. Under the registry's lock.
+void SettledCopy(const ThreadState& ts, ThreadCounters* c, pool::PoolStats* stats);
 void SettleOwn(ThreadState& ts);
 void FoldDead(ThreadState& ts);
 // track=1: the tracked bytes (counters.h TrackedBytes) of every thread, ended ones included; under the

@@ -115,10 +115,18 @@ void WarnLine(void*, const char* line) {
 
 void EmitLine(void*, const char* line) { RawLine(line); }
 
+namespace {
 // A thread's carve table, or an empty one when it has none.
 const FastCarves& CarvesOf(const ThreadState& ts) {
   static const FastCarves kNone{};
   return ts.carves != nullptr ? *ts.carves : kNone;
+}
+}  // namespace
+
+void SettledCopy(const ThreadState& ts, ThreadCounters* c, pool::PoolStats* stats) {
+  *c = ts.c;
+  *stats = ts.tc.stats();
+  Settle(c, CarvesOf(ts), &stats->hits, &stats->pooled_frees, &stats->resets_in_place);
 }
 
 // Gives back the carve table of a thread that counts no more (ended, or lost at fork).

@@ -150,9 +150,9 @@ void Sample(uint64_t now) {
   const TrackedBytes bytes = TrackedBytesNow();
   pool::PoolStats pool = g_ended_pool;
   for (ThreadState* t = g_threads; t != nullptr; t = t->next) {
-    ThreadCounters c = t->c;
-    pool::PoolStats stats = t->tc.stats();
-    Settle(&c, CarvesOf(*t), &stats.hits, &stats.pooled_frees, &stats.resets_in_place);
+    ThreadCounters c;
+    pool::PoolStats stats;
+    SettledCopy(*t, &c, &stats);
     AddCounters(&totals, c);
     pool::AddStats(&pool, stats);
   }
