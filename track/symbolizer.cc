@@ -96,27 +96,43 @@ bool ParseNumber(const char* p, const char* end, int base, unsigned long long* v
 
 }  // namespace
 
-bool ParseSymbolLine(const char* line, size_t len, uintptr_t* offset, SymbolizedFrame* f) {
-  // One pass: where the five tabs are; a sixth tab or a newline is no line.
-  const char* tab[5];
-  int ntabs = 0;
-  for (size_t i = 0; i < len; ++i) {
-    const char c = line[i];
-    if (c == '\t') {
-      if (ntabs == 5) return false;
-      tab[ntabs++] = line + i;
-    } else if (c == '\n') {
-      return false;
-    }
+namespace {
+
+// Where the five tabs of a line (without its newline) are; false when it has fewer or more. memchr
+// finds each in a few vector compares where a loop over the characters took one a byte.
+bool FindTabs(const char* line, size_t len, const char* tab[5]) {
+  const char* p = line;
+  const char* const end = line + len;
+  for (int i = 0; i < 5; ++i) {
+    const char* t = static_cast<const char*>(memchr(p, '\t', static_cast<size_t>(end - p)));
+    if (t == nullptr) return false;
+    tab[i] = t;
+    p = t + 1;
   }
-  if (ntabs != 5) return false;
-  unsigned long long off = 0, object_offset = 0, lineno = 0;
-  if (!ParseNumber(line, tab[0], 16, &off) || !ParseNumber(tab[2] + 1, tab[3], 16, &object_offset) ||
+  return memchr(p, '\t', static_cast<size_t>(end - p)) == nullptr;
+}
+
+// The offset field, the has_symbol field, and the line's shape: what indexing a line needs.
+bool ParseSymbolKey(const char* line, const char* const tab[5], uintptr_t* offset) {
+  unsigned long long off = 0;
+  if (!ParseNumber(line, tab[0], 16, &off)) return false;
+  if (tab[1] - tab[0] != 2 || (tab[0][1] != '0' && tab[0][1] != '1')) return false;
+  *offset = static_cast<uintptr_t>(off);
+  return true;
+}
+
+}  // namespace
+
+bool ParseSymbolLine(const char* line, size_t len, uintptr_t* offset, SymbolizedFrame* f) {
+  const char* tab[5];
+  if (memchr(line, '\n', len) != nullptr || !FindTabs(line, len, tab)) return false;
+  unsigned long long object_offset = 0, lineno = 0;
+  uintptr_t off = 0;
+  if (!ParseSymbolKey(line, tab, &off) || !ParseNumber(tab[2] + 1, tab[3], 16, &object_offset) ||
       !ParseNumber(tab[1] + 1, tab[2], 10, &lineno)) {
     return false;
   }
-  if (tab[1] - tab[0] != 2 || (tab[0][1] != '0' && tab[0][1] != '1')) return false;
-  *offset = static_cast<uintptr_t>(off);
+  *offset = off;
   if (f != nullptr) {
     f->has_symbol = tab[0][1] == '1';
     f->line = static_cast<int>(static_cast<long long>(lineno));
@@ -134,8 +150,10 @@ size_t IndexSymbolTable(const char* text, size_t size, std::vector<std::pair<uin
     const char* nl = static_cast<const char*>(memchr(text + at, '\n', size - at));
     if (nl == nullptr) break;  // a last line without its newline: cut short by a short write
     const size_t len = static_cast<size_t>(nl - (text + at));
+    const char* tab[5];
     uintptr_t off = 0;
-    if (at <= UINT32_MAX && ParseSymbolLine(text + at, len, &off, nullptr)) {
+    // Its key and shape only: the other numbers are read, and checked, when the line is asked for.
+    if (at <= UINT32_MAX && FindTabs(text + at, len, tab) && ParseSymbolKey(text + at, tab, &off)) {
       lines->emplace_back(off, static_cast<uint32_t>(at));
     }
     at += len + 1;

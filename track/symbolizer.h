@@ -95,9 +95,11 @@ const char* SymbolizerUnavailable();
 // object_offset function file" tab-separated (offsets in hex, has_symbol 0 or 1, line in decimal).
 // ParseSymbolLine reads one line without its newline: false when it does not parse, else *offset and,
 // when f is given, *f (its object empty). IndexSymbolTable appends (offset, start of the line) for
-// each line of a table's text that parses, in the text's order (the table answers with the last one
-// for an offset), and returns the bytes of complete lines: a last line without its newline (a write
-// cut short) is not read.
+// each line of a table's text that has six fields and whose offset and has_symbol fields parse, in the
+// text's order (the table answers with the last one for an offset; its other fields are read when it
+// is asked for, and a line that does not parse then answers nothing, so the address is symbolized
+// again and its new line appended), and returns the bytes of complete lines: a last line without its
+// newline (a write cut short) is not read.
 bool ParseSymbolLine(const char* line, size_t len, uintptr_t* offset, SymbolizedFrame* f);
 size_t IndexSymbolTable(const char* text, size_t size, std::vector<std::pair<uintptr_t, uint32_t>>* lines);
 

@@ -311,10 +311,70 @@ TEST(SymbolTableTest, IndexReadsCompleteLinesOnly) {
   const std::vector<std::pair<uintptr_t, uint32_t>> expected = {
       {0xa, 0}, {0xb, static_cast<uint32_t>(text.find("b\t"))}, {0xa, static_cast<uint32_t>(text.find("a\t1\t3"))}};
   EXPECT_EQ(lines, expected);
+  // A line of six fields is indexed by its offset; its other numbers are checked when it is read.
+  lines.clear();
+  const std::string bad_number = "d\t1\t4x\td\tk\tw.c";
+  const std::string indexed = bad_number + "\n1a\t2\t4\t1a\tk\tw.c\n";
+  EXPECT_EQ(IndexSymbolTable(indexed.data(), indexed.size(), &lines), indexed.size());
+  const std::vector<std::pair<uintptr_t, uint32_t>> only_first = {{0xd, 0}};
+  EXPECT_EQ(lines, only_first);
+  uintptr_t off = 0;
+  EXPECT_FALSE(ParseSymbolLine(bad_number.data(), bad_number.size(), &off, nullptr));
   // Only newlines: nothing, all of it read.
   lines.clear();
   EXPECT_EQ(IndexSymbolTable("\n\n", 2, &lines), 2u);
   EXPECT_TRUE(lines.empty());
+}
+
+// A complete line whose line number is damaged is indexed by its offset but answers nothing: the
+// address is symbolized again and its line appended, which answers for the next process.
+TEST(SymbolizerTest, ALineWithADamagedNumberIsSymbolizedAgainAndReplaced) {
+  const std::string dir = UseFreshCacheHome("xdg-damaged") + "/poolscope/symbols";
+  Callee callee;
+  ASSERT_NE(callee.handle, nullptr);
+  uintptr_t ra = 0;
+  callee.call_site(&ra);
+  SymbolizedFrame cold;
+  {
+    Symbolizer sym;
+    cold = sym.SymbolizeReturnAddress(ra);
+  }
+  ASSERT_EQ(cold.function, "poolscope_callee_call_site");
+  std::string table, line;
+  for (const std::string& name : FilesIn(dir)) {
+    const std::string text = ReadFile(dir + "/" + name);
+    const size_t at = text.find("\tpoolscope_callee_call_site\t");
+    if (at == std::string::npos) continue;
+    table = dir + "/" + name;
+    const size_t start = text.rfind('\n', at) == std::string::npos ? 0 : text.rfind('\n', at) + 1;
+    line = text.substr(start, text.find('\n', at) - start);
+  }
+  ASSERT_FALSE(table.empty());
+  // The line number field (the third) made no number, the name edited: were the line read, the
+  // frame would carry the edited name.
+  std::string damaged = line;
+  const size_t second_tab = damaged.find('\t', damaged.find('\t') + 1);
+  damaged.insert(second_tab + 1, "x");
+  const size_t fn = damaged.find("\tpoolscope_callee_call_site\t");
+  damaged.replace(fn, strlen("\tpoolscope_callee_call_site\t"), "\tedited_in_the_table\t");
+  {
+    FILE* f = fopen(table.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fputs((damaged + "\n").c_str(), f);
+    fclose(f);
+  }
+  uintptr_t off = 0;
+  ASSERT_FALSE(ParseSymbolLine(damaged.data(), damaged.size(), &off, nullptr));
+  {
+    Symbolizer sym;
+    ExpectSameFrame(sym.SymbolizeReturnAddress(ra), cold, "after the damage");
+  }
+  EXPECT_EQ(ReadFile(table), damaged + "\n" + line + "\n");
+  {
+    Symbolizer sym;
+    ExpectSameFrame(sym.SymbolizeReturnAddress(ra), cold, "from the line appended");
+  }
+  unsetenv("XDG_CACHE_HOME");
 }
 
 // Two lines for one address: the later one answers (a process appends what it found after the
