@@ -4,6 +4,7 @@
 #include "report/json_writer.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 
@@ -80,13 +81,34 @@ void JsonWriter::String(const char* s, size_t n) {
   Quoted(s, n);
 }
 
+namespace {
+
+constexpr uint64_t kOnes = 0x0101010101010101ull, kHighs = 0x8080808080808080ull;
+
+// Whether any of the 8 bytes in v must be escaped: below 0x20, '"', '\\' or 0x7f. Each test is the
+// classic "has a zero byte" on v, or on v with the byte sought xored away; a byte of 0x80 or more
+// never passes (its high bit is set in v).
+inline bool AnyToEscape(uint64_t v) {
+  auto zero_byte = [](uint64_t x) { return (x - kOnes) & ~x & kHighs; };
+  const uint64_t below_space = (v - 0x20 * kOnes) & ~v & kHighs;
+  return (below_space | zero_byte(v ^ ('"' * kOnes)) | zero_byte(v ^ ('\\' * kOnes)) | zero_byte(v ^ (0x7f * kOnes))) != 0;
+}
+
+}  // namespace
+
 void JsonWriter::Quoted(const char* s, size_t n) {
   Raw("\"", 1);
   const char* run = s;
   const char* const end = s + n;
-  for (const char* q = s; q < end; ++q) {
+  const char* q = s;
+  // Most strings (paths, names) need no escape: eight bytes a test, then the run in one piece.
+  for (; end - q >= 8; q += 8) {
+    uint64_t v;
+    memcpy(&v, q, 8);
+    if (AnyToEscape(v)) break;
+  }
+  for (; q < end; ++q) {
     const unsigned char c = static_cast<unsigned char>(*q);
-    // Most strings (paths, names) need no escape: one test a byte, then the run in one piece.
     if (c >= 0x20 && c != '"' && c != '\\' && c != 0x7f) continue;
     Raw(run, static_cast<size_t>(q - run));
     run = q + 1;

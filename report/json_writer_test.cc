@@ -2,6 +2,7 @@
 #include "report/json_writer.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,46 @@ TEST(JsonWriterTest, EscapesStrings) {
   auto j = nlohmann::json::parse(sink.out());
   EXPECT_EQ(j[0].get<std::string>(), nasty);
   EXPECT_EQ(j[1], "/usr/lib/libstdc++.so.6");
+}
+
+// Every byte value at every position of strings longer than a word, against escaping done a byte at a
+// time: the writer tests eight bytes at once before it looks at any one.
+TEST(JsonWriterTest, EscapesEachByteWhereverItLies) {
+  auto reference = [](const std::string& in) {
+    std::string out = "\"";
+    for (unsigned char c : in) {
+      if (c == '"') {
+        out += "\\\"";
+      } else if (c == '\\') {
+        out += "\\\\";
+      } else if (c == '\n') {
+        out += "\\n";
+      } else if (c == '\r') {
+        out += "\\r";
+      } else if (c == '\t') {
+        out += "\\t";
+      } else if (c < 0x20 || c == 0x7f) {
+        char esc[8];
+        snprintf(esc, sizeof esc, "\\u%04x", c);
+        out += esc;
+      } else {
+        out += static_cast<char>(c);
+      }
+    }
+    return out + "\"";
+  };
+  for (size_t len : {size_t{7}, size_t{8}, size_t{9}, size_t{17}, size_t{24}}) {
+    for (size_t at = 0; at < len; ++at) {
+      for (int b = 0; b < 256; ++b) {
+        std::string in(len, 'a');
+        in[at] = static_cast<char>(b);
+        StringSink sink;
+        JsonWriter w(&sink);
+        w.String(in.data(), in.size());
+        ASSERT_EQ(sink.out(), reference(in)) << "byte " << b << " at " << at << " of " << len;
+      }
+    }
+  }
 }
 
 TEST(JsonWriterTest, NonFiniteDoublesBecomeNull) {
