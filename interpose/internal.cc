@@ -35,6 +35,7 @@ std::atomic<uint64_t> g_mmaps{0}, g_munmaps{0}, g_mapped{0};
 struct Range {
   uintptr_t begin, end;
   uintptr_t used;  // [begin, used) may have been written (InternalNoteUsed); end unless noted
+  bool pointer_free;  // InternalReserve's promise: never a pointer into the heap
 };
 SpinLock g_ranges_lock;
 Range* g_ranges = nullptr;
@@ -43,7 +44,7 @@ size_t g_ranges_capacity = 0;  // entries
 
 size_t PageRound(size_t n) { return (n + 4095) & ~size_t{4095}; }
 
-void AddRange(void* p, size_t bytes, bool noted = false) {
+void AddRange(void* p, size_t bytes, bool noted = false, bool pointer_free = false) {
   SpinLockHolder h(&g_ranges_lock);
   if (g_nranges == g_ranges_capacity) {
     size_t old_bytes = g_ranges_capacity * sizeof(Range);
@@ -55,11 +56,11 @@ void AddRange(void* p, size_t bytes, bool noted = false) {
     g_ranges = static_cast<Range*>(q);
     g_ranges_capacity = new_bytes / sizeof(Range);
     const uintptr_t at = reinterpret_cast<uintptr_t>(q);
-    g_ranges[0] = {at, at + new_bytes, at + new_bytes};
+    g_ranges[0] = {at, at + new_bytes, at + new_bytes, false};
     if (g_nranges == 0) g_nranges = 1;
   }
   const uintptr_t at = reinterpret_cast<uintptr_t>(p);
-  g_ranges[g_nranges++] = {at, at + bytes, noted ? at : at + bytes};
+  g_ranges[g_nranges++] = {at, at + bytes, noted ? at : at + bytes, pointer_free};
 }
 
 void RemoveRange(void* p) {
@@ -107,13 +108,13 @@ uint64_t SampleResident() {
   return now;
 }
 
-void* Map(size_t bytes, bool noreserve, bool noted = false) {
+void* Map(size_t bytes, bool noreserve, bool noted = false, bool pointer_free = false) {
   int flags = MAP_PRIVATE | MAP_ANONYMOUS | (noreserve ? MAP_NORESERVE : 0);
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
   if (p == MAP_FAILED) return nullptr;
   g_mmaps.fetch_add(1, std::memory_order_relaxed);
   g_mapped.fetch_add(bytes, std::memory_order_relaxed);
-  AddRange(p, bytes, noted);
+  AddRange(p, bytes, noted, pointer_free);
   return p;
 }
 
@@ -167,7 +168,9 @@ void InternalFree(void* p, size_t bytes) {
   g_free[c] = n;
 }
 
-void* InternalReserve(size_t bytes, bool noted) { return Map(PageRound(bytes), true, noted); }
+void* InternalReserve(size_t bytes, bool noted, bool pointer_free) {
+  return Map(PageRound(bytes), true, noted, pointer_free);
+}
 
 void InternalNoteUsed(const void* reservation, uintptr_t used_end) {
   const uintptr_t at = reinterpret_cast<uintptr_t>(reservation);
@@ -199,6 +202,20 @@ size_t InternalMappings(uintptr_t* begin, uintptr_t* end, uintptr_t* used, size_
     used[i] = g_ranges[i].used;
   }
   return g_nranges;
+}
+
+size_t InternalPointerFree(uintptr_t* begin, uintptr_t* used, size_t max) {
+  SpinLockHolder h(&g_ranges_lock);
+  size_t n = 0;
+  for (size_t i = 0; i < g_nranges; ++i) {
+    if (!g_ranges[i].pointer_free) continue;
+    if (n < max) {
+      begin[n] = g_ranges[i].begin;
+      used[n] = g_ranges[i].used;
+    }
+    ++n;
+  }
+  return n;
 }
 
 bool InternalContains(const void* p) {

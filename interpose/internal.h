@@ -24,8 +24,10 @@ void* InternalAlloc(size_t bytes);
 void InternalFree(void* p, size_t bytes);
 // Reserves address space (MAP_NORESERVE) that is never returned. `noted`: the caller tells, with
 // InternalNoteUsed, how far it has written into it (from its start) before it writes further; until
-// then none of it counts as used.
-void* InternalReserve(size_t bytes, bool noted = false);
+// then none of it counts as used. `pointer_free`: it will never hold a pointer into the program's heap
+// (stack records, hidden block addresses, counters), so a detector below poolscope finds nothing in it
+// and the scan's prediction of that detector need not read it (InternalPointerFree).
+void* InternalReserve(size_t bytes, bool noted = false, bool pointer_free = false);
 // A reservation made `noted` is written below `used_end` only (a later note may move it on, never
 // back): its pages past that are neither read by the scan as poolscope's memory nor counted resident.
 void InternalNoteUsed(const void* reservation, uintptr_t used_end);
@@ -39,6 +41,8 @@ void* InternalRealloc(void* p, size_t old_bytes, size_t new_bytes);
 // program's blocks and must not make them reachable), and reads, up to used[], as a detector below
 // poolscope would.
 size_t InternalMappings(uintptr_t* begin, uintptr_t* end, uintptr_t* used, size_t max);
+// The same for the reservations made pointer_free: begin[] and their used ends (used[]).
+size_t InternalPointerFree(uintptr_t* begin, uintptr_t* used, size_t max);
 // Whether p lies in one of those mappings.
 bool InternalContains(const void* p);
 

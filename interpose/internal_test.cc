@@ -1,11 +1,13 @@
 // File: interpose/internal_test.cc
 //
 // poolscope's own mappings as the scan and the report see them: a reservation made `noted` is used (read
-// as poolscope's memory, counted resident) up to what its owner noted, and no further.
+// as poolscope's memory, counted resident) up to what its owner noted, and no further; one made
+// `pointer_free` is listed apart, up to the same end, for the scan to leave unread.
 #include "interpose/internal.h"
 
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -74,6 +76,41 @@ TEST(InternalReserveTest, ResidentBytesStopAtTheNote) {
   // A page past the note is not looked at (its owner broke the promise the note makes).
   memset(p + kBytes / 2, 1, kPage);
   EXPECT_EQ(Resident() - before, 3 * kPage);
+}
+
+// The pointer-free reservations, as InternalPointerFree lists them: their used ends by their starts.
+std::vector<std::pair<uintptr_t, uintptr_t>> PointerFree() {
+  constexpr size_t kRoom = 4096;
+  std::vector<uintptr_t> begin(kRoom), used(kRoom);
+  const size_t n = InternalPointerFree(begin.data(), used.data(), kRoom);
+  std::vector<std::pair<uintptr_t, uintptr_t>> out;
+  for (size_t i = 0; i < n && i < kRoom; ++i) out.emplace_back(begin[i], used[i]);
+  return out;
+}
+
+TEST(InternalReserveTest, OnlyPointerFreeReservationsAreListedApartUpToTheirNote) {
+  constexpr size_t kBytes = size_t{4} << 20;
+  char* const plain = static_cast<char*>(InternalReserve(kBytes, /*noted=*/true));
+  char* const free_of_pointers = static_cast<char*>(InternalReserve(kBytes, /*noted=*/true, /*pointer_free=*/true));
+  char* const whole = static_cast<char*>(InternalReserve(kBytes, /*noted=*/false, /*pointer_free=*/true));
+  ASSERT_NE(plain, nullptr);
+  ASSERT_NE(free_of_pointers, nullptr);
+  ASSERT_NE(whole, nullptr);
+  const uintptr_t at = reinterpret_cast<uintptr_t>(free_of_pointers);
+  InternalNoteUsed(free_of_pointers, at + 5 * kPage);
+  const auto listed = PointerFree();
+  auto used_of = [&listed](const void* p) -> uintptr_t {
+    for (const auto& r : listed) {
+      if (r.first == reinterpret_cast<uintptr_t>(p)) return r.second;
+    }
+    return 0;
+  };
+  EXPECT_EQ(used_of(plain), 0u) << "a reservation not made pointer_free is not listed";
+  EXPECT_EQ(used_of(free_of_pointers), at + 5 * kPage);
+  EXPECT_EQ(used_of(whole), reinterpret_cast<uintptr_t>(whole) + kBytes);
+  // Both are still poolscope's mappings, for the program's view to leave out.
+  EXPECT_TRUE(Find(free_of_pointers).found);
+  EXPECT_TRUE(Find(whole).found);
 }
 
 }  // namespace

@@ -401,11 +401,20 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // found as the program's roots are (pagemap).
   // The pool list is not read: what it holds of the heap is a pointer at the start of each pool's
   // real block, which makes every pool reachable in the detector's view, and the view takes them so
-  // (ClassifyBesideReached) rather than look them up.
-  Array<RootRange> own_roots(g_scratch), slab(g_scratch), own_pieces(g_scratch);
-  RangeSink slab_sink{&slab, &c.ok};
-  if (in.for_each_meta_chunk != nullptr) in.for_each_meta_chunk(PushRange, &slab_sink);
-  std::sort(slab.data(), slab.data() + slab.size(), by_begin);
+  // (ClassifyBesideReached) rather than look them up. Nor is what holds no pointer into the heap by
+  // design (stack records, hidden block addresses, counters, frame rules), where the detector finds
+  // nothing: about half of what a small process's detector view read of poolscope's memory.
+  Array<RootRange> own_roots(g_scratch), unread(g_scratch), own_pieces(g_scratch);
+  RangeSink unread_sink{&unread, &c.ok};
+  if (in.for_each_meta_chunk != nullptr) in.for_each_meta_chunk(PushRange, &unread_sink);
+  {
+    constexpr size_t kMaxPointerFree = 64;  // any beyond are read, as any other memory of ours
+    uintptr_t begin[kMaxPointerFree], used[kMaxPointerFree];
+    const size_t n = std::min(InternalPointerFree(begin, used, kMaxPointerFree), kMaxPointerFree);
+    for (size_t i = 0; i < n; ++i) PushRange(begin[i], used[i], &unread_sink);
+  }
+  track::ForEachFrameRuleMemory(PushRange, &unread_sink);
+  std::sort(unread.data(), unread.data() + unread.size(), by_begin);
   Array<RootRange> detector_extra(g_scratch);
   for (size_t i = 0; i < own.size() && c.ok; ++i) {
     const RootRange o{own[i].begin, i < own_mappings ? used_end[i] : own[i].end};
@@ -413,7 +422,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     g_scratch.ForEachLive([&](const RootRange& r) { scratch = scratch || (o.begin < r.end && r.begin < o.end); });
     if (scratch) continue;
     own_pieces.Resize(0);
-    c.ok = Subtract(&o, 1, slab.data(), slab.size(), &own_pieces);
+    c.ok = Subtract(&o, 1, unread.data(), unread.size(), &own_pieces);
     for (size_t k = 0; k < own_pieces.size() && c.ok; ++k) {
       track::ForEachTouchedRun(pagemap.fd, own_pieces[k].begin, own_pieces[k].end,
                                [&](uintptr_t b, uintptr_t e) { c.ok = c.ok && own_roots.Push(RootRange{b, e}); });
@@ -497,6 +506,9 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
       ok = exclude.Push(x);
     }
     for (size_t i = 0; i < own_mappings && ok; ++i) ok = exclude.Push(own[i]);
+    // (Nor poolscope's globals that hold no pointer into the heap: LeakSanitizer would read them, and
+    // find nothing.)
+    ok = ok && PushAll(unread, &exclude);
     // Of the objects' globals (a library's .bss may be megabytes reserved) and the stacks, only the
     // touched pages of anonymous memory are read, as of the other views' roots: an untouched page
     // reads as zeros.

@@ -171,8 +171,9 @@ void TimelineStart(bool on) {
   g_start_ns = Now();
   g_next_ns.store(g_start_ns, std::memory_order_relaxed);
   if (on && g_tracking && g_pooling) {
-    // Zero pages reserved, touched as stack ids are used (at most 8 bytes a stack).
-    auto* words = static_cast<uint32_t*>(InternalReserve(2 * size_t{kMaxStackIds} * sizeof(uint32_t)));
+    // Zero pages reserved, touched as stack ids are used (at most 8 bytes a stack): counts only.
+    auto* words = static_cast<uint32_t*>(
+        InternalReserve(2 * size_t{kMaxStackIds} * sizeof(uint32_t), /*noted=*/false, /*pointer_free=*/true));
     if (words != nullptr) {
       g_peak.Init(words, words + kMaxStackIds, kMaxStackIds);
       g_peak_on = true;

@@ -93,11 +93,11 @@ class MappedDepotMemory : public track::DepotMemory {
     if (cur_ == nullptr || static_cast<size_t>(end_ - cur_) < bytes) {
       if (exhausted_.load(std::memory_order_relaxed)) return nullptr;
       size_t chunk = small_chunks_ ? kSmallChunk : kChunk;
-      char* p = static_cast<char*>(InternalReserve(chunk, /*noted=*/true));
+      char* p = static_cast<char*>(InternalReserve(chunk, /*noted=*/true, /*pointer_free=*/true));
       if (p == nullptr && !small_chunks_) {
         small_chunks_ = true;
         chunk = kSmallChunk;
-        p = static_cast<char*>(InternalReserve(chunk, /*noted=*/true));
+        p = static_cast<char*>(InternalReserve(chunk, /*noted=*/true, /*pointer_free=*/true));
       }
       if (p == nullptr) {
         exhausted_.store(true, std::memory_order_relaxed);
@@ -240,7 +240,7 @@ bool TrackingInit(int stack_depth, PooledBlockWalk pooled_blocks) {
   g_depot = new (g_depot_storage) track::StackDepot(g_memory, kCapacity);
   g_table = new (g_table_storage) track::LiveTable(g_memory);
   g_recent = new (g_recent_storage) track::RecentBlocks(g_memory, g_table);
-  g_sites = static_cast<Site*>(InternalReserve(sizeof(Site) * kCapacity, /*noted=*/true));
+  g_sites = static_cast<Site*>(InternalReserve(sizeof(Site) * kCapacity, /*noted=*/true, /*pointer_free=*/true));
   if (g_sites == nullptr) return false;
   g_depth = stack_depth;
   dl_iterate_phdr(FindOwnSegments, reinterpret_cast<void*>(&TrackingInit));

@@ -359,5 +359,17 @@ void ForgetFunctions() {
 }
 }  // namespace frame_rules_internal
 
+void ForEachFrameRuleMemory(void (*fn)(uintptr_t begin, uintptr_t end, void* arg), void* arg) {
+  auto each = [fn, arg](const void* p, size_t bytes) {
+    const uintptr_t b = reinterpret_cast<uintptr_t>(p);
+    fn(b, b + bytes, arg);
+  };
+  each(frame_rules_internal::g_table, sizeof frame_rules_internal::g_table);
+  each(g_arena, sizeof g_arena);
+  each(g_functions, sizeof g_functions);
+  each(g_rules, sizeof g_rules);
+  each(g_rule_slots, sizeof g_rule_slots);
+}
+
 }  // namespace track
 }  // namespace poolscope

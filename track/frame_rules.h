@@ -135,6 +135,12 @@ uint64_t FrameRulesComputed();
 // Calls fn(pc, rule, arg) for each rule cached now (frame_rule_store.cc writes them at exit).
 void ForEachCachedRule(void (*fn)(uintptr_t pc, FrameRule rule, void* arg), void* arg);
 
+// Calls fn(begin, end, arg) for each piece of .bss the rules and the functions read are kept in (the
+// table, the functions' records and their index, the distinct rules). They hold pcs, offsets into
+// loaded objects and rules, never a pointer into the heap: a leak detector below poolscope finds
+// nothing in them, and the exit scan's prediction of it leaves them unread.
+void ForEachFrameRuleMemory(void (*fn)(uintptr_t begin, uintptr_t end, void* arg), void* arg);
+
 }  // namespace track
 }  // namespace poolscope
 
