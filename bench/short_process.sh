@@ -9,6 +9,9 @@
 #   SKIP_BUILD=1 LIB=/path/libpoolscope.so bench/short_process.sh
 #   LIB2=/path/other/libpoolscope.so           a second library, measured in the same rounds
 #   ROUNDS=9                                   rounds (default 9)
+#   LADDER=1                                   cc1 also under the configurations between bare and
+#                                              `report=none`: counting alone (pool=0 track=0), pooling
+#                                              alone (track=0), tracking without stacks (stack_depth=0)
 # Needs gcc and make; heaptrack's preload library and perf when they are installed.
 set -euo pipefail
 
@@ -101,10 +104,38 @@ if [[ -f "$HEAPTRACK" ]]; then
   reference=(--reference heaptrack)
 fi
 
+ladder=()
+if [[ -n "${LADDER:-}" ]]; then
+  ladder=(--config "count LD_PRELOAD=$LIB POOLSCOPE_OPTIONS=quiet=1:pool=0:track=0:report=none"
+          --config "pool LD_PRELOAD=$LIB POOLSCOPE_OPTIONS=quiet=1:track=0:report=none"
+          --config "nostacks LD_PRELOAD=$LIB POOLSCOPE_OPTIONS=quiet=1:stack_depth=0:report=none")
+fi
+
 echo "== cc1 -O2 on a small file ($(wc -l <"$WORK/small.i") lines preprocessed), $ROUNDS rounds"
-bench/interleave.py --rounds "$ROUNDS" "${reference[@]}" "${configs[@]}" -- "$CC1" -quiet -O2 "$WORK/small.i" -o /dev/null
+bench/interleave.py --rounds "$ROUNDS" "${reference[@]}" "${ladder[@]}" "${configs[@]}" -- "$CC1" -quiet -O2 "$WORK/small.i" -o /dev/null
 echo "== make -j2 of 21 files, $ROUNDS rounds"
 bench/interleave.py --rounds "$ROUNDS" --cpu all "${configs[@]}" -- make -s -B -j2 -C "$WORK/proj"
+
+# One more build with the defaults, its reports kept: each program's processes and what their exits
+# spent on the scan and on the report (the reports' own figures).
+rm -rf "$WORK/exits" && mkdir "$WORK/exits"
+LD_PRELOAD="$LIB" POOLSCOPE_OPTIONS="quiet=1:report=$WORK/exits/r.%p.json" make -s -B -j2 -C "$WORK/proj" >/dev/null
+echo "== the exits of one make -j2 with the defaults, by program"
+python3 - "$WORK/exits" <<'PY'
+import collections, glob, json, os, sys
+by = collections.defaultdict(lambda: [0, 0, 0, 0])
+for path in glob.glob(os.path.join(sys.argv[1], "*.json")):
+    with open(path) as f:
+        r = json.load(f)
+    row = by[os.path.basename(r["process"]["exe"])]
+    row[0] += 1
+    row[1] += r["reachability"].get("scan_ms") or 0
+    row[2] += r["process"].get("report_ms") or 0
+    row[3] += r["logical"].get("live_blocks") or 0
+print("%-28s %9s %12s %14s %16s" % ("program", "processes", "scan_ms sum", "report_ms sum", "live blocks sum"))
+for exe, (n, scan, report, live) in sorted(by.items(), key=lambda kv: -(kv[1][1] + kv[1][2])):
+    print("%-28s %9d %12d %14d %16d" % (exe, n, scan, report, live))
+PY
 
 if command -v perf >/dev/null; then
   echo "== cc1's page faults (perf stat), medians of $ROUNDS"
