@@ -152,13 +152,7 @@ void InternalFree(void* p, size_t bytes) {
   if (p == nullptr) return;
   if (bytes == 0) bytes = 1;
   if (bytes > (size_t{1} << kMaxClassShift)) {
-    // The peak includes what is about to go, when it could move the peak by a MiB or more (a sample
-    // walks every mapping with mincore: not for each small one).
-    if (bytes >= (size_t{1} << 20)) SampleResident();
-    RemoveRange(p);
-    munmap(p, PageRound(bytes));
-    g_munmaps.fetch_add(1, std::memory_order_relaxed);
-    g_mapped.fetch_sub(PageRound(bytes), std::memory_order_relaxed);
+    InternalUnmap(p, bytes);
     return;
   }
   int c = ClassOf(bytes);
@@ -166,6 +160,19 @@ void InternalFree(void* p, size_t bytes) {
   FreeNode* n = static_cast<FreeNode*>(p);
   n->next = g_free[c];
   g_free[c] = n;
+}
+
+void* InternalMap(size_t bytes, bool pointer_free) { return Map(PageRound(bytes), false, false, pointer_free); }
+
+void InternalUnmap(void* p, size_t bytes) {
+  if (p == nullptr) return;
+  // The peak includes what is about to go, when it could move the peak by a MiB or more (a sample
+  // walks every mapping with mincore: not for each small one).
+  if (bytes >= (size_t{1} << 20)) SampleResident();
+  RemoveRange(p);
+  munmap(p, PageRound(bytes));
+  g_munmaps.fetch_add(1, std::memory_order_relaxed);
+  g_mapped.fetch_sub(PageRound(bytes), std::memory_order_relaxed);
 }
 
 void* InternalReserve(size_t bytes, bool noted, bool pointer_free) {

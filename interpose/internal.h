@@ -31,6 +31,10 @@ void* InternalReserve(size_t bytes, bool noted = false, bool pointer_free = fals
 // A reservation made `noted` is written below `used_end` only (a later note may move it on, never
 // back): its pages past that are neither read by the scan as poolscope's memory nor counted resident.
 void InternalNoteUsed(const void* reservation, uintptr_t used_end);
+// A zeroed mapping of its own, listed as poolscope's, made pointer_free as InternalReserve makes a
+// reservation; InternalUnmap gives it back.
+void* InternalMap(size_t bytes, bool pointer_free);
+void InternalUnmap(void* p, size_t bytes);
 // Grows or shrinks a direct mapping made by InternalAlloc (> 64 KiB); may move it.
 void* InternalRealloc(void* p, size_t old_bytes, size_t new_bytes);
 

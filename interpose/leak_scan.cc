@@ -407,11 +407,17 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   Array<RootRange> own_roots(g_scratch), unread(g_scratch), own_pieces(g_scratch);
   RangeSink unread_sink{&unread, &c.ok};
   if (in.for_each_meta_chunk != nullptr) in.for_each_meta_chunk(PushRange, &unread_sink);
-  {
-    constexpr size_t kMaxPointerFree = 64;  // any beyond are read, as any other memory of ours
-    uintptr_t begin[kMaxPointerFree], used[kMaxPointerFree];
-    const size_t n = std::min(InternalPointerFree(begin, used, kMaxPointerFree), kMaxPointerFree);
-    for (size_t i = 0; i < n; ++i) PushRange(begin[i], used[i], &unread_sink);
+  for (size_t room = 64; c.ok;) {
+    // (A large live table's stripes are a mapping each: ask again until the room is enough.)
+    auto* b = static_cast<uintptr_t*>(g_scratch.Map(2 * room * sizeof(uintptr_t)));
+    if (b == nullptr) break;  // all of it read, as any other memory of ours
+    const size_t n = InternalPointerFree(b, b + room, room);
+    if (n <= room) {
+      for (size_t i = 0; i < n; ++i) PushRange(b[i], b[room + i], &unread_sink);
+    }
+    g_scratch.Unmap(b, 2 * room * sizeof(uintptr_t));
+    if (n <= room) break;
+    room = 2 * n;
   }
   track::ForEachFrameRuleMemory(PushRange, &unread_sink);
   std::sort(unread.data(), unread.data() + unread.size(), by_begin);

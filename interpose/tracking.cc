@@ -58,7 +58,9 @@ namespace {
 // Memory for the depot and the table. Small requests are carved from large NORESERVE mappings; those of
 // a power of two bytes that come back (the live table's stripes give back their arrays when they
 // double them) are kept on a list per size and handed out again, zeroed, before anything new is
-// carved. Arrays of kDirect bytes or more are mappings of their own. What is handed out is about to be
+// carved. Arrays of kDirect bytes or more are mappings of their own. None of it holds a pointer into the
+// heap (stack records, hidden block addresses): every mapping is made pointer_free, so the exit scan's
+// prediction of a detector below leaves it unread (internal.h). What is handed out is about to be
 // written (a record, a table being filled): carved memory is faulted in ahead of the carve point, by as
 // much as was carved so far up to kAhead bytes at a time, and a mapping of its own whole, one call
 // each instead of a fault per page (and never the zero page a table probed before it is written would
@@ -71,7 +73,7 @@ class MappedDepotMemory : public track::DepotMemory {
   void* Alloc(size_t bytes) override {
     if (bytes >= kDirect) {
       if (exhausted_.load(std::memory_order_relaxed)) return nullptr;
-      void* p = InternalAlloc(bytes);
+      void* p = InternalMap(bytes, /*pointer_free=*/true);
       if (p != nullptr) {
         const uintptr_t at = reinterpret_cast<uintptr_t>(p);
         track::PopulateRange(at, at + bytes, at + bytes);
@@ -126,11 +128,11 @@ class MappedDepotMemory : public track::DepotMemory {
   // that, each stripe kept about 128 KiB of outgrown arrays resident: 13 of the 40 bytes per live
   // block at 2.5M live blocks (bench/many_blocks.sh), and 51 bytes per block in all at 3.3M.
   void Free(void* p, size_t bytes) override {
-    if (bytes <= kInternalListedMax) GiveBackPages(p, bytes);  // (larger ones InternalFree unmaps)
     if (bytes >= kDirect) {
-      InternalFree(p, bytes);
+      InternalUnmap(p, bytes);
       return;
     }
+    GiveBackPages(p, bytes);
     const int c = SizeClass((bytes + 63) & ~size_t{63});
     if (c < 0) return;  // kept where it is
     SpinLockHolder lock(&lock_);
@@ -145,7 +147,7 @@ class MappedDepotMemory : public track::DepotMemory {
  private:
   static constexpr size_t kChunk = size_t{64} << 20;
   static constexpr size_t kSmallChunk = size_t{1} << 20;
-  static constexpr size_t kDirect = size_t{64} << 10;  // (below kSmallChunk: a carve always fits one)
+  static constexpr size_t kDirect = size_t{128} << 10;  // (below kSmallChunk: a carve always fits one)
   static constexpr size_t kAhead = size_t{64} << 10;
   struct FreeNode {
     FreeNode* next;
@@ -163,7 +165,7 @@ class MappedDepotMemory : public track::DepotMemory {
     return c < kMinClass || c >= kNumClasses ? -1 : c;
   }
   static constexpr int kMinClass = 6;
-  static constexpr int kNumClasses = 16;  // log2(kDirect)
+  static constexpr int kNumClasses = 17;  // log2(kDirect)
   SpinLock lock_;
   char* begin_ = nullptr;  // the current chunk: [begin_, end_), carved up to cur_
   char* cur_ = nullptr;
