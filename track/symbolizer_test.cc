@@ -163,6 +163,52 @@ void ExpectSameFrame(const SymbolizedFrame& a, const SymbolizedFrame& b, const c
   EXPECT_EQ(a.has_symbol, b.has_symbol) << what;
 }
 
+// The callee's call site symbolized once in a fresh cache under `dir`: its frame, the table file that
+// now holds its answer, and that answer's line (without its newline).
+struct CallSiteAnswer {
+  uintptr_t ra = 0;
+  SymbolizedFrame cold;
+  std::string table, line;
+};
+CallSiteAnswer AnswerCallSite(const Callee& callee, const std::string& dir) {
+  CallSiteAnswer a;
+  callee.call_site(&a.ra);
+  {
+    Symbolizer sym;
+    a.cold = sym.SymbolizeReturnAddress(a.ra);
+  }
+  for (const std::string& name : FilesIn(dir)) {
+    const std::string text = ReadFile(dir + "/" + name);
+    const size_t at = text.find("\tpoolscope_callee_call_site\t");
+    if (at == std::string::npos) continue;
+    a.table = dir + "/" + name;
+    const size_t start = text.rfind('\n', at) == std::string::npos ? 0 : text.rfind('\n', at) + 1;
+    a.line = text.substr(start, text.find('\n', at) - start);
+  }
+  return a;
+}
+
+// Writes `text` over the answer's table: the next process must symbolize the call site again (the
+// table's line for it is no answer) and append its line after `text`, from which the process after
+// it answers.
+void ExpectAnsweredAgainAfter(const CallSiteAnswer& a, const std::string& text, const std::string& text_ended) {
+  {
+    FILE* f = fopen(a.table.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fputs(text.c_str(), f);
+    fclose(f);
+  }
+  {
+    Symbolizer sym;
+    ExpectSameFrame(sym.SymbolizeReturnAddress(a.ra), a.cold, "after the table was written over");
+  }
+  EXPECT_EQ(ReadFile(a.table), text_ended + a.line + "\n");
+  {
+    Symbolizer sym;
+    ExpectSameFrame(sym.SymbolizeReturnAddress(a.ra), a.cold, "from the line appended");
+  }
+}
+
 // A second symbolizer (a later process) answers from the on-disk table the first one wrote, and gives
 // exactly the frames libdwfl gave.
 TEST(SymbolizerTest, AnswersAreKeptOnDiskByBuildIdAndGiveTheSameFrames) {
@@ -219,45 +265,16 @@ TEST(SymbolizerTest, ALastLineCutShortIsNotReadAndTheNextAnswersStartANewLine) {
   const std::string dir = UseFreshCacheHome("xdg-cut") + "/poolscope/symbols";
   Callee callee;
   ASSERT_NE(callee.handle, nullptr);
-  uintptr_t ra = 0;
-  callee.call_site(&ra);
-  SymbolizedFrame cold;
-  {
-    Symbolizer sym;
-    cold = sym.SymbolizeReturnAddress(ra);
-  }
-  ASSERT_EQ(cold.function, "poolscope_callee_call_site");
-  ASSERT_GT(cold.file.size(), 4u);
-  std::string table, line;
-  for (const std::string& name : FilesIn(dir)) {
-    const std::string text = ReadFile(dir + "/" + name);
-    const size_t at = text.find("\tpoolscope_callee_call_site\t");
-    if (at == std::string::npos) continue;
-    table = dir + "/" + name;
-    const size_t start = text.rfind('\n', at) == std::string::npos ? 0 : text.rfind('\n', at) + 1;
-    line = text.substr(start, text.find('\n', at) - start);
-  }
-  ASSERT_FALSE(table.empty());
+  const CallSiteAnswer a = AnswerCallSite(callee, dir);
+  ASSERT_EQ(a.cold.function, "poolscope_callee_call_site");
+  ASSERT_GT(a.cold.file.size(), 4u);
+  ASSERT_FALSE(a.table.empty());
   // The table now holds only that answer, edited, and cut two bytes short of the file name's end.
-  const size_t fn = line.find("\tpoolscope_callee_call_site\t");
-  std::string cut = line;
+  const size_t fn = a.line.find("\tpoolscope_callee_call_site\t");
+  std::string cut = a.line;
   cut.replace(fn, strlen("\tpoolscope_callee_call_site\t"), "\tedited_in_the_table\t");
   cut.resize(cut.size() - 2);
-  {
-    FILE* f = fopen(table.c_str(), "w");
-    ASSERT_NE(f, nullptr);
-    fputs(cut.c_str(), f);
-    fclose(f);
-  }
-  {
-    Symbolizer sym;
-    ExpectSameFrame(sym.SymbolizeReturnAddress(ra), cold, "after the cut");
-  }
-  EXPECT_EQ(ReadFile(table), cut + "\n" + line + "\n");
-  {
-    Symbolizer sym;
-    ExpectSameFrame(sym.SymbolizeReturnAddress(ra), cold, "from the line appended");
-  }
+  ExpectAnsweredAgainAfter(a, cut, cut + "\n");
   unsetenv("XDG_CACHE_HOME");
 }
 
@@ -332,48 +349,19 @@ TEST(SymbolizerTest, ALineWithADamagedNumberIsSymbolizedAgainAndReplaced) {
   const std::string dir = UseFreshCacheHome("xdg-damaged") + "/poolscope/symbols";
   Callee callee;
   ASSERT_NE(callee.handle, nullptr);
-  uintptr_t ra = 0;
-  callee.call_site(&ra);
-  SymbolizedFrame cold;
-  {
-    Symbolizer sym;
-    cold = sym.SymbolizeReturnAddress(ra);
-  }
-  ASSERT_EQ(cold.function, "poolscope_callee_call_site");
-  std::string table, line;
-  for (const std::string& name : FilesIn(dir)) {
-    const std::string text = ReadFile(dir + "/" + name);
-    const size_t at = text.find("\tpoolscope_callee_call_site\t");
-    if (at == std::string::npos) continue;
-    table = dir + "/" + name;
-    const size_t start = text.rfind('\n', at) == std::string::npos ? 0 : text.rfind('\n', at) + 1;
-    line = text.substr(start, text.find('\n', at) - start);
-  }
-  ASSERT_FALSE(table.empty());
+  const CallSiteAnswer a = AnswerCallSite(callee, dir);
+  ASSERT_EQ(a.cold.function, "poolscope_callee_call_site");
+  ASSERT_FALSE(a.table.empty());
   // The line number field (the third) made no number, the name edited: were the line read, the
   // frame would carry the edited name.
-  std::string damaged = line;
+  std::string damaged = a.line;
   const size_t second_tab = damaged.find('\t', damaged.find('\t') + 1);
   damaged.insert(second_tab + 1, "x");
   const size_t fn = damaged.find("\tpoolscope_callee_call_site\t");
   damaged.replace(fn, strlen("\tpoolscope_callee_call_site\t"), "\tedited_in_the_table\t");
-  {
-    FILE* f = fopen(table.c_str(), "w");
-    ASSERT_NE(f, nullptr);
-    fputs((damaged + "\n").c_str(), f);
-    fclose(f);
-  }
   uintptr_t off = 0;
   ASSERT_FALSE(ParseSymbolLine(damaged.data(), damaged.size(), &off, nullptr));
-  {
-    Symbolizer sym;
-    ExpectSameFrame(sym.SymbolizeReturnAddress(ra), cold, "after the damage");
-  }
-  EXPECT_EQ(ReadFile(table), damaged + "\n" + line + "\n");
-  {
-    Symbolizer sym;
-    ExpectSameFrame(sym.SymbolizeReturnAddress(ra), cold, "from the line appended");
-  }
+  ExpectAnsweredAgainAfter(a, damaged + "\n", damaged + "\n");
   unsetenv("XDG_CACHE_HOME");
 }
 
