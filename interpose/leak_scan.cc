@@ -403,7 +403,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // real block, which makes every pool reachable in the detector's view, and the view takes them so
   // (ClassifyBesideReached) rather than look them up. Nor is what holds no pointer into the heap by
   // design (stack records, hidden block addresses, counters, frame rules), where the detector finds
-  // nothing: about half of what a small process's detector view read of poolscope's memory.
+  // nothing: most of poolscope's memory (cc1: 1.9 of 2.2 MB; a large live table's arrays whole).
   Array<RootRange> own_roots(g_scratch), unread(g_scratch), own_pieces(g_scratch);
   RangeSink unread_sink{&unread, &c.ok};
   if (in.for_each_meta_chunk != nullptr) in.for_each_meta_chunk(PushRange, &unread_sink);
