@@ -94,10 +94,6 @@ bool ParseNumber(const char* p, const char* end, int base, unsigned long long* v
   return true;
 }
 
-}  // namespace
-
-namespace {
-
 // Where the five tabs of a line (without its newline) are; false when it has fewer or more. memchr
 // finds each in a few vector compares where a loop over the characters took one a byte.
 bool FindTabs(const char* line, size_t len, const char* tab[5]) {
