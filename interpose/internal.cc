@@ -201,28 +201,15 @@ void* InternalRealloc(void* p, size_t old_bytes, size_t new_bytes) {
   return q;
 }
 
-size_t InternalMappings(uintptr_t* begin, uintptr_t* end, uintptr_t* used, size_t max) {
+size_t InternalMappings(uintptr_t* begin, uintptr_t* end, uintptr_t* used, uint8_t* pointer_free, size_t max) {
   SpinLockHolder h(&g_ranges_lock);
   for (size_t i = 0; i < g_nranges && i < max; ++i) {
     begin[i] = g_ranges[i].begin;
     end[i] = g_ranges[i].end;
     used[i] = g_ranges[i].used;
+    pointer_free[i] = g_ranges[i].pointer_free ? 1 : 0;
   }
   return g_nranges;
-}
-
-size_t InternalPointerFree(uintptr_t* begin, uintptr_t* used, size_t max) {
-  SpinLockHolder h(&g_ranges_lock);
-  size_t n = 0;
-  for (size_t i = 0; i < g_nranges; ++i) {
-    if (!g_ranges[i].pointer_free) continue;
-    if (n < max) {
-      begin[n] = g_ranges[i].begin;
-      used[n] = g_ranges[i].used;
-    }
-    ++n;
-  }
-  return n;
 }
 
 bool InternalContains(const void* p) {

@@ -26,7 +26,7 @@ void InternalFree(void* p, size_t bytes);
 // InternalNoteUsed, how far it has written into it (from its start) before it writes further; until
 // then none of it counts as used. `pointer_free`: it will never hold a pointer into the program's heap
 // (stack records, hidden block addresses, counters), so a detector below poolscope finds nothing in it
-// and the scan's prediction of that detector need not read it (InternalPointerFree).
+// and the scan's prediction of that detector need not read it (InternalMappings says which).
 void* InternalReserve(size_t bytes, bool noted = false, bool pointer_free = false);
 // A reservation made `noted` is written below `used_end` only (a later note may move it on, never
 // back): its pages past that are neither read by the scan as poolscope's memory nor counted resident.
@@ -38,15 +38,14 @@ void InternalUnmap(void* p, size_t bytes);
 // Grows or shrinks a direct mapping made by InternalAlloc (> 64 KiB); may move it.
 void* InternalRealloc(void* p, size_t old_bytes, size_t new_bytes);
 
-// Copies up to `max` of the mappings made here that are still mapped into begin[]/end[], and where
-// the part of each ever written ends into used[] (InternalNoteUsed; the mapping's end unless noted),
-// and returns how many there are in all (a return above `max`: call again with more room). What the
-// reachability scan leaves out of the program's roots (poolscope's own memory holds pointers to the
-// program's blocks and must not make them reachable), and reads, up to used[], as a detector below
+// Copies up to `max` of the mappings made here that are still mapped into begin[]/end[], where the
+// part of each ever written ends into used[] (InternalNoteUsed; the mapping's end unless noted), and
+// whether it was made pointer_free into pointer_free[] (1 or 0), and returns how many there are in all
+// (a return above `max`: call again with more room). What the reachability scan leaves out of the
+// program's roots (poolscope's own memory holds pointers to the program's blocks and must not make
+// them reachable), and reads, up to used[] and but for the pointer-free ones, as a detector below
 // poolscope would.
-size_t InternalMappings(uintptr_t* begin, uintptr_t* end, uintptr_t* used, size_t max);
-// The same for the reservations made pointer_free: begin[] and their used ends (used[]).
-size_t InternalPointerFree(uintptr_t* begin, uintptr_t* used, size_t max);
+size_t InternalMappings(uintptr_t* begin, uintptr_t* end, uintptr_t* used, uint8_t* pointer_free, size_t max);
 // Whether p lies in one of those mappings.
 bool InternalContains(const void* p);
 

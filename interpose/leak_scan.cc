@@ -324,27 +324,29 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     indexing = false;
   }
   // poolscope's own: its mappings, its writable segments, and each thread's static TLS block of ours;
-  // `used_end[i]`, where the part of mapping own[i] ever written ends (InternalNoteUsed): what a
-  // detector below would find in it.
+  // `used_end[i]`, where the part of mapping own[i] ever written ends (InternalNoteUsed), unless it
+  // was made pointer_free, where a detector below would find nothing: its start then.
   Array<uintptr_t> used_end(g_scratch);
   RangeSink own_sink{&own, &c.ok};
   for (size_t room = 256;;) {
     // Allocating may add a mapping: ask again until the room is enough.
-    auto* b = static_cast<uintptr_t*>(g_scratch.Map(3 * room * sizeof(uintptr_t)));
+    const size_t bytes = 3 * room * sizeof(uintptr_t) + room;
+    auto* b = static_cast<uintptr_t*>(g_scratch.Map(bytes));
     if (b == nullptr) {
       c.ok = false;
       break;
     }
-    const size_t n = InternalMappings(b, b + room, b + 2 * room, room);
+    uint8_t* const pointer_free = reinterpret_cast<uint8_t*>(b + 3 * room);
+    const size_t n = InternalMappings(b, b + room, b + 2 * room, pointer_free, room);
     if (n <= room) {
       for (size_t i = 0; i < n && c.ok; ++i) {
         PushRange(b[i], b[room + i], &own_sink);
-        c.ok = c.ok && used_end.Push(b[2 * room + i]);
+        c.ok = c.ok && used_end.Push(pointer_free[i] ? b[i] : b[2 * room + i]);
       }
-      g_scratch.Unmap(b, 3 * room * sizeof(uintptr_t));
+      g_scratch.Unmap(b, bytes);
       break;
     }
-    g_scratch.Unmap(b, 3 * room * sizeof(uintptr_t));
+    g_scratch.Unmap(b, bytes);
     room = 2 * n;
   }
   // (Its mappings first: own[0, own_mappings). LeakSanitizer reads none of them, even where the kernel
@@ -403,22 +405,11 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // real block, which makes every pool reachable in the detector's view, and the view takes them so
   // (ClassifyBesideReached) rather than look them up. Nor is what holds no pointer into the heap by
   // design (stack records, hidden block addresses, counters, frame rules), where the detector finds
-  // nothing: most of poolscope's memory (cc1: 1.9 of 2.2 MB; a large live table's arrays whole).
+  // nothing: most of poolscope's memory (cc1: 1.9 of 2.2 MB; a large live table's arrays whole). Its
+  // mappings of that kind end where they start (used_end); its .bss of that kind is left out here.
   Array<RootRange> own_roots(g_scratch), unread(g_scratch), own_pieces(g_scratch);
   RangeSink unread_sink{&unread, &c.ok};
   if (in.for_each_meta_chunk != nullptr) in.for_each_meta_chunk(PushRange, &unread_sink);
-  for (size_t room = 64; c.ok;) {
-    // (A large live table's stripes are a mapping each: ask again until the room is enough.)
-    auto* b = static_cast<uintptr_t*>(g_scratch.Map(2 * room * sizeof(uintptr_t)));
-    if (b == nullptr) break;  // all of it read, as any other memory of ours
-    const size_t n = InternalPointerFree(b, b + room, room);
-    if (n <= room) {
-      for (size_t i = 0; i < n; ++i) PushRange(b[i], b[room + i], &unread_sink);
-    }
-    g_scratch.Unmap(b, 2 * room * sizeof(uintptr_t));
-    if (n <= room) break;
-    room = 2 * n;
-  }
   track::ForEachFrameRuleMemory(PushRange, &unread_sink);
   std::sort(unread.data(), unread.data() + unread.size(), by_begin);
   Array<RootRange> detector_extra(g_scratch);
