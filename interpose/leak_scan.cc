@@ -67,7 +67,7 @@ constexpr size_t kParallelViewBlocks = size_t{1} << 11;
 
 void Classify(const ScanInputs& in, ScanOutcome* out) {
   const uint64_t t0 = NowMs();
-  Array<ScanBlock> tracked(g_scratch), blocks(g_scratch, /*sparse=*/true), pools(g_scratch);
+  Array<ScanBlock> tracked(g_scratch), blocks(g_scratch, /*sparse=*/true), pools(g_scratch, /*sparse=*/true);
   // Explicit arenas' blocks are not blocks of the scan: their pools' carved bytes are the program's
   // memory, read as roots (the pools' real blocks are in the heap, left out of the roots).
   Array<RootRange> arena_roots(g_scratch);
@@ -88,30 +88,44 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // The pools and their blocks in one walk (a pool's header, marks and block words lie on the lines
   // the walk loads anyway): the detector's view takes the pools, the program's view their blocks. The
   // pooled blocks' array gets the room the counters give. Alone, with many pools, a second thread
-  // walks the second half of the pool list into arrays of its own, appended after; else it faults in
-  // the array while this thread walks.
+  // walks the second half of the pool list, each thread into its part of both arrays' rooms (the
+  // pools' sized by the list, the blocks' by the counters, shared as the list's entries are), faulting
+  // its parts in; the parts are joined after. Else a second thread faults in the array while this
+  // thread walks.
   const size_t room = in.pooled_blocks_hint + in.pooled_blocks_hint / 16 + tracked.size() + 64;
-  Array<ScanBlock> blocks2(g_scratch), pools2(g_scratch);
+  Array<ScanBlock> blocks1(g_scratch), blocks2(g_scratch), pools1(g_scratch), pools2(g_scratch);
   Array<RootRange> arena_roots2(g_scratch);
   Collect c2{nullptr, &blocks2, &pools2, &arena_roots2, true};
-  WalkJob walk{&in, &c2, room / 2};
+  WalkJob walk{&in, &c2};
   SideThread walker;
-  const bool split = in.for_each_pool != nullptr && tasks == 1 && in.pooled_blocks_hint >= kSplitWalkBlocks &&
-                     SideThread::Usable() && walker.Start(WalkSecondHalf, &walk);
+  bool split = in.for_each_pool != nullptr && in.pools_listed != nullptr && tasks == 1 &&
+               in.pooled_blocks_hint >= kSplitWalkBlocks && SideThread::Usable();
+  if (split) {
+    const size_t listed1 = in.pools_listed(0, 2), listed2 = in.pools_listed(1, 2);
+    const size_t hint = in.pooled_blocks_hint, slack = hint / 32 + 64;
+    const size_t share1 = listed1 + listed2 == 0 ? hint / 2 : hint / (listed1 + listed2) * listed1;
+    split = RoomInTwoParts(&blocks, share1 + slack, hint - share1 + slack, tracked.size(), &blocks1, &blocks2) &&
+            RoomInTwoParts(&pools, listed1, listed2, tracked.size() + 64, &pools1, &pools2) &&
+            walker.Start(WalkSecondHalf, &walk);
+    if (split) {
+      c.blocks = &blocks1;
+      c.pools = &pools1;
+    }
+  }
   // The program's array sorted on the second thread when the walk was split, while this one appends
   // and sorts the pools' (it ends before the maps are read: its stack must not go while the scan reads
   // poolscope's memory).
-  ProgramSort program_sort{&blocks, &blocks2, &tracked, false};
+  ProgramSort program_sort{&blocks, split ? &blocks1 : nullptr, &blocks2, &tracked, false};
   SideThread sorter;
   bool sorting = false;
   if (split) {
-    if (blocks.Reserve(room)) InternalScratch::FaultIn(blocks.data(), (room - room / 2) * sizeof(ScanBlock));
+    blocks1.FaultIn();
+    pools1.FaultIn();
     in.for_each_pool(CollectPool, CollectPooledBlock, &c, 0, 2);
     walker.Join();
     c.ok = c.ok && c2.ok;
     sorting = c.ok && sorter.Start(SortProgramBlocks, &program_sort);
-    c.ok = c.ok && PushAll(pools2, &pools) && PushAll(arena_roots2, &arena_roots);
-    pools2.Free();
+    c.ok = c.ok && JoinTwoParts(&pools, &pools1, &pools2) && PushAll(arena_roots2, &arena_roots);
   } else if (in.for_each_pool != nullptr) {
     if (in.pooled_blocks_hint >= kPrefaultBlocks && SideThread::Usable() && blocks.Reserve(room)) {
       char* const b = reinterpret_cast<char*>(blocks.data());

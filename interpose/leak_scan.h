@@ -46,6 +46,9 @@ struct ScanInputs {
                                         bool explicit_arena, void* arg),
                         void (*block_fn)(uintptr_t block, uint64_t size, void* arg), void* arg, int part,
                         int parts);
+  // How many pools part `part` of `parts` of the walk above may find at most while no other thread
+  // of the program runs (the pool list's entries there, free ones included). Null: not known.
+  size_t (*pools_listed)(int part, int parts);
   // The program's callee-saved registers at its call into exit() (6 words), or null when it did not
   // call it (a return from main restores its caller's): roots of the program's views, as the exit
   // path's frames that save them are for a detector below.

@@ -286,20 +286,20 @@ int ClassifyForDetector(void* arg);
 // Pooled blocks (as the counters say) from which the pool walk is split between two threads.
 constexpr size_t kSplitWalkBlocks = size_t{1} << 16;
 
-// The second half of the pool walk.
+// The second half of the pool walk, into the arrays of `c`, which it faults in first.
 struct WalkJob {
   const ScanInputs* in;
   Collect* c;
-  size_t room;  // for its blocks, faulted in ahead
 };
 int WalkSecondHalf(void* arg);
 
-// The program's view's array: the pools' blocks (with those of the walk's second half, `more`, when
-// it was split, appended), sorted, and the live table's (sorted already) merged in. On the second
+// The program's view's array: the pools' blocks (when the walk was split, its two parts, `first` and
+// `second`, joined in it), sorted, and the live table's (sorted already) merged in. On the second
 // thread while the pools' array is sorted, or on the scan's own.
 struct ProgramSort {
   Array<ScanBlock>* blocks;
-  Array<ScanBlock>* more;
+  Array<ScanBlock>* first;  // null when the walk was not split
+  Array<ScanBlock>* second;
   Array<ScanBlock>* tracked;
   bool ok;
 };

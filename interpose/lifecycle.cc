@@ -217,6 +217,10 @@ void ForEachPoolForScan(void (*pool_fn)(uintptr_t real, size_t real_bytes, uintp
       static_cast<size_t>(part), static_cast<size_t>(parts));
 }
 
+size_t PoolsListedForScan(int part, int parts) {
+  return g_domain != nullptr ? g_domain->ListedEntries(static_cast<size_t>(part), static_cast<size_t>(parts)) : 0;
+}
+
 void ForEachMetaChunkForScan(void (*fn)(uintptr_t begin, uintptr_t end, void* arg), void* arg) {
   if (g_domain != nullptr) g_domain->ForEachMetaChunk([&](uintptr_t b, uintptr_t e) { fn(b, e, arg); });
 }
@@ -260,6 +264,7 @@ void ScanBeforeExitReport() {
   in.self_state = reinterpret_cast<uintptr_t>(&t_state);
   in.for_each_pool = ForEachPoolForScan;
   in.for_each_meta_chunk = ForEachMetaChunkForScan;
+  in.pools_listed = PoolsListedForScan;
   in.pooled_blocks_hint = PooledBlocksNow();
   ScanAtExit(in);
   InternalFree(threads, sizeof(ScanThread) * (n + 1));

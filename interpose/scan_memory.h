@@ -85,6 +85,11 @@ class InternalScratch : public track::ScratchMemory {
   static void FaultIn(void* p, size_t bytes) {
     if (p != nullptr) Populate(p, 0, PageRound(bytes));
   }
+  // Asks for 2 MiB pages for a mapping made here, whole (as Populate does for what it faults in), so
+  // that faulting its parts in apart leaves it one mapping, which can grow.
+  static void PreferHugePages(void* p, size_t bytes) {
+    if (p != nullptr && bytes >= kHuge && RUNNING_ON_VALGRIND == 0) madvise(p, PageRound(bytes), MADV_HUGEPAGE);
+  }
   // Its mappings now (a mapping beyond the list's room is not listed: the roots then include it).
   template <typename F>
   void ForEachLive(F&& fn) {
@@ -187,25 +192,57 @@ class Array {
   bool Reserve(size_t n) { return n <= cap_ || Grow(n); }
   // Faults in whatever of the room is not yet (a sparse array about to be filled).
   void FaultIn() { InternalScratch::FaultIn(p_, cap_ * sizeof(T)); }
-  // Gives the memory back now.
+  // Gives the memory back now (borrowed room is only let go).
   void Free() {
-    if (p_ != nullptr) m_.Unmap(p_, cap_ * sizeof(T));
+    if (p_ != nullptr && !borrowed_) m_.Unmap(p_, cap_ * sizeof(T));
     p_ = nullptr;
     n_ = cap_ = 0;
+    borrowed_ = false;
+  }
+  // Empties the array and makes [p, p + cap) its room, which another array owns (a part of its
+  // room, page-aligned): filled there until it is full, then moved to a mapping of its own.
+  void Borrow(T* p, size_t cap) {
+    Free();
+    p_ = p;
+    cap_ = cap;
+    borrowed_ = true;
+  }
+  bool borrowed() const { return borrowed_; }
+  // Takes `from`'s elements and memory (its own), leaving it empty; what this array held goes.
+  void TakeFrom(Array& from) {
+    Free();
+    p_ = from.p_;
+    n_ = from.n_;
+    cap_ = from.cap_;
+    borrowed_ = from.borrowed_;
+    from.p_ = nullptr;
+    from.n_ = from.cap_ = 0;
+    from.borrowed_ = false;
   }
   T* data() { return p_; }
   size_t size() const { return n_; }
   size_t capacity() const { return cap_; }
   T& operator[](size_t i) { return p_[i]; }
+  InternalScratch& scratch() const { return m_; }
   void Release() {  // keeps the memory: the kinds stay readable after the scan
     p_ = nullptr;
     n_ = cap_ = 0;
+    borrowed_ = false;
   }
 
  private:
   // Room for `cap` elements, the contents kept (InternalScratch::Grow remaps without copying); false
   // when there is none.
   bool Grow(size_t cap) {
+    if (borrowed_) {
+      T* const q = static_cast<T*>(m_.Map(cap * sizeof(T)));
+      if (q == nullptr) return false;
+      if (n_ > 0) memcpy(static_cast<void*>(q), p_, n_ * sizeof(T));
+      p_ = q;
+      cap_ = cap;
+      borrowed_ = false;
+      return true;
+    }
     T* q = static_cast<T*>(p_ != nullptr ? m_.Grow(p_, cap_ * sizeof(T), cap * sizeof(T))
                            : sparse_    ? m_.MapSparse(cap * sizeof(T))
                                         : m_.Map(cap * sizeof(T)));
@@ -220,7 +257,48 @@ class Array {
   const bool sparse_;
   T* p_ = nullptr;
   size_t n_ = 0, cap_ = 0;
+  bool borrowed_ = false;
 };
+
+// Room in `whole` (sparse) for a walk split in two: `first` borrows room for n1 elements from its
+// start, `second` room for n2 after it (from a page boundary, or a 2 MiB one when the first part is
+// larger: each part is faulted in by the thread that fills it), and `extra` more elements stay for
+// what is added once they are joined. False, the arrays untouched, when there is no memory.
+template <typename T>
+bool RoomInTwoParts(Array<T>* whole, size_t n1, size_t n2, size_t extra, Array<T>* first, Array<T>* second) {
+  const size_t bytes = n1 * sizeof(T) < (size_t{2} << 20) ? 4096 : size_t{2} << 20;
+  static_assert(4096 % sizeof(T) == 0, "a part's start must be a whole element");
+  const size_t at = (n1 * sizeof(T) + bytes - 1) / bytes * bytes / sizeof(T);
+  if (!whole->Reserve(at + n2 + extra)) return false;
+  InternalScratch::PreferHugePages(whole->data(), whole->capacity() * sizeof(T));
+  first->Borrow(whole->data(), at);
+  second->Borrow(whole->data() + at, n2);
+  return true;
+}
+
+// Makes `whole` hold first's elements and then second's, both emptied: when both are still in the
+// room RoomInTwoParts gave them, the second's elements are moved down to follow the first's; when
+// either outgrew it, both are copied to new memory. False when there is none (`whole` then empty).
+template <typename T>
+bool JoinTwoParts(Array<T>* whole, Array<T>* first, Array<T>* second) {
+  const size_t n1 = first->size(), n2 = second->size();
+  if (first->borrowed() && second->borrowed() && first->data() == whole->data()) {
+    if (n2 > 0) memmove(static_cast<void*>(whole->data() + n1), second->data(), n2 * sizeof(T));
+    first->Free();
+    second->Free();
+    return whole->Resize(n1 + n2);
+  }
+  Array<T> joined(whole->scratch(), /*sparse=*/true);
+  const bool ok = joined.Resize(n1 + n2);
+  if (ok) {
+    if (n1 > 0) memcpy(static_cast<void*>(joined.data()), first->data(), n1 * sizeof(T));
+    if (n2 > 0) memcpy(static_cast<void*>(joined.data() + n1), second->data(), n2 * sizeof(T));
+  }
+  first->Free();
+  second->Free();
+  whole->TakeFrom(joined);
+  return ok;
+}
 
 // Under valgrind, the process's maps include valgrind's own memory, which the program cannot address
 // and which memcheck never scans, and memcheck follows only words whose bits are all defined. This

@@ -137,6 +137,56 @@ TEST(ScratchArrayTest, AFewElementsFaultInOnePageAndGrowthTheRest) {
   for (uintptr_t i = 0; i < 1000; ++i) EXPECT_EQ(a[i].begin, i);
 }
 
+// Two threads fill two parts of one array's room; joined, the second part's elements follow the
+// first's in the same room, whichever part is empty.
+TEST(ScratchArrayTest, TwoPartsAreJoinedInTheirRoom) {
+  InternalScratch scratch;
+  for (size_t n1 : {0, 1, 1000}) {
+    for (size_t n2 : {0, 1, 3000}) {
+      Array<RootRange> whole(scratch, /*sparse=*/true), first(scratch), second(scratch);
+      ASSERT_TRUE(RoomInTwoParts(&whole, 1000, 3000, 10, &first, &second));
+      EXPECT_EQ(first.data(), whole.data());
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(second.data()) % 4096, 0u);
+      for (uintptr_t i = 0; i < n1; ++i) ASSERT_TRUE(first.Push(RootRange{i, 1}));
+      for (uintptr_t i = 0; i < n2; ++i) ASSERT_TRUE(second.Push(RootRange{i, 2}));
+      EXPECT_TRUE(first.borrowed() && second.borrowed());
+      RootRange* const room = whole.data();
+      ASSERT_TRUE(JoinTwoParts(&whole, &first, &second));
+      EXPECT_EQ(whole.data(), room);
+      ASSERT_EQ(whole.size(), n1 + n2);
+      for (uintptr_t i = 0; i < n1 + n2; ++i) {
+        ASSERT_EQ(whole[i].begin, i < n1 ? i : i - n1) << i;
+        ASSERT_EQ(whole[i].end, i < n1 ? 1u : 2u) << i;
+      }
+      EXPECT_EQ(first.size() + second.size(), 0u);
+      // (The room holds the extra elements asked for, with no growth.)
+      EXPECT_GE(whole.capacity(), n1 + n2 + 10);
+    }
+  }
+}
+
+// A part that outgrows its room moves to memory of its own, the room it borrowed left as it was; the
+// join then copies both parts, in order.
+TEST(ScratchArrayTest, APartThatOutgrowsItsRoomIsJoinedByCopy) {
+  InternalScratch scratch;
+  for (int which = 0; which < 2; ++which) {
+    Array<RootRange> whole(scratch, /*sparse=*/true), first(scratch), second(scratch);
+    ASSERT_TRUE(RoomInTwoParts(&whole, 1000, 1000, 0, &first, &second));
+    const size_t n1 = which == 0 ? 5000 : 700, n2 = which == 0 ? 600 : 9000;
+    for (uintptr_t i = 0; i < n2; ++i) ASSERT_TRUE(second.Push(RootRange{i, 2}));
+    for (uintptr_t i = 0; i < n1; ++i) ASSERT_TRUE(first.Push(RootRange{i, 1}));
+    EXPECT_EQ(first.borrowed(), which != 0);
+    EXPECT_EQ(second.borrowed(), which == 0);
+    if (which == 0) EXPECT_EQ(second[0].end, 2u) << "the first part wrote past its room";
+    ASSERT_TRUE(JoinTwoParts(&whole, &first, &second));
+    ASSERT_EQ(whole.size(), n1 + n2);
+    for (uintptr_t i = 0; i < n1 + n2; ++i) {
+      ASSERT_EQ(whole[i].begin, i < n1 ? i : i - n1) << i;
+      ASSERT_EQ(whole[i].end, i < n1 ? 1u : 2u) << i;
+    }
+  }
+}
+
 // Whether [p, p + bytes) is listed among the scratch's mappings (left out of every view's roots).
 bool Listed(InternalScratch& scratch, const void* p, size_t bytes) {
   const uintptr_t b = reinterpret_cast<uintptr_t>(p);

@@ -136,20 +136,19 @@ int ClassifyForDetector(void* arg) {
 
 int WalkSecondHalf(void* arg) {
   auto* j = static_cast<WalkJob*>(arg);
-  j->c->ok = j->c->blocks->Reserve(j->room);
-  if (j->c->ok) j->in->for_each_pool(CollectPool, CollectPooledBlock, j->c, 1, 2);
+  j->c->blocks->FaultIn();
+  j->c->pools->FaultIn();
+  j->in->for_each_pool(CollectPool, CollectPooledBlock, j->c, 1, 2);
   return 0;
 }
 
 int SortProgramBlocks(void* arg) {
   auto* s = static_cast<ProgramSort*>(arg);
   Array<ScanBlock>& blocks = *s->blocks;
-  blocks.FaultIn();
-  if (!PushAll(*s->more, &blocks)) {
+  if (s->first != nullptr && !JoinTwoParts(&blocks, s->first, s->second)) {
     s->ok = false;
     return 0;
   }
-  s->more->Free();
   s->ok = SortWithMore(&blocks, s->tracked->data(), s->tracked->size());
   return 0;
 }

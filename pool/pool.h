@@ -211,6 +211,17 @@ class Domain {
     }, part, parts);
   }
 
+  // The pool list's entries taken, live or free, in part `part` of `parts` (as ForEachPoolWithBlocks
+  // divides the list): while no pool can be made, at least the number of pools that walk finds.
+  size_t ListedEntries(size_t part = 0, size_t parts = 1) const {
+    const size_t n = nchunks_.load(std::memory_order_acquire);
+    size_t entries = 0;
+    for (size_t c = n * part / parts, end = n * (part + 1) / parts; c < end; ++c) {
+      entries += chunks_[c].load(std::memory_order_acquire)[0].load(std::memory_order_acquire);
+    }
+    return entries;
+  }
+
   // Calls fn(begin, end) for each chunk of the pool list, the address space reserved for it (its
   // pages are touched as entries are taken). A live pool's entry is a pointer at the start of its real
   // allocation; a free entry has bit 63 set, so it points nowhere.

@@ -138,6 +138,40 @@ TEST(PoolTest, ThePoolListPointsAtLivePoolsAlone) {
   tc.Free(t.domain.Find(live), live);
 }
 
+// Each part of the pool list counts at least the pools a walk of that part finds (exactly as many while
+// none was released), over more than one chunk of the list, and the parts add up to the whole.
+TEST(PoolTest, EachPartOfThePoolListCountsThePoolsItsWalkFinds) {
+  TestDomain t(Cfg(64, 1));
+  ThreadCache tc(&t.domain);
+  const size_t npools = 2 * Domain::kListChunkEntries + 100;
+  std::vector<void*> blocks;
+  for (size_t i = 0; i < 4 * npools; ++i) blocks.push_back(tc.Carve(16));
+  auto walked = [&](size_t part, size_t parts) {
+    size_t n = 0;
+    t.domain.ForEachPoolWithBlocks([&](char*, bool, void*) { ++n; }, [](void*, BlockInfo) {}, part, parts);
+    return n;
+  };
+  EXPECT_EQ(t.domain.ListedEntries(), npools);
+  for (size_t parts = 1; parts <= 3; ++parts) {
+    size_t sum = 0;
+    for (size_t part = 0; part < parts; ++part) {
+      EXPECT_EQ(t.domain.ListedEntries(part, parts), walked(part, parts)) << part << " of " << parts;
+      sum += t.domain.ListedEntries(part, parts);
+    }
+    EXPECT_EQ(sum, t.domain.ListedEntries());
+  }
+  // Every other pool released (but the thread's current one, kept): its entry is free, still taken.
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (i / 4 % 2 == 0) tc.Free(t.domain.Find(blocks[i]), blocks[i]);
+  }
+  ASSERT_GE(tc.stats().pools_released, npools / 2 - 1);
+  EXPECT_EQ(t.domain.ListedEntries(), npools);
+  for (size_t part = 0; part < 2; ++part) EXPECT_GT(t.domain.ListedEntries(part, 2), walked(part, 2));
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (i / 4 % 2 != 0) tc.Free(t.domain.Find(blocks[i]), blocks[i]);
+  }
+}
+
 TEST(PoolTest, DoubleAndInteriorFreesAreCaughtAndChangeNothing) {
   TestDomain t(Cfg());
   ThreadCache tc(&t.domain);
