@@ -237,6 +237,12 @@ refused "missing PID" "$POOLSCOPE" attach
 refused "no such process" "$POOLSCOPE" attach "$(sh -c 'echo $$')"
 "$SLEEPER" 3 >"$WORK/sleeper.stdout" &
 spid=$!
+# (Asked once the background shell has become the static program: before its exec it is a copy of
+# this shell, which has libc mapped.)
+for _ in $(seq 200); do
+  [ "$(readlink "/proc/$spid/exe")" = "$(readlink -f "$SLEEPER")" ] && break
+  sleep 0.05
+done
 refused "statically linked" "$POOLSCOPE" attach "$spid"
 status=0
 wait "$spid" || status=$?
