@@ -177,7 +177,9 @@ TEST(ScratchArrayTest, APartThatOutgrowsItsRoomIsJoinedByCopy) {
     for (uintptr_t i = 0; i < n1; ++i) ASSERT_TRUE(first.Push(RootRange{i, 1}));
     EXPECT_EQ(first.borrowed(), which != 0);
     EXPECT_EQ(second.borrowed(), which == 0);
-    if (which == 0) EXPECT_EQ(second[0].end, 2u) << "the first part wrote past its room";
+    if (which == 0) {
+      EXPECT_EQ(second[0].end, 2u) << "the first part wrote past its room";
+    }
     ASSERT_TRUE(JoinTwoParts(&whole, &first, &second));
     ASSERT_EQ(whole.size(), n1 + n2);
     for (uintptr_t i = 0; i < n1 + n2; ++i) {
