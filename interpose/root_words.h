@@ -135,11 +135,17 @@ bool CollectRootWords(const RootView* views, int nviews, track::MemoryReader& re
       if (a >= e) return;
     }
     auto take = [&](const uint64_t* words, size_t nwords) {
-      for (size_t w = 0; w < nwords && ok; ++w) {
+      // (The bounds in registers: a Push may write anywhere, so the closure's would be loaded again
+      // for every word, nearly all of which the first test refuses.)
+      const uint64_t first = lo, width = span;
+      for (size_t w = 0; w < nwords; ++w) {
         const uint64_t x = words[w];
-        if (!in_spans(x)) continue;
+        if (x - first >= width || !in_spans(x)) continue;
         for (int v = 0; v < nviews; ++v) {
-          if ((mask >> v) & 1) ok = ok && out[v]->Push(x);
+          if (((mask >> v) & 1) != 0 && !out[v]->Push(x)) {
+            ok = false;
+            return;
+          }
         }
       }
     };

@@ -215,11 +215,7 @@ class Classifier {
       const ScanBlock& e = *grouped[j];
       const bool definite = reached || cliques_ || StateOf(e) != kPossible;
       if (!reached) finger_ = static_cast<uint32_t>(&e - blocks_);
-      const uint64_t* words = buffer_ + at / 8;
-      for (size_t w = 0, nw = ranges[j].n / 8; w < nw; ++w) {
-        const uint64_t v = words[w];
-        if (v - lo_ < span_) Queue(v, definite);
-      }
+      ScanWords(buffer_ + at / 8, ranges[j].n / 8, definite);
       result_->heap_bytes_scanned += ranges[j].n;
       at += ranges[j].n;
     }
@@ -228,6 +224,8 @@ class Classifier {
 
   // Queues every word of words[0, n) that falls within [lowest start, highest end).
   void ScanWords(const uint64_t* words, size_t n, bool definite) {
+    // (The filter's bounds in registers: Queue writes members, after which they would be loaded again.)
+    const uint64_t lo = lo_, span = span_;
     size_t k = 0;
     // A long range (a root) a line at a time, loading a few pages ahead: the hardware's prefetch stops
     // at each page's end. A block's words are prefetched when it is popped.
@@ -235,12 +233,12 @@ class Classifier {
       __builtin_prefetch(words + k + kAheadWords);
       for (size_t w = k; w < k + 8; ++w) {
         const uint64_t v = words[w];
-        if (v - lo_ < span_) Queue(v, definite);
+        if (v - lo < span) Queue(v, definite);
       }
     }
     for (; k < n; ++k) {
       const uint64_t v = words[k];
-      if (v - lo_ < span_) Queue(v, definite);
+      if (v - lo < span) Queue(v, definite);
     }
   }
 
@@ -269,10 +267,7 @@ class Classifier {
       size_t got = reader.Read(a, buffer_, want);
       if (got > want) got = want;
       size_t words = got / 8;
-      for (size_t k = 0; k < words; ++k) {
-        uint64_t v = buffer_[k];
-        if (v - lo_ < span_) Queue(v, definite);
-      }
+      ScanWords(buffer_, words, definite);
       *scanned += words * 8;
       if (got == want) {
         a += want;
