@@ -137,16 +137,6 @@ track::LeakTotal LostInPools(const ScanBlock* blocks, size_t n, uint64_t (*bytes
 bool ClassifyCopy(const ScanBlock* from, size_t n, const RootRange* roots, size_t nroots,
                   track::MemoryReader& root_reader, track::MemoryReader& heap_reader, Array<ScanBlock>* blocks);
 
-// Appends from's elements to *to; false when there is no memory.
-template <typename T>
-bool PushAll(Array<T>& from, Array<T>* to) {
-  const size_t n = to->size();
-  if (from.size() == 0) return true;
-  if (!to->Resize(n + from.size())) return false;
-  memcpy(static_cast<void*>(to->data() + n), from.data(), from.size() * sizeof(T));
-  return true;
-}
-
 // LeakSanitizer's view of the real blocks (ScanOutcome::lsan_*): classified by memcheck's rules over
 // LeakSanitizer's roots, its leaked blocks are memcheck's definitely and indirectly lost ones (an
 // interior pointer keeps a block for both); a leaked block that another leaked block points into

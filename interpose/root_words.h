@@ -114,8 +114,8 @@ bool CollectRootWords(const RootView* views, int nviews, track::MemoryReader& re
   track::GranuleFilter granules;
   for (size_t i = 0; i < nspans; ++i) granules.Add(spans[i].begin, spans[i].end);
   size_t last = 0;  // the span the last word fell in: words near each other often share one
+  // (For a word within [lo, lo + span), which the caller tests first.)
   auto in_spans = [&](uint64_t x) {
-    if (x - lo >= span) return false;
     if (x - spans[last].begin < spans[last].end - spans[last].begin) return true;
     if (!granules.MayHold(x)) return false;
     const size_t a = track::PartitionPoint(0, nspans, [&](size_t i) { return spans[i].end <= x; });

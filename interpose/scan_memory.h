@@ -260,6 +260,16 @@ class Array {
   bool borrowed_ = false;
 };
 
+// Appends from's elements to *to; false when there is no memory.
+template <typename T>
+bool PushAll(Array<T>& from, Array<T>* to) {
+  const size_t n = to->size();
+  if (from.size() == 0) return true;
+  if (!to->Resize(n + from.size())) return false;
+  memcpy(static_cast<void*>(to->data() + n), from.data(), from.size() * sizeof(T));
+  return true;
+}
+
 // Room in `whole` (sparse) for a walk split in two: `first` borrows room for n1 elements from its
 // start, `second` room for n2 after it (from a page boundary, or a 2 MiB one when the first part is
 // larger: each part is faulted in by the thread that fills it), and `extra` more elements stay for
@@ -289,11 +299,7 @@ bool JoinTwoParts(Array<T>* whole, Array<T>* first, Array<T>* second) {
     return whole->Resize(n1 + n2);
   }
   Array<T> joined(whole->scratch(), /*sparse=*/true);
-  const bool ok = joined.Resize(n1 + n2);
-  if (ok) {
-    if (n1 > 0) memcpy(static_cast<void*>(joined.data()), first->data(), n1 * sizeof(T));
-    if (n2 > 0) memcpy(static_cast<void*>(joined.data() + n1), second->data(), n2 * sizeof(T));
-  }
+  const bool ok = joined.Reserve(n1 + n2) && PushAll(*first, &joined) && PushAll(*second, &joined);
   first->Free();
   second->Free();
   whole->TakeFrom(joined);
