@@ -554,15 +554,33 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     lsan_wanted = ok;
     if (!ok) out->lsan_not_scanned_why = "no memory for the scan";
   }
+  // LeakSanitizer's roots for the program's blocks outside the program's own roots: what it reads of
+  // the objects' writable segments that is read-only now (RELRO: the GOT and .data.rel.ro, which hold
+  // pointers into code and data, not the heap), where memcheck reads nothing. When they hold no word
+  // that may point at a block, LeakSanitizer's view of the program's blocks is marked within the
+  // program's own (below).
+  Array<RootRange> lsan_only(g_scratch);
+  bool lsan_only_ok = false;
+  if (lsan_wanted) {
+    Array<RootRange> program_sorted(g_scratch), lsan_sorted(g_scratch);
+    lsan_only_ok = PushAll(program_roots, &program_sorted) && PushAll(program_lsan_roots, &lsan_sorted);
+    if (lsan_only_ok) {
+      const size_t np = SortAndMerge(program_sorted.data(), program_sorted.size());
+      const size_t nl = SortAndMerge(lsan_sorted.data(), lsan_sorted.size());
+      lsan_only_ok = Subtract(lsan_sorted.data(), nl, program_sorted.data(), np, &lsan_only);
+    }
+  }
   // Every view's roots read once (root_words.h): the words that may point at a block, in the spans
   // found above.
   Array<uint64_t> program_words(g_scratch), detector_words(g_scratch), lsan_words(g_scratch),
-      program_lsan_words(g_scratch);
+      program_lsan_words(g_scratch), lsan_only_words(g_scratch);
   const RootView views[] = {{program_roots.data(), program_roots.size()},
                             {base_roots.data(), base_roots.size()},
                             {lsan_roots.data(), lsan_wanted ? lsan_roots.size() : 0},
-                            {program_lsan_roots.data(), lsan_wanted ? program_lsan_roots.size() : 0}};
-  Array<uint64_t>* const words[] = {&program_words, &detector_words, &lsan_words, &program_lsan_words};
+                            {program_lsan_roots.data(), lsan_wanted ? program_lsan_roots.size() : 0},
+                            {lsan_only.data(), lsan_only.size()}};
+  Array<uint64_t>* const words[] = {&program_words, &detector_words, &lsan_words, &program_lsan_words,
+                                    &lsan_only_words};
   RootWordsRead roots_read;
   // Alone and not under valgrind, the touched pages of private anonymous mappings are read in place
   // (nothing unmaps them meanwhile, and untouched pages, guard pages among them, are no roots): only
@@ -592,7 +610,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   }
   OwnInPlaceReader roots_in_place(root_reader, in_place_ranges.data(), in_place_ok ? in_place_ranges.size() : 0);
   DeadlineReader deadline_roots_in_place(roots_in_place, deadline);
-  if (!spans_ok || !CollectRootWords(views, 4, pick(deadline_roots_in_place, roots_in_place), merged_spans.data(), nspans,
+  if (!spans_ok || !CollectRootWords(views, 5, pick(deadline_roots_in_place, roots_in_place), merged_spans.data(), nspans,
                                      g_scratch, words, &roots_read)) {
     out->not_scanned_why = "no memory for the scan";
     return;
@@ -627,19 +645,36 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   if (!sorting) SortProgramBlocks(&program_sort);
   bool program_ok = c.ok && program_sort.ok;
   tracked.Free();
-  program_ok = program_ok &&
-               (index_job.ok ? track::ClassifyIndexed(program_index, &program_words_range, 1, program_root_reader,
-                                                      program_heap_reader, g_scratch, &out->program)
-                             : track::ClassifyReachability(blocks.data(), blocks.size(), &program_words_range, 1,
-                                                           program_root_reader, program_heap_reader, g_scratch,
-                                                           &out->program));
+  // LeakSanitizer's view of the program's blocks is marked within the program's own, first, when its
+  // roots' words are among the program's (all but those of lsan_only, which then holds none): what its
+  // roots alone mark is what it keeps (ClassifyIndexedAfter), and the program's classes stay those of
+  // its own roots.
+  Array<uint8_t> lsan_kept(g_scratch);
+  const bool lsan_shared = lsan_wanted && program_ok && blocks.size() <= kLsanViewMaxBlocks && lsan_only_ok &&
+                           lsan_only_words.size() == 0 && lsan_kept.Resize(blocks.size());
+  track::BlockIndex own_index(g_scratch);
+  if (lsan_shared) {
+    track::BlockIndex& index = index_job.ok ? program_index : own_index;
+    program_ok = (index_job.ok || own_index.Build(blocks.data(), blocks.size())) &&
+                 track::ClassifyIndexedAfter(index, &program_lsan_words_range, 1, program_lsan_root_reader,
+                                             lsan_kept.data(), &program_words_range, 1, program_root_reader,
+                                             program_heap_reader, g_scratch, &out->program);
+  } else {
+    program_ok = program_ok &&
+                 (index_job.ok ? track::ClassifyIndexed(program_index, &program_words_range, 1, program_root_reader,
+                                                        program_heap_reader, g_scratch, &out->program)
+                               : track::ClassifyReachability(blocks.data(), blocks.size(), &program_words_range, 1,
+                                                             program_root_reader, program_heap_reader, g_scratch,
+                                                             &out->program));
+  }
   // (What the program's view could not read; LeakSanitizer's view below reads some of it again.)
   out->unreadable_bytes = checked_heap.unreadable();
   Array<ScanBlock> program_lsan(g_scratch);
   const bool lsan_program_ok =
-      lsan_wanted && program_ok && blocks.size() <= kLsanViewMaxBlocks &&
-      ClassifyCopy(blocks.data(), blocks.size(), &program_lsan_words_range, 1, program_lsan_root_reader,
-                   heap_reader, &program_lsan);
+      lsan_shared ? program_ok
+                  : lsan_wanted && program_ok && blocks.size() <= kLsanViewMaxBlocks &&
+                        ClassifyCopy(blocks.data(), blocks.size(), &program_lsan_words_range, 1,
+                                     program_lsan_root_reader, heap_reader, &program_lsan);
   if (parallel) {
     side.Join();
   } else if (program_ok) {
@@ -666,7 +701,8 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     out->lsan_not_scanned_why = blocks.size() > kLsanViewMaxBlocks ? kLsanTooManyBlocks : "no memory for the scan";
   } else if (lsan_wanted) {
     out->lsan_scanned = true;
-    out->lsan_hidden_in_pools = LostInPools(program_lsan.data(), program_lsan.size(), LsanBytes);
+    out->lsan_hidden_in_pools = lsan_shared ? LostInPools(blocks.data(), lsan_kept.data(), blocks.size(), LsanBytes)
+                                            : LostInPools(program_lsan.data(), program_lsan.size(), LsanBytes);
   }
   out->hidden_in_pools = out->program.pooled_lost;
   g_blocks = blocks.data();

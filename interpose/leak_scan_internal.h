@@ -133,6 +133,9 @@ inline bool IsLost(const ScanBlock& b) {
 // as `bytes` counts them.
 track::LeakTotal LostInPools(const ScanBlock* blocks, size_t n, uint64_t (*bytes)(const ScanBlock&));
 
+// The same, for blocks whose lost ones are those with kept[i] zero.
+track::LeakTotal LostInPools(const ScanBlock* blocks, const uint8_t* kept, size_t n, uint64_t (*bytes)(const ScanBlock&));
+
 // `from`'s blocks classified into `blocks` (a copy) over `roots`.
 bool ClassifyCopy(const ScanBlock* from, size_t n, const RootRange* roots, size_t nroots,
                   track::MemoryReader& root_reader, track::MemoryReader& heap_reader, Array<ScanBlock>* blocks);

@@ -28,7 +28,7 @@
 namespace poolscope {
 namespace scan {
 
-constexpr int kMaxRootViews = 4;
+constexpr int kMaxRootViews = 5;
 
 // One view's root ranges: any order, may overlap.
 struct RootView {

@@ -15,15 +15,29 @@ namespace scan {
 
 InternalScratch g_scratch;
 
-track::LeakTotal LostInPools(const ScanBlock* blocks, size_t n, uint64_t (*bytes)(const ScanBlock&)) {
+namespace {
+
+// The blocks of blocks[0, n) that sit in pools and lost(i) calls lost.
+template <typename Lost>
+track::LeakTotal PooledWhere(const ScanBlock* blocks, size_t n, uint64_t (*bytes)(const ScanBlock&), Lost lost) {
   track::LeakTotal t = {};
   for (size_t i = 0; i < n; ++i) {
-    if (blocks[i].pooled() && IsLost(blocks[i])) {
+    if (blocks[i].pooled() && lost(i)) {
       ++t.blocks;
       t.bytes += bytes(blocks[i]);
     }
   }
   return t;
+}
+
+}  // namespace
+
+track::LeakTotal LostInPools(const ScanBlock* blocks, size_t n, uint64_t (*bytes)(const ScanBlock&)) {
+  return PooledWhere(blocks, n, bytes, [blocks](size_t i) { return IsLost(blocks[i]); });
+}
+
+track::LeakTotal LostInPools(const ScanBlock* blocks, const uint8_t* kept, size_t n, uint64_t (*bytes)(const ScanBlock&)) {
+  return PooledWhere(blocks, n, bytes, [kept](size_t i) { return kept[i] == 0; });
 }
 
 bool ClassifyCopy(const ScanBlock* from, size_t n, const RootRange* roots, size_t nroots,

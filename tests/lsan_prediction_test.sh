@@ -17,7 +17,7 @@ mkdir -p "$work"
 fail=0
 # MODE, or MODE@0 for a run with pooling off (every block then one LeakSanitizer sees).
 for run in list cycle global interior mmap merged_mmap tls_mmap many_lost interleaved arena_top dead_frame tree self_pointer \
-    data_global tls pthread_key unaligned malloc0 malloc0@0 list@0 swapcontext exit_register; do
+    data_global relro tls pthread_key unaligned malloc0 malloc0@0 list@0 swapcontext exit_register; do
   mode=${run%@0}
   pool=1
   [ "$run" = "$mode" ] || pool=0

@@ -115,6 +115,11 @@ class Classifier {
     DrainMarks(heap_reader);
   }
 
+  // Whether each block is marked now: reached[i] = 1 for block i, else 0.
+  void NoteMarked(uint8_t* reached) const {
+    for (uint32_t i = 0; i < n_; ++i) reached[i] = StateOf(blocks_[i]) != kUnreached;
+  }
+
   void FormCliques(MemoryReader& heap_reader) {
     if (counts_->by_state[kUnreached].blocks == 0) return;  // no leader
     cliques_ = true;
@@ -450,15 +455,24 @@ class Classifier {
 }  // namespace
 
 // The classifier over a BlockIndex's blocks (its friend).
+// A first set of roots, marked from before the others (ClassifyIndexedAfter).
+struct FirstRoots {
+  const RootRange* roots;
+  size_t n;
+  MemoryReader* reader;
+  uint8_t* reached;  // one byte a block: marked from these roots alone
+};
+
 struct BlockIndexAccess {
   static bool Classify(BlockIndex& index, const ScanBlock* reached, size_t nreached, const RootRange* roots,
                        size_t nroots, MemoryReader& root_reader, MemoryReader& heap_reader, ScratchMemory& scratch,
-                       ReachabilityResult* result, CliqueTotals* cliques);
+                       ReachabilityResult* result, CliqueTotals* cliques, const FirstRoots* first = nullptr);
 };
 
 bool BlockIndexAccess::Classify(BlockIndex& index, const ScanBlock* reached, size_t nreached, const RootRange* roots,
                                 size_t nroots, MemoryReader& root_reader, MemoryReader& heap_reader,
-                                ScratchMemory& scratch, ReachabilityResult* result, CliqueTotals* cliques) {
+                                ScratchMemory& scratch, ReachabilityResult* result, CliqueTotals* cliques,
+                                const FirstRoots* first) {
   *result = ReachabilityResult{};
   if (!index.built_) return false;
   ScanBlock* const blocks = index.blocks_;
@@ -479,6 +493,16 @@ bool BlockIndexAccess::Classify(BlockIndex& index, const ScanBlock* reached, siz
   Classifier c(blocks, count, static_cast<const Region*>(index.regions_), index.nregions_, index.pages_, index.shift_,
                stack_mem.as<uint32_t>(), buffer_mem.as<uint64_t>(), queue_mem.as<Candidate>(), index.lo_, index.hi_,
                result, cliques, &counts);
+  if (first != nullptr) {
+    // Marking is monotone and its rules do not depend on order: what the first roots mark is marked
+    // before the others add theirs. Their words are not counted as the roots' (they are read again
+    // among `roots`, or are no root of the classes).
+    const uint64_t scanned = result->root_bytes_scanned, unreadable = result->root_bytes_unreadable;
+    c.MarkFromRoots(first->roots, first->n, *first->reader, heap_reader);
+    result->root_bytes_scanned = scanned;
+    result->root_bytes_unreadable = unreadable;
+    c.NoteMarked(first->reached);
+  }
   c.MarkFromRoots(roots, nroots, root_reader, heap_reader);
   if (count > 0) {
     c.MarkFromReached(reached, nreached, heap_reader);
@@ -514,6 +538,14 @@ bool ClassifyIndexed(BlockIndex& index, const RootRange* roots, size_t nroots, M
                      MemoryReader& heap_reader, ScratchMemory& scratch, ReachabilityResult* result) {
   return BlockIndexAccess::Classify(index, nullptr, 0, roots, nroots, root_reader, heap_reader, scratch, result,
                                     nullptr);
+}
+
+bool ClassifyIndexedAfter(BlockIndex& index, const RootRange* first, size_t nfirst, MemoryReader& first_reader,
+                          uint8_t* first_reached, const RootRange* roots, size_t nroots, MemoryReader& root_reader,
+                          MemoryReader& heap_reader, ScratchMemory& scratch, ReachabilityResult* result) {
+  const FirstRoots f{first, nfirst, &first_reader, first_reached};
+  return BlockIndexAccess::Classify(index, nullptr, 0, roots, nroots, root_reader, heap_reader, scratch, result,
+                                    nullptr, &f);
 }
 
 bool ClassifyBesideReached(ScanBlock* blocks, size_t n, const ScanBlock* reached, size_t nreached,

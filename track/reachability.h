@@ -210,6 +210,17 @@ class BlockIndex {
 bool ClassifyIndexed(BlockIndex& index, const RootRange* roots, size_t nroots, MemoryReader& root_reader,
                      MemoryReader& heap_reader, ScratchMemory& scratch, ReachabilityResult* result);
 
+// ClassifyIndexed, with a first set of roots marked from before `roots`: first_reached[i] (a byte for
+// each of the index's blocks, in the order it sorted them) is set to 1 when the first roots alone mark
+// block i, that is reach it by a chain of pointers to a block's start or inside it (the blocks
+// LeakSanitizer, which keeps every block a pointer into it reaches, keeps from those roots), else 0.
+// *result classifies over both sets of roots together, so over `roots` alone when the first roots'
+// words are among them; its root_bytes_scanned counts `roots` alone. One marking serves two views
+// whose roots nest, instead of two.
+bool ClassifyIndexedAfter(BlockIndex& index, const RootRange* first, size_t nfirst, MemoryReader& first_reader,
+                          uint8_t* first_reached, const RootRange* roots, size_t nroots, MemoryReader& root_reader,
+                          MemoryReader& heap_reader, ScratchMemory& scratch, ReachabilityResult* result);
+
 // ClassifyReachability over blocks[0..n) beside more blocks already known reachable: those of
 // reached[0..nreached) that are pooled() (the caller's word: every one has a definite pointer at its
 // start among the roots). They are read through heap_reader as definite sources, never looked up, and

@@ -584,6 +584,73 @@ TEST(ReachabilityTest, ReachedBlocksBesideTheOthersAgreeWithAReference) {
   EXPECT_GT(reached_only, 100);
 }
 
+// Two views whose roots nest, classified by one marking: the classes over the whole roots are the
+// reference's over them, and the blocks the first roots mark are those the reference does not call
+// lost (definitely or indirectly) over the first roots alone.
+TEST(ReachabilityTest, FirstRootsMarkWhatTheyAloneReach) {
+  std::mt19937_64 rng(97531);
+  int differ = 0;  // trials where a block the whole roots keep is lost to the first roots alone
+  for (int trial = 0; trial < 200; ++trial) {
+    Heap h(1 << 16);
+    size_t offset = 0;
+    for (size_t i = 0, n = 1 + rng() % 100; i < n; ++i) {
+      offset += 8 * (rng() % 4);
+      const size_t size = rng() % 10 == 0 ? 0 : 1 + rng() % 120;
+      if (offset + size + 16 >= (1 << 16)) break;
+      h.Add(offset, size);
+      offset += size == 0 ? 8 : size;
+    }
+    std::vector<ScanBlock>& blocks = h.blocks();
+    auto random_word = [&]() -> uint64_t {
+      const ScanBlock& t = blocks[rng() % blocks.size()];
+      if (rng() % 3 == 0) return rng() % 4096;
+      return rng() % 2 ? t.start : t.start + (t.size() ? rng() % t.size() : 0);
+    };
+    for (const ScanBlock& b : std::vector<ScanBlock>(blocks)) {
+      for (uintptr_t a = (b.start + 7) & ~uintptr_t{7}; a + 8 <= b.start + b.size(); a += 8) {
+        if (rng() % 3 == 0) h.Put(a, random_word());
+      }
+    }
+    // The whole roots' words; the first roots are some of them.
+    std::vector<uint64_t> words(1 + rng() % 8), first_words;
+    for (uint64_t& w : words) {
+      w = random_word();
+      if (rng() % 2 == 0) first_words.push_back(w);
+    }
+    const std::vector<RootRange> roots = {{reinterpret_cast<uintptr_t>(words.data()),
+                                           reinterpret_cast<uintptr_t>(words.data() + words.size())}};
+    const std::vector<RootRange> first = {{reinterpret_cast<uintptr_t>(first_words.data()),
+                                           reinterpret_cast<uintptr_t>(first_words.data() + first_words.size())}};
+    const Reference whole(blocks, roots), alone(blocks, first);
+    DirectMemoryReader direct;
+    MmapScratchMemory scratch;
+    BlockIndex index(scratch);
+    ASSERT_TRUE(index.Build(blocks.data(), blocks.size()));
+    std::vector<uint8_t> reached(blocks.size(), 7);
+    ReachabilityResult r;
+    ASSERT_TRUE(ClassifyIndexedAfter(index, first.data(), first.size(), direct, reached.data(), roots.data(),
+                                     roots.size(), direct, direct, scratch, &r));
+    LeakTotal totals[4] = {};
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      ASSERT_EQ(blocks[i].start, whole.blocks[i].start);
+      ASSERT_EQ(blocks[i].kind(), whole.kind[i]) << "trial " << trial << " block " << i;
+      const bool lost_alone = alone.kind[i] == LeakKind::kDefinitelyLost || alone.kind[i] == LeakKind::kIndirectlyLost;
+      ASSERT_EQ(reached[i], lost_alone ? 0 : 1) << "trial " << trial << " block " << i;
+      const bool lost_whole = whole.kind[i] == LeakKind::kDefinitelyLost || whole.kind[i] == LeakKind::kIndirectlyLost;
+      differ += lost_alone && !lost_whole;
+      totals[int(whole.kind[i])].blocks++;
+      totals[int(whole.kind[i])].bytes += blocks[i].size();
+    }
+    EXPECT_EQ(r.still_reachable.blocks, totals[0].blocks) << "trial " << trial;
+    EXPECT_EQ(r.possibly_lost.bytes, totals[1].bytes) << "trial " << trial;
+    EXPECT_EQ(r.indirectly_lost.blocks, totals[2].blocks) << "trial " << trial;
+    EXPECT_EQ(r.definitely_lost.bytes, totals[3].bytes) << "trial " << trial;
+    // The first roots' words are not counted as the roots': the whole roots' alone.
+    EXPECT_EQ(r.root_bytes_scanned, words.size() * 8) << "trial " << trial;
+  }
+  EXPECT_GT(differ, 50);
+}
+
 // Blocks spread over distant regions and pages (the lookup's index) agree with the reference too.
 TEST(ReachabilityTest, AgreesWithAReferenceAcrossRegions) {
   std::mt19937_64 rng(777);

@@ -64,6 +64,10 @@
  *                 there
  *   data_global   a pointer to an 88-byte block in an initialised global (.data, where `global` uses a
  *                 zero one in .bss): still reachable 1 (88 B)
+ *   relro         the only pointer to a 40-byte block in the program's RELRO (.data.rel.ro, made
+ *                 writable for the store, then read-only again): memcheck reads no read-only mapping,
+ *                 definitely lost 1 (40 B); LeakSanitizer reads every writable segment, RELRO included,
+ *                 and reports nothing
  *   tls           a pointer to a 56-byte block in the main thread's static thread-local storage: still
  *                 reachable 1 (56 B)
  *   pthread_key   a 64-byte block set as the main thread's value of a pthread key: still reachable 1
@@ -94,6 +98,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <link.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -489,6 +494,38 @@ __attribute__((noinline)) static void make_data_global(void) {
   data_kept = p;
 }
 
+static int relro_anchor;
+/* Initialised with an address and placed in .data.rel.ro: read-only once the loader relocated it. */
+static void* relro_kept __attribute__((section(".data.rel.ro"), used)) = &relro_anchor;
+
+static int find_relro(struct dl_phdr_info* info, size_t size, void* arg) {
+  (void)size;
+  if (info->dlpi_name[0] != '\0') return 0;  /* the program itself: listed first, with no name */
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    if (info->dlpi_phdr[i].p_type != PT_GNU_RELRO) continue;
+    uintptr_t* range = arg;
+    range[0] = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+    range[1] = range[0] + info->dlpi_phdr[i].p_memsz;
+  }
+  return 1;
+}
+
+__attribute__((noinline)) static void make_relro(void) {
+  uintptr_t range[2] = {0, 0};
+  dl_iterate_phdr(find_relro, range);
+  const uintptr_t at = (uintptr_t)&relro_kept, page = at & ~(uintptr_t)4095;
+  /* The loader made the whole pages of [range[0], range[1]) read-only. */
+  if (page < (range[0] & ~(uintptr_t)4095) || page + 4096 > (range[1] & ~(uintptr_t)4095)) {
+    fprintf(stderr, "leak_shapes: relro: the variable is not on a RELRO page\n");
+    exit(1);
+  }
+  void* p = malloc(40);
+  memset(p, 0x44, 40);
+  if (mprotect((void*)page, 4096, PROT_READ | PROT_WRITE) != 0) exit(1);
+  *(void* volatile*)&relro_kept = p;
+  if (mprotect((void*)page, 4096, PROT_READ) != 0) exit(1);
+}
+
 static __thread void* volatile tls_kept;
 
 __attribute__((noinline)) static void make_tls(void) {
@@ -634,7 +671,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: leak_shapes none|list|cycle|global|interior|mmap|shared_mmap|merged_mmap|tls_mmap|"
                     "guard_page|dead_frame|dead_frame_return|arena_top|many_lost|"
                     "thread_ended|thread_stale_stack|"
-                    "thread_blocked|interleaved|tree|pool_holds|self_pointer|data_global|tls|pthread_key|unaligned|"
+                    "thread_blocked|interleaved|tree|pool_holds|self_pointer|data_global|relro|tls|pthread_key|unaligned|"
                     "malloc0|swapcontext|thread_registers|fork_child|exit_register|dynamic_tls\n");
     return 2;
   }
@@ -698,6 +735,8 @@ int main(int argc, char** argv) {
     make_self_pointer();
   } else if (strcmp(m, "data_global") == 0) {
     make_data_global();
+  } else if (strcmp(m, "relro") == 0) {
+    make_relro();
   } else if (strcmp(m, "tls") == 0) {
     make_tls();
   } else if (strcmp(m, "pthread_key") == 0) {
