@@ -554,33 +554,44 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     lsan_wanted = ok;
     if (!ok) out->lsan_not_scanned_why = "no memory for the scan";
   }
-  // LeakSanitizer's roots for the program's blocks outside the program's own roots: what it reads of
-  // the objects' writable segments that is read-only now (RELRO: the GOT and .data.rel.ro, which hold
-  // pointers into code and data, not the heap), where memcheck reads nothing. When they hold no word
-  // that may point at a block, LeakSanitizer's view of the program's blocks is marked within the
-  // program's own (below).
-  Array<RootRange> lsan_only(g_scratch);
+  // LeakSanitizer's roots outside memcheck's, for each set of blocks: of the objects' writable segments
+  // what is read-only now (RELRO: the GOT and .data.rel.ro, which hold pointers into code and data,
+  // not the heap), where memcheck reads nothing, and for the real blocks the exiting thread's stack
+  // below the program's call into exit(). When they hold no word that would change a class, each
+  // LeakSanitizer view is marked within memcheck's (below); the real blocks' one from its roots'
+  // other part (lsan_common) first.
+  Array<RootRange> lsan_only(g_scratch), lsan_common(g_scratch), detector_lsan_only(g_scratch);
   bool lsan_only_ok = false;
   if (lsan_wanted) {
-    Array<RootRange> program_sorted(g_scratch), lsan_sorted(g_scratch);
-    lsan_only_ok = PushAll(program_roots, &program_sorted) && PushAll(program_lsan_roots, &lsan_sorted);
-    if (lsan_only_ok) {
-      const size_t np = SortAndMerge(program_sorted.data(), program_sorted.size());
-      const size_t nl = SortAndMerge(lsan_sorted.data(), lsan_sorted.size());
-      lsan_only_ok = Subtract(lsan_sorted.data(), nl, program_sorted.data(), np, &lsan_only);
+    // [from, to) of `view` outside `within` (any order, may overlap) into *only, and inside it into
+    // *common (when not null).
+    auto split = [&](Array<RootRange>& view, Array<RootRange>& within, Array<RootRange>* also,
+                     Array<RootRange>* only, Array<RootRange>* common) {
+      Array<RootRange> w(g_scratch), v(g_scratch);
+      if (!PushAll(within, &w) || (also != nullptr && !PushAll(*also, &w)) || !PushAll(view, &v)) return false;
+      const size_t nw = SortAndMerge(w.data(), w.size()), nv = SortAndMerge(v.data(), v.size());
+      return Subtract(v.data(), nv, w.data(), nw, only) &&
+             (common == nullptr || Subtract(v.data(), nv, only->data(), only->size(), common));
+    };
+    lsan_only_ok = split(program_lsan_roots, program_roots, nullptr, &lsan_only, nullptr) &&
+                   split(lsan_roots, base_roots, &detector_extra, &detector_lsan_only, &lsan_common);
+    if (!lsan_only_ok) {
+      lsan_wanted = false;
+      out->lsan_not_scanned_why = "no memory for the scan";
     }
   }
   // Every view's roots read once (root_words.h): the words that may point at a block, in the spans
   // found above.
   Array<uint64_t> program_words(g_scratch), detector_words(g_scratch), lsan_words(g_scratch),
-      program_lsan_words(g_scratch), lsan_only_words(g_scratch);
+      program_lsan_words(g_scratch), lsan_only_words(g_scratch), detector_lsan_only_words(g_scratch);
   const RootView views[] = {{program_roots.data(), program_roots.size()},
                             {base_roots.data(), base_roots.size()},
-                            {lsan_roots.data(), lsan_wanted ? lsan_roots.size() : 0},
+                            {lsan_common.data(), lsan_common.size()},
                             {program_lsan_roots.data(), lsan_wanted ? program_lsan_roots.size() : 0},
-                            {lsan_only.data(), lsan_only.size()}};
-  Array<uint64_t>* const words[] = {&program_words, &detector_words, &lsan_words, &program_lsan_words,
-                                    &lsan_only_words};
+                            {lsan_only.data(), lsan_only.size()},
+                            {detector_lsan_only.data(), detector_lsan_only.size()}};
+  Array<uint64_t>* const words[] = {&program_words,       &detector_words,  &lsan_words,
+                                    &program_lsan_words,  &lsan_only_words, &detector_lsan_only_words};
   RootWordsRead roots_read;
   // Alone and not under valgrind, the touched pages of private anonymous mappings are read in place
   // (nothing unmaps them meanwhile, and untouched pages, guard pages among them, are no roots): only
@@ -610,7 +621,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   }
   OwnInPlaceReader roots_in_place(root_reader, in_place_ranges.data(), in_place_ok ? in_place_ranges.size() : 0);
   DeadlineReader deadline_roots_in_place(roots_in_place, deadline);
-  if (!spans_ok || !CollectRootWords(views, 5, pick(deadline_roots_in_place, roots_in_place), merged_spans.data(), nspans,
+  if (!spans_ok || !CollectRootWords(views, 6, pick(deadline_roots_in_place, roots_in_place), merged_spans.data(), nspans,
                                      g_scratch, words, &roots_read)) {
     out->not_scanned_why = "no memory for the scan";
     return;
@@ -621,10 +632,14 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   track::DirectMemoryReader in_place;
   WordsInPlaceReader program_root_reader(in_place, program_words.data(), program_words.size()),
       detector_root_reader(pick(deadline_detector_roots, own_in_place), detector_words.data(), detector_words.size()),
-      lsan_root_reader(in_place, lsan_words.data(), lsan_words.size()),
       program_lsan_root_reader(in_place, program_lsan_words.data(), program_lsan_words.size());
-  const RootRange program_words_range = program_root_reader.range(), lsan_words_range = lsan_root_reader.range(),
+  const RootRange program_words_range = program_root_reader.range(),
                   program_lsan_words_range = program_lsan_root_reader.range();
+  // LeakSanitizer's roots of the real blocks: the words of both its parts (read in place, as words).
+  const RootRange lsan_words_ranges[2] = {
+      {reinterpret_cast<uintptr_t>(lsan_words.data()), reinterpret_cast<uintptr_t>(lsan_words.data() + lsan_words.size())},
+      {reinterpret_cast<uintptr_t>(detector_lsan_only_words.data()),
+       reinterpret_cast<uintptr_t>(detector_lsan_only_words.data() + detector_lsan_only_words.size())}};
   if (!PushAll(detector_extra, &detector_roots) || !detector_roots.Push(detector_root_reader.range())) {
     out->not_scanned_why = "no memory for the scan";
     return;
@@ -634,7 +649,8 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   DetectorJob job{dblocks.data(), dblocks.size(), detector_roots.data(), detector_roots.size(),
                   &detector_root_reader, &pick(deadline_detector_heap, detector_heap_reader),
                   {}, false,
-                  lsan_wanted ? &lsan_words_range : nullptr, 1, &lsan_root_reader, out, false,
+                  lsan_wanted ? lsan_words_ranges : nullptr, detector_lsan_only_words.data(),
+                  detector_lsan_only_words.size(), &in_place, out, false,
                   npools > 0, unpooled.data(), unpooled.size()};
   SideThread side;
   const bool parallel = blocks.size() + tracked.size() + dblocks.size() >= kParallelViewBlocks &&

@@ -28,7 +28,7 @@
 namespace poolscope {
 namespace scan {
 
-constexpr int kMaxRootViews = 5;
+constexpr int kMaxRootViews = 6;
 
 // One view's root ranges: any order, may overlap.
 struct RootView {

@@ -48,34 +48,36 @@ bool ClassifyCopy(const ScanBlock* from, size_t n, const RootRange* roots, size_
   return track::ClassifyReachability(blocks->data(), n, roots, nroots, root_reader, heap_reader, g_scratch, &r);
 }
 
-bool ClassifyForLsan(const ScanBlock* dblocks, size_t n, const RootRange* roots, size_t nroots,
-                     track::MemoryReader& root_reader, track::MemoryReader& heap_reader, ScanOutcome* out) {
-  Array<ScanBlock> blocks(g_scratch);
-  if (!ClassifyCopy(dblocks, n, roots, nroots, root_reader, heap_reader, &blocks)) return false;
+namespace {
+
+// LeakSanitizer's leaks among blocks[0, n) (sorted by start), those lost(i) calls lost, split into
+// direct and indirect ones: a lost block another lost block points into is indirect.
+template <typename Lost>
+bool SplitLsanLeaks(const ScanBlock* blocks, size_t n, Lost lost, track::MemoryReader& heap_reader, ScanOutcome* out) {
   Array<uint8_t> indirect(g_scratch);
   if (!indirect.Resize(n)) return false;
   memset(indirect.data(), 0, n);
   uint64_t words[512];
   for (size_t i = 0; i < n; ++i) {
-    if (!IsLost(blocks[i])) continue;
+    if (!lost(i)) continue;
     for (uint64_t off = 0; off + 8 <= blocks[i].size();) {
       const size_t len = static_cast<size_t>(std::min<uint64_t>(sizeof words, (blocks[i].size() - off) & ~uint64_t{7}));
       const size_t got = heap_reader.Read(blocks[i].start + off, words, len);
       for (size_t w = 0; w < got / 8; ++w) {
         // The block holding words[w]: the last one starting at or before it.
-        const ScanBlock* after = std::upper_bound(blocks.data(), blocks.data() + n, words[w],
+        const ScanBlock* after = std::upper_bound(blocks, blocks + n, words[w],
                                                   [](uint64_t v, const ScanBlock& b) { return v < b.start; });
-        if (after == blocks.data()) continue;
-        const size_t j = static_cast<size_t>(after - blocks.data()) - 1;
+        if (after == blocks) continue;
+        const size_t j = static_cast<size_t>(after - blocks) - 1;
         const uint64_t size = blocks[j].size() > 0 ? blocks[j].size() : 1;
-        if (j != i && words[w] - blocks[j].start < size && IsLost(blocks[j])) indirect[j] = 1;
+        if (j != i && words[w] - blocks[j].start < size && lost(j)) indirect[j] = 1;
       }
       if (got < len) break;
       off += len;
     }
   }
   for (size_t i = 0; i < n; ++i) {
-    if (!IsLost(blocks[i])) continue;
+    if (!lost(i)) continue;
     track::LeakTotal& t = indirect[i] ? out->lsan_indirect : out->lsan_direct;
     ++t.blocks;
     t.bytes += LsanBytes(blocks[i]);
@@ -83,6 +85,16 @@ bool ClassifyForLsan(const ScanBlock* dblocks, size_t n, const RootRange* roots,
     out->lsan_leaked.bytes += LsanBytes(blocks[i]);
   }
   return true;
+}
+
+}  // namespace
+
+bool ClassifyForLsan(const ScanBlock* dblocks, size_t n, const RootRange* roots, size_t nroots,
+                     track::MemoryReader& root_reader, track::MemoryReader& heap_reader, ScanOutcome* out) {
+  Array<ScanBlock> blocks(g_scratch);
+  if (!ClassifyCopy(dblocks, n, roots, nroots, root_reader, heap_reader, &blocks)) return false;
+  const ScanBlock* const b = blocks.data();
+  return SplitLsanLeaks(b, n, [b](size_t i) { return IsLost(b[i]); }, heap_reader, out);
 }
 
 void CollectPool(uintptr_t r, size_t rb, uintptr_t base, size_t bytes, bool arena, void* arg) {
@@ -136,13 +148,28 @@ bool SortWithMore(Array<ScanBlock>* a, const ScanBlock* more, size_t n) {
 
 int ClassifyForDetector(void* arg) {
   auto* j = static_cast<DetectorJob*>(arg);
+  if (j->pools_reached && j->lsan_roots != nullptr) {
+    Array<uint8_t> kept(g_scratch);
+    bool nested = false;
+    if (kept.Resize(j->n) &&
+        track::ClassifyBesideMarked(j->blocks, j->n, &j->lsan_roots[0], 1, *j->lsan_root_reader, j->lsan_extra,
+                                    j->nlsan_extra, kept.data(), &nested, j->roots, j->nroots, *j->root_reader,
+                                    *j->heap_reader, g_scratch, &j->result) &&
+        nested) {
+      j->ok = true;
+      const uint8_t* const k = kept.data();
+      j->lsan_ok = SplitLsanLeaks(j->blocks, j->n, [k](size_t i) { return k[i] == 0; }, *j->heap_reader, j->lsan_out);
+      return 0;
+    }
+    j->result = track::ReachabilityResult{};
+  }
   j->ok = j->pools_reached
               ? track::ClassifyBesideReached(j->unpooled, j->nunpooled, j->blocks, j->n, j->roots, j->nroots,
                                              *j->root_reader, *j->heap_reader, g_scratch, &j->result)
               : track::ClassifyReachability(j->blocks, j->n, j->roots, j->nroots, *j->root_reader, *j->heap_reader,
                                             g_scratch, &j->result);
   if (j->ok && j->lsan_roots != nullptr) {
-    j->lsan_ok = ClassifyForLsan(j->blocks, j->n, j->lsan_roots, j->nlsan_roots, *j->lsan_root_reader, *j->heap_reader,
+    j->lsan_ok = ClassifyForLsan(j->blocks, j->n, j->lsan_roots, 2, *j->lsan_root_reader, *j->heap_reader,
                                  j->lsan_out);
   }
   return 0;

@@ -120,6 +120,42 @@ class Classifier {
     for (uint32_t i = 0; i < n_; ++i) reached[i] = StateOf(blocks_[i]) != kUnreached;
   }
 
+  // Whether marking from words[0, n) as roots now would change no block but pooled() ones: each word
+  // points into no block, into a pooled() one, into one marked reachable, or inside (not at the start
+  // of) one marked possibly lost.
+  bool OnlyMarkedOrPooled(const uint64_t* words, size_t n) const {
+    for (size_t k = 0; k < n; ++k) {
+      const uint64_t v = words[k];
+      uint32_t lo = 0, count = n_;  // the last block starting at or before v: lo - 1
+      while (count > 0) {
+        const uint32_t half = count / 2;
+        if (blocks_[lo + half].start <= v) {
+          lo += half + 1;
+          count -= half + 1;
+        } else {
+          count = half;
+        }
+      }
+      if (lo == 0) continue;
+      const ScanBlock& e = blocks_[lo - 1];
+      const uint64_t size = e.size();
+      if (!(v - e.start < size || (size == 0 && v == e.start)) || e.pooled()) continue;
+      const uint8_t state = StateOf(e);
+      if (state == kReachable || (state == kPossible && v != e.start)) continue;
+      return false;
+    }
+    return true;
+  }
+
+  // Marks every pooled() block reachable, as a pointer at its start among the roots would, and what
+  // they mark.
+  void MarkPooled(MemoryReader& heap_reader) {
+    for (uint32_t i = 0; i < n_; ++i) {
+      if (blocks_[i].pooled()) Mark(i, blocks_[i], blocks_[i].start, /*definite=*/true);
+    }
+    DrainMarks(heap_reader);
+  }
+
   void FormCliques(MemoryReader& heap_reader) {
     if (counts_->by_state[kUnreached].blocks == 0) return;  // no leader
     cliques_ = true;
@@ -455,12 +491,18 @@ class Classifier {
 }  // namespace
 
 // The classifier over a BlockIndex's blocks (its friend).
-// A first set of roots, marked from before the others (ClassifyIndexedAfter).
+// A first set of roots, marked from before the others (ClassifyIndexedAfter, ClassifyBesideMarked).
 struct FirstRoots {
   const RootRange* roots;
   size_t n;
   MemoryReader* reader;
-  uint8_t* reached;  // one byte a block: marked from these roots alone
+  uint8_t* reached;  // one byte a block: marked from these roots (and `extra`) alone
+  // Words marked from after them when that changes no block but pooled() ones (else *nested = false
+  // and the classification stops there); then every pooled() block marked reachable.
+  const uint64_t* extra = nullptr;
+  size_t nextra = 0;
+  bool mark_pooled = false;
+  bool* nested = nullptr;
 };
 
 struct BlockIndexAccess {
@@ -499,9 +541,17 @@ bool BlockIndexAccess::Classify(BlockIndex& index, const ScanBlock* reached, siz
     // among `roots`, or are no root of the classes).
     const uint64_t scanned = result->root_bytes_scanned, unreadable = result->root_bytes_unreadable;
     c.MarkFromRoots(first->roots, first->n, *first->reader, heap_reader);
+    if (first->nested != nullptr) {
+      *first->nested = c.OnlyMarkedOrPooled(first->extra, first->nextra);
+      if (!*first->nested) return true;
+      DirectMemoryReader direct;
+      const RootRange extra{reinterpret_cast<uintptr_t>(first->extra), reinterpret_cast<uintptr_t>(first->extra + first->nextra)};
+      c.MarkFromRoots(&extra, 1, direct, heap_reader);
+    }
     result->root_bytes_scanned = scanned;
     result->root_bytes_unreadable = unreadable;
     c.NoteMarked(first->reached);
+    if (first->mark_pooled) c.MarkPooled(heap_reader);
   }
   c.MarkFromRoots(roots, nroots, root_reader, heap_reader);
   if (count > 0) {
@@ -546,6 +596,22 @@ bool ClassifyIndexedAfter(BlockIndex& index, const RootRange* first, size_t nfir
   const FirstRoots f{first, nfirst, &first_reader, first_reached};
   return BlockIndexAccess::Classify(index, nullptr, 0, roots, nroots, root_reader, heap_reader, scratch, result,
                                     nullptr, &f);
+}
+
+bool ClassifyBesideMarked(ScanBlock* blocks, size_t n, const RootRange* first, size_t nfirst,
+                          MemoryReader& first_reader, const uint64_t* extra, size_t nextra, uint8_t* first_reached,
+                          bool* nested, const RootRange* roots, size_t nroots, MemoryReader& root_reader,
+                          MemoryReader& heap_reader, ScratchMemory& scratch, ReachabilityResult* result) {
+  *result = ReachabilityResult{};
+  *nested = false;
+  BlockIndex index(scratch);
+  FirstRoots f{first, nfirst, &first_reader, first_reached};
+  f.extra = extra;
+  f.nextra = nextra;
+  f.mark_pooled = true;
+  f.nested = nested;
+  return index.Build(blocks, n) && BlockIndexAccess::Classify(index, nullptr, 0, roots, nroots, root_reader,
+                                                              heap_reader, scratch, result, nullptr, &f);
 }
 
 bool ClassifyBesideReached(ScanBlock* blocks, size_t n, const ScanBlock* reached, size_t nreached,

@@ -221,6 +221,21 @@ bool ClassifyIndexedAfter(BlockIndex& index, const RootRange* first, size_t nfir
                           uint8_t* first_reached, const RootRange* roots, size_t nroots, MemoryReader& root_reader,
                           MemoryReader& heap_reader, ScratchMemory& scratch, ReachabilityResult* result);
 
+// Two views of blocks[0..n) (sorted by start, or sorted here) whose roots nest but for a few words, in
+// one marking: LeakSanitizer's (first[0..nfirst) and the words extra[0..nextra)) and memcheck's
+// (`roots`, with every pooled() block reachable as if a root held a pointer at its start). The first
+// roots are marked from, then the extra words when marking from them changes no block but pooled()
+// ones (each points into no block, a pooled() one, one marked reachable, or inside one marked possibly
+// lost); first_reached[i] (a byte a block) is then 1 for each block marked so far, else 0; then the
+// pooled() blocks and `roots`, and *result classifies over those alone, as ClassifyReachability over
+// `roots` and a pointer at each pooled() block's start would. When the extra words would change
+// another block, *nested is false and neither output means anything (the caller classifies each view
+// apart). False when scratch memory runs out.
+bool ClassifyBesideMarked(ScanBlock* blocks, size_t n, const RootRange* first, size_t nfirst,
+                          MemoryReader& first_reader, const uint64_t* extra, size_t nextra, uint8_t* first_reached,
+                          bool* nested, const RootRange* roots, size_t nroots, MemoryReader& root_reader,
+                          MemoryReader& heap_reader, ScratchMemory& scratch, ReachabilityResult* result);
+
 // ClassifyReachability over blocks[0..n) beside more blocks already known reachable: those of
 // reached[0..nreached) that are pooled() (the caller's word: every one has a definite pointer at its
 // start among the roots). They are read through heap_reader as definite sources, never looked up, and

@@ -651,6 +651,98 @@ TEST(ReachabilityTest, FirstRootsMarkWhatTheyAloneReach) {
   EXPECT_GT(differ, 50);
 }
 
+// The detector's two views in one marking: LeakSanitizer's over the first roots and a few extra words,
+// memcheck's over the roots with every pooled block reachable. Where the extra words change no block
+// but pooled ones, both outputs are the reference's; where they would, the call says so.
+TEST(ReachabilityTest, BesideMarkedAgreesWithTwoReferences) {
+  std::mt19937_64 rng(86420);
+  int nested = 0, not_nested = 0, differ = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    Heap h(1 << 16);
+    size_t offset = 0;
+    for (size_t i = 0, n = 1 + rng() % 100; i < n; ++i) {
+      offset += 8 * (rng() % 4);
+      const size_t size = rng() % 10 == 0 ? 0 : 1 + rng() % 120;
+      if (offset + size + 16 >= (1 << 16)) break;
+      h.Add(offset, size);
+      offset += size == 0 ? 8 : size;
+    }
+    std::vector<ScanBlock>& blocks = h.blocks();
+    for (ScanBlock& b : blocks) b = ScanBlock::Of(b.start, b.size(), rng() % 3 == 0);
+    auto random_word = [&]() -> uint64_t {
+      const ScanBlock& t = blocks[rng() % blocks.size()];
+      if (rng() % 3 == 0) return rng() % 4096;
+      return rng() % 2 ? t.start : t.start + (t.size() ? rng() % t.size() : 0);
+    };
+    for (const ScanBlock& b : std::vector<ScanBlock>(blocks)) {
+      for (uintptr_t a = (b.start + 7) & ~uintptr_t{7}; a + 8 <= b.start + b.size(); a += 8) {
+        if (rng() % 3 == 0) h.Put(a, random_word());
+      }
+    }
+    std::vector<uint64_t> words(1 + rng() % 8), first_words, extra(rng() % 3);
+    for (uint64_t& w : words) {
+      w = random_word();
+      if (rng() % 2 == 0) first_words.push_back(w);
+    }
+    for (uint64_t& w : extra) w = random_word();
+    // memcheck's roots: the words and a pointer at each pooled block's start (the pool list).
+    std::vector<uint64_t> memcheck_words = words, lsan_words = first_words;
+    for (const ScanBlock& b : blocks) {
+      if (b.pooled()) memcheck_words.push_back(b.start);
+    }
+    lsan_words.insert(lsan_words.end(), extra.begin(), extra.end());
+    auto range_of = [](const std::vector<uint64_t>& v) {
+      return std::vector<RootRange>{{reinterpret_cast<uintptr_t>(v.data()), reinterpret_cast<uintptr_t>(v.data() + v.size())}};
+    };
+    const Reference memcheck(blocks, range_of(memcheck_words)), lsan(blocks, range_of(lsan_words)),
+        first_alone(blocks, range_of(first_words));
+    // Nested: each extra word points into no block, a pooled one, one the first roots make reachable,
+    // or inside (not at the start of) one they make possibly lost.
+    bool want_nested = true;
+    for (uint64_t w : extra) {
+      const long i = first_alone.Into(w);
+      if (i < 0 || first_alone.blocks[i].pooled()) continue;
+      const LeakKind k = first_alone.kind[i];
+      want_nested = want_nested && (k == LeakKind::kStillReachable ||
+                                    (k == LeakKind::kPossiblyLost && w != first_alone.blocks[i].start));
+    }
+    const std::vector<RootRange> first = range_of(first_words), roots = range_of(words);
+    DirectMemoryReader direct;
+    MmapScratchMemory scratch;
+    std::vector<uint8_t> reached(blocks.size(), 7);
+    bool got_nested = !want_nested;
+    ReachabilityResult r;
+    ASSERT_TRUE(ClassifyBesideMarked(blocks.data(), blocks.size(), first.data(), first.size(), direct, extra.data(),
+                                     extra.size(), reached.data(), &got_nested, roots.data(), roots.size(), direct,
+                                     direct, scratch, &r));
+    ASSERT_EQ(got_nested, want_nested) << "trial " << trial;
+    if (!want_nested) {
+      ++not_nested;
+      continue;
+    }
+    ++nested;
+    LeakTotal totals[4] = {};
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      ASSERT_EQ(blocks[i].start, memcheck.blocks[i].start);
+      ASSERT_EQ(blocks[i].kind(), memcheck.kind[i]) << "trial " << trial << " block " << i;
+      const bool lost = lsan.kind[i] == LeakKind::kDefinitelyLost || lsan.kind[i] == LeakKind::kIndirectlyLost;
+      ASSERT_EQ(reached[i], lost ? 0 : 1) << "trial " << trial << " block " << i;
+      const bool memcheck_lost =
+          memcheck.kind[i] == LeakKind::kDefinitelyLost || memcheck.kind[i] == LeakKind::kIndirectlyLost;
+      differ += lost != memcheck_lost;
+      totals[int(memcheck.kind[i])].blocks++;
+      totals[int(memcheck.kind[i])].bytes += blocks[i].size();
+    }
+    EXPECT_EQ(r.still_reachable.bytes, totals[0].bytes) << "trial " << trial;
+    EXPECT_EQ(r.possibly_lost.blocks, totals[1].blocks) << "trial " << trial;
+    EXPECT_EQ(r.indirectly_lost.bytes, totals[2].bytes) << "trial " << trial;
+    EXPECT_EQ(r.definitely_lost.blocks, totals[3].blocks) << "trial " << trial;
+  }
+  EXPECT_GT(nested, 100);
+  EXPECT_GT(not_nested, 20);
+  EXPECT_GT(differ, 50);
+}
+
 // Blocks spread over distant regions and pages (the lookup's index) agree with the reference too.
 TEST(ReachabilityTest, AgreesWithAReferenceAcrossRegions) {
   std::mt19937_64 rng(777);
