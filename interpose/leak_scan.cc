@@ -558,8 +558,8 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // what is read-only now (RELRO: the GOT and .data.rel.ro, which hold pointers into code and data,
   // not the heap), where memcheck reads nothing, and for the real blocks the exiting thread's stack
   // below the program's call into exit(). When they hold no word that would change a class, each
-  // LeakSanitizer view is marked within memcheck's (below); the real blocks' one from its roots'
-  // other part (lsan_common) first.
+  // LeakSanitizer view is marked within memcheck's (below): for the real blocks, the words of
+  // lsan_common first, then those of detector_lsan_only.
   Array<RootRange> lsan_only(g_scratch), lsan_common(g_scratch), detector_lsan_only(g_scratch);
   bool lsan_only_ok = false;
   if (lsan_wanted) {

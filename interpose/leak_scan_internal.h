@@ -237,8 +237,8 @@ struct DetectorJob {
   // Then, when lsan_roots is not null, LeakSanitizer's view of the same blocks into *lsan_out
   // (ScanOutcome::lsan_leaked, _direct, _indirect), through lsan_root_reader and heap_reader: its roots
   // are lsan_roots[0] (the words of its ranges that memcheck's view reads too) and lsan_extra (those of
-  // the rest; lsan_roots[1] is their range). With pools, both views are marked in one pass when the
-  // extra words allow it (track::ClassifyBesideMarked), else one after the other.
+  // the rest; lsan_roots[1] is their range). Both views are marked in one pass when the extra words
+  // allow it (track::ClassifyBesideMarked), else one after the other.
   const RootRange* lsan_roots;
   const uint64_t* lsan_extra;
   size_t nlsan_extra;

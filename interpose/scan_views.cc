@@ -148,7 +148,8 @@ bool SortWithMore(Array<ScanBlock>* a, const ScanBlock* more, size_t n) {
 
 int ClassifyForDetector(void* arg) {
   auto* j = static_cast<DetectorJob*>(arg);
-  if (j->pools_reached && j->lsan_roots != nullptr) {
+  // (Without pools, the blocks are the unpooled ones alone, none marked pooled.)
+  if (j->lsan_roots != nullptr) {
     Array<uint8_t> kept(g_scratch);
     bool nested = false;
     if (kept.Resize(j->n) &&
