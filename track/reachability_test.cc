@@ -67,6 +67,47 @@ class Heap {
   std::vector<CliqueTotals> cliques_;
 };
 
+// Up to `count` blocks of min_size to min_size + 119 bytes (a tenth of them of 0) at random gaps (of
+// 0 to 24 bytes) in h's arena, in address order.
+void AddRandomBlocks(Heap& h, std::mt19937_64& rng, size_t count, size_t min_size) {
+  size_t offset = 0;
+  for (size_t i = 0; i < count; ++i) {
+    offset += 8 * (rng() % 4);
+    const size_t size = rng() % 10 == 0 ? 0 : min_size + rng() % 120;
+    if (offset + size + 16 >= (1 << 16)) break;
+    h.Add(offset, size);
+    offset += size == 0 ? 8 : size;
+  }
+}
+
+// A third of the time a small number, else the start of one of the blocks or a place inside it.
+uint64_t RandomWord(const std::vector<ScanBlock>& blocks, std::mt19937_64& rng) {
+  const ScanBlock& t = blocks[rng() % blocks.size()];
+  if (rng() % 3 == 0) return rng() % 4096;
+  return rng() % 2 ? t.start : t.start + (t.size() ? rng() % t.size() : 0);
+}
+
+// Sets about a third of each block's aligned words to RandomWord.
+void FillRandomly(Heap& h, std::mt19937_64& rng) {
+  const std::vector<ScanBlock> blocks = h.blocks();
+  for (const ScanBlock& b : blocks) {
+    for (uintptr_t a = (b.start + 7) & ~uintptr_t{7}; a + 8 <= b.start + b.size(); a += 8) {
+      if (rng() % 3 == 0) h.Put(a, RandomWord(blocks, rng));
+    }
+  }
+}
+
+bool Lost(LeakKind k) { return k == LeakKind::kDefinitelyLost || k == LeakKind::kIndirectlyLost; }
+
+// r's four classes are totals[kind], blocks and bytes.
+void ExpectClasses(const ReachabilityResult& r, const LeakTotal* totals, int trial) {
+  const LeakTotal* got[] = {&r.still_reachable, &r.possibly_lost, &r.indirectly_lost, &r.definitely_lost};
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(got[k]->blocks, totals[k].blocks) << "trial " << trial << " kind " << k;
+    EXPECT_EQ(got[k]->bytes, totals[k].bytes) << "trial " << trial << " kind " << k;
+  }
+}
+
 // A root area: words the test sets, scanned as a root range.
 struct Roots {
   uint64_t words[16] = {};
@@ -519,14 +560,7 @@ TEST(ReachabilityTest, ReachedBlocksBesideTheOthersAgreeWithAReference) {
   int reached_only = 0;  // trials where a block is reachable through reached blocks alone
   for (int trial = 0; trial < 200; ++trial) {
     Heap h(1 << 16);
-    size_t offset = 0;
-    for (size_t i = 0, n = 2 + rng() % 100; i < n; ++i) {
-      offset += 8 * (rng() % 4);
-      const size_t size = rng() % 10 == 0 ? 0 : 8 + rng() % 120;
-      if (offset + size + 16 >= (1 << 16)) break;
-      h.Add(offset, size);
-      offset += size == 0 ? 8 : size;
-    }
+    AddRandomBlocks(h, rng, 2 + rng() % 100, 8);
     std::vector<ScanBlock>& blocks = h.blocks();
     std::vector<uint64_t> root_words;
     for (ScanBlock& b : blocks) {
@@ -534,18 +568,9 @@ TEST(ReachabilityTest, ReachedBlocksBesideTheOthersAgreeWithAReference) {
       b = ScanBlock::Of(b.start, b.size(), /*pooled=*/true);
       root_words.push_back(b.start);
     }
-    auto random_word = [&]() -> uint64_t {
-      const ScanBlock& t = blocks[rng() % blocks.size()];
-      if (rng() % 3 == 0) return rng() % 4096;
-      return rng() % 2 ? t.start : t.start + (t.size() ? rng() % t.size() : 0);
-    };
-    for (int k = 0, n = static_cast<int>(rng() % 3); k < n; ++k) root_words.push_back(random_word());
+    for (int k = 0, n = static_cast<int>(rng() % 3); k < n; ++k) root_words.push_back(RandomWord(blocks, rng));
     if (root_words.empty()) root_words.push_back(0);
-    for (const ScanBlock& b : std::vector<ScanBlock>(blocks)) {
-      for (uintptr_t a = (b.start + 7) & ~uintptr_t{7}; a + 8 <= b.start + b.size(); a += 8) {
-        if (rng() % 3 == 0) h.Put(a, random_word());
-      }
-    }
+    FillRandomly(h, rng);
     std::vector<RootRange> roots = {{reinterpret_cast<uintptr_t>(root_words.data()),
                                      reinterpret_cast<uintptr_t>(root_words.data() + root_words.size())}};
     Reference ref(blocks, roots);
@@ -592,25 +617,10 @@ TEST(ReachabilityTest, FirstRootsMarkWhatTheyAloneReach) {
   int differ = 0;  // trials where a block the whole roots keep is lost to the first roots alone
   for (int trial = 0; trial < 200; ++trial) {
     Heap h(1 << 16);
-    size_t offset = 0;
-    for (size_t i = 0, n = 1 + rng() % 100; i < n; ++i) {
-      offset += 8 * (rng() % 4);
-      const size_t size = rng() % 10 == 0 ? 0 : 1 + rng() % 120;
-      if (offset + size + 16 >= (1 << 16)) break;
-      h.Add(offset, size);
-      offset += size == 0 ? 8 : size;
-    }
+    AddRandomBlocks(h, rng, 1 + rng() % 100, 1);
     std::vector<ScanBlock>& blocks = h.blocks();
-    auto random_word = [&]() -> uint64_t {
-      const ScanBlock& t = blocks[rng() % blocks.size()];
-      if (rng() % 3 == 0) return rng() % 4096;
-      return rng() % 2 ? t.start : t.start + (t.size() ? rng() % t.size() : 0);
-    };
-    for (const ScanBlock& b : std::vector<ScanBlock>(blocks)) {
-      for (uintptr_t a = (b.start + 7) & ~uintptr_t{7}; a + 8 <= b.start + b.size(); a += 8) {
-        if (rng() % 3 == 0) h.Put(a, random_word());
-      }
-    }
+    auto random_word = [&] { return RandomWord(blocks, rng); };
+    FillRandomly(h, rng);
     // The whole roots' words; the first roots are some of them.
     std::vector<uint64_t> words(1 + rng() % 8), first_words;
     for (uint64_t& w : words) {
@@ -634,17 +644,12 @@ TEST(ReachabilityTest, FirstRootsMarkWhatTheyAloneReach) {
     for (size_t i = 0; i < blocks.size(); ++i) {
       ASSERT_EQ(blocks[i].start, whole.blocks[i].start);
       ASSERT_EQ(blocks[i].kind(), whole.kind[i]) << "trial " << trial << " block " << i;
-      const bool lost_alone = alone.kind[i] == LeakKind::kDefinitelyLost || alone.kind[i] == LeakKind::kIndirectlyLost;
-      ASSERT_EQ(reached[i], lost_alone ? 0 : 1) << "trial " << trial << " block " << i;
-      const bool lost_whole = whole.kind[i] == LeakKind::kDefinitelyLost || whole.kind[i] == LeakKind::kIndirectlyLost;
-      differ += lost_alone && !lost_whole;
+      ASSERT_EQ(reached[i], Lost(alone.kind[i]) ? 0 : 1) << "trial " << trial << " block " << i;
+      differ += Lost(alone.kind[i]) && !Lost(whole.kind[i]);
       totals[int(whole.kind[i])].blocks++;
       totals[int(whole.kind[i])].bytes += blocks[i].size();
     }
-    EXPECT_EQ(r.still_reachable.blocks, totals[0].blocks) << "trial " << trial;
-    EXPECT_EQ(r.possibly_lost.bytes, totals[1].bytes) << "trial " << trial;
-    EXPECT_EQ(r.indirectly_lost.blocks, totals[2].blocks) << "trial " << trial;
-    EXPECT_EQ(r.definitely_lost.bytes, totals[3].bytes) << "trial " << trial;
+    ExpectClasses(r, totals, trial);
     // The first roots' words are not counted as the roots': the whole roots' alone.
     EXPECT_EQ(r.root_bytes_scanned, words.size() * 8) << "trial " << trial;
   }
@@ -659,26 +664,11 @@ TEST(ReachabilityTest, BesideMarkedAgreesWithTwoReferences) {
   int nested = 0, not_nested = 0, differ = 0;
   for (int trial = 0; trial < 300; ++trial) {
     Heap h(1 << 16);
-    size_t offset = 0;
-    for (size_t i = 0, n = 1 + rng() % 100; i < n; ++i) {
-      offset += 8 * (rng() % 4);
-      const size_t size = rng() % 10 == 0 ? 0 : 1 + rng() % 120;
-      if (offset + size + 16 >= (1 << 16)) break;
-      h.Add(offset, size);
-      offset += size == 0 ? 8 : size;
-    }
+    AddRandomBlocks(h, rng, 1 + rng() % 100, 1);
     std::vector<ScanBlock>& blocks = h.blocks();
     for (ScanBlock& b : blocks) b = ScanBlock::Of(b.start, b.size(), rng() % 3 == 0);
-    auto random_word = [&]() -> uint64_t {
-      const ScanBlock& t = blocks[rng() % blocks.size()];
-      if (rng() % 3 == 0) return rng() % 4096;
-      return rng() % 2 ? t.start : t.start + (t.size() ? rng() % t.size() : 0);
-    };
-    for (const ScanBlock& b : std::vector<ScanBlock>(blocks)) {
-      for (uintptr_t a = (b.start + 7) & ~uintptr_t{7}; a + 8 <= b.start + b.size(); a += 8) {
-        if (rng() % 3 == 0) h.Put(a, random_word());
-      }
-    }
+    auto random_word = [&] { return RandomWord(blocks, rng); };
+    FillRandomly(h, rng);
     std::vector<uint64_t> words(1 + rng() % 8), first_words, extra(rng() % 3);
     for (uint64_t& w : words) {
       w = random_word();
@@ -725,18 +715,12 @@ TEST(ReachabilityTest, BesideMarkedAgreesWithTwoReferences) {
     for (size_t i = 0; i < blocks.size(); ++i) {
       ASSERT_EQ(blocks[i].start, memcheck.blocks[i].start);
       ASSERT_EQ(blocks[i].kind(), memcheck.kind[i]) << "trial " << trial << " block " << i;
-      const bool lost = lsan.kind[i] == LeakKind::kDefinitelyLost || lsan.kind[i] == LeakKind::kIndirectlyLost;
-      ASSERT_EQ(reached[i], lost ? 0 : 1) << "trial " << trial << " block " << i;
-      const bool memcheck_lost =
-          memcheck.kind[i] == LeakKind::kDefinitelyLost || memcheck.kind[i] == LeakKind::kIndirectlyLost;
-      differ += lost != memcheck_lost;
+      ASSERT_EQ(reached[i], Lost(lsan.kind[i]) ? 0 : 1) << "trial " << trial << " block " << i;
+      differ += Lost(lsan.kind[i]) != Lost(memcheck.kind[i]);
       totals[int(memcheck.kind[i])].blocks++;
       totals[int(memcheck.kind[i])].bytes += blocks[i].size();
     }
-    EXPECT_EQ(r.still_reachable.bytes, totals[0].bytes) << "trial " << trial;
-    EXPECT_EQ(r.possibly_lost.blocks, totals[1].blocks) << "trial " << trial;
-    EXPECT_EQ(r.indirectly_lost.bytes, totals[2].bytes) << "trial " << trial;
-    EXPECT_EQ(r.definitely_lost.blocks, totals[3].blocks) << "trial " << trial;
+    ExpectClasses(r, totals, trial);
   }
   EXPECT_GT(nested, 100);
   EXPECT_GT(not_nested, 20);
