@@ -561,10 +561,9 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // LeakSanitizer view is marked within memcheck's (below): for the real blocks, the words of
   // lsan_common first, then those of detector_lsan_only.
   Array<RootRange> lsan_only(g_scratch), lsan_common(g_scratch), detector_lsan_only(g_scratch);
-  bool lsan_only_ok = false;
   if (lsan_wanted) {
-    // [from, to) of `view` outside `within` (any order, may overlap) into *only, and inside it into
-    // *common (when not null).
+    // The parts of `view`'s ranges outside those of `within` and `also` (any order, may overlap) into
+    // *only, and the parts inside them into *common (when not null).
     auto split = [&](Array<RootRange>& view, Array<RootRange>& within, Array<RootRange>* also,
                      Array<RootRange>* only, Array<RootRange>* common) {
       Array<RootRange> w(g_scratch), v(g_scratch);
@@ -573,9 +572,8 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
       return Subtract(v.data(), nv, w.data(), nw, only) &&
              (common == nullptr || Subtract(v.data(), nv, only->data(), only->size(), common));
     };
-    lsan_only_ok = split(program_lsan_roots, program_roots, nullptr, &lsan_only, nullptr) &&
-                   split(lsan_roots, base_roots, &detector_extra, &detector_lsan_only, &lsan_common);
-    if (!lsan_only_ok) {
+    if (!split(program_lsan_roots, program_roots, nullptr, &lsan_only, nullptr) ||
+        !split(lsan_roots, base_roots, &detector_extra, &detector_lsan_only, &lsan_common)) {
       lsan_wanted = false;
       out->lsan_not_scanned_why = "no memory for the scan";
     }
@@ -666,23 +664,18 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // roots alone mark is what it keeps (ClassifyIndexedAfter), and the program's classes stay those of
   // its own roots.
   Array<uint8_t> lsan_kept(g_scratch);
-  const bool lsan_shared = lsan_wanted && program_ok && blocks.size() <= kLsanViewMaxBlocks && lsan_only_ok &&
+  const bool lsan_shared = lsan_wanted && program_ok && blocks.size() <= kLsanViewMaxBlocks &&
                            lsan_only_words.size() == 0 && lsan_kept.Resize(blocks.size());
+  // (The index the second thread built, else one built here.)
   track::BlockIndex own_index(g_scratch);
-  if (lsan_shared) {
-    track::BlockIndex& index = index_job.ok ? program_index : own_index;
-    program_ok = (index_job.ok || own_index.Build(blocks.data(), blocks.size())) &&
-                 track::ClassifyIndexedAfter(index, &program_lsan_words_range, 1, program_lsan_root_reader,
-                                             lsan_kept.data(), &program_words_range, 1, program_root_reader,
-                                             program_heap_reader, g_scratch, &out->program);
-  } else {
-    program_ok = program_ok &&
-                 (index_job.ok ? track::ClassifyIndexed(program_index, &program_words_range, 1, program_root_reader,
-                                                        program_heap_reader, g_scratch, &out->program)
-                               : track::ClassifyReachability(blocks.data(), blocks.size(), &program_words_range, 1,
-                                                             program_root_reader, program_heap_reader, g_scratch,
-                                                             &out->program));
-  }
+  track::BlockIndex& index = index_job.ok ? program_index : own_index;
+  program_ok = program_ok && (index_job.ok || own_index.Build(blocks.data(), blocks.size())) &&
+               (lsan_shared ? track::ClassifyIndexedAfter(index, &program_lsan_words_range, 1, program_lsan_root_reader,
+                                                          lsan_kept.data(), &program_words_range, 1,
+                                                          program_root_reader, program_heap_reader, g_scratch,
+                                                          &out->program)
+                            : track::ClassifyIndexed(index, &program_words_range, 1, program_root_reader,
+                                                     program_heap_reader, g_scratch, &out->program));
   // (What the program's view could not read; LeakSanitizer's view below reads some of it again.)
   out->unreadable_bytes = checked_heap.unreadable();
   Array<ScanBlock> program_lsan(g_scratch);

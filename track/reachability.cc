@@ -26,6 +26,7 @@
 
 #include "track/granule_filter.h"
 #include "track/reachability_internal.h"
+#include "track/sorted_search.h"
 
 namespace poolscope {
 namespace track {
@@ -115,6 +116,12 @@ class Classifier {
     DrainMarks(heap_reader);
   }
 
+  // Whether v points into e (at e's start when e is of size 0).
+  static bool Inside(const ScanBlock& e, uint64_t v) {
+    const uint64_t size = e.size();
+    return v - e.start < size || (size == 0 && v == e.start);
+  }
+
   // Whether each block is marked now: reached[i] = 1 for block i, else 0.
   void NoteMarked(uint8_t* reached) const {
     for (uint32_t i = 0; i < n_; ++i) reached[i] = StateOf(blocks_[i]) != kUnreached;
@@ -126,20 +133,11 @@ class Classifier {
   bool OnlyMarkedOrPooled(const uint64_t* words, size_t n) const {
     for (size_t k = 0; k < n; ++k) {
       const uint64_t v = words[k];
-      uint32_t lo = 0, count = n_;  // the last block starting at or before v: lo - 1
-      while (count > 0) {
-        const uint32_t half = count / 2;
-        if (blocks_[lo + half].start <= v) {
-          lo += half + 1;
-          count -= half + 1;
-        } else {
-          count = half;
-        }
-      }
-      if (lo == 0) continue;
-      const ScanBlock& e = blocks_[lo - 1];
-      const uint64_t size = e.size();
-      if (!(v - e.start < size || (size == 0 && v == e.start)) || e.pooled()) continue;
+      // The last block starting at or before v: after - 1.
+      const size_t after = PartitionPoint(0, n_, [&](size_t i) { return blocks_[i].start <= v; });
+      if (after == 0) continue;
+      const ScanBlock& e = blocks_[after - 1];
+      if (!Inside(e, v) || e.pooled()) continue;
       const uint8_t state = StateOf(e);
       if (state == kReachable || (state == kPossible && v != e.start)) continue;
       return false;
@@ -415,8 +413,7 @@ class Classifier {
   // v lies at or after the start of block i and before the next block's: marks (or joins) block i if
   // v is inside it.
   inline void Resolve(uint32_t i, ScanBlock& e, uint64_t v, bool definite) {
-    const uint64_t size = e.size();
-    if (!(v - e.start < size || (size == 0 && v == e.start))) return;
+    if (!Inside(e, v)) return;
     if (cliques_) {
       Join(i);
     } else {
@@ -490,7 +487,6 @@ class Classifier {
 
 }  // namespace
 
-// The classifier over a BlockIndex's blocks (its friend).
 // A first set of roots, marked from before the others (ClassifyIndexedAfter, ClassifyBesideMarked).
 struct FirstRoots {
   const RootRange* roots;
@@ -505,6 +501,7 @@ struct FirstRoots {
   bool* nested = nullptr;
 };
 
+// The classifier over a BlockIndex's blocks (its friend).
 struct BlockIndexAccess {
   static bool Classify(BlockIndex& index, const ScanBlock* reached, size_t nreached, const RootRange* roots,
                        size_t nroots, MemoryReader& root_reader, MemoryReader& heap_reader, ScratchMemory& scratch,
