@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -120,6 +121,20 @@ void WriteReachability(report::JsonWriter& w, const track::ReachabilityResult* r
   w.EndObject();
 }
 
+// A frame as the source names it: what merges two return addresses into one frame of a group's key.
+// Views of a symbolized frame's strings, which stay where they are while the symbolizer lives.
+struct SourceFrame {
+  std::string_view function, file;
+  int line;
+  bool operator==(const SourceFrame& o) const { return line == o.line && function == o.function && file == o.file; }
+};
+struct SourceFrameHash {
+  size_t operator()(const SourceFrame& f) const {
+    const std::hash<std::string_view> h;
+    return h(f.function) ^ (h(f.file) * 0x9E3779B97F4A7C15ull) ^ static_cast<size_t>(f.line) * 0xC2B2AE3D27D4EB4Full;
+  }
+};
+
 // A frame in one of the client library's entry points (see ProgramFrames).
 bool IsClientEntry(const track::SymbolizedFrame& f) { return f.function.rfind("poolscope_", 0) == 0; }
 
@@ -146,13 +161,11 @@ void WriteStack(report::JsonWriter& w, track::Symbolizer* sym, uint32_t stack_id
   for (int i = 0; i < n; ++i) {
     const track::SymbolizedFrame& f = sym->ReturnAddressFrame(pcs[i]);
     w.BeginObject();
-    char pc[32];
-    snprintf(pc, sizeof pc, "0x%llx", static_cast<unsigned long long>(pcs[i]));
-    w.FieldStr("pc", pc);
-    w.FieldStr("function", f.function.c_str());
-    w.FieldStr("object", f.object.c_str());
+    w.FieldHex("pc", pcs[i]);
+    w.FieldStr("function", f.function);
+    w.FieldStr("object", f.object);
     if (!f.file.empty()) {
-      w.FieldStr("file", f.file.c_str());
+      w.FieldStr("file", f.file);
       w.FieldInt("line", f.line);
     }
     w.EndObject();
@@ -244,16 +257,12 @@ void GatherLeaks(ReportLeaks* r) {
   std::vector<uint32_t> frame_id(distinct.size());
   std::vector<uint8_t> client_entry(distinct.size());
   {
-    std::unordered_map<std::string, uint32_t> ids;
-    std::string name;
+    std::unordered_map<SourceFrame, uint32_t, SourceFrameHash> ids;
+    ids.reserve(distinct.size());
     for (size_t i = 0; i < distinct.size(); ++i) {
       const track::SymbolizedFrame& f = sym->ReturnAddressFrame(distinct[i]);
       client_entry[i] = IsClientEntry(f);
-      name.assign(f.function);
-      name += '\0';
-      name += f.file;
-      name.append(reinterpret_cast<const char*>(&f.line), sizeof f.line);
-      frame_id[i] = ids.emplace(name, static_cast<uint32_t>(ids.size())).first->second;
+      frame_id[i] = ids.emplace(SourceFrame{f.function, f.file, f.line}, static_cast<uint32_t>(ids.size())).first->second;
     }
   }
   // The groups in the order their first stack comes in `raw`; a key's group through `group_of`.

@@ -416,9 +416,7 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
   for (int i = 0; i < nbad && i < kMaxBadFrees; ++i) {
     w.BeginObject();
     w.FieldStr("kind", g_bad_frees[i].is_double ? "double_free" : "invalid_free");
-    char addr[32];
-    snprintf(addr, sizeof addr, "0x%llx", static_cast<unsigned long long>(g_bad_frees[i].address));
-    w.FieldStr("address", addr);
+    w.FieldHex("address", g_bad_frees[i].address);
     w.FieldInt("tid", g_bad_frees[i].tid);
     WriteStack(w, sym, g_bad_frees[i].stack_id);
     w.EndObject();

@@ -117,9 +117,10 @@ struct LiveTotals {
   uint64_t arena_pooled_bytes;  // of pooled_bytes, the open arenas' blocks
   uint64_t pools;               // the pools walked (counted only with `pools_pinned`)
 };
-// Fills `groups` (up to `max`, largest bytes first) and returns how many groups exist in all. Groups
-// are by (kind, stack): a block's kind is kind_of(ptr) (blocks without an address, an open arena's,
-// are still reachable), or still reachable for every block when kind_of is null.
+// Fills `groups` (up to `max`, largest bytes first, then most blocks, then the lower stack id) and
+// returns how many groups exist in all. Groups are by (kind, stack): a block's kind is kind_of(ptr)
+// (blocks without an address, an open arena's, are still reachable), or still reachable for every
+// block when kind_of is null.
 // Allocates through the normal malloc: call it under the reentrancy guard.
 // `pools_pinned` (when not null): per stack id, the pools holding at least one of its live blocks (a
 // pool counts for every stack with a block in it), counted in the same walk of the pools.

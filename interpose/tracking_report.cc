@@ -10,6 +10,7 @@
 
 #include "interpose/tracking.h"
 #include "interpose/tracking_internal.h"
+#include "track/key_index.h"
 #include "track/live_table.h"
 #include "track/radix_sort.h"
 #include "track/recent_blocks.h"
@@ -49,12 +50,21 @@ size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals, uint8_t
                       std::vector<uint64_t>* pools_pinned) {
   *totals = LiveTotals{};
   if (!g_on) return 0;
-  std::unordered_map<uint64_t, LeakGroup> by_stack;
+  // A group per (kind, stack id), in the order they are met; found through `group_of`.
+  std::vector<LeakGroup> all;
+  track::KeyIndex group_of;
   auto add = [&](uint32_t stack_id, uint8_t flags, uint64_t blocks, uint64_t bytes, uintptr_t ptr) {
     const uint8_t kind = kind_of != nullptr && ptr != 0 ? kind_of(ptr) : 0;
-    LeakGroup& g = by_stack[uint64_t{kind} << 32 | stack_id];
-    g.stack_id = stack_id;
-    g.kind = kind;
+    const uint64_t key = uint64_t{kind} << 32 | stack_id;
+    uint32_t at = group_of.Get(key);
+    if (at == track::KeyIndex::kNone) {
+      at = static_cast<uint32_t>(all.size());
+      group_of.Put(key, at);
+      all.push_back(LeakGroup{});
+      all.back().stack_id = stack_id;
+      all.back().kind = kind;
+    }
+    LeakGroup& g = all[at];
     g.blocks += blocks;
     g.bytes += bytes;
     totals->blocks += blocks;
@@ -116,11 +126,12 @@ size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals, uint8_t
       if (c.open && (g.flags & kBlockPooled)) totals->arena_pooled_bytes += g.bytes;
     }
   });
-  std::vector<LeakGroup> all;
-  all.reserve(by_stack.size());
-  for (auto& kv : by_stack) all.push_back(kv.second);
+  // Largest first; equals by stack id (the stack recorded first), then kind: the same order whatever
+  // order the blocks were met in.
   std::sort(all.begin(), all.end(), [](const LeakGroup& a, const LeakGroup& b) {
-    return a.bytes != b.bytes ? a.bytes > b.bytes : a.blocks > b.blocks;
+    if (a.bytes != b.bytes) return a.bytes > b.bytes;
+    if (a.blocks != b.blocks) return a.blocks > b.blocks;
+    return a.stack_id != b.stack_id ? a.stack_id < b.stack_id : a.kind < b.kind;
   });
   size_t n = std::min(max, all.size());
   std::copy(all.begin(), all.begin() + static_cast<long>(n), groups);

@@ -161,6 +161,23 @@ void JsonWriter::UInt(uint64_t v) {
   Raw(p, static_cast<size_t>(end - p));
 }
 
+void JsonWriter::HexString(uint64_t v) {
+  BeforeValue();
+  static const char kHex[] = "0123456789abcdef";
+  char buf[20];
+  char* const end = buf + sizeof buf;
+  char* p = end;
+  *--p = '"';
+  do {
+    *--p = kHex[v & 15];
+    v >>= 4;
+  } while (v != 0);
+  *--p = 'x';
+  *--p = '0';
+  *--p = '"';
+  Raw(p, static_cast<size_t>(end - p));
+}
+
 void JsonWriter::Double(double v) {
   if (!std::isfinite(v)) return Null();
   BeforeValue();

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 namespace poolscope {
 namespace report {
@@ -68,12 +69,16 @@ class JsonWriter {
   void Double(double v);  // finite values; NaN and infinities become null
   void Bool(bool v);
   void Null();
+  // v as a string of "0x" and lower-case hex digits, as printf's "0x%llx" writes it.
+  void HexString(uint64_t v);
 
   // Key + value in one call.
   void Field(const char* k, uint64_t v) { Key(k), UInt(v); }
   void FieldInt(const char* k, int64_t v) { Key(k), Int(v); }
   void FieldStr(const char* k, const char* v) { Key(k), String(v); }
   void FieldBool(const char* k, bool v) { Key(k), Bool(v); }
+  void FieldStr(const char* k, const std::string& v) { Key(k), String(v.data(), v.size()); }
+  void FieldHex(const char* k, uint64_t v) { Key(k), HexString(v); }
   // Key + value when `known`, else Key + null (a figure the report cannot give).
   void FieldIntOrNull(const char* k, bool known, int64_t v) {
     Key(k);

@@ -118,6 +118,23 @@ TEST(JsonWriterTest, EscapesEachByteWhereverItLies) {
   }
 }
 
+TEST(JsonWriterTest, HexStringsAsPrintfWritesThem) {
+  const uint64_t values[] = {0, 1, 9, 10, 15, 16, 0xabcdef, 0x7f0012345678, 0xffffffffffffffffull,
+                             0x8000000000000000ull};
+  StringSink sink;
+  JsonWriter w(&sink);
+  w.BeginArray();
+  for (uint64_t v : values) w.HexString(v);
+  w.EndArray();
+  const auto j = nlohmann::json::parse(sink.out());
+  ASSERT_EQ(j.size(), sizeof values / sizeof values[0]);
+  for (size_t i = 0; i < j.size(); ++i) {
+    char want[32];
+    snprintf(want, sizeof want, "0x%llx", static_cast<unsigned long long>(values[i]));
+    EXPECT_EQ(j[i].get<std::string>(), want);
+  }
+}
+
 TEST(JsonWriterTest, NonFiniteDoublesBecomeNull) {
   StringSink sink;
   JsonWriter w(&sink);
