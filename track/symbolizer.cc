@@ -23,7 +23,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 #include <memory>
 #include <mutex>
@@ -137,6 +136,37 @@ bool ParseSymbolLine(const char* line, size_t len, uintptr_t* offset, Symbolized
     f->file.assign(tab[4] + 1, line + len);
     f->object.clear();
   }
+  return true;
+}
+
+bool ParseMapsLine(const char* line, size_t len, uintptr_t* lo, uintptr_t* hi, const char** path, size_t* path_len) {
+  const char* p = line;
+  const char* const end = line + len;
+  auto hex = [&](char stop, uintptr_t* out) {
+    uintptr_t v = 0;
+    const char* const first = p;
+    for (; p < end && *p != stop; ++p) {
+      const char c = *p;
+      const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+      if (d < 0 || p - first >= 16) return false;
+      v = v << 4 | static_cast<uintptr_t>(d);
+    }
+    if (p == first || p == end) return false;
+    ++p;  // the stop character
+    *out = v;
+    return true;
+  };
+  if (!hex('-', lo) || !hex(' ', hi)) return false;
+  // perms, offset, device, inode: each a run of non-spaces after spaces.
+  for (int field = 0; field < 4; ++field) {
+    while (p < end && *p == ' ') ++p;
+    const char* const first = p;
+    while (p < end && *p != ' ') ++p;
+    if (p == first) return false;
+  }
+  while (p < end && *p == ' ') ++p;
+  *path = p;
+  *path_len = static_cast<size_t>(end - p);
   return true;
 }
 
@@ -355,17 +385,34 @@ struct Symbolizer::Impl {
     for (auto& kv : tables) kv.second.Flush();
   }
 
+  // The file mappings, read whole with read(2) (a stream's locale and a scanf a line cost a short
+  // process's report more than the rest of its symbolizing).
   void ReadMaps() {
     maps.clear();
-    std::ifstream in("/proc/self/maps");
-    std::string line;
-    while (std::getline(in, line)) {
-      unsigned long lo, hi;
-      int path_at = -1;
-      if (sscanf(line.c_str(), "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &path_at) < 2 || path_at < 0) continue;
-      std::string path = line.substr(static_cast<size_t>(path_at));
-      if (path.empty() || path[0] != '/') continue;
-      maps.push_back(Mapping{lo, hi, path});
+    std::string text;
+    const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    for (size_t got = 0;;) {
+      if (text.size() - got < 4096) text.resize(text.size() + 16384);
+      const ssize_t n = read(fd, &text[got], text.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        text.resize(got);
+        break;
+      }
+      got += static_cast<size_t>(n);
+    }
+    close(fd);
+    for (size_t at = 0; at < text.size();) {
+      const char* const line = text.data() + at;
+      const char* nl = static_cast<const char*>(memchr(line, '\n', text.size() - at));
+      const size_t len = nl != nullptr ? static_cast<size_t>(nl - line) : text.size() - at;
+      at += len + 1;
+      uintptr_t lo, hi;
+      const char* path;
+      size_t path_len;
+      if (!ParseMapsLine(line, len, &lo, &hi, &path, &path_len) || path_len == 0 || path[0] != '/') continue;
+      maps.push_back(Mapping{lo, hi, std::string(path, path_len)});
     }
   }
 
