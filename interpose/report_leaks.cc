@@ -152,23 +152,52 @@ int ProgramFrames(track::Symbolizer* sym, uint32_t stack_id, const uintptr_t** p
   return n - first;
 }
 
-// Frames of a captured stack, innermost first, symbolized now.
-void WriteStack(report::JsonWriter& w, track::Symbolizer* sym, uint32_t stack_id) {
+namespace {
+
+// The text a JsonWriter writes, gathered in a string.
+class StringSink : public report::JsonSink {
+ public:
+  explicit StringSink(std::string* out) : out_(out) {}
+
+ private:
+  void Write(const char* s, size_t n) override { out_->append(s, n); }
+  std::string* out_;
+};
+
+}  // namespace
+
+const std::string& FrameTexts::Of(track::Symbolizer* sym, uintptr_t ra) {
+  uint32_t at = index_.Get(ra);
+  if (at != track::KeyIndex::kNone) return texts_[at];
+  at = static_cast<uint32_t>(texts_.size());
+  index_.Put(ra, at);
+  texts_.emplace_back();
+  std::string& text = texts_.back();
+  const track::SymbolizedFrame& f = sym->ReturnAddressFrame(ra);
+  StringSink sink(&text);
+  report::JsonWriter w(&sink);
+  w.BeginInlineObject();
+  w.FieldHex("pc", ra);
+  w.FieldStr("function", f.function);
+  w.FieldStr("object", f.object);
+  if (!f.file.empty()) {
+    w.FieldStr("file", f.file);
+    w.FieldInt("line", f.line);
+  }
+  w.EndObject();
+  sink.Flush();
+  if (!text.empty() && text.back() == '\n') text.pop_back();  // what a document's end adds
+  return text;
+}
+
+void WriteStack(report::JsonWriter& w, track::Symbolizer* sym, FrameTexts* frames, uint32_t stack_id) {
   w.Key("stack");
   w.BeginArray();
   const uintptr_t* pcs = nullptr;
   int n = sym != nullptr ? ProgramFrames(sym, stack_id, &pcs) : 0;
   for (int i = 0; i < n; ++i) {
-    const track::SymbolizedFrame& f = sym->ReturnAddressFrame(pcs[i]);
-    w.BeginObject();
-    w.FieldHex("pc", pcs[i]);
-    w.FieldStr("function", f.function);
-    w.FieldStr("object", f.object);
-    if (!f.file.empty()) {
-      w.FieldStr("file", f.file);
-      w.FieldInt("line", f.line);
-    }
-    w.EndObject();
+    const std::string& text = frames->Of(sym, pcs[i]);
+    w.Verbatim(text.data(), text.size());
   }
   w.EndArray();
 }
@@ -334,7 +363,7 @@ void WriteSites(report::JsonWriter& w, const ReportLeaks& r) {
     const uint64_t peak_pinned = i < r.peak_pools_pinned.size() ? r.peak_pools_pinned[i] : 0;
     w.Field("peak_pools_pinned", peak_pinned);
     w.Field("peak_pinned_bytes", peak_pinned * r.pool_real_bytes);
-    WriteStack(w, r.sym, site.stack_id);
+    WriteStack(w, r.sym, &r.frames, site.stack_id);
     w.EndObject();
   }
   w.EndArray();
@@ -369,7 +398,7 @@ void WriteLeaks(report::JsonWriter& w, const ReportLeaks& r) {
     } else {
       w.Null();
     }
-    WriteStack(w, r.sym, r.groups[i].stack_id);
+    WriteStack(w, r.sym, &r.frames, r.groups[i].stack_id);
     w.EndObject();
   }
   w.EndArray();

@@ -13,15 +13,29 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "interpose/leak_scan.h"
 #include "interpose/timeline.h"
 #include "interpose/tracking.h"
 #include "report/json_writer.h"
+#include "track/key_index.h"
 #include "track/symbolizer.h"
 
 namespace poolscope {
+
+// Each return address's frame as the report writes it, rendered the first time a stack shows it: the
+// same frame appears in many stacks (a short process's report writes some 600 frames of 90 addresses).
+class FrameTexts {
+ public:
+  // The frame of return address `ra`, symbolized by `sym`: one line of JSON.
+  const std::string& Of(track::Symbolizer* sym, uintptr_t ra);
+
+ private:
+  track::KeyIndex index_;
+  std::vector<std::string> texts_;
+};
 
 struct ReportLeaks {
   bool tracked = false;               // TrackingOn(): every field below but scan is empty without it
@@ -44,6 +58,7 @@ struct ReportLeaks {
   size_t ngroups_all = 0;             // groups, and the stacks raw left out
   size_t ngroups = 0;                 // of groups, those the report lists
   track::Symbolizer* sym = nullptr;   // when tracked; the caller deletes it
+  mutable FrameTexts frames;          // the frames written so far (WriteStack)
 };
 
 // Aggregates the live blocks and the sites, and symbolizes the leaks' stacks.
@@ -51,8 +66,9 @@ void GatherLeaks(ReportLeaks* r);
 
 // The frames of a captured stack from the program's first one.
 int ProgramFrames(track::Symbolizer* sym, uint32_t stack_id, const uintptr_t** pcs);
-// Frames of a captured stack, innermost first, symbolized now.
-void WriteStack(report::JsonWriter& w, track::Symbolizer* sym, uint32_t stack_id);
+// Frames of a captured stack, innermost first, symbolized now (or found in `frames`), each an object on
+// a line of its own.
+void WriteStack(report::JsonWriter& w, track::Symbolizer* sym, FrameTexts* frames, uint32_t stack_id);
 
 // `sites`, each with the pools its live blocks pin now and at the peak, then `pinning_peak`.
 void WriteSites(report::JsonWriter& w, const ReportLeaks& r);

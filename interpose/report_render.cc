@@ -418,7 +418,7 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
     w.FieldStr("kind", g_bad_frees[i].is_double ? "double_free" : "invalid_free");
     w.FieldHex("address", g_bad_frees[i].address);
     w.FieldInt("tid", g_bad_frees[i].tid);
-    WriteStack(w, sym, g_bad_frees[i].stack_id);
+    WriteStack(w, sym, &leaks.frames, g_bad_frees[i].stack_id);
     w.EndObject();
   }
   w.EndArray();

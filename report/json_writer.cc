@@ -46,8 +46,13 @@ void JsonWriter::BeforeValue() {
     return;
   }
   if (depth_ > 0) {
-    if (!first_[depth_]) Raw(",", 1);
+    const bool first = first_[depth_];
     first_[depth_] = false;
+    if (inline_depth_ != 0 && depth_ >= inline_depth_) {
+      if (!first) Raw(", ", 2);
+      return;
+    }
+    if (!first) Raw(",", 1);
     Newline();
   }
 }
@@ -60,9 +65,11 @@ void JsonWriter::Open(char c) {
 }
 
 void JsonWriter::Close(char c) {
-  bool empty = first_[depth_];
+  const bool empty = first_[depth_];
+  const bool on_one_line = inline_depth_ != 0 && depth_ >= inline_depth_;
+  if (depth_ == inline_depth_) inline_depth_ = 0;
   if (depth_ > 0) --depth_;
-  if (!empty) Newline();
+  if (!empty && !on_one_line) Newline();
   Raw(&c, 1);
   if (depth_ == 0) Raw("\n", 1);
 }

@@ -56,6 +56,11 @@ class JsonWriter {
   explicit JsonWriter(JsonSink* sink) : sink_(sink) {}
 
   void BeginObject() { Open('{'); }
+  // An object written on one line, with whatever it holds (a stack's frame): ended by EndObject.
+  void BeginInlineObject() {
+    Open('{');
+    if (inline_depth_ == 0) inline_depth_ = depth_;
+  }
   void EndObject() { Close('}'); }
   void BeginArray() { Open('['); }
   void EndArray() { Close(']'); }
@@ -71,6 +76,11 @@ class JsonWriter {
   void Null();
   // v as a string of "0x" and lower-case hex digits, as printf's "0x%llx" writes it.
   void HexString(uint64_t v);
+  // A value already written, on one line (an inline object's text, as a JsonWriter writes it).
+  void Verbatim(const char* json, size_t n) {
+    BeforeValue();
+    Raw(json, n);
+  }
 
   // Key + value in one call.
   void Field(const char* k, uint64_t v) { Key(k), UInt(v); }
@@ -109,6 +119,7 @@ class JsonWriter {
   int depth_ = 0;
   bool first_[kMaxDepth + 1] = {true};
   bool after_key_ = false;
+  int inline_depth_ = 0;  // the depth of the outermost container written on one line (0: none)
   bool wrote_any_ = false;
 };
 

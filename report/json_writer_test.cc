@@ -118,6 +118,47 @@ TEST(JsonWriterTest, EscapesEachByteWhereverItLies) {
   }
 }
 
+// An inline object and what it holds on one line, the rest of the document as before.
+TEST(JsonWriterTest, InlineObjectsAreWrittenOnOneLine) {
+  StringSink sink;
+  JsonWriter w(&sink);
+  w.BeginObject();
+  w.Key("stack");
+  w.BeginArray();
+  for (int i = 0; i < 2; ++i) {
+    w.BeginInlineObject();
+    w.FieldHex("pc", 0x1000 + i);
+    w.FieldStr("function", "f\n");
+    w.Key("inner");
+    w.BeginArray();
+    w.Int(i);
+    w.BeginObject();  // inside an inline object: on its line too
+    w.FieldInt("k", 1);
+    w.EndObject();
+    w.EndArray();
+    w.Key("empty");
+    w.BeginObject();
+    w.EndObject();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.FieldInt("after", 3);
+  w.EndObject();
+  ASSERT_TRUE(w.complete());
+  const std::string& out = sink.out();
+  EXPECT_EQ(out,
+            "{\n"
+            "  \"stack\": [\n"
+            "    {\"pc\": \"0x1000\", \"function\": \"f\\n\", \"inner\": [0, {\"k\": 1}], \"empty\": {}},\n"
+            "    {\"pc\": \"0x1001\", \"function\": \"f\\n\", \"inner\": [1, {\"k\": 1}], \"empty\": {}}\n"
+            "  ],\n"
+            "  \"after\": 3\n"
+            "}\n");
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["stack"][1]["inner"][1]["k"], 1);
+  EXPECT_EQ(j["after"], 3);
+}
+
 TEST(JsonWriterTest, HexStringsAsPrintfWritesThem) {
   const uint64_t values[] = {0, 1, 9, 10, 15, 16, 0xabcdef, 0x7f0012345678, 0xffffffffffffffffull,
                              0x8000000000000000ull};
