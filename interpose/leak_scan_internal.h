@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "interpose/glibc_arena.h"
 #include "interpose/leak_scan.h"
 #include "interpose/scan_memory.h"
 #include "interpose/side_thread.h"
@@ -67,12 +68,6 @@ bool RealAllocatorIsGlibc();
 // Blocks under a page never are (the smallest mmap threshold glibc takes is a page).
 bool GlibcMappedChunk(track::MemoryReader& reader, const ScanBlock& b, RootRange* extent);
 
-// glibc's main arena (its struct malloc_state, in libc's data) as laid out on x86-64 since 2.27: the
-// pointers at its top chunk, its last remainder and its bins point at chunk headers, which lie in the
-// last 8 bytes of the block before them; read as a root, the arena would make that block possibly
-// lost. memcheck replaces the allocator and never sees it. Offsets in bytes.
-constexpr uintptr_t kArenaBins = 112, kArenaBinsEnd = 2144, kArenaNext = 2160, kArenaBytes = 2200;
-
 // Loaded objects' writable segments (their data and bss: globals, as LeakSanitizer scans them): of
 // every object, of libc alone, or of a sanitizer runtime (liblsan, libasan) alone.
 enum class Objects { kAll, kLibc, kSanitizerRuntime };
@@ -86,13 +81,7 @@ bool IsSanitizerRuntime(const char* name);
 
 int CollectWritableSegments(struct dl_phdr_info* info, size_t, void* arg);
 
-// Where glibc's main arena starts in [lo, lo + 8 * n), a copy of which is words[0, n): at a 16-byte
-// boundary, with at least 16 of its bins empty (each a pair of pointers at the pair's own address less
-// 16) and its list of arenas (`next`, through arenas that live in their heaps and are read through
-// `reader`) coming back to it within 64 steps. 0 when there is none.
-uintptr_t FindMainArena(uintptr_t lo, const uint64_t* words, size_t n, track::MemoryReader& reader);
-
-// glibc's main arena, or 0 when it cannot be found.
+// glibc's main arena (glibc_arena.h), or 0 when it cannot be found.
 uintptr_t MainArena(track::MemoryReader& reader);
 
 // glibc's other arenas, from the main arena's list (`next`): up to `max` of them into arenas[]; how

@@ -93,25 +93,6 @@ int CollectWritableSegments(struct dl_phdr_info* info, size_t, void* arg) {
   return want->which == Objects::kLibc ? 1 : 0;
 }
 
-uintptr_t FindMainArena(uintptr_t lo, const uint64_t* words, size_t n, track::MemoryReader& reader) {
-  const uintptr_t hi = lo + 8 * n;
-  auto word = [&](uintptr_t addr) { return words[(addr - lo) / 8]; };
-  for (uintptr_t a = lo; a + kArenaBytes <= hi; a += 16) {
-    uint64_t next = word(a + kArenaNext);
-    if (next != a && (next % 16 != 0 || (next >= lo && next < hi))) continue;
-    int empty = 0;
-    for (uintptr_t bin = a + kArenaBins; bin < a + kArenaBinsEnd && empty < 16; bin += 16) {
-      if (word(bin) == bin - 16 && word(bin + 8) == bin - 16) ++empty;
-    }
-    if (empty < 16) continue;
-    for (int step = 0; step < 64 && next != a && next != 0; ++step) {
-      if (reader.Read(next + kArenaNext, &next, sizeof next) != sizeof next) next = 0;
-    }
-    if (next == a) return a;
-  }
-  return 0;
-}
-
 uintptr_t MainArena(track::MemoryReader& reader) {
   Array<RootRange> data(g_scratch);
   WritableSegments libc{&data, Objects::kLibc};

@@ -18,7 +18,7 @@ run() {
 run //...
 run --config=asan //pool/... //report/... //track/... //interpose:options_test //interpose:caller_tag_test \
   //interpose:internal_test //interpose:timeline_series_test //interpose:timeline_peak_test //interpose:owned_set_test \
-  //interpose:scan_memory_test //tests/tools:check_test //tests/tools:cli_test //tests/tools:render_test \
+  //interpose:scan_memory_test //interpose:glibc_arena_test //tests/tools:check_test //tests/tools:cli_test //tests/tools:render_test \
   //tests/tools:report_model_test
 run --config=tsan //pool/... //track/...
 
