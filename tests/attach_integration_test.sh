@@ -168,7 +168,9 @@ bare threads "$STEADY" 12000000 4
 STEADY_UNTIL_ATTACHED=1 attached threads pool_on on "$STEADY" 12000000 4
 r=$WORK/threads/pool_on/report.json
 expect "$r" 'len(get("threads")) >= 4' "every allocating thread is in the report"
-expect "$r" 'get("logical.allocs") >= 1000000 and get("logical.live_blocks") <= 2' "counted and balanced"
+# (At least 1.5 s of four threads' allocations after the library came: hundreds of thousands however
+# busy the machine; 987,780 in half a second at load 2.)
+expect "$r" 'get("logical.allocs") >= 200000 and get("logical.live_blocks") <= 2' "counted and balanced"
 # Each thread frees blocks it made before the attach; how many more depends on how long libc's malloc
 # still served the threads while the GOT entries were being rewritten (frees first), which a busy
 # machine stretches. A block of poolscope's taken for one from before would stay live: the line above.
