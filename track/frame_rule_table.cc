@@ -69,15 +69,21 @@ void PopulateSlots(int bits) {
   }
 }
 
-// Half of the table's slots are filled: the next table, twice as large, from now on. The rules cached
-// so far stay in the smaller tables, where a miss looks for them (InSmallerTables) before it computes
-// the rule again. (A claimed slot never changes its pc, so no reader can see a slot emptied under it.)
-void MaybeDouble(int bits) {
-  if (bits >= kTableBits) return;
-  if (g_filled.fetch_add(1, std::memory_order_relaxed) + 1 < (size_t{1} << bits) / 2) return;
+// The next table, twice as large, from now on (unless another thread moved on from `bits` first). The
+// rules cached so far stay in the smaller tables, where a miss looks for them (InSmallerTables) before
+// it computes the rule again. (A claimed slot never changes its pc, so no reader can see a slot
+// emptied under it.)
+void Double(int bits) {
   PopulateSlots(bits + 1);
   if (!g_bits.compare_exchange_strong(bits, bits + 1, std::memory_order_acq_rel)) return;
   g_filled.store(0, std::memory_order_relaxed);
+}
+
+// A slot was claimed: the table doubles when half its slots are filled.
+void MaybeDouble(int bits) {
+  if (bits >= kTableBits) return;
+  if (g_filled.fetch_add(1, std::memory_order_relaxed) + 1 < (size_t{1} << bits) / 2) return;
+  Double(bits);
 }
 
 // The rule cached for `pc` by a table smaller than 2^bits slots (before a doubling), or 0.
@@ -130,7 +136,14 @@ FrameRule LookupFrameRuleSlow(uintptr_t pc) {
       return r;
     }
   }
-  // The neighbourhood is full: answer without caching.
+  // The neighbourhood is full (a run of kMaxProbe claimed slots, rare in a table at most half full):
+  // the table doubles now, and the pc's neighbourhood in the next is another. Answered without caching,
+  // a pc there was computed again at each lookup while the table stayed current (python3: a hot pc
+  // computed some 3,000 times). At the largest table, the rule is answered without caching.
+  if (bits < kTableBits) {
+    Double(bits);
+    return LookupFrameRuleSlow(pc);
+  }
   FrameRule known = InSmallerTables(pc, bits);
   return known != 0 ? known : StoredOrComputed(pc);
 }
