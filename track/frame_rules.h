@@ -82,10 +82,9 @@ namespace frame_rules_internal {
 // to 2^kTableBits (1 MiB), each time half its slots are filled, so the pages a process touches for it
 // follow the code it unwinds through. Each size has slots of its own,
 // after the smaller ones', which keep the rules cached before a doubling (a miss takes them from there
-// instead of computing them again): no table is ever more than half full. (Tables that shared their
-// slots, the smaller at the start of the larger, filled the start of the larger up to every slot: a pc
-// whose neighbourhood was full was computed again at every lookup, three to seven times as many rules
-// computed as pcs in some python3 runs, depending on where ASLR put the code.)
+// instead of computing them again): no table is ever more than half full. A pc whose 16 probed slots
+// are all claimed (rare at half full, but a hot pc there would be computed again at every lookup)
+// makes the table double at once; only in the largest table is such a pc answered without caching.
 constexpr int kFirstTableBits = 10;
 constexpr int kTableBits = 16;
 constexpr size_t kTableSize = (size_t{2} << kTableBits) - (size_t{1} << kFirstTableBits);
