@@ -34,6 +34,7 @@
 #include "track/debug_files.h"
 #include "track/dw_api.h"
 #include "track/key_index.h"
+#include "track/proc_maps.h"
 #include "track/symbol_index.h"
 
 namespace poolscope {
@@ -136,37 +137,6 @@ bool ParseSymbolLine(const char* line, size_t len, uintptr_t* offset, Symbolized
     f->file.assign(tab[4] + 1, line + len);
     f->object.clear();
   }
-  return true;
-}
-
-bool ParseMapsLine(const char* line, size_t len, uintptr_t* lo, uintptr_t* hi, const char** path, size_t* path_len) {
-  const char* p = line;
-  const char* const end = line + len;
-  auto hex = [&](char stop, uintptr_t* out) {
-    uintptr_t v = 0;
-    const char* const first = p;
-    for (; p < end && *p != stop; ++p) {
-      const char c = *p;
-      const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-      if (d < 0 || p - first >= 16) return false;
-      v = v << 4 | static_cast<uintptr_t>(d);
-    }
-    if (p == first || p == end) return false;
-    ++p;  // the stop character
-    *out = v;
-    return true;
-  };
-  if (!hex('-', lo) || !hex(' ', hi)) return false;
-  // perms, offset, device, inode: each a run of non-spaces after spaces.
-  for (int field = 0; field < 4; ++field) {
-    while (p < end && *p == ' ') ++p;
-    const char* const first = p;
-    while (p < end && *p != ' ') ++p;
-    if (p == first) return false;
-  }
-  while (p < end && *p == ' ') ++p;
-  *path = p;
-  *path_len = static_cast<size_t>(end - p);
   return true;
 }
 
@@ -354,7 +324,7 @@ class LoadedObjects {
   std::vector<Segment> segments_;
 };
 
-struct Mapping {
+struct FileMapping {
   uintptr_t lo, hi;
   std::string path;
 };
@@ -368,7 +338,7 @@ struct Symbolizer::Impl {
   std::unordered_set<uintptr_t> reported_for;  // load addresses that made us read the maps again
   std::unordered_map<uintptr_t, SymbolTable*> table_of_base;  // nullptr: no table for that object
   std::unordered_map<std::string, SymbolTable> tables;        // by file
-  std::vector<Mapping> maps;  // sorted by address, as /proc/self/maps lists them
+  std::vector<FileMapping> maps;  // sorted by address, as /proc/self/maps lists them
   LoadedObjects objects;
   struct ModuleNames {
     int direct_lookups = 0;              // names asked of libdwfl before the index was built
@@ -385,34 +355,15 @@ struct Symbolizer::Impl {
     for (auto& kv : tables) kv.second.Flush();
   }
 
-  // The file mappings, read whole with read(2) (a stream's locale and a scanf a line cost a short
-  // process's report more than the rest of its symbolizing).
+  // The file mappings, read by ProcMaps (a stream's locale and a scanf a line cost a short process's
+  // report more than the rest of its symbolizing).
   void ReadMaps() {
     maps.clear();
-    std::string text;
-    const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    for (size_t got = 0;;) {
-      if (text.size() - got < 4096) text.resize(text.size() + 16384);
-      const ssize_t n = read(fd, &text[got], text.size() - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        text.resize(got);
-        break;
-      }
-      got += static_cast<size_t>(n);
-    }
-    close(fd);
-    for (size_t at = 0; at < text.size();) {
-      const char* const line = text.data() + at;
-      const char* nl = static_cast<const char*>(memchr(line, '\n', text.size() - at));
-      const size_t len = nl != nullptr ? static_cast<size_t>(nl - line) : text.size() - at;
-      at += len + 1;
-      uintptr_t lo, hi;
-      const char* path;
-      size_t path_len;
-      if (!ParseMapsLine(line, len, &lo, &hi, &path, &path_len) || path_len == 0 || path[0] != '/') continue;
-      maps.push_back(Mapping{lo, hi, std::string(path, path_len)});
+    MmapScratchMemory scratch;
+    ProcMaps read(scratch);
+    if (!read.Read()) return;
+    for (size_t i = 0; i < read.size(); ++i) {
+      if (read[i].path[0] == '/') maps.push_back(FileMapping{read[i].start, read[i].end, read[i].path});
     }
   }
 
@@ -420,7 +371,7 @@ struct Symbolizer::Impl {
   std::string MappedPath(uintptr_t pc) {
     for (int attempt = 0; attempt < 2; ++attempt) {
       if (attempt == 1 || maps.empty()) ReadMaps();
-      auto it = std::upper_bound(maps.begin(), maps.end(), pc, [](uintptr_t v, const Mapping& m) { return v < m.lo; });
+      auto it = std::upper_bound(maps.begin(), maps.end(), pc, [](uintptr_t v, const FileMapping& m) { return v < m.lo; });
       if (it != maps.begin() && pc < (it - 1)->hi) return (it - 1)->path;
     }
     return std::string();

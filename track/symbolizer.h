@@ -103,11 +103,6 @@ const char* SymbolizerUnavailable();
 bool ParseSymbolLine(const char* line, size_t len, uintptr_t* offset, SymbolizedFrame* f);
 size_t IndexSymbolTable(const char* text, size_t size, std::vector<std::pair<uintptr_t, uint32_t>>* lines);
 
-// One line of /proc/PID/maps, without its newline: its range and its path (what follows the inode,
-// spaces before it skipped: empty for anonymous memory, "[stack]", or a file's path, which may hold
-// spaces and end in " (deleted)"). False when the line does not start with a range and four fields.
-bool ParseMapsLine(const char* line, size_t len, uintptr_t* lo, uintptr_t* hi, const char** path, size_t* path_len);
-
 // abi::__cxa_demangle, or `name` itself when it is not a mangled C++ name.
 std::string Demangle(const char* name);
 

@@ -343,53 +343,6 @@ TEST(SymbolTableTest, IndexReadsCompleteLinesOnly) {
   EXPECT_TRUE(lines.empty());
 }
 
-// The maps reader against scanf's reading of the same lines: this process's own maps (files, [heap],
-// [stack], anonymous memory), then lines made to be awkward.
-TEST(MapsLineTest, ReadsEveryLineAsScanfDoes) {
-  std::vector<std::string> lines;
-  {
-    FILE* f = fopen("/proc/self/maps", "r");
-    ASSERT_NE(f, nullptr);
-    char buf[4096];
-    while (fgets(buf, sizeof buf, f) != nullptr) {
-      std::string line(buf);
-      if (!line.empty() && line.back() == '\n') line.pop_back();
-      lines.push_back(line);
-    }
-    fclose(f);
-  }
-  ASSERT_GT(lines.size(), 5u);
-  lines.push_back("7f0000000000-7f0000001000 r-xp 00001000 08:01 1234   /tmp/a dir/lib x.so (deleted)");
-  lines.push_back("00400000-00452000 r-xp 00000000 08:02 173521      /usr/bin/dbus-daemon");
-  lines.push_back("7ffd1000-7ffd2000 rw-p 00000000 00:00 0");
-  lines.push_back("7ffd1000-7ffd2000 rw-p 00000000 00:00 0    ");
-  int files = 0;
-  for (const std::string& line : lines) {
-    unsigned long lo = 0, hi = 0;
-    int path_at = -1;
-    ASSERT_EQ(sscanf(line.c_str(), "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &path_at), 2) << line;
-    ASSERT_GE(path_at, 0) << line;
-    uintptr_t plo = 0, phi = 0;
-    const char* path = nullptr;
-    size_t path_len = 0;
-    ASSERT_TRUE(ParseMapsLine(line.data(), line.size(), &plo, &phi, &path, &path_len)) << line;
-    EXPECT_EQ(plo, lo) << line;
-    EXPECT_EQ(phi, hi) << line;
-    EXPECT_EQ(std::string(path, path_len), line.substr(static_cast<size_t>(path_at))) << line;
-    files += path_len > 0 && path[0] == '/';
-  }
-  EXPECT_GT(files, 2);
-  // What is not a line of the maps.
-  const char* const bad[] = {"", "garbage", "7f00-", "7f00-7f10", "7f00-7f10 r-xp 0 08:01", "7g00-7f10 r-xp 0 08:01 1 /x",
-                             "-7f10 r-xp 0 08:01 1 /x", "10000000000000000-1 r-xp 0 08:01 1 /x"};
-  for (const char* b : bad) {
-    uintptr_t plo, phi;
-    const char* path;
-    size_t path_len;
-    EXPECT_FALSE(ParseMapsLine(b, strlen(b), &plo, &phi, &path, &path_len)) << b;
-  }
-}
-
 // A complete line whose line number is damaged is indexed by its offset but answers nothing: the
 // address is symbolized again and its line appended, which answers for the next process.
 TEST(SymbolizerTest, ALineWithADamagedNumberIsSymbolizedAgainAndReplaced) {
