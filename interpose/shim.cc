@@ -152,6 +152,7 @@ inline bool TrackFree(ThreadState& ts, void* p, uint64_t* size = nullptr) {
     Busy busy(ts);
     if (!OnFree(p, &n)) return false;
   }
+  if (POOLSCOPE_UNLIKELY(n >= kTimelineLargeFree)) TimelineLargeFree(n);  // (its bytes still counted)
   TrackedBytesOf(ts)->unpooled_freed_bytes += n;
   if (size != nullptr) *size = n;
   return true;

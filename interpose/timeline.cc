@@ -34,11 +34,15 @@ uint64_t g_walk_ns = 0;
 uint64_t g_walk_at_ns = 0;
 
 // The pools each site pinned at the peak of real live bytes (timeline_peak.h): on with track=1 and
-// pooling (TimelineStart). g_peak is used under g_busy; the checks read g_peak_above, the real live
-// bytes above which a snapshot is due, without it, and count themselves under the registry's lock.
+// pooling (TimelineStart). g_peak is used under g_busy; the checks raise g_peak_high, the highest real
+// live bytes seen since the last snapshot, and read g_peak_above, the high past which a fall calls for
+// one, and g_peak_jump, the real live bytes past which one is due at once, without it, and count
+// themselves under the registry's lock.
 bool g_peak_on = false;
 PeakPins g_peak;
 std::atomic<int64_t> g_peak_above{0};
+std::atomic<int64_t> g_peak_jump{0};
+std::atomic<int64_t> g_peak_high{0};
 int64_t g_peak_seen = -1;  // the highest real live bytes a check saw
 uint64_t g_peak_checks = 0;
 
@@ -137,11 +141,23 @@ int64_t RealLiveBytesNow() {
   return p.real_live_bytes;
 }
 
-// Under g_busy: the snapshot of the pools each site pins, at `real_live_bytes`.
-void TakePeak(uint64_t now, int64_t real_live_bytes) {
-  if (!g_peak.Due(real_live_bytes)) return;  // another thread's check took one meanwhile
+// Under g_busy: the snapshot of the pools each site pins, at `real_live_bytes`, on the way down from
+// `high` (to `after`, when a large block is about to be freed; else real_live_bytes).
+void TakePeak(uint64_t now, int64_t high, int64_t after, int64_t real_live_bytes) {
+  // (Another thread's check may have taken one meanwhile.)
+  if (!g_peak.Due(high, after) && !(real_live_bytes > g_peak.jump())) return;
   g_peak.Take(now - g_start_ns, real_live_bytes, ForEachPooledBlock);
-  g_peak_above.store(real_live_bytes + real_live_bytes / kPeakGrowth, std::memory_order_relaxed);
+  g_peak_high.store(real_live_bytes, std::memory_order_relaxed);
+  g_peak_above.store(g_peak.next(), std::memory_order_relaxed);
+  g_peak_jump.store(g_peak.jump(), std::memory_order_relaxed);
+}
+
+// A check's real live bytes raise the highest since the last snapshot; returns that highest.
+int64_t RaisePeakHigh(int64_t real) {
+  int64_t high = g_peak_high.load(std::memory_order_relaxed);
+  while (real > high && !g_peak_high.compare_exchange_weak(high, real, std::memory_order_relaxed)) {
+  }
+  return real > high ? real : high;
 }
 
 void Sample(uint64_t now) {
@@ -182,20 +198,32 @@ void TimelineStart(bool on) {
   g_on.store(on, std::memory_order_release);
 }
 
-void TimelineTick() {
-  if (!g_on.load(std::memory_order_acquire)) return;
+namespace {
+
+// A tick's work: a sample if `may_sample` and one is due, and the peak's check (track=1, pooling on):
+// the real live bytes summed over the threads, and a snapshot of the pools each site pins only when
+// they fall from a high past the last one's, or double it. `falling`: bytes of a block about to be
+// freed (TimelineLargeFree), counted in the check's real live bytes, whose fall the check judges: the
+// snapshot it calls for is taken before they go.
+void Tick(bool may_sample, int64_t falling) {
   // The tick runs in the middle of a call's counting, in the vDSO and libc much of the time: a report
   // signal landing here is poolscope's work interrupted (its report waits for the tick's end and says
   // its counters are not exact), not the program's.
   Busy busy(t_state);
   const uint64_t now = Now();
-  const bool sample = now >= g_next_ns.load(std::memory_order_relaxed);
-  // The peak's check (track=1, pooling on): the real live bytes summed over the threads, and a
-  // snapshot of the pools each site pins only when they passed the last one's by 1/kPeakGrowth.
-  int64_t peak_at = -1;
+  const bool sample = may_sample && now >= g_next_ns.load(std::memory_order_relaxed);
+  int64_t peak_at = -1, peak_after = -1, peak_high = -1;
   if (g_peak_on) {
     const int64_t real = RealLiveBytesNow();
-    if (real > g_peak_above.load(std::memory_order_relaxed)) peak_at = real;
+    if (real >= 0) {
+      const int64_t high = RaisePeakHigh(real), after = real - falling;
+      if (real > g_peak_jump.load(std::memory_order_relaxed) ||
+          (high > g_peak_above.load(std::memory_order_relaxed) && after < high - high / kPeakDip)) {
+        peak_at = real;
+        peak_after = after;
+        peak_high = high;
+      }
+    }
   }
   if (!sample && peak_at < 0) return;
   // The signals whose report takes the registry's lock wait while the sample holds it: a handler
@@ -208,11 +236,23 @@ void TimelineTick() {
   sigaddset(&report_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &report_signals, &old);
   if (!g_busy.exchange(true, std::memory_order_acquire)) {
-    if (peak_at >= 0) TakePeak(now, peak_at);
+    if (peak_at >= 0) TakePeak(now, peak_high, peak_after, peak_at);
     if (sample && g_series.Due(now - g_start_ns)) Sample(now);
     g_busy.store(false, std::memory_order_release);
   }
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+}  // namespace
+
+void TimelineTick() {
+  if (!g_on.load(std::memory_order_acquire)) return;
+  Tick(/*may_sample=*/true, /*falling=*/0);
+}
+
+void TimelineLargeFree(uint64_t bytes) {
+  if (!g_peak_on || !g_on.load(std::memory_order_acquire)) return;
+  Tick(/*may_sample=*/false, static_cast<int64_t>(bytes));
 }
 
 void TimelineForkPrepare() {

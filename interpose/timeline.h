@@ -31,6 +31,12 @@ void TimelineStart(bool on);
 // A sample if one is due (and sampling has begun).
 void TimelineTick() __attribute__((noinline, cold));
 
+// The peak's check (timeline_peak.h) before a real block of `bytes` (at least kTimelineLargeFree) is
+// freed: a fall the regular ticks could miss (a program may free its largest blocks and exit between
+// two of them) is judged before it happens, and a snapshot it calls for taken with the block live.
+constexpr uint64_t kTimelineLargeFree = uint64_t{64} << 10;
+void TimelineLargeFree(uint64_t bytes) __attribute__((noinline, cold));
+
 // `calls`: a per-thread call count just incremented.
 inline void TimelineCount(uint64_t calls) {
   if (__builtin_expect((calls & (kTimelineEvery - 1)) == 0, 0)) TimelineTick();

@@ -2,13 +2,17 @@
 //
 // The pools each call site kept alive at the peak of the process's real live bytes (the report's
 // `sites[].peak_pools_pinned` and `pinning_peak`, track=1 with pooling on). The timeline's checks
-// (timeline.h) hand it the real live bytes they see; when they are more than 1/kPeakGrowth above
-// those of the last snapshot (or there is none yet), a snapshot is due: one walk of every pool that
-// counts, per stack id, the pools holding at least one of its live blocks. Snapshots are so taken at
-// real live bytes that grow geometrically, so the walks cost at most (kPeakGrowth + 1) walks of the
-// pools at the highest the checks saw, whatever the run's length; and every check saw at most
-// (1 + 1/kPeakGrowth) times the last snapshot's real live bytes, unless a snapshot it called for could
-// not be taken (then the next check calls for it again).
+// (timeline.h) hand it the real live bytes they see and the highest seen since the last snapshot. A
+// snapshot (one walk of every pool that counts, per stack id, the pools holding at least one of its
+// live blocks) is due when the real live bytes fall 1/kPeakDip below that highest, once it passed the
+// last snapshot's by more than 1/kPeakGrowth: a peak is walked once, on the way down from it, within a
+// check's fall of 1/kPeakDip below it. Checks are not made on every path (a program may free much
+// between two of them, and exit before the next), so a snapshot is due too when they reach kPeakJump
+// times the last one's (or none was taken): a heap that only grows is walked at each doubling, the
+// report's own walk at exit standing for its peak, and no snapshot is below 1/kPeakJump of the
+// highest a check saw. Snapshots are taken at real live bytes that grow geometrically (by
+// (1 + 1/kPeakGrowth) * (1 - 1/kPeakDip) at least), so their walks cost at most six walks of the
+// pools at the highest the checks saw, whatever the run's length; two for a heap that only grows.
 //
 // A plain value: no lock, no allocation (its arrays are handed in, poolscope's own memory); the caller
 // serialises its use.
@@ -21,8 +25,11 @@
 
 namespace poolscope {
 
-// A snapshot is due when real live bytes exceed the last snapshot's by more than 1/kPeakGrowth.
+// A snapshot is due when real live bytes, having passed the last snapshot's by more than 1/kPeakGrowth,
+// fall 1/kPeakDip below the highest they reached since; or when they reach kPeakJump times the last's.
 constexpr int64_t kPeakGrowth = 4;
+constexpr int64_t kPeakDip = 32;
+constexpr int64_t kPeakJump = 2;
 
 // How a snapshot finds the live pooled blocks (as tracking.h PooledBlockWalk): fn(ptr, size, stack_id,
 // arg) for each, on_pool(arg) before each pool's.
@@ -39,9 +46,17 @@ class PeakPins {
   }
   bool on() const { return pins_ != nullptr; }
 
-  // Whether a snapshot at `real_live_bytes` is due: none was taken yet (and the program holds
-  // something), or it exceeds the last one's by more than 1/kPeakGrowth.
-  bool Due(int64_t real_live_bytes) const { return on() && real_live_bytes > next_; }
+  // Whether a snapshot at `real_live_bytes` is due, `high` the highest real live bytes seen since the
+  // last snapshot (or since the start): they exceed kPeakJump times the last one's (any, when none was
+  // taken); or high exceeds the last one's by more than 1/kPeakGrowth and real_live_bytes are more than
+  // 1/kPeakDip below it.
+  bool Due(int64_t high, int64_t real_live_bytes) const {
+    return on() && (real_live_bytes > jump_ || (high > next_ && real_live_bytes < high - high / kPeakDip));
+  }
+  // The highest real live bytes that call for no snapshot however far they fall.
+  int64_t next() const { return next_; }
+  // The real live bytes above which a snapshot is due at once.
+  int64_t jump() const { return jump_; }
 
   // Takes the snapshot at `real_live_bytes`, `t_ns`: walks the pools with `walk`.
   void Take(uint64_t t_ns, int64_t real_live_bytes, PeakBlockWalk walk) {
@@ -54,6 +69,7 @@ class PeakPins {
     t_ns_ = t_ns;
     real_live_bytes_ = real_live_bytes;
     next_ = real_live_bytes + real_live_bytes / kPeakGrowth;
+    jump_ = real_live_bytes * kPeakJump;
     ++snapshots_;
   }
 
@@ -86,7 +102,8 @@ class PeakPins {
   uint32_t capacity_ = 0;
   uint32_t ids_ = 0;
   uint32_t pool_ = 0;  // the number of the pool being walked (0: none yet)
-  int64_t next_ = 0;   // a snapshot is due above this
+  int64_t next_ = 0;   // a snapshot is due on the way down from a high above this
+  int64_t jump_ = 0;   // and at once above this
   int64_t real_live_bytes_ = 0;
   uint64_t t_ns_ = 0;
   uint64_t snapshots_ = 0;
