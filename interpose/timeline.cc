@@ -252,6 +252,9 @@ void TimelineTick() {
 
 void TimelineLargeFree(uint64_t bytes) {
   if (!g_peak_on || !g_on.load(std::memory_order_acquire)) return;
+  // A free that cannot make the fall alone is left to the regular checks: a program freeing large
+  // blocks all the time pays a load here, not a sum over its threads.
+  if (static_cast<int64_t>(bytes) * kPeakDip < g_peak_high.load(std::memory_order_relaxed)) return;
   Tick(/*may_sample=*/false, static_cast<int64_t>(bytes));
 }
 

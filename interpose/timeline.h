@@ -32,8 +32,9 @@ void TimelineStart(bool on);
 void TimelineTick() __attribute__((noinline, cold));
 
 // The peak's check (timeline_peak.h) before a real block of `bytes` (at least kTimelineLargeFree) is
-// freed: a fall the regular ticks could miss (a program may free its largest blocks and exit between
-// two of them) is judged before it happens, and a snapshot it calls for taken with the block live.
+// freed, when it alone is at least 1/kPeakDip of the highest real live bytes since the last snapshot:
+// a fall the regular ticks could miss (a program may free its largest blocks and exit between two of
+// them) is judged before it happens, and a snapshot it calls for taken with the block live.
 constexpr uint64_t kTimelineLargeFree = uint64_t{64} << 10;
 void TimelineLargeFree(uint64_t bytes) __attribute__((noinline, cold));
 
