@@ -87,7 +87,7 @@ int64_t PooledLiveBytes() {
 // bytes are unknown. Sets *walk_ns (when not null) to how long the read took, if it was made.
 // `pooled_bytes` >= 0: those bytes instead of a read.
 TimelinePoint PointOf(const ThreadCounters& totals, const TrackedBytes& bytes, const pool::PoolStats& pool,
-                      uint64_t t_ns, size_t pool_size, bool walk, uint64_t* walk_ns, int64_t pooled_bytes = -1) {
+                      uint64_t t_ns, bool walk, uint64_t* walk_ns, int64_t pooled_bytes = -1) {
   const Ledger logical = Logical(totals), real = Real(totals);
   TimelinePoint p;
   p.t_ns = t_ns;
@@ -175,7 +175,7 @@ void Sample(uint64_t now) {
   g_registry_lock.Unlock();
   const bool walk = WalkAffordable(g_walk_ns, now - g_walk_at_ns, g_series.interval_ns());
   if (walk) g_walk_at_ns = now;
-  g_series.Add(PointOf(totals, bytes, pool, now - g_start_ns, g_pool_size, walk, &g_walk_ns));
+  g_series.Add(PointOf(totals, bytes, pool, now - g_start_ns, walk, &g_walk_ns));
   g_next_ns.store(now + g_series.interval_ns(), std::memory_order_relaxed);
 }
 
@@ -309,7 +309,7 @@ bool TimelineReadPeak(std::vector<uint64_t>* pins, PeakPinning* info) {
 }
 
 TimelinePoint TimelinePointOf(const Snapshot& s, uint64_t t_ns, int64_t pooled_bytes) {
-  return PointOf(s.totals, s.tracked_bytes, s.pool, t_ns, s.pool_size, true, nullptr, pooled_bytes);
+  return PointOf(s.totals, s.tracked_bytes, s.pool, t_ns, true, nullptr, pooled_bytes);
 }
 
 }  // namespace poolscope
