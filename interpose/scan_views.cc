@@ -64,13 +64,8 @@ bool SplitLsanLeaks(const ScanBlock* blocks, size_t n, Lost lost, track::MemoryR
       const size_t len = static_cast<size_t>(std::min<uint64_t>(sizeof words, (blocks[i].size() - off) & ~uint64_t{7}));
       const size_t got = heap_reader.Read(blocks[i].start + off, words, len);
       for (size_t w = 0; w < got / 8; ++w) {
-        // The block holding words[w]: the last one starting at or before it.
-        const ScanBlock* after = std::upper_bound(blocks, blocks + n, words[w],
-                                                  [](uint64_t v, const ScanBlock& b) { return v < b.start; });
-        if (after == blocks) continue;
-        const size_t j = static_cast<size_t>(after - blocks) - 1;
-        const uint64_t size = blocks[j].size() > 0 ? blocks[j].size() : 1;
-        if (j != i && words[w] - blocks[j].start < size && lost(j)) indirect[j] = 1;
+        const size_t j = track::BlockHolding(blocks, n, words[w]);
+        if (j != n && j != i && lost(j)) indirect[j] = 1;
       }
       if (got < len) break;
       off += len;

@@ -116,12 +116,6 @@ class Classifier {
     DrainMarks(heap_reader);
   }
 
-  // Whether v points into e (at e's start when e is of size 0).
-  static bool Inside(const ScanBlock& e, uint64_t v) {
-    const uint64_t size = e.size();
-    return v - e.start < size || (size == 0 && v == e.start);
-  }
-
   // Whether each block is marked now: reached[i] = 1 for block i, else 0.
   void NoteMarked(uint8_t* reached) const {
     for (uint32_t i = 0; i < n_; ++i) reached[i] = StateOf(blocks_[i]) != kUnreached;
@@ -133,11 +127,10 @@ class Classifier {
   bool OnlyMarkedOrPooled(const uint64_t* words, size_t n) const {
     for (size_t k = 0; k < n; ++k) {
       const uint64_t v = words[k];
-      // The last block starting at or before v: after - 1.
-      const size_t after = PartitionPoint(0, n_, [&](size_t i) { return blocks_[i].start <= v; });
-      if (after == 0) continue;
-      const ScanBlock& e = blocks_[after - 1];
-      if (!Inside(e, v) || e.pooled()) continue;
+      const size_t j = BlockHolding(blocks_, n_, v);
+      if (j == n_) continue;
+      const ScanBlock& e = blocks_[j];
+      if (e.pooled()) continue;
       const uint8_t state = StateOf(e);
       if (state == kReachable || (state == kPossible && v != e.start)) continue;
       return false;
@@ -413,7 +406,7 @@ class Classifier {
   // v lies at or after the start of block i and before the next block's: marks (or joins) block i if
   // v is inside it.
   inline void Resolve(uint32_t i, ScanBlock& e, uint64_t v, bool definite) {
-    if (!Inside(e, v)) return;
+    if (!e.Holds(v)) return;
     if (cliques_) {
       Join(i);
     } else {

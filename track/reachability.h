@@ -38,6 +38,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "track/sorted_search.h"
+
 namespace poolscope {
 namespace track {
 
@@ -130,8 +132,20 @@ struct ScanBlock {
   uint64_t size() const { return bits & kSizeMask; }
   LeakKind kind() const { return static_cast<LeakKind>((bits >> kKindShift) & 3); }
   bool pooled() const { return ((bits >> kPooledShift) & 1) != 0; }
+  // Whether v points into the block (at its start, for a block of size 0).
+  bool Holds(uint64_t v) const {
+    const uint64_t n = size();
+    return v - start < n || (n == 0 && v == start);
+  }
 };
 static_assert(sizeof(ScanBlock) == 16, "ScanBlock is meant to stay at 16 bytes");
+
+// The index of the block of blocks[0, n), sorted by start, that v points into (ScanBlock::Holds), or n.
+inline size_t BlockHolding(const ScanBlock* blocks, size_t n, uint64_t v) {
+  // The last block starting at or before v: after - 1.
+  const size_t after = PartitionPoint(0, n, [&](size_t i) { return blocks[i].start <= v; });
+  return after > 0 && blocks[after - 1].Holds(v) ? after - 1 : n;
+}
 
 // For a definitely lost block (a clique leader): the blocks and bytes of its clique, itself excluded.
 // Zero for every other block.

@@ -116,6 +116,30 @@ struct Roots {
   }
 };
 
+// BlockHolding answers as a scan of every block with ScanBlock::Holds: blocks of size 0 by their start
+// alone (one may start where another ends), nothing in the gaps or past the last block's end.
+TEST(ReachabilityTest, BlockHoldingIsTheBlockAWordPointsInto) {
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<ScanBlock> blocks;
+    uint64_t at = 0x1000 + rng() % 64;
+    const size_t n = rng() % 12;
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t size = rng() % 3 == 0 ? 0 : 1 + rng() % 40;
+      blocks.push_back(ScanBlock::Of(at, size));
+      at += size + (size == 0 ? 1 : rng() % 3 * 8);  // (0: the next block starts at this one's end)
+    }
+    for (uint64_t v = 0xFF8; v < at + 16; ++v) {
+      size_t expect = blocks.size();
+      for (size_t i = 0; i < blocks.size(); ++i) {
+        const uint64_t size = blocks[i].size();
+        if (v >= blocks[i].start && (v < blocks[i].start + size || (size == 0 && v == blocks[i].start))) expect = i;
+      }
+      ASSERT_EQ(BlockHolding(blocks.data(), blocks.size(), v), expect) << "round " << round << " v " << v;
+    }
+  }
+}
+
 TEST(ReachabilityTest, DroppedListIsOneDefiniteAndTheRestIndirect) {
   Heap h(4096);
   std::vector<uintptr_t> nodes;
