@@ -144,8 +144,7 @@ int64_t RealLiveBytesNow() {
 // Under g_busy: the snapshot of the pools each site pins, at `real_live_bytes`, on the way down from
 // `high` (to `after`, when a large block is about to be freed; else real_live_bytes).
 void TakePeak(uint64_t now, int64_t high, int64_t after, int64_t real_live_bytes) {
-  // (Another thread's check may have taken one meanwhile.)
-  if (!g_peak.Due(high, after) && !(real_live_bytes > g_peak.jump())) return;
+  if (!g_peak.Due(high, real_live_bytes, after)) return;  // another thread's check took one meanwhile
   g_peak.Take(now - g_start_ns, real_live_bytes, ForEachPooledBlock);
   g_peak_high.store(real_live_bytes, std::memory_order_relaxed);
   g_peak_above.store(g_peak.next(), std::memory_order_relaxed);
@@ -217,8 +216,8 @@ void Tick(bool may_sample, int64_t falling) {
     const int64_t real = RealLiveBytesNow();
     if (real >= 0) {
       const int64_t high = RaisePeakHigh(real), after = real - falling;
-      if (real > g_peak_jump.load(std::memory_order_relaxed) ||
-          (high > g_peak_above.load(std::memory_order_relaxed) && after < high - high / kPeakDip)) {
+      if (PeakSnapshotDue(g_peak_above.load(std::memory_order_relaxed), g_peak_jump.load(std::memory_order_relaxed),
+                          high, real, after)) {
         peak_at = real;
         peak_after = after;
         peak_high = high;

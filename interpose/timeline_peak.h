@@ -31,6 +31,14 @@ constexpr int64_t kPeakGrowth = 4;
 constexpr int64_t kPeakDip = 32;
 constexpr int64_t kPeakJump = 2;
 
+// The rule of PeakPins::Due over the thresholds the last snapshot left (`next`, `jump`): `real` the real
+// live bytes a check sees, `after` what they are once a block being freed goes (else real), `high` the
+// highest seen since the last snapshot. (The timeline's checks apply it to copies of the thresholds
+// before they take the sampler, Due to the snapshot's own after.)
+inline bool PeakSnapshotDue(int64_t next, int64_t jump, int64_t high, int64_t real, int64_t after) {
+  return real > jump || (high > next && after < high - high / kPeakDip);
+}
+
 // How a snapshot finds the live pooled blocks (as tracking.h PooledBlockWalk): fn(ptr, size, stack_id,
 // arg) for each, on_pool(arg) before each pool's.
 using PeakBlockWalk = void (*)(void (*fn)(uintptr_t ptr, uint32_t size, uint32_t stack_id, void* arg), void* arg,
@@ -47,12 +55,13 @@ class PeakPins {
   bool on() const { return pins_ != nullptr; }
 
   // Whether a snapshot at `real_live_bytes` is due, `high` the highest real live bytes seen since the
-  // last snapshot (or since the start): they exceed kPeakJump times the last one's (any, when none was
-  // taken); or high exceeds the last one's by more than 1/kPeakGrowth and real_live_bytes are more than
-  // 1/kPeakDip below it.
-  bool Due(int64_t high, int64_t real_live_bytes) const {
-    return on() && (real_live_bytes > jump_ || (high > next_ && real_live_bytes < high - high / kPeakDip));
+  // last snapshot (or since the start), `after` what they are once a block being freed goes: they
+  // exceed kPeakJump times the last one's (any, when none was taken); or high exceeds the last one's
+  // by more than 1/kPeakGrowth and `after` is more than 1/kPeakDip below it.
+  bool Due(int64_t high, int64_t real_live_bytes, int64_t after) const {
+    return on() && PeakSnapshotDue(next_, jump_, high, real_live_bytes, after);
   }
+  bool Due(int64_t high, int64_t real_live_bytes) const { return Due(high, real_live_bytes, real_live_bytes); }
   // The highest real live bytes that call for no snapshot however far they fall.
   int64_t next() const { return next_; }
   // The real live bytes above which a snapshot is due at once.

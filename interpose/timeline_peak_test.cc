@@ -72,6 +72,9 @@ TEST(PeakPinsTest, DueOnTheWayDownFromAHighPastTheLastSnapshotOrPastAJump) {
   EXPECT_FALSE(p.peak.Due(above + 1, above + 1 - (above + 1) / kPeakDip));
   EXPECT_TRUE(p.peak.Due(above + 1, above - (above + 1) / kPeakDip));
   EXPECT_TRUE(p.peak.Due(above + 1, 0));
+  // A large free judged before it is made: the fall is to `after`, the bytes still counted in `real`.
+  EXPECT_TRUE(p.peak.Due(above + 1, above + 1, 0));
+  EXPECT_FALSE(p.peak.Due(above + 1, above + 1, above + 1 - (above + 1) / kPeakDip));
   EXPECT_EQ(p.peak.jump(), 8000 * kPeakJump);
   EXPECT_FALSE(p.peak.Due(8000 * kPeakJump, 8000 * kPeakJump));
   EXPECT_TRUE(p.peak.Due(8000 * kPeakJump + 1, 8000 * kPeakJump + 1));
