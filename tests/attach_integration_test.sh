@@ -180,7 +180,7 @@ expect "$r" '4 <= get("attach.preexisting_frees")' "every thread's blocks from b
 bare python env PYTHONMALLOC=malloc PYTHONHASHSEED=0 "$PY" "$PYWORK" 100
 [ "$(cat "$WORK/python/bare/status")" = 3 ] || fail "the bare python3 run exited $(cat "$WORK/python/bare/status")"
 for pool in on off; do
-  attached python "pool_$pool" "$pool" env PYTHONMALLOC=malloc PYTHONHASHSEED=0 "$PY" "$PYWORK" 100
+  attached python "pool_$pool" "$pool" env PYTHONMALLOC=malloc PYTHONHASHSEED=0 "$PY" "$PYWORK" 100 --until-attached
   r=$WORK/python/pool_$pool/report.json
   expect "$r" 'get("logical.allocs") >= 100000' "python3's allocations after the attach are counted"
   expect "$r" 'get("attach.preexisting_frees") >= 1' "python3 frees objects from before the attach"

@@ -1,9 +1,13 @@
 """A python3 workload that allocates steadily for a few seconds: the process `poolscope attach`
 attaches to mid-run in the tests. Run with PYTHONMALLOC=malloc (every object through malloc).
 Deterministic output (ROUNDS rounds, the first argument, default 60); exits with status 3.
+With --until-attached it then goes on allocating, its output unchanged, until libpoolscope is loaded
+(60 s at most) and for 3 s and 10 rounds after: an attach that takes longer than the rounds (a
+loaded machine) still finds the process running, and counts its allocations.
 """
 import json
 import sys
+import time
 
 
 def round_of(r):
@@ -20,8 +24,14 @@ def round_of(r):
     return sum(v["sq"] % 1000 for v in back.values()) + len(blob) + max(counts.values())
 
 
+def poolscope_loaded():
+    with open("/proc/self/maps") as maps:
+        return "libpoolscope" in maps.read()
+
+
 def main():
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 60
+    args = [a for a in sys.argv[1:] if a != "--until-attached"]
+    rounds = int(args[0]) if args else 60
     keep = []
     total = 0
     for r in range(rounds):
@@ -29,6 +39,14 @@ def main():
         keep.append(bytes(r % 251 for _ in range(1000)))
         if len(keep) > 20:
             keep.pop(0)
+    if "--until-attached" in sys.argv[1:]:
+        give_up = time.monotonic() + 60
+        while not poolscope_loaded() and time.monotonic() < give_up:
+            round_of(0)
+        until, extra = time.monotonic() + 3, 0
+        while extra < 10 or time.monotonic() < until:
+            round_of(extra)
+            extra += 1
     print("rounds", rounds, "total", total, "kept", sum(len(k) for k in keep))
     sys.exit(3)
 
