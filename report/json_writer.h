@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 namespace poolscope {
 namespace report {
@@ -87,7 +88,7 @@ class JsonWriter {
   void FieldInt(const char* k, int64_t v) { Key(k), Int(v); }
   void FieldStr(const char* k, const char* v) { Key(k), String(v); }
   void FieldBool(const char* k, bool v) { Key(k), Bool(v); }
-  void FieldStr(const char* k, const std::string& v) { Key(k), String(v.data(), v.size()); }
+  void FieldStr(const char* k, std::string_view v) { Key(k), String(v.data(), v.size()); }
   void FieldHex(const char* k, uint64_t v) { Key(k), HexString(v); }
   // Key + value when `known`, else Key + null (a figure the report cannot give).
   void FieldIntOrNull(const char* k, bool known, int64_t v) {

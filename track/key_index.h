@@ -25,7 +25,7 @@ class KeyIndex {
   }
   // Sets key's value (not kNone).
   void Put(uint64_t key, uint32_t value) {
-    if (2 * (used_ + 1) > values_.size()) Grow();
+    if (2 * (used_ + 1) > values_.size()) Grow(values_.empty() ? 1024 : 2 * values_.size());
     const size_t i = Slot(key);
     if (values_[i] == kNone) {
       ++used_;
@@ -34,6 +34,13 @@ class KeyIndex {
     values_[i] = value;
   }
   size_t size() const { return used_; }
+  size_t capacity() const { return values_.size() / 2; }  // keys it holds before it grows
+  // Room for n keys in all without growing (a table whose size is known before it is filled).
+  void Reserve(size_t n) {
+    size_t slots = values_.empty() ? 1024 : values_.size();
+    while (2 * n > slots) slots *= 2;
+    if (slots != values_.size()) Grow(slots);
+  }
 
  private:
   // The slot that holds key, or the empty one where it goes.
@@ -43,12 +50,13 @@ class KeyIndex {
     while (values_[i] != kNone && keys_[i] != key) i = (i + 1) & mask;
     return i;
   }
-  void Grow() {
+  // Places every key again in `slots` slots (a power of two, at least twice the keys).
+  void Grow(size_t slots) {
     std::vector<uint64_t> old_keys;
     std::vector<uint32_t> old_values;
     old_keys.swap(keys_);
     old_values.swap(values_);
-    keys_.assign(old_values.empty() ? 1024 : 2 * old_values.size(), 0);
+    keys_.assign(slots, 0);
     values_.assign(keys_.size(), kNone);
     for (size_t i = 0; i < old_values.size(); ++i) {
       if (old_values[i] == kNone) continue;

@@ -36,6 +36,24 @@ TEST(KeyIndexTest, AgreesWithAMapThroughGrowth) {
   for (uint64_t k = 0x400008; k < 0x400000 + 16 * 30000; k += 16) ASSERT_EQ(index.Get(k), KeyIndex::kNone);
 }
 
+// Room reserved ahead holds that many keys without growing; reserving again, smaller or larger,
+// keeps every key where it answers.
+TEST(KeyIndexTest, ReservedRoomHoldsItsKeysAndKeepsThoseThere) {
+  KeyIndex index;
+  index.Reserve(5000);
+  const size_t room = index.capacity();
+  EXPECT_GE(room, 5000u);
+  for (uint32_t i = 0; i < 5000; ++i) index.Put(0x7f0000000000 + 24 * uint64_t{i}, i);
+  EXPECT_EQ(index.capacity(), room);
+  index.Reserve(100);
+  EXPECT_EQ(index.capacity(), room);
+  index.Reserve(50000);
+  EXPECT_GE(index.capacity(), 50000u);
+  EXPECT_EQ(index.size(), 5000u);
+  for (uint32_t i = 0; i < 5000; ++i) ASSERT_EQ(index.Get(0x7f0000000000 + 24 * uint64_t{i}), i);
+  EXPECT_EQ(index.Get(0x7f0000000000 + 24 * 5000), KeyIndex::kNone);
+}
+
 }  // namespace
 }  // namespace track
 }  // namespace poolscope

@@ -27,7 +27,7 @@ namespace {
 using testchain::BothCaptures;
 using testchain::ChainA;
 
-std::string FunctionAt(Symbolizer* s, uintptr_t ra) { return s->SymbolizeReturnAddress(ra).function; }
+std::string FunctionAt(Symbolizer* s, uintptr_t ra) { return std::string(s->SymbolizeReturnAddress(ra).function); }
 
 // The walk and the unwinder agree frame for frame from index 1 (index 0 is the call site in
 // CaptureBoth, different for each), and the walk answered without handing the capture over.

@@ -23,10 +23,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <iterator>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -133,9 +135,9 @@ bool ParseSymbolLine(const char* line, size_t len, uintptr_t* offset, Symbolized
     f->has_symbol = tab[0][1] == '1';
     f->line = static_cast<int>(static_cast<long long>(lineno));
     f->object_offset = static_cast<uintptr_t>(object_offset);
-    f->function.assign(tab[3] + 1, tab[4]);
-    f->file.assign(tab[4] + 1, line + len);
-    f->object.clear();
+    f->function = std::string_view(tab[3] + 1, static_cast<size_t>(tab[4] - (tab[3] + 1)));
+    f->file = std::string_view(tab[4] + 1, static_cast<size_t>(line + len - (tab[4] + 1)));
+    f->object = std::string_view();
   }
   return true;
 }
@@ -189,6 +191,7 @@ struct SymbolTable {
     std::vector<std::pair<uintptr_t, uint32_t>> found;
     found.reserve(text.size() / 48);  // a line of libc's table is about 60 bytes
     const size_t complete = IndexSymbolTable(text.data(), text.size(), &found);
+    lines.Reserve(found.size());
     for (const auto& entry : found) lines.Put(entry.first, entry.second);
     cut = complete != text.size();
     text.resize(complete);
@@ -211,7 +214,7 @@ struct SymbolTable {
     snprintf(head, sizeof(head), "%" PRIxPTR "\t%d\t%d\t%" PRIxPTR "\t", off, f.has_symbol ? 1 : 0, f.line,
              f.object_offset);
     const size_t start = pending.size();
-    pending += head + f.function + "\t" + f.file + "\n";
+    pending.append(head).append(f.function).append(1, '\t').append(f.file).append(1, '\n');
     if (text.size() <= UINT32_MAX) {
       lines.Put(off, static_cast<uint32_t>(text.size()));
       text.append(pending, start, std::string::npos);
@@ -326,15 +329,57 @@ class LoadedObjects {
 
 struct FileMapping {
   uintptr_t lo, hi;
-  std::string path;
+  std::string_view path;  // kept in the Symbolizer's Strings
 };
+
+// The text of a Symbolizer's answers, kept for its life: copied into chunks one after the other (a
+// frame's strings are no allocations of their own), the object paths and source files once each.
+class Strings {
+ public:
+  std::string_view Keep(std::string_view s) {
+    if (s.empty()) return std::string_view();
+    if (s.size() > left_) {
+      const size_t room = std::max(kChunk, s.size());
+      chunks_.emplace_back(new char[room]);
+      at_ = chunks_.back().get();
+      left_ = room;
+    }
+    memcpy(at_, s.data(), s.size());
+    const std::string_view kept(at_, s.size());
+    at_ += s.size();
+    left_ -= s.size();
+    return kept;
+  }
+  std::string_view Intern(std::string_view s) {
+    auto it = interned_.find(s);
+    if (it != interned_.end()) return *it;
+    const std::string_view kept = Keep(s);
+    interned_.insert(kept);
+    return kept;
+  }
+
+ private:
+  static constexpr size_t kChunk = 16 * 1024;
+  std::vector<std::unique_ptr<char[]>> chunks_;
+  char* at_ = nullptr;
+  size_t left_ = 0;
+  std::unordered_set<std::string_view> interned_;
+};
+
+// The last part of a path.
+std::string_view BaseName(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
 
 struct Symbolizer::Impl {
   std::mutex mu;
   bool dw_held = false;  // AcquireDw succeeded; released by ~Symbolizer
   bool dw_missing = false;  // AcquireDw failed: frames are objects and offsets
   Dwfl* dwfl = nullptr;
-  std::unordered_map<uintptr_t, SymbolizedFrame> cache;
+  Strings strings;
+  KeyIndex cache_index;                 // pc -> its frame in `cache`
+  std::deque<SymbolizedFrame> cache;    // (a deque: a frame stays where it is as others are added)
   std::unordered_set<uintptr_t> reported_for;  // load addresses that made us read the maps again
   std::unordered_map<uintptr_t, SymbolTable*> table_of_base;  // nullptr: no table for that object
   std::unordered_map<std::string, SymbolTable> tables;        // by file
@@ -363,18 +408,18 @@ struct Symbolizer::Impl {
     ProcMaps read(scratch);
     if (!read.Read()) return;
     for (size_t i = 0; i < read.size(); ++i) {
-      if (read[i].path[0] == '/') maps.push_back(FileMapping{read[i].start, read[i].end, read[i].path});
+      if (read[i].path[0] == '/') maps.push_back(FileMapping{read[i].start, read[i].end, strings.Intern(read[i].path)});
     }
   }
 
   // The path of the file mapped at pc, as /proc/self/maps names it (what libdwfl reports).
-  std::string MappedPath(uintptr_t pc) {
+  std::string_view MappedPath(uintptr_t pc) {
     for (int attempt = 0; attempt < 2; ++attempt) {
       if (attempt == 1 || maps.empty()) ReadMaps();
       auto it = std::upper_bound(maps.begin(), maps.end(), pc, [](uintptr_t v, const FileMapping& m) { return v < m.lo; });
       if (it != maps.begin() && pc < (it - 1)->hi) return (it - 1)->path;
     }
-    return std::string();
+    return std::string_view();
   }
 
   // The on-disk table for the object at `base` (holding pc), loaded on first use; nullptr when there
@@ -399,7 +444,7 @@ struct Symbolizer::Impl {
       }
       name = q.hex + "-" + stamp;
     } else {
-      name = FileIdentity(MappedPath(pc));
+      name = FileIdentity(std::string(MappedPath(pc)));
     }
     if (!name.empty() && !symbols_dir.empty()) {
       const std::string file = symbols_dir + "/" + name + ".sym";
@@ -425,7 +470,11 @@ struct Symbolizer::Impl {
         SymbolizedFrame f;
         if (t->Find(off, &f)) {
           f.object = MappedPath(pc);
-          if (!f.object.empty()) return f;
+          if (!f.object.empty()) {
+            f.function = strings.Keep(f.function);
+            f.file = strings.Intern(f.file);
+            return f;
+          }
         }
       }
     }
@@ -494,7 +543,7 @@ struct Symbolizer::Impl {
     // was at the last Report: an object loaded since is missing, and a module's range may have
     // swallowed an anonymous mapping next to it that a later dlopen replaced.
     if (base == 0) {
-      f.function = Hex(pc);  // in no loaded object (unloaded library, JIT code, garbage)
+      f.function = strings.Keep(Hex(pc));  // in no loaded object (unloaded library, JIT code, garbage)
       f.object_offset = pc;
       return f;
     }
@@ -503,8 +552,7 @@ struct Symbolizer::Impl {
       // Without libdw: the object and the offset in it, nothing more.
       f.object = MappedPath(pc);
       f.object_offset = pc - base;
-      const char* slash = strrchr(f.object.c_str(), '/');
-      f.function = std::string(slash != nullptr ? slash + 1 : f.object.c_str()) + "+" + Hex(f.object_offset);
+      f.function = strings.Keep(std::string(BaseName(f.object)) + "+" + Hex(f.object_offset));
       return f;
     }
     Dwfl_Module* mod = dwfl != nullptr ? Dw().dwfl_addrmodule(dwfl, pc) : nullptr;
@@ -516,36 +564,34 @@ struct Symbolizer::Impl {
     if (mod == nullptr || ModuleStart(mod) != base) {
       // libdwfl cannot place it: what the loader knows (rare: dladdr's scan is paid only here).
       if (dladdr(reinterpret_cast<void*>(pc), &info) == 0) info = Dl_info{};
-      f.object = info.dli_fname != nullptr ? info.dli_fname : "";
+      f.object = strings.Intern(info.dli_fname != nullptr ? info.dli_fname : "");
       f.object_offset = pc - base;
       if (info.dli_sname != nullptr) {
-        f.function = Demangle(info.dli_sname);
+        f.function = strings.Keep(Demangle(info.dli_sname));
         f.has_symbol = true;
       } else {
-        const char* slash = strrchr(f.object.c_str(), '/');
-        f.function = std::string(slash != nullptr ? slash + 1 : f.object.c_str()) + "+" + Hex(f.object_offset);
+        f.function = strings.Keep(std::string(BaseName(f.object)) + "+" + Hex(f.object_offset));
       }
       return f;
     }
     *from_module = true;
     const char* mainfile = nullptr;
     const char* modname = Dw().dwfl_module_info(mod, nullptr, nullptr, nullptr, nullptr, nullptr, &mainfile, nullptr);
-    f.object = mainfile != nullptr ? mainfile : (modname != nullptr ? modname : "");
+    f.object = strings.Intern(mainfile != nullptr ? mainfile : (modname != nullptr ? modname : ""));
     Dwarf_Addr bias = 0;
     if (Dw().dwfl_module_getelf(mod, &bias) != nullptr) f.object_offset = pc - bias;
     const char* name = SymbolName(mod, pc);
     if (name != nullptr) {
-      f.function = Demangle(name);
+      f.function = strings.Keep(Demangle(name));
       f.has_symbol = true;
     } else {
-      const char* base = strrchr(f.object.c_str(), '/');
-      f.function = std::string(base != nullptr ? base + 1 : f.object.c_str()) + "+" + Hex(f.object_offset);
+      f.function = strings.Keep(std::string(BaseName(f.object)) + "+" + Hex(f.object_offset));
     }
     if (Dwfl_Line* line = Dw().dwfl_module_getsrc(mod, pc)) {
       int lineno = 0;
       const char* src = Dw().dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr);
       if (src != nullptr) {
-        f.file = src;
+        f.file = strings.Intern(src);
         f.line = lineno;
       }
     }
@@ -564,9 +610,11 @@ Symbolizer::~Symbolizer() {
 
 const SymbolizedFrame& Symbolizer::AddressFrame(uintptr_t pc) {
   std::lock_guard<std::mutex> l(impl_->mu);
-  auto it = impl_->cache.find(pc);
-  if (it != impl_->cache.end()) return it->second;
-  return impl_->cache.emplace(pc, impl_->Lookup(pc)).first->second;
+  const uint32_t at = impl_->cache_index.Get(pc);
+  if (at != KeyIndex::kNone) return impl_->cache[at];
+  impl_->cache.push_back(impl_->Lookup(pc));
+  impl_->cache_index.Put(pc, static_cast<uint32_t>(impl_->cache.size() - 1));
+  return impl_->cache.back();
 }
 
 SymbolizedFrame Symbolizer::SymbolizeAddress(uintptr_t pc) { return AddressFrame(pc); }

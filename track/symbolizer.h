@@ -50,16 +50,20 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 namespace poolscope {
 namespace track {
 
+// Its strings are views of text the Symbolizer that answered keeps for its life (a frame from
+// ParseSymbolLine: of the line it read): a report's few thousand frames are no allocations of their
+// own, and each object path and source file is kept once.
 struct SymbolizedFrame {
-  std::string function;  // demangled; "object+0xoffset" or "0x<pc>" when no symbol covers the address
-  std::string object;    // path of the loaded object containing the address; "" when none does
-  std::string file;      // source file as recorded in the debug info; "" without debug info
+  std::string_view function;  // demangled; "object+0xoffset" or "0x<pc>" when no symbol covers the address
+  std::string_view object;    // path of the loaded object containing the address; "" when none does
+  std::string_view file;      // source file as recorded in the debug info; "" without debug info
   int line = 0;          // 0 without debug info
   uintptr_t object_offset = 0;  // the address as the object's file sees it (what addr2line -e takes)
   bool has_symbol = false;      // `function` came from a symbol table
@@ -73,7 +77,8 @@ class Symbolizer {
   Symbolizer& operator=(const Symbolizer&) = delete;
 
   // A return address from CaptureStack: looks up ra - 1, the call instruction, so the line is the
-  // call's and a call that ends a function is not attributed to the next one.
+  // call's and a call that ends a function is not attributed to the next one. The frame's strings
+  // live as long as this Symbolizer.
   SymbolizedFrame SymbolizeReturnAddress(uintptr_t ra);
   // Any other code address (a function's entry, the faulting pc of a signal frame).
   SymbolizedFrame SymbolizeAddress(uintptr_t pc);
@@ -94,7 +99,7 @@ const char* SymbolizerUnavailable();
 // The on-disk answer tables (symbolizer.cc): one line per address, "offset has_symbol line
 // object_offset function file" tab-separated (offsets in hex, has_symbol 0 or 1, line in decimal).
 // ParseSymbolLine reads one line without its newline: false when it does not parse, else *offset and,
-// when f is given, *f (its object empty). IndexSymbolTable appends (offset, start of the line) for
+// when f is given, *f (its object empty, its function and file views of the line). IndexSymbolTable appends (offset, start of the line) for
 // each line of a table's text that has six fields and whose offset and has_symbol fields parse, in the
 // text's order (the table answers with the last one for an offset; its other fields are read when it
 // is asked for, and a line that does not parse then answers nothing, so the address is symbolized

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -25,7 +26,7 @@ namespace poolscope {
 namespace track {
 namespace {
 
-bool EndsWith(const std::string& s, const std::string& suffix) {
+bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
@@ -154,7 +155,20 @@ std::string ReadFile(const std::string& path) {
   return s;
 }
 
-void ExpectSameFrame(const SymbolizedFrame& a, const SymbolizedFrame& b, const char* what) {
+// A frame whose strings outlive the Symbolizer that answered: these tests compare the answers of
+// symbolizers made one after the other, as processes would be.
+struct KeptFrame {
+  std::string function, object, file;
+  int line = 0;
+  uintptr_t object_offset = 0;
+  bool has_symbol = false;
+};
+KeptFrame Kept(const SymbolizedFrame& f) {
+  return KeptFrame{std::string(f.function), std::string(f.object), std::string(f.file), f.line, f.object_offset,
+                   f.has_symbol};
+}
+
+void ExpectSameFrame(const SymbolizedFrame& a, const KeptFrame& b, const char* what) {
   EXPECT_EQ(a.function, b.function) << what;
   EXPECT_EQ(a.object, b.object) << what;
   EXPECT_EQ(a.file, b.file) << what;
@@ -167,7 +181,7 @@ void ExpectSameFrame(const SymbolizedFrame& a, const SymbolizedFrame& b, const c
 // now holds its answer, and that answer's line (without its newline).
 struct CallSiteAnswer {
   uintptr_t ra = 0;
-  SymbolizedFrame cold;
+  KeptFrame cold;
   std::string table, line;
 };
 CallSiteAnswer AnswerCallSite(const Callee& callee, const std::string& dir) {
@@ -175,7 +189,7 @@ CallSiteAnswer AnswerCallSite(const Callee& callee, const std::string& dir) {
   callee.call_site(&a.ra);
   {
     Symbolizer sym;
-    a.cold = sym.SymbolizeReturnAddress(a.ra);
+    a.cold = Kept(sym.SymbolizeReturnAddress(a.ra));
   }
   for (const std::string& name : FilesIn(dir)) {
     const std::string text = ReadFile(dir + "/" + name);
@@ -224,10 +238,10 @@ TEST(SymbolizerTest, AnswersAreKeptOnDiskByBuildIdAndGiveTheSameFrames) {
   split.call_site(&split_ra);
   const uintptr_t pcs[] = {reinterpret_cast<uintptr_t>(callee.known), callee_ra, split_ra,
                            reinterpret_cast<uintptr_t>(qsort_r_fn) + 4, reinterpret_cast<uintptr_t>(&KnownFunction)};
-  std::vector<SymbolizedFrame> cold;
+  std::vector<KeptFrame> cold;
   {
     Symbolizer sym;
-    for (uintptr_t pc : pcs) cold.push_back(sym.SymbolizeAddress(pc));
+    for (uintptr_t pc : pcs) cold.push_back(Kept(sym.SymbolizeAddress(pc)));
   }
   std::vector<std::string> files = FilesIn(dir);
   ASSERT_GE(files.size(), 3u) << "one table per object with a build id";
@@ -416,10 +430,10 @@ TEST(SymbolizerTest, AnswersForAnObjectWithoutBuildIdAreKeptByTheFilesIdentity) 
   ASSERT_NE(handle, nullptr) << dlerror();
   const uintptr_t pc = reinterpret_cast<uintptr_t>(dlsym(handle, "poolscope_callee_known"));
   ASSERT_NE(pc, 0u);
-  SymbolizedFrame cold;
+  KeptFrame cold;
   {
     Symbolizer sym;
-    cold = sym.SymbolizeAddress(pc);
+    cold = Kept(sym.SymbolizeAddress(pc));
   }
   EXPECT_EQ(cold.function, "poolscope_callee_known");
   std::string table;
@@ -508,9 +522,9 @@ TEST(SymbolizerTest, NoSymbolFallsBackToObjectPlusOffset) {
   SymbolizedFrame f = sym.SymbolizeAddress(reinterpret_cast<uintptr_t>(info.dli_fbase) + 1);
   EXPECT_FALSE(f.has_symbol);
   // The object as /proc/self/maps names it (the file, not the soname link dladdr gives).
-  const char* base = strrchr(f.object.c_str(), '/');
-  ASSERT_NE(base, nullptr);
-  EXPECT_EQ(f.function, std::string(base + 1) + "+0x1");
+  const size_t slash = f.object.rfind('/');
+  ASSERT_NE(slash, std::string_view::npos);
+  EXPECT_EQ(f.function, std::string(f.object.substr(slash + 1)) + "+0x1");
   EXPECT_NE(f.object.find("libc.so"), std::string::npos) << f.object;
   EXPECT_EQ(f.object_offset, 1u);
 }
@@ -571,7 +585,7 @@ class ReferenceSymbols {
   // the same module at the same address (an alias: printf and _IO_printf), version suffixes aside.
   // Which alias libdwfl picks depends on which symbol table it read (.dynsym, or the debug file's
   // .symtab when it found one), so the symbolizer must give one of them, not the same one.
-  bool IsAliasAt(uintptr_t pc, const std::string& name) {
+  bool IsAliasAt(uintptr_t pc, std::string_view name) {
     Dwfl_Module* mod = dwfl_addrmodule(dwfl_, pc);
     if (mod == nullptr) return false;
     GElf_Sym at;
