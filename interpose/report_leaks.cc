@@ -210,18 +210,17 @@ void GatherLeaks(ReportLeaks* r) {
   constexpr size_t kMaxSites = 32;
   constexpr size_t kMaxPinningSites = 8;
   const bool tracked = TrackingOn();
-  std::vector<LeakGroup> raw(kMaxStacks);
+  std::vector<LeakGroup> raw;
   LiveTotals live = {};
   const ScanOutcome* scan = LastScan();
   const bool scanned = scan != nullptr && scan->scanned;
   // Per stack id, the pools its live blocks pin (a pool shared by sites counts for each).
   std::vector<uint64_t> pins;
   size_t nstacks_all =
-      tracked ? AggregateLeaks(raw.data(), raw.size(), &live,
+      tracked ? AggregateLeaks(&raw, kMaxStacks, &live,
                                scanned ? +[](uintptr_t p) { return static_cast<uint8_t>(ScannedKind(p)); } : nullptr,
                                &pins)
               : 0;
-  raw.resize(nstacks_all < kMaxStacks ? nstacks_all : kMaxStacks);
   std::vector<SiteCounters> site_list(kMaxSites);
   site_list.resize(tracked ? TopSites(site_list.data(), kMaxSites) : 0);
   // The pools each site pinned at the peak of real live bytes: the last snapshot's, or this report's

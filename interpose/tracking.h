@@ -117,14 +117,14 @@ struct LiveTotals {
   uint64_t arena_pooled_bytes;  // of pooled_bytes, the open arenas' blocks
   uint64_t pools;               // the pools walked (counted only with `pools_pinned`)
 };
-// Fills `groups` (up to `max`, largest bytes first, then most blocks, then the lower stack id) and
-// returns how many groups exist in all. Groups are by (kind, stack): a block's kind is kind_of(ptr)
+// Makes *groups the largest `max` groups (largest bytes first, then most blocks, then the lower stack
+// id) and returns how many groups exist in all. Groups are by (kind, stack): a block's kind is kind_of(ptr)
 // (blocks without an address, an open arena's, are still reachable), or still reachable for every
 // block when kind_of is null.
 // Allocates through the normal malloc: call it under the reentrancy guard.
 // `pools_pinned` (when not null): per stack id, the pools holding at least one of its live blocks (a
 // pool counts for every stack with a block in it), counted in the same walk of the pools.
-size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals, uint8_t (*kind_of)(uintptr_t ptr) = nullptr,
+size_t AggregateLeaks(std::vector<LeakGroup>* groups, size_t max, LiveTotals* totals, uint8_t (*kind_of)(uintptr_t ptr) = nullptr,
                       std::vector<uint64_t>* pools_pinned = nullptr);
 size_t TopSites(SiteCounters* sites, size_t max);
 // One site's counters (those of an open arena's blocks not yet charged to it aside).

@@ -46,9 +46,10 @@ void ForEachPooledBlock(void (*fn)(uintptr_t ptr, uint32_t size, uint32_t stack_
 }
 }  // namespace
 
-size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals, uint8_t (*kind_of)(uintptr_t ptr),
+size_t AggregateLeaks(std::vector<LeakGroup>* groups, size_t max, LiveTotals* totals, uint8_t (*kind_of)(uintptr_t ptr),
                       std::vector<uint64_t>* pools_pinned) {
   *totals = LiveTotals{};
+  groups->clear();
   if (!g_on) return 0;
   // A group per (kind, stack id), in the order they are met; found through `group_of`.
   std::vector<LeakGroup> all;
@@ -104,7 +105,13 @@ size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals, uint8_t
     std::vector<uint64_t> last_pool;  // per stack id: 1 + the index of the last pool counted for it
     uint64_t pool = 0;
   } walk{&add, pools_pinned, {}, 0};
-  if (pools_pinned != nullptr) pools_pinned->clear();
+  if (pools_pinned != nullptr) {
+    // Sized once for every stack recorded so far (a stack recorded meanwhile, by another thread,
+    // grows them).
+    const size_t stacks = std::min<size_t>(g_depot->size() + track::kFirstStackId, kCapacity);
+    pools_pinned->assign(stacks, 0);
+    walk.last_pool.assign(stacks, 0);
+  }
   ForEachPooledBlock(
       [](uintptr_t ptr, uint32_t size, uint32_t stack_id, void* arg) {
         PooledWalk& w = *static_cast<PooledWalk*>(arg);
@@ -133,9 +140,10 @@ size_t AggregateLeaks(LeakGroup* groups, size_t max, LiveTotals* totals, uint8_t
     if (a.blocks != b.blocks) return a.blocks > b.blocks;
     return a.stack_id != b.stack_id ? a.stack_id < b.stack_id : a.kind < b.kind;
   });
-  size_t n = std::min(max, all.size());
-  std::copy(all.begin(), all.begin() + static_cast<long>(n), groups);
-  return all.size();
+  const size_t n = all.size();
+  if (n > max) all.resize(max);
+  groups->swap(all);
+  return n;
 }
 
 SiteCounters SiteOf(uint32_t stack_id) {
