@@ -592,19 +592,30 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
                                     &program_lsan_words,  &lsan_only_words, &detector_lsan_only_words};
   RootWordsRead roots_read;
   // Alone and not under valgrind, the touched pages of private anonymous mappings are read in place
-  // (nothing unmaps them meanwhile, and untouched pages, guard pages among them, are no roots): only
-  // files' mappings, which a truncated file can make fault, go through the kernel.
-  Array<RootRange> in_place_ranges(g_scratch);
+  // (nothing unmaps them meanwhile, and untouched pages, guard pages among them, are no roots), and so
+  // are the loaded objects' writable segments (their data, relocated data and GOT) where the maps say
+  // they are readable: a file truncated under them would fault the program's own next use of its
+  // globals and the exit's destructors as well. Only other files' mappings, which a truncated file can
+  // make fault where the program never looks, go through the kernel (a system call and a page pinned
+  // per page: 0.4 ms for the 280 KB of relocated data LeakSanitizer's views read in `as`).
+  Array<RootRange> in_place_ranges(g_scratch), segments(g_scratch);
   bool in_place_ok = true;
   if (skip_untouched) {
+    WritableSegments loaded{&segments, Objects::kAll};
+    dl_iterate_phdr(CollectWritableSegments, &loaded);
+    segments.Resize(SortAndMerge(segments.data(), segments.size()));
+    auto in_segment = [&](const RootRange& r) {
+      const size_t k = track::PartitionPoint(0, segments.size(), [&](size_t j) { return segments[j].end <= r.begin; });
+      return k < segments.size() && segments[k].begin <= r.begin && r.end <= segments[k].end;
+    };
     // Each view's ranges lie within one mapping or none (BuildRootRanges, ForEachTouchedPart), but for
     // a few of poolscope's own, which own_roots covers.
     auto add_anonymous = [&](Array<RootRange>& ranges) {
       for (size_t i = 0; i < ranges.size() && in_place_ok; ++i) {
         const RootRange& r = ranges[i];
         const size_t lo = track::PartitionPoint(0, maps.size(), [&](size_t k) { return maps[k].end <= r.begin; });
-        if (lo < maps.size() && track::IsPrivateAnonymous(maps[lo]) && maps[lo].start <= r.begin &&
-            r.end <= maps[lo].end) {
+        if (lo < maps.size() && maps[lo].start <= r.begin && r.end <= maps[lo].end &&
+            (track::IsPrivateAnonymous(maps[lo]) || (maps[lo].readable() && in_segment(r)))) {
           in_place_ok = in_place_ranges.Push(r);
         }
       }

@@ -60,6 +60,7 @@ check self_pointer     1 40      0 0       0 0       0 0        1
 check pool_holds       2 64      2 1600    0 0       0 0        2
 check data_global      0 0       0 0       0 0       1 88       0
 check relro            1 40      0 0       0 0       0 0        1
+check data_guard       1 80      0 0       0 0       1 72       1
 check tls              0 0       0 0       0 0       1 56       0
 check pthread_key      0 0       0 0       0 0       1 64       0
 check unaligned        1 24      0 0       0 0       0 0        1

@@ -50,7 +50,7 @@ if not bad:
 sys.exit(1 if bad else 0)
 PY
 }
-for mode in list cycle global interior mmap shared_mmap merged_mmap guard_page dead_frame dead_frame_return arena_top many_lost big_list interleaved thread_ended thread_stale_stack thread_arena thread_blocked tree pool_holds self_pointer data_global relro tls pthread_key unaligned malloc0 swapcontext exit_register thread_registers dynamic_tls; do
+for mode in list cycle global interior mmap shared_mmap merged_mmap guard_page dead_frame dead_frame_return arena_top many_lost big_list interleaved thread_ended thread_stale_stack thread_arena thread_blocked tree pool_holds self_pointer data_global data_guard relro tls pthread_key unaligned malloc0 swapcontext exit_register thread_registers dynamic_tls; do
   possible_bytes=1
   case $mode in thread_*) possible_bytes=0 ;; esac
   /usr/bin/python3 "$summary" --as-reachable _dl_find_object_update -- "$prog" "$mode" > "$work/$mode.memcheck.json"
@@ -121,7 +121,7 @@ fi
 # alignment, which differs between the two runs: docs/report-schema.md).
 for mode in list cycle global interior mmap shared_mmap merged_mmap guard_page dead_frame dead_frame_return \
     arena_top many_lost big_list interleaved thread_ended thread_stale_stack thread_arena thread_blocked tree pool_holds \
-    self_pointer data_global relro tls pthread_key unaligned malloc0 swapcontext exit_register thread_registers; do
+    self_pointer data_global data_guard relro tls pthread_key unaligned malloc0 swapcontext exit_register thread_registers; do
   possible_bytes=1
   case $mode in thread_*) possible_bytes=0 ;; esac
   rm -f "$work"/r.*.json

@@ -494,6 +494,21 @@ __attribute__((noinline)) static void make_data_global(void) {
   data_kept = p;
 }
 
+/* Three pages of the program's initialised data, the middle one made inaccessible: a block kept
+   in the first page is reachable, one kept in the middle page is lost to a scan that reads only
+   what the program can read. */
+static char guarded_data[3 * 4096] __attribute__((aligned(4096))) = {1};
+
+__attribute__((noinline)) static void make_data_guard(void) {
+  void* kept = malloc(72);
+  memset(kept, 0x45, 72);
+  void* hidden = malloc(80);
+  memset(hidden, 0x46, 80);
+  memcpy(guarded_data + 64, &kept, sizeof kept);
+  memcpy(guarded_data + 4096 + 64, &hidden, sizeof hidden);
+  if (mprotect(guarded_data + 4096, 4096, PROT_NONE) != 0) exit(1);
+}
+
 static int relro_anchor;
 /* Initialised with an address and placed in .data.rel.ro: read-only once the loader relocated it. */
 static void* relro_kept __attribute__((section(".data.rel.ro"), used)) = &relro_anchor;
@@ -671,7 +686,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: leak_shapes none|list|cycle|global|interior|mmap|shared_mmap|merged_mmap|tls_mmap|"
                     "guard_page|dead_frame|dead_frame_return|arena_top|many_lost|"
                     "thread_ended|thread_stale_stack|"
-                    "thread_blocked|interleaved|tree|pool_holds|self_pointer|data_global|relro|tls|pthread_key|unaligned|"
+                    "thread_blocked|interleaved|tree|pool_holds|self_pointer|data_global|data_guard|relro|tls|pthread_key|unaligned|"
                     "malloc0|swapcontext|thread_registers|fork_child|exit_register|dynamic_tls\n");
     return 2;
   }
@@ -737,6 +752,8 @@ int main(int argc, char** argv) {
     make_data_global();
   } else if (strcmp(m, "relro") == 0) {
     make_relro();
+  } else if (strcmp(m, "data_guard") == 0) {
+    make_data_guard();
   } else if (strcmp(m, "tls") == 0) {
     make_tls();
   } else if (strcmp(m, "pthread_key") == 0) {
