@@ -295,7 +295,8 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   uintptr_t arenas[64];
   size_t narenas = 0;
   if (glibc_below) {
-    const uintptr_t arena = MainArena(root_reader);
+    // In place alone and not under valgrind, as the loaded objects' roots are (below).
+    const uintptr_t arena = MainArena(root_reader, alone && !on_valgrind ? &maps : nullptr);
     if (arena != 0) {
       c.ok = c.ok && both.Push(RootRange{arena, arena + kArenaBytes});
       narenas = OtherArenas(root_reader, arena, arenas, 64);

@@ -81,8 +81,10 @@ bool IsSanitizerRuntime(const char* name);
 
 int CollectWritableSegments(struct dl_phdr_info* info, size_t, void* arg);
 
-// glibc's main arena (glibc_arena.h), or 0 when it cannot be found.
-uintptr_t MainArena(track::MemoryReader& reader);
+// glibc's main arena (glibc_arena.h), or 0 when it cannot be found. libc's writable segment is searched
+// in place where `in_place_maps` (when not null) says all of it is readable, else in a copy read through
+// `reader` (which reads the other arenas either way).
+uintptr_t MainArena(track::MemoryReader& reader, const track::ProcMaps* in_place_maps);
 
 // glibc's other arenas, from the main arena's list (`next`): up to `max` of them into arenas[]; how
 // many. Each lies in the first of its heaps, mappings of its own that threads' blocks are carved from.

@@ -93,13 +93,17 @@ int CollectWritableSegments(struct dl_phdr_info* info, size_t, void* arg) {
   return want->which == Objects::kLibc ? 1 : 0;
 }
 
-uintptr_t MainArena(track::MemoryReader& reader) {
+uintptr_t MainArena(track::MemoryReader& reader, const track::ProcMaps* in_place_maps) {
   Array<RootRange> data(g_scratch);
   WritableSegments libc{&data, Objects::kLibc};
   dl_iterate_phdr(CollectWritableSegments, &libc);
   uintptr_t found = 0;
   for (size_t i = 0; i < data.size() && found == 0; ++i) {
     const size_t n = (data[i].end - data[i].begin) / 8;
+    if (n != 0 && in_place_maps != nullptr && track::ReadableThroughout(*in_place_maps, data[i].begin, data[i].end)) {
+      found = FindMainArena(data[i].begin, reinterpret_cast<const uint64_t*>(data[i].begin), n, reader);
+      continue;
+    }
     Array<uint64_t> copy(g_scratch);
     if (n == 0 || !copy.Resize(n)) continue;
     if (reader.Read(data[i].begin, copy.data(), 8 * n) != 8 * n) continue;

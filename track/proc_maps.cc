@@ -166,6 +166,24 @@ size_t ReadPagemap(int pagemap_fd, uintptr_t first_page, uint64_t* entries, size
   return got <= 0 ? 0 : static_cast<size_t>(got) / sizeof(uint64_t);
 }
 
+bool ReadableThroughout(const ProcMaps& maps, uintptr_t begin, uintptr_t end) {
+  size_t lo = 0, hi = maps.size();  // the first mapping that ends after begin
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (maps[mid].end <= begin) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  uintptr_t at = begin;
+  for (size_t k = lo; k < maps.size() && at < end; ++k) {
+    if (maps[k].start > at || !maps[k].readable()) return false;
+    at = maps[k].end;
+  }
+  return at >= end;
+}
+
 bool IsPrivateAnonymous(const Mapping& m) {
   return m.perms[3] == 'p' && m.inode == 0 && (m.path[0] == '\0' || m.path[0] == '[');
 }

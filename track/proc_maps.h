@@ -70,6 +70,10 @@ class ProcMaps {
 // than shared anonymous memory ("/dev/zero (deleted)") and /dev/shm/.
 bool IsRootCandidate(const Mapping& m);
 
+// Whether every byte of [begin, end) lies in a readable mapping of `maps` (mappings that follow each
+// other without a gap).
+bool ReadableThroughout(const ProcMaps& maps, uintptr_t begin, uintptr_t end);
+
 // True for a private anonymous mapping (thread stacks and [anon:...] names among them): a page of it
 // never touched reads as zeros.
 bool IsPrivateAnonymous(const Mapping& m);

@@ -115,6 +115,27 @@ TEST(ProcMapsTest, ReadsItsOwnMapsAndFindsItsStackAndData) {
   EXPECT_TRUE(stack_seen);
 }
 
+// Four pages mapped: the first two readable (two mappings, one read-only, one read-write), the third
+// inaccessible, the fourth unmapped.
+TEST(ProcMapsTest, ReadableThroughoutStopsAtAnInaccessibleOrUnmappedPage) {
+  char* p = static_cast<char*>(mmap(nullptr, 4 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(p, MAP_FAILED);
+  ASSERT_EQ(mprotect(p, 4096, PROT_READ), 0);
+  ASSERT_EQ(mprotect(p + 2 * 4096, 4096, PROT_NONE), 0);
+  ASSERT_EQ(munmap(p + 3 * 4096, 4096), 0);
+  MmapScratchMemory scratch;
+  ProcMaps maps(scratch);
+  ASSERT_TRUE(maps.Read());
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  EXPECT_TRUE(ReadableThroughout(maps, a, a + 4096));
+  EXPECT_TRUE(ReadableThroughout(maps, a + 16, a + 2 * 4096)) << "across two readable mappings";
+  EXPECT_TRUE(ReadableThroughout(maps, a + 4096, a + 4096 + 8));
+  EXPECT_FALSE(ReadableThroughout(maps, a, a + 2 * 4096 + 8)) << "into the inaccessible page";
+  EXPECT_FALSE(ReadableThroughout(maps, a + 2 * 4096, a + 2 * 4096 + 8));
+  EXPECT_FALSE(ReadableThroughout(maps, a + 3 * 4096, a + 3 * 4096 + 8)) << "unmapped";
+  munmap(p, 3 * 4096);
+}
+
 TEST(ProcMapsTest, MissingFileFails) {
   MmapScratchMemory scratch;
   ProcMaps maps(scratch);
