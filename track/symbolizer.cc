@@ -332,6 +332,8 @@ struct FileMapping {
   std::string_view path;  // kept in the Symbolizer's Strings
 };
 
+namespace {
+
 // The text of a Symbolizer's answers, kept for its life: copied into chunks one after the other (a
 // frame's strings are no allocations of their own), the object paths and source files once each.
 class Strings {
@@ -371,6 +373,8 @@ std::string_view BaseName(std::string_view path) {
   const size_t slash = path.rfind('/');
   return slash == std::string_view::npos ? path : path.substr(slash + 1);
 }
+
+}  // namespace
 
 struct Symbolizer::Impl {
   std::mutex mu;
