@@ -25,7 +25,7 @@ class KeyIndex {
   }
   // Sets key's value (not kNone).
   void Put(uint64_t key, uint32_t value) {
-    if (2 * (used_ + 1) > values_.size()) Grow(values_.empty() ? 1024 : 2 * values_.size());
+    if (2 * (used_ + 1) > values_.size()) Grow(values_.empty() ? kFirstSlots : 2 * values_.size());
     const size_t i = Slot(key);
     if (values_[i] == kNone) {
       ++used_;
@@ -37,12 +37,13 @@ class KeyIndex {
   size_t capacity() const { return values_.size() / 2; }  // keys it holds before it grows
   // Room for n keys in all without growing (a table whose size is known before it is filled).
   void Reserve(size_t n) {
-    size_t slots = values_.empty() ? 1024 : values_.size();
+    size_t slots = values_.empty() ? kFirstSlots : values_.size();
     while (2 * n > slots) slots *= 2;
     if (slots != values_.size()) Grow(slots);
   }
 
  private:
+  static constexpr size_t kFirstSlots = 1024;
   // The slot that holds key, or the empty one where it goes.
   size_t Slot(uint64_t key) const {
     const size_t mask = values_.size() - 1;

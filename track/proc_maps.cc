@@ -11,6 +11,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "track/sorted_search.h"
+
 namespace poolscope {
 namespace track {
 
@@ -167,17 +169,10 @@ size_t ReadPagemap(int pagemap_fd, uintptr_t first_page, uint64_t* entries, size
 }
 
 bool ReadableThroughout(const ProcMaps& maps, uintptr_t begin, uintptr_t end) {
-  size_t lo = 0, hi = maps.size();  // the first mapping that ends after begin
-  while (lo < hi) {
-    const size_t mid = lo + (hi - lo) / 2;
-    if (maps[mid].end <= begin) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
   uintptr_t at = begin;
-  for (size_t k = lo; k < maps.size() && at < end; ++k) {
+  // From the first mapping that ends after begin.
+  for (size_t k = PartitionPoint(0, maps.size(), [&](size_t i) { return maps[i].end <= begin; });
+       k < maps.size() && at < end; ++k) {
     if (maps[k].start > at || !maps[k].readable()) return false;
     at = maps[k].end;
   }

@@ -540,6 +540,11 @@ struct Symbolizer::Impl {
     return start;
   }
 
+  // "object+0xoffset" for a frame whose object and offset are known and nothing more.
+  std::string_view ObjectAndOffset(const SymbolizedFrame& f) {
+    return strings.Keep(std::string(BaseName(f.object)) + "+" + Hex(f.object_offset));
+  }
+
   // `base`: the load address of the object holding pc, 0 when no loaded object holds it.
   SymbolizedFrame LookupDwfl(uintptr_t pc, uintptr_t base, bool* from_module) {
     SymbolizedFrame f;
@@ -556,7 +561,7 @@ struct Symbolizer::Impl {
       // Without libdw: the object and the offset in it, nothing more.
       f.object = MappedPath(pc);
       f.object_offset = pc - base;
-      f.function = strings.Keep(std::string(BaseName(f.object)) + "+" + Hex(f.object_offset));
+      f.function = ObjectAndOffset(f);
       return f;
     }
     Dwfl_Module* mod = dwfl != nullptr ? Dw().dwfl_addrmodule(dwfl, pc) : nullptr;
@@ -574,7 +579,7 @@ struct Symbolizer::Impl {
         f.function = strings.Keep(Demangle(info.dli_sname));
         f.has_symbol = true;
       } else {
-        f.function = strings.Keep(std::string(BaseName(f.object)) + "+" + Hex(f.object_offset));
+        f.function = ObjectAndOffset(f);
       }
       return f;
     }
@@ -589,7 +594,7 @@ struct Symbolizer::Impl {
       f.function = strings.Keep(Demangle(name));
       f.has_symbol = true;
     } else {
-      f.function = strings.Keep(std::string(BaseName(f.object)) + "+" + Hex(f.object_offset));
+      f.function = ObjectAndOffset(f);
     }
     if (Dwfl_Line* line = Dw().dwfl_module_getsrc(mod, pc)) {
       int lineno = 0;
