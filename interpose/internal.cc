@@ -31,7 +31,9 @@ char* g_bump_end = nullptr;
 std::atomic<uint64_t> g_mmaps{0}, g_munmaps{0}, g_mapped{0};
 
 // The registry of the mappings made here: an array of ranges in a mapping of its own, grown by mremap.
-// Its own mapping is the array's first entry once it exists. Taken after g_lock, never before it.
+// Its own mapping is the array's first entry once it exists, pointer_free (it holds poolscope's own
+// addresses only): growing moves it, and the exit scan's second thread, reading poolscope's memory in
+// place as a detector's roots, must never be reading it then. Taken after g_lock, never before it.
 struct Range {
   uintptr_t begin, end;
   uintptr_t used;  // [begin, used) may have been written (InternalNoteUsed); end unless noted
@@ -56,7 +58,7 @@ void AddRange(void* p, size_t bytes, bool noted = false, bool pointer_free = fal
     g_ranges = static_cast<Range*>(q);
     g_ranges_capacity = new_bytes / sizeof(Range);
     const uintptr_t at = reinterpret_cast<uintptr_t>(q);
-    g_ranges[0] = {at, at + new_bytes, at + new_bytes, false};
+    g_ranges[0] = {at, at + new_bytes, at + new_bytes, true};
     if (g_nranges == 0) g_nranges = 1;
   }
   const uintptr_t at = reinterpret_cast<uintptr_t>(p);

@@ -101,5 +101,31 @@ TEST(InternalReserveTest, PointerFreeReservationsAreSaidSoAndUsedUpToTheirNote) 
   EXPECT_FALSE(Find(mapped).found) << "unmapped, no longer poolscope's";
 }
 
+// The registry moves when it grows (mremap), at any new mapping, the exit scan's own arrays' among
+// them: the scan must not take it for memory it can read in place on its second thread while the
+// first maps (a process crossed 128 mappings so in the middle of the detector's view and faulted on
+// the page the registry had left). It holds no pointer into the heap, and says so.
+TEST(InternalMappingsTest, TheRegistryListsItselfFirstAsPointerFreeWhereverItMoved) {
+  constexpr size_t kMappings = 600;  // past two doublings of the registry's first page of 128 entries
+  std::vector<void*> mapped;
+  for (size_t i = 0; i < kMappings; ++i) {
+    void* p = InternalMap(kPage, /*pointer_free=*/false);
+    ASSERT_NE(p, nullptr);
+    mapped.push_back(p);
+  }
+  constexpr size_t kRoom = 4096;
+  std::vector<uintptr_t> begin(kRoom), end(kRoom), used(kRoom);
+  std::vector<uint8_t> pointer_free(kRoom);
+  const size_t n = InternalMappings(begin.data(), end.data(), used.data(), pointer_free.data(), kRoom);
+  ASSERT_GT(n, kMappings);
+  ASSERT_LE(n, kRoom);
+  // The first entry is the registry: the array InternalMappings copied from lies in it, every entry
+  // 32 bytes or less.
+  EXPECT_GE(end[0] - begin[0], n * 2 * sizeof(uintptr_t));
+  EXPECT_TRUE(pointer_free[0] != 0) << "the registry is read as a root, and it moves";
+  EXPECT_FALSE(Find(mapped[0]).pointer_free) << "the mappings it lists keep what they were made";
+  for (void* p : mapped) InternalUnmap(p, kPage);
+}
+
 }  // namespace
 }  // namespace poolscope
