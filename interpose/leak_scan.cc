@@ -743,7 +743,7 @@ const ScanOutcome& ScanAtExit(const ScanInputs& in) {
     g_outcome = ScanOutcome{};
     const int saved_errno = errno;
     Classify(in, &g_outcome);
-    g_scratch.ReleaseKept();
+    g_scratch.ReleaseIdle();
     errno = saved_errno;
   }
   return g_outcome;
@@ -753,7 +753,7 @@ void ReleaseScan() {
   if (g_blocks == nullptr) return;
   memset(g_blocks, 0, g_nblocks * sizeof(ScanBlock));
   g_scratch.Unmap(g_blocks, g_blocks_bytes);
-  g_scratch.ReleaseKept();
+  g_scratch.ReleaseIdle();
   g_blocks = nullptr;
   g_nblocks = 0;
 }

@@ -34,8 +34,13 @@ using track::RootRange;
 
 // The scan's own memory holds every block's address: it is poolscope's, so out of the program's roots,
 // and it does not exist when a detector below poolscope looks, so out of the detector's roots too.
-// Each request is a mapping of its own, listed here while it lives (a small one given back is kept,
-// listed, for the next request, until ReleaseKept). Memory it hands out is not zeroed.
+// Every mapping it makes is listed here while it lives. A request of the smallest room (kMinRoom, most
+// of a small process's arrays) is a room of one slab mapping, kSlabRooms rooms carved from one
+// reservation: a small process's scan makes and gives back a few dozen arrays, and a mapping, its
+// listing and an unmapping each (a TLB flush each) cost more than the scan's work on their elements.
+// A room given back is the next request's; the slab goes at ReleaseIdle once none of its rooms is in
+// use. Larger requests, and small ones once the slab is full, are mappings of their own. Memory it
+// hands out is not zeroed.
 class InternalScratch : public track::ScratchMemory {
  public:
   void* Map(size_t bytes) override { return MapWith(bytes, true); }
@@ -43,34 +48,50 @@ class InternalScratch : public track::ScratchMemory {
   void Unmap(void* p, size_t bytes) override {
     {
       SpinLockHolder h(&lock_);
-      // A room of the smallest size is kept for the next request (listed still: it holds what the
-      // array held), until ReleaseKept.
-      if (Round(bytes) == kMinRoom && nkept_ < kKeep) {
-        kept_[nkept_++] = p;
+      if (const int room = SlabRoomLocked(p); room >= 0) {
+        // Listed still, as part of the slab: it holds what the array held until written over.
+        slab_used_ &= ~(uint64_t{1} << room);
         return;
       }
       UnlistLocked(p);
     }
     InternalFree(p, Round(bytes));
   }
-  // Gives back the rooms kept for reuse (Unmap): the scan is over.
-  void ReleaseKept() {
-    for (;;) {
-      void* p;
-      {
-        SpinLockHolder h(&lock_);
-        if (nkept_ == 0) return;
-        p = kept_[--nkept_];
-        UnlistLocked(p);
-      }
-      InternalFree(p, kMinRoom);
+  // Gives back the slab when none of its rooms is in use (the scan is over, or an array of it outlives
+  // the scan and has gone since).
+  void ReleaseIdle() {
+    void* slab = nullptr;
+    {
+      SpinLockHolder h(&lock_);
+      if (slab_ == nullptr || slab_used_ != 0) return;
+      slab = slab_;
+      slab_ = nullptr;
+      UnlistLocked(slab);
     }
+    InternalFree(slab, kSlabBytes);
   }
-  // Grows a mapping made by Map without copying it (mremap); nullptr (the old one intact) on failure.
+  // Grows a mapping made by Map (within its room, or by mremap without copying; a slab room is copied
+  // to a mapping of its own); nullptr (the old one intact) on failure.
   void* Grow(void* p, size_t old_bytes, size_t new_bytes) {
-    // Within the mapping's room no system call but the fault-in: a small array's first mappings are
-    // all of the same room (Round).
-    void* q = Round(new_bytes) == Round(old_bytes) ? p : InternalRealloc(p, Round(old_bytes), Round(new_bytes));
+    // Within the mapping's room no system call but the fault-in: a small array's first sizes are all
+    // of the same room (Round).
+    if (Round(new_bytes) == Round(old_bytes)) {
+      Populate(p, PageRound(old_bytes), PageRound(new_bytes));
+      return p;
+    }
+    bool in_slab;
+    {
+      SpinLockHolder h(&lock_);
+      in_slab = SlabRoomLocked(p) >= 0;
+    }
+    if (in_slab) {
+      void* q = MapWith(new_bytes, true);
+      if (q == nullptr) return nullptr;
+      memcpy(q, p, old_bytes);
+      Unmap(p, old_bytes);
+      return q;
+    }
+    void* q = InternalRealloc(p, Round(old_bytes), Round(new_bytes));
     if (q == nullptr) return nullptr;
     Populate(q, PageRound(old_bytes), PageRound(new_bytes));
     SpinLockHolder h(&lock_);
@@ -110,37 +131,62 @@ class InternalScratch : public track::ScratchMemory {
       if (r.begin == reinterpret_cast<uintptr_t>(p)) r = RootRange{0, 0};
     }
   }
+  void ListLocked(void* p, size_t bytes) {
+    for (RootRange& r : live_) {
+      if (r.begin == 0) {
+        r = RootRange{reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + bytes};
+        return;
+      }
+    }
+  }
+  // The slab room that starts at p, or -1 (lock_ held).
+  int SlabRoomLocked(const void* p) const {
+    const uintptr_t off = reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(slab_);
+    if (slab_ == nullptr || off >= kSlabBytes || off % kMinRoom != 0) return -1;
+    return static_cast<int>(off / kMinRoom);
+  }
+  // A free room of the slab, which is mapped on first use; nullptr when it is full or cannot be mapped
+  // (lock_ held: the other thread spins through one mmap at most).
+  void* SlabRoomTakeLocked() {
+    if (slab_ == nullptr) {
+      if (slab_failed_) return nullptr;
+      slab_ = static_cast<char*>(InternalAlloc(kSlabBytes));
+      if (slab_ == nullptr) {
+        slab_failed_ = true;  // mappings of their own from now on
+        return nullptr;
+      }
+      // Its rooms are faulted in a few pages at a time: never 2 MiB at once (transparent huge pages
+      // in "always" mode).
+      madvise(slab_, kSlabBytes, MADV_NOHUGEPAGE);
+      slab_used_ = 0;
+      ListLocked(slab_, kSlabBytes);
+    }
+    if (slab_used_ == kAllRooms) return nullptr;
+    const int room = __builtin_ctzll(~slab_used_);
+    slab_used_ |= uint64_t{1} << room;
+    return slab_ + size_t(room) * kMinRoom;
+  }
   void* MapWith(size_t bytes, bool populate) {
+    void* p = nullptr;
     if (Round(bytes) == kMinRoom) {
-      void* kept = nullptr;
-      {
-        SpinLockHolder h(&lock_);
-        if (nkept_ > 0) kept = kept_[--nkept_];
-      }
-      if (kept != nullptr) {
-        // Listed still; what it held stays until written over (no user reads what it did not write).
-        if (populate) Populate(kept, 0, PageRound(bytes));
-        return kept;
-      }
-    }
-    void* p = InternalAlloc(Round(bytes));
-    if (p != nullptr) {
-      if (populate) Populate(p, 0, PageRound(bytes));
       SpinLockHolder h(&lock_);
-      for (RootRange& r : live_) {
-        if (r.begin == 0) {
-          r = RootRange{reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + Round(bytes)};
-          break;
-        }
-      }
+      p = SlabRoomTakeLocked();
     }
+    if (p == nullptr) {
+      p = InternalAlloc(Round(bytes));
+      if (p == nullptr) return nullptr;
+      SpinLockHolder h(&lock_);
+      ListLocked(p, Round(bytes));
+    }
+    if (populate) Populate(p, 0, PageRound(bytes));
     return p;
   }
   SpinLock lock_;  // the scan's two threads map and unmap at once
   static constexpr size_t kRoom = 256;
   RootRange live_[kRoom] = {};
-  // Above InternalAlloc's size classes, so that every request is a mapping of its own, page-aligned;
-  // only the pages asked for are faulted in (PageRound), the rest of the room as the array grows.
+  // Above InternalAlloc's size classes, so that every request is a mapping (or a slab room) of its
+  // own, page-aligned; only the pages asked for are faulted in (PageRound), the rest of the room as
+  // the array grows.
   // Faults [p + from, p + to) in with one call: the scan writes nearly all of what it asks for, and a
   // fault a page costs more than the scan's own work on that page. Without MADV_POPULATE_WRITE
   // (before Linux 5.14), or under valgrind, the pages fault in as they are touched.
@@ -156,11 +202,13 @@ class InternalScratch : public track::ScratchMemory {
   static size_t PageRound(size_t bytes) { return (bytes + 4095) & ~size_t{4095}; }
   static constexpr size_t kMinRoom = 128 * 1024;
   static size_t Round(size_t bytes) { return std::max<size_t>(PageRound(bytes), kMinRoom); }
-  // Rooms of kMinRoom given back and kept for the next request: a small process's scan makes and
-  // gives back dozens of small arrays, each a mapping, a fault-in and an unmapping otherwise.
-  static constexpr int kKeep = 32;
-  void* kept_[kKeep] = {};
-  int nkept_ = 0;
+  // A small process's exit scan has about 40 arrays of the smallest room at once (as 39, cc1 42).
+  static constexpr int kSlabRooms = 64;
+  static constexpr size_t kSlabBytes = kSlabRooms * kMinRoom;
+  static constexpr uint64_t kAllRooms = ~uint64_t{0};
+  char* slab_ = nullptr;
+  uint64_t slab_used_ = 0;  // a bit per room handed out
+  bool slab_failed_ = false;
 };
 
 // A growable array in scratch memory.

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -197,8 +198,16 @@ bool Listed(InternalScratch& scratch, const void* p, size_t bytes) {
   return listed;
 }
 
+// How many mappings poolscope's internal memory has now.
+size_t InternalMappingCount() {
+  uintptr_t begin[1], end[1], used[1];
+  uint8_t pointer_free[1];
+  return InternalMappings(begin, end, used, pointer_free, 0);
+}
+
 // A small array given back leaves its room to the next one: no new mapping, no unmapping. The room
-// stays listed while it is kept (it still holds what the array held) and goes at ReleaseKept.
+// stays listed while the slab lives (it still holds what the array held); the slab goes at
+// ReleaseIdle once none of its rooms is in use.
 TEST(ScratchArrayTest, ASmallRoomGivenBackIsTheNextArraysRoom) {
   InternalScratch scratch;
   void* first = nullptr;
@@ -207,25 +216,58 @@ TEST(ScratchArrayTest, ASmallRoomGivenBackIsTheNextArraysRoom) {
     ASSERT_TRUE(a.Push(RootRange{1, 2}));
     first = a.data();
   }
-  EXPECT_TRUE(Listed(scratch, first, 4096)) << "a kept room is left out of the roots";
+  EXPECT_TRUE(Listed(scratch, first, 4096)) << "a room given back is left out of the roots";
   Array<uint64_t> b(scratch);
   ASSERT_TRUE(b.Push(7));
   EXPECT_EQ(static_cast<void*>(b.data()), first);
-  // It grows in place within the room, then beyond it as any array.
+  // It grows in place within the room, then beyond it (copied to a mapping of its own).
   for (uint64_t i = 1; i < 100000; ++i) ASSERT_TRUE(b.Push(i));
   for (uint64_t i = 1; i < 100000; ++i) ASSERT_EQ(b[i], i);
   EXPECT_EQ(b[0], 7u);
-  b.Free();  // a room larger than the smallest: unmapped at once
-  EXPECT_FALSE(Listed(scratch, first, 4096));
+  EXPECT_NE(static_cast<void*>(b.data()), first);
+  EXPECT_TRUE(Listed(scratch, b.data(), 100000 * sizeof(uint64_t)));
   Array<uint64_t> c(scratch), d(scratch);
   ASSERT_TRUE(c.Push(1));
   ASSERT_TRUE(d.Push(2));
-  void* const kept = c.data();
+  EXPECT_EQ(static_cast<void*>(c.data()), first) << "the room b left is the next array's";
+  const void* const big = b.data();
+  b.Free();  // a mapping of its own: unmapped at once
+  EXPECT_FALSE(Listed(scratch, big, 4096));
   c.Free();
-  EXPECT_TRUE(Listed(scratch, kept, 4096));
-  scratch.ReleaseKept();
-  EXPECT_FALSE(Listed(scratch, kept, 4096));
-  EXPECT_TRUE(Listed(scratch, d.data(), 4096)) << "an array in use stays listed";
+  scratch.ReleaseIdle();
+  EXPECT_TRUE(Listed(scratch, first, 4096)) << "the slab stays while d uses a room of it";
+  EXPECT_EQ(d[0], 2u);
+  d.Free();
+  scratch.ReleaseIdle();
+  EXPECT_FALSE(Listed(scratch, first, 4096));
+}
+
+// Forty small arrays at once (a small process's scan) are one mapping, given back with one unmapping;
+// more than the slab holds get mappings of their own, which go when their arrays do.
+TEST(ScratchArrayTest, SmallArraysShareOneMapping) {
+  InternalScratch scratch;
+  const size_t before = InternalMappingCount();
+  std::vector<std::unique_ptr<Array<uint64_t>>> arrays;
+  for (uint64_t i = 0; i < 40; ++i) {
+    arrays.push_back(std::make_unique<Array<uint64_t>>(scratch));
+    ASSERT_TRUE(arrays.back()->Push(i));
+  }
+  EXPECT_EQ(InternalMappingCount(), before + 1);
+  for (uint64_t i = 40; i < 100; ++i) {
+    arrays.push_back(std::make_unique<Array<uint64_t>>(scratch));
+    ASSERT_TRUE(arrays.back()->Push(i));
+  }
+  const size_t full = InternalMappingCount();
+  EXPECT_GT(full, before + 1);
+  EXPECT_LE(full, before + 1 + 100 - 40);
+  for (uint64_t i = 0; i < 100; ++i) {
+    EXPECT_EQ((*arrays[i])[0], i);
+    EXPECT_TRUE(Listed(scratch, arrays[i]->data(), 4096)) << i;
+  }
+  arrays.clear();
+  EXPECT_EQ(InternalMappingCount(), before + 1) << "the slab stays until ReleaseIdle";
+  scratch.ReleaseIdle();
+  EXPECT_EQ(InternalMappingCount(), before);
 }
 
 // Whether the page at `p` is present (pagemap), the zero page mapped by a read included.
