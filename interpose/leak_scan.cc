@@ -93,9 +93,12 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   // its parts in; the parts are joined after. Else a second thread faults in the array while this
   // thread walks.
   const size_t room = in.pooled_blocks_hint + in.pooled_blocks_hint / 16 + tracked.size() + 64;
-  Array<ScanBlock> blocks1(g_scratch), blocks2(g_scratch), pools1(g_scratch), pools2(g_scratch);
-  Array<RootRange> arena_roots2(g_scratch);
-  Collect c2{nullptr, &blocks2, &pools2, &arena_roots2, true};
+  Array<ScanBlock> blocks1(g_scratch), pools1(g_scratch);
+  SecondWalk second;
+  Array<ScanBlock>& blocks2 = second.blocks;
+  Array<ScanBlock>& pools2 = second.pools;
+  Array<RootRange>& arena_roots2 = second.arena_roots;
+  Collect& c2 = second.c;
   WalkJob walk{&in, &c2};
   SideThread walker;
   bool split = in.for_each_pool != nullptr && in.pools_listed != nullptr && tasks == 1 &&

@@ -95,12 +95,15 @@ bool ClassifyForLsan(const ScanBlock* dblocks, size_t n, const RootRange* roots,
 void CollectPool(uintptr_t r, size_t rb, uintptr_t base, size_t bytes, bool arena, void* arg) {
   auto* c = static_cast<Collect*>(arg);
   // (Marked pooled: in the detector's view, the mark tells a pool's real block from an unpooled one.)
-  c->ok = c->ok && c->pools->Push(ScanBlock::Of(r, rb, true)) && (!arena || c->arena_roots->Push(RootRange{base, base + bytes}));
+  // (ok written only when it changes: a store at every block is a line the other walker may share.)
+  if (c->ok && !(c->pools->Push(ScanBlock::Of(r, rb, true)) && (!arena || c->arena_roots->Push(RootRange{base, base + bytes})))) {
+    c->ok = false;
+  }
 }
 
 void CollectPooledBlock(uintptr_t p, uint64_t size, void* arg) {
   auto* c = static_cast<Collect*>(arg);
-  c->ok = c->ok && c->blocks->Push(ScanBlock::Of(p, size, true));
+  if (c->ok && !c->blocks->Push(ScanBlock::Of(p, size, true))) c->ok = false;
 }
 
 bool SortByStart(ScanBlock* a, size_t n, bool mostly_in_order) {
