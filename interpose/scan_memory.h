@@ -111,7 +111,7 @@ class InternalScratch : public track::ScratchMemory {
   static void PreferHugePages(void* p, size_t bytes) {
     if (p != nullptr && bytes >= kHuge && RUNNING_ON_VALGRIND == 0) madvise(p, PageRound(bytes), MADV_HUGEPAGE);
   }
-  // Its mappings now (a mapping beyond the list's room is not listed: the roots then include it).
+  // Its mappings now (every one it made: a request the list has no room for fails).
   template <typename F>
   void ForEachLive(F&& fn) {
     RootRange copy[kRoom];
@@ -131,13 +131,15 @@ class InternalScratch : public track::ScratchMemory {
       if (r.begin == reinterpret_cast<uintptr_t>(p)) r = RootRange{0, 0};
     }
   }
-  void ListLocked(void* p, size_t bytes) {
+  // Lists the mapping at p; false when the list is full.
+  bool ListLocked(void* p, size_t bytes) {
     for (RootRange& r : live_) {
       if (r.begin == 0) {
         r = RootRange{reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + bytes};
-        return;
+        return true;
       }
     }
+    return false;
   }
   // The slab room that starts at p, or -1 (lock_ held).
   int SlabRoomLocked(const void* p) const {
@@ -159,7 +161,12 @@ class InternalScratch : public track::ScratchMemory {
       // in "always" mode).
       madvise(slab_, kSlabBytes, MADV_NOHUGEPAGE);
       slab_used_ = 0;
-      ListLocked(slab_, kSlabBytes);
+      if (!ListLocked(slab_, kSlabBytes)) {
+        InternalFree(slab_, kSlabBytes);
+        slab_ = nullptr;
+        slab_failed_ = true;
+        return nullptr;
+      }
     }
     if (slab_used_ == kAllRooms) return nullptr;
     const int room = __builtin_ctzll(~slab_used_);
@@ -175,8 +182,15 @@ class InternalScratch : public track::ScratchMemory {
     if (p == nullptr) {
       p = InternalAlloc(Round(bytes));
       if (p == nullptr) return nullptr;
-      SpinLockHolder h(&lock_);
-      ListLocked(p, Round(bytes));
+      bool listed;
+      {
+        SpinLockHolder h(&lock_);
+        listed = ListLocked(p, Round(bytes));
+      }
+      if (!listed) {  // not made: the roots would take it for poolscope's memory, which may go meanwhile
+        InternalFree(p, Round(bytes));
+        return nullptr;
+      }
     }
     if (populate) Populate(p, 0, PageRound(bytes));
     return p;

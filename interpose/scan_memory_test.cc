@@ -270,6 +270,29 @@ TEST(ScratchArrayTest, SmallArraysShareOneMapping) {
   EXPECT_EQ(InternalMappingCount(), before);
 }
 
+// Every mapping made is listed: the scan leaves the listed ones out of the roots it reads in place,
+// and one it unmaps while the other thread reads would fault there. A request the list has no room
+// for fails (the scan then says it had no memory) rather than make a mapping no list holds.
+TEST(ScratchArrayTest, AMappingTheListCannotHoldIsNotMade) {
+  InternalScratch scratch;
+  constexpr size_t kBytes = 256 << 10;  // above the slab's rooms: a mapping each
+  std::vector<void*> made;
+  for (int i = 0; i < 1000; ++i) {
+    void* p = scratch.MapSparse(kBytes);
+    if (p == nullptr) break;
+    made.push_back(p);
+  }
+  ASSERT_GT(made.size(), 8u);
+  EXPECT_LT(made.size(), 1000u) << "the list's room is finite";
+  for (void* p : made) EXPECT_TRUE(Listed(scratch, p, kBytes));
+  scratch.Unmap(made.back(), kBytes);
+  made.pop_back();
+  void* again = scratch.MapSparse(kBytes);
+  EXPECT_NE(again, nullptr) << "a slot given back is the next mapping's";
+  if (again != nullptr) made.push_back(again);
+  for (void* p : made) scratch.Unmap(p, kBytes);
+}
+
 // Whether the page at `p` is present (pagemap), the zero page mapped by a read included.
 bool Present(const void* p) {
   const int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
