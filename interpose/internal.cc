@@ -30,15 +30,17 @@ char* g_bump = nullptr;
 char* g_bump_end = nullptr;
 std::atomic<uint64_t> g_mmaps{0}, g_munmaps{0}, g_mapped{0};
 
-// The registry of the mappings made here: an array of ranges in a mapping of its own, grown by mremap.
-// Its own mapping is the array's first entry once it exists, pointer_free (it holds poolscope's own
-// addresses only): growing moves it, and the exit scan's second thread, reading poolscope's memory in
-// place as a detector's roots, must never be reading it then. Taken after g_lock, never before it.
+// The registry of the mappings made here: an array of ranges in a reservation of its own, its pages
+// touched as it fills, which never moves (the exit scan reads poolscope's memory where it lies, on two
+// threads, while the scan's own arrays come and go: a registry grown by mremap left the page it had
+// been on unmapped under the other thread's read). Its own mapping is the array's first entry,
+// pointer_free: it holds poolscope's own addresses only. Taken after g_lock, never before it.
 struct Range {
   uintptr_t begin, end;
   uintptr_t used;  // [begin, used) may have been written (InternalNoteUsed); end unless noted
   bool pointer_free;  // InternalReserve's promise: never a pointer into the heap
 };
+constexpr size_t kRegistryBytes = size_t{1} << 20;  // 32,768 mappings; the kernel's limit is 65,530
 SpinLock g_ranges_lock;
 Range* g_ranges = nullptr;
 size_t g_nranges = 0;
@@ -48,19 +50,17 @@ size_t PageRound(size_t n) { return (n + 4095) & ~size_t{4095}; }
 
 void AddRange(void* p, size_t bytes, bool noted = false, bool pointer_free = false) {
   SpinLockHolder h(&g_ranges_lock);
-  if (g_nranges == g_ranges_capacity) {
-    size_t old_bytes = g_ranges_capacity * sizeof(Range);
-    size_t new_bytes = old_bytes == 0 ? 4096 : 2 * old_bytes;
-    void* q = g_ranges == nullptr
-                  ? mmap(nullptr, new_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-                  : mremap(g_ranges, old_bytes, new_bytes, MREMAP_MAYMOVE);
+  if (g_ranges == nullptr) {
+    void* q = mmap(nullptr, kRegistryBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (q == MAP_FAILED) return;  // the scan then sees this mapping as the program's
+    madvise(q, kRegistryBytes, MADV_NOHUGEPAGE);  // a page at a time, never 2 MiB at once
     g_ranges = static_cast<Range*>(q);
-    g_ranges_capacity = new_bytes / sizeof(Range);
+    g_ranges_capacity = kRegistryBytes / sizeof(Range);
     const uintptr_t at = reinterpret_cast<uintptr_t>(q);
-    g_ranges[0] = {at, at + new_bytes, at + new_bytes, true};
-    if (g_nranges == 0) g_nranges = 1;
+    g_ranges[0] = {at, at + kRegistryBytes, at + kRegistryBytes, true};
+    g_nranges = 1;
   }
+  if (g_nranges == g_ranges_capacity) return;  // as above
   const uintptr_t at = reinterpret_cast<uintptr_t>(p);
   g_ranges[g_nranges++] = {at, at + bytes, noted ? at : at + bytes, pointer_free};
 }
