@@ -318,8 +318,9 @@ TEST(TouchedPagesReaderTest, UntouchedPagesReadAsZerosWithoutAFault) {
   track::DirectMemoryReader direct;
   TouchedPagesReader reader(direct, fd);
   const uintptr_t b = reinterpret_cast<uintptr_t>(block);
-  EXPECT_EQ(reader.InPlace(b, kPages * 4096), nullptr);  // large: through Read
+  EXPECT_EQ(reader.InPlace(b, kPages * 4096), nullptr);  // large with untouched pages: through Read
   EXPECT_NE(reader.InPlace(b, 4096), nullptr);          // small: as the base reads it
+  EXPECT_EQ(reader.InPlace(b + 3 * 4096, TouchedPagesReader::kSparse), nullptr) << "page 3 alone is touched";
   std::vector<uint64_t> words(kPages * 512, ~uint64_t{0});
   ASSERT_EQ(reader.Read(b, words.data(), kPages * 4096), kPages * 4096);
   for (size_t w = 0; w < words.size(); ++w) {
@@ -331,6 +332,33 @@ TEST(TouchedPagesReaderTest, UntouchedPagesReadAsZerosWithoutAFault) {
   // The base alone maps them (the zero page), as the scan did.
   ASSERT_EQ(direct.Read(b, words.data(), kPages * 4096), kPages * 4096);
   EXPECT_TRUE(Present(block + 10 * 4096));
+  close(fd);
+  munmap(block, kPages * 4096);
+}
+
+// A large range every page of which was touched (a block the program filled) is read where it lies:
+// each view copied each large block before.
+TEST(TouchedPagesReaderTest, ALargeRangeTouchedThroughoutIsReadInPlace) {
+  constexpr size_t kPages = 16;
+  static_assert(kPages * 4096 >= TouchedPagesReader::kSparse, "a large range");
+  char* const block = static_cast<char*>(mmap(nullptr, kPages * 4096, PROT_READ | PROT_WRITE,
+                                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(block, MAP_FAILED);
+  memset(block, 7, kPages * 4096);
+  const int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  track::DirectMemoryReader direct;
+  TouchedPagesReader reader(direct, fd);
+  const uintptr_t b = reinterpret_cast<uintptr_t>(block);
+  EXPECT_EQ(reader.InPlace(b + 8, kPages * 4096 - 16), reinterpret_cast<const uint64_t*>(b + 8));
+  // A page given back (never touched since) makes the range one to copy, zero-filled there.
+  ASSERT_EQ(madvise(block + 5 * 4096, 4096, MADV_DONTNEED), 0);
+  EXPECT_EQ(reader.InPlace(b, kPages * 4096), nullptr);
+  std::vector<uint64_t> words(kPages * 512);
+  ASSERT_EQ(reader.Read(b, words.data(), kPages * 4096), kPages * 4096);
+  EXPECT_EQ(words[5 * 512], 0u);
+  EXPECT_EQ(words[6 * 512], 0x0707070707070707u);
+  EXPECT_FALSE(Present(block + 5 * 4096));
   close(fd);
   munmap(block, kPages * 4096);
 }
