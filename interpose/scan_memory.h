@@ -491,7 +491,13 @@ class TouchedPagesReader : public track::MemoryReader {
     });
     return whole ? base_.InPlace(addr, n) : nullptr;
   }
-  size_t ReadMany(const Range* ranges, size_t k, void* buf) override { return base_.ReadMany(ranges, k, buf); }
+  // A large range among them is read as Read reads it (the classifier groups blocks of up to 64 KiB).
+  size_t ReadMany(const Range* ranges, size_t k, void* buf) override {
+    for (size_t i = 0; i < k; ++i) {
+      if (ranges[i].n >= kSparse && pagemap_fd_ >= 0) return MemoryReader::ReadMany(ranges, k, buf);
+    }
+    return base_.ReadMany(ranges, k, buf);
+  }
 
  private:
   track::MemoryReader& base_;

@@ -359,6 +359,13 @@ TEST(TouchedPagesReaderTest, ALargeRangeTouchedThroughoutIsReadInPlace) {
   EXPECT_EQ(words[5 * 512], 0u);
   EXPECT_EQ(words[6 * 512], 0x0707070707070707u);
   EXPECT_FALSE(Present(block + 5 * 4096));
+  // Read among others (the classifier groups blocks of up to 64 KiB), the same.
+  const track::MemoryReader::Range ranges[] = {{b + 8 * 4096, 8}, {b, 8 * 4096}};
+  std::fill(words.begin(), words.end(), ~uint64_t{0});
+  ASSERT_EQ(reader.ReadMany(ranges, 2, words.data()), 8 + 8 * 4096);
+  EXPECT_EQ(words[0], 0x0707070707070707u);
+  EXPECT_EQ(words[1 + 5 * 512], 0u);
+  EXPECT_FALSE(Present(block + 5 * 4096)) << "an untouched page read through the base maps the zero page";
   close(fd);
   munmap(block, kPages * 4096);
 }
