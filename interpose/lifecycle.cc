@@ -239,16 +239,10 @@ uint64_t PooledBlocksNow() {
   return total.hits > total.pooled_frees ? total.hits - total.pooled_frees : 0;
 }
 
-// Whether the exit classifies the live blocks: reachability=1 with tracking, and a report or a leak
-// exit status to use the classes.
-bool ExitScans() {
-  const Options& o = g_options;
-  return g_tracking && o.reachability && (o.leak_exitcode > 0 || strcmp(o.report, "none") != 0);
-}
-
 // reachability=1: classifies the live blocks before the exit report is written (once).
 void ScanBeforeExitReport() {
-  if (!ExitScans()) return;
+  const Options& o = g_options;
+  if (!g_tracking || !o.reachability || (o.leak_exitcode <= 0 && strcmp(o.report, "none") == 0)) return;
   ScanThread* threads = nullptr;
   int n = 0;
   {
@@ -350,9 +344,7 @@ void OnUnload() {
   ThreadState& ts = t_state;
   if (g_init.load(std::memory_order_acquire) != 2) return;
   Guard guard(ts);
-  // (The walk up to exit() computes frame rules for libc's exit path: a quarter of a millisecond in a
-  // short process, wasted when no scan reads the stack.)
-  if (g_exit_sp == 0 && ExitScans()) {
+  if (g_exit_sp == 0) {
     track::StartFrame from;
     g_exit_sp = ProgramFrame(&from, __builtin_return_address(0), __builtin_dwarf_cfa(), __builtin_frame_address(0))
                     ? ExitPathSp(from)
