@@ -344,6 +344,9 @@ void OnUnload() {
   ThreadState& ts = t_state;
   if (g_init.load(std::memory_order_acquire) != 2) return;
   Guard guard(ts);
+  // At every exit, a scan or not: its frames overwrite the dead stack below the exit path, where
+  // poolscope's allocation paths left copies of block addresses that LeakSanitizer below poolscope,
+  // checking after this, would take for pointers (supp_leaks then lost one of its leaks).
   if (g_exit_sp == 0) {
     track::StartFrame from;
     g_exit_sp = ProgramFrame(&from, __builtin_return_address(0), __builtin_dwarf_cfa(), __builtin_frame_address(0))
