@@ -274,18 +274,19 @@ int ClassifyForDetector(void* arg);
 // Pooled blocks (as the counters say) from which the pool walk is split between two threads.
 constexpr size_t kSplitWalkBlocks = size_t{1} << 16;
 
-// The second half of the pool walk, into the arrays of `c`, which it faults in first.
 // What the second thread's part of a split pool walk writes: its arrays (their sizes, at each block)
 // and its flag, on cache lines of their own (alignas). Beside the first part's on a stack, a line
 // written by both threads at every block made each walker wait for the other's core: the two halves
 // of python3's 3.6M pools took 30 to 270 ms each, where one thread walked all of them in 68.
 struct alignas(128) SecondWalk {
-  SecondWalk() : blocks(g_scratch), pools(g_scratch), arena_roots(g_scratch), c{nullptr, &blocks, &pools, &arena_roots, true} {}
+  SecondWalk()
+      : blocks(g_scratch), pools(g_scratch), arena_roots(g_scratch), c{nullptr, &blocks, &pools, &arena_roots, true} {}
   Array<ScanBlock> blocks, pools;
   Array<RootRange> arena_roots;
   Collect c;
 };
 
+// The second half of the pool walk, into the arrays of `c`, which it faults in first.
 struct WalkJob {
   const ScanInputs* in;
   Collect* c;

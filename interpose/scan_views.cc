@@ -96,7 +96,9 @@ void CollectPool(uintptr_t r, size_t rb, uintptr_t base, size_t bytes, bool aren
   auto* c = static_cast<Collect*>(arg);
   // (Marked pooled: in the detector's view, the mark tells a pool's real block from an unpooled one.)
   // (ok written only when it changes: a store at every block is a line the other walker may share.)
-  if (c->ok && !(c->pools->Push(ScanBlock::Of(r, rb, true)) && (!arena || c->arena_roots->Push(RootRange{base, base + bytes})))) {
+  if (!c->ok) return;
+  if (!c->pools->Push(ScanBlock::Of(r, rb, true)) ||
+      (arena && !c->arena_roots->Push(RootRange{base, base + bytes}))) {
     c->ok = false;
   }
 }
