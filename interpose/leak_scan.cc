@@ -608,10 +608,6 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
     WritableSegments loaded{&segments, Objects::kAll};
     dl_iterate_phdr(CollectWritableSegments, &loaded);
     segments.Resize(SortAndMerge(segments.data(), segments.size()));
-    auto in_segment = [&](const RootRange& r) {
-      const size_t k = track::PartitionPoint(0, segments.size(), [&](size_t j) { return segments[j].end <= r.begin; });
-      return k < segments.size() && segments[k].begin <= r.begin && r.end <= segments[k].end;
-    };
     // Each view's ranges lie within one mapping or none (BuildRootRanges, ForEachTouchedPart), but for
     // a few of poolscope's own, which own_roots covers.
     auto add_anonymous = [&](Array<RootRange>& ranges) {
@@ -619,7 +615,8 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
         const RootRange& r = ranges[i];
         const size_t lo = track::PartitionPoint(0, maps.size(), [&](size_t k) { return maps[k].end <= r.begin; });
         if (lo < maps.size() && maps[lo].start <= r.begin && r.end <= maps[lo].end &&
-            (track::IsPrivateAnonymous(maps[lo]) || (maps[lo].readable() && in_segment(r)))) {
+            (track::IsPrivateAnonymous(maps[lo]) ||
+             (maps[lo].readable() && InsideOne(segments.data(), segments.size(), r.begin, r.end)))) {
           in_place_ok = in_place_ranges.Push(r);
         }
       }

@@ -607,6 +607,12 @@ class CheckedReader : public track::MemoryReader {
   uint64_t unreadable_ = 0;
 };
 
+// Whether [begin, end) lies inside one of ranges[0, n) (sorted by start, disjoint).
+inline bool InsideOne(const RootRange* ranges, size_t n, uintptr_t begin, uintptr_t end) {
+  const size_t k = track::PartitionPoint(0, n, [&](size_t i) { return ranges[i].end <= begin; });
+  return k < n && ranges[k].begin <= begin && end <= ranges[k].end;
+}
+
 // Reads through `base`, but hands out in place the ranges listed (sorted, disjoint): poolscope's own
 // memory, which nothing unmaps while the scan runs when the exiting thread is the process's only one,
 // so that the detector's view reads it without copying it through the kernel.
@@ -617,11 +623,7 @@ class OwnInPlaceReader : public track::MemoryReader {
   size_t ReadMany(const Range* ranges, size_t k, void* buf) override { return base_.ReadMany(ranges, k, buf); }
   const uint64_t* InPlace(uintptr_t addr, size_t n) override {
     if (const uint64_t* p = base_.InPlace(addr, n)) return p;
-    const size_t lo = track::PartitionPoint(0, n_, [&](size_t i) { return ranges_[i].end <= addr; });
-    if (lo < n_ && ranges_[lo].begin <= addr && addr + n <= ranges_[lo].end) {
-      return reinterpret_cast<const uint64_t*>(addr);
-    }
-    return nullptr;
+    return InsideOne(ranges_, n_, addr, addr + n) ? reinterpret_cast<const uint64_t*>(addr) : nullptr;
   }
 
  private:
