@@ -9,6 +9,9 @@
 #   SKIP_BUILD=1 LIB=/path/libpoolscope.so bench/short_process.sh
 #   LIB2=/path/other/libpoolscope.so           a second library, measured in the same rounds
 #   ROUNDS=9                                   rounds (default 9)
+#   CACHES=1                                   each library with a poolscope cache of its own (a copy
+#                                              of the user's, then one build), for libraries that
+#                                              write the cache differently
 #   LADDER=1                                   cc1 also under the configurations between bare and
 #                                              `report=none`: counting alone (pool=0 track=0), pooling
 #                                              alone (track=0), tracking without stacks (stack_depth=0)
@@ -92,11 +95,25 @@ printf 'OBJS := %s main.o\nprog: $(OBJS)\n\t$(CC) -o $@ $(OBJS)\n%%.o: %%.c\n\t$
   "$(cd "$WORK/proj" && ls f*.c | sed 's/\.c$/.o/' | tr '\n' ' ')" >"$WORK/proj/Makefile"
 
 mkdir "$WORK/reports"
-configs=(--config "none LD_PRELOAD=$LIB POOLSCOPE_OPTIONS=quiet=1:report=none"
-         --config "defaults LD_PRELOAD=$LIB POOLSCOPE_OPTIONS=quiet=1:report=$WORK/reports/r.%p.json")
+# cache_of N: the environment that gives library N its own cache with CACHES=1 (nothing otherwise).
+cache_of() {
+  [[ -n "${CACHES:-}" ]] || return 0
+  local dir=$WORK/cache$1 user=${XDG_CACHE_HOME:-$HOME/.cache}/poolscope
+  if [[ ! -d "$dir" ]]; then
+    mkdir -p "$dir/poolscope"
+    [[ -d "$user" ]] && cp -a "$user/." "$dir/poolscope/"
+    local lib=$LIB
+    [[ "$1" = 2 ]] && lib=$LIB2
+    XDG_CACHE_HOME=$dir LD_PRELOAD=$lib POOLSCOPE_OPTIONS=quiet=1:report=none make -s -B -j2 -C "$WORK/proj" >/dev/null
+    XDG_CACHE_HOME=$dir LD_PRELOAD=$lib POOLSCOPE_OPTIONS=quiet=1:report=none "$CC1" -quiet -O2 "$WORK/small.i" -o /dev/null
+  fi
+  echo "XDG_CACHE_HOME=$dir"
+}
+configs=(--config "none LD_PRELOAD=$LIB POOLSCOPE_OPTIONS=quiet=1:report=none $(cache_of 1)"
+         --config "defaults LD_PRELOAD=$LIB POOLSCOPE_OPTIONS=quiet=1:report=$WORK/reports/r.%p.json $(cache_of 1)")
 if [[ -n "$LIB2" ]]; then
-  configs+=(--config "none2 LD_PRELOAD=$LIB2 POOLSCOPE_OPTIONS=quiet=1:report=none"
-            --config "defaults2 LD_PRELOAD=$LIB2 POOLSCOPE_OPTIONS=quiet=1:report=$WORK/reports/r.%p.json")
+  configs+=(--config "none2 LD_PRELOAD=$LIB2 POOLSCOPE_OPTIONS=quiet=1:report=none $(cache_of 2)"
+            --config "defaults2 LD_PRELOAD=$LIB2 POOLSCOPE_OPTIONS=quiet=1:report=$WORK/reports/r.%p.json $(cache_of 2)")
 fi
 reference=()
 if [[ -f "$HEAPTRACK" ]]; then

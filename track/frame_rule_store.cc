@@ -340,6 +340,16 @@ bool MakeDir() {
   return mkdir(path, 0700) == 0 || errno == EEXIST;
 }
 
+// Whether a file holding `held` rules is rewritten for `fresh` more: at least one, and one for each
+// kHeldPerFresh it holds. A rule the file lacks is computed again by every later process that needs
+// it (tens of microseconds, its object's tables read), where the rewrite is paid once, in proportion
+// to the file (16 KiB for 512 rules): a program that needs a few rules beyond its file (`as` on a new
+// input: 5 beside 180) has them from the next run on.
+constexpr uint64_t kHeldPerFresh = 512;
+bool WorthRewriting(uint32_t fresh, uint32_t held) {
+  return fresh != 0 && uint64_t{fresh} * kHeldPerFresh >= held;
+}
+
 }  // namespace
 
 void OpenFrameRuleStore(const char* dir) {
@@ -384,8 +394,7 @@ int SaveFrameRuleStore() {
   for (int i = 0; i < g_nobjects && !any; ++i) {
     const Object& o = g_objects[i];
     const uint32_t held = o.state.load(std::memory_order_acquire) == kRead ? o.count : 0;
-    const uint32_t computed = o.computed.load(std::memory_order_relaxed);
-    any = !o.gone.load(std::memory_order_acquire) && computed != 0 && uint64_t{computed} * 32 >= uint64_t{held} + 32;
+    any = !o.gone.load(std::memory_order_acquire) && WorthRewriting(o.computed.load(std::memory_order_relaxed), held);
   }
   if (!any) return 0;
   static Tally tally;  // (1 KiB: not on the exiting thread's stack, which may be small)
@@ -397,7 +406,7 @@ int SaveFrameRuleStore() {
     Object* o = &g_objects[i];
     if (o->gone.load(std::memory_order_acquire)) continue;
     const uint32_t held = o->state.load(std::memory_order_acquire) == kRead ? o->count : 0;
-    if (tally.fresh[i] == 0 || uint64_t{tally.fresh[i]} * 32 < uint64_t{held} + 32) continue;
+    if (!WorthRewriting(tally.fresh[i], held)) continue;
     if (!dir_made && !(dir_made = MakeDir())) return written;
     written += Rewrite(o, tally.fresh[i]) ? 1 : 0;
   }

@@ -43,7 +43,7 @@ void NoteComputedFrameRule(uintptr_t pc);
 void RecheckFrameRuleStore();
 
 // At exit: for each object of the store, when the rules cached in this process that its file lacks are
-// at least one and a 32nd of what it holds, writes a new file with both. Returns how many it wrote.
+// at least one, and one for each 512 it holds, writes a new file with both. Returns how many it wrote.
 int SaveFrameRuleStore();
 
 // Rules the store answered in this process, and files it read, for the report and tests.
