@@ -110,7 +110,7 @@ TEST_F(FrameRuleStoreTest, OneNewRuleBesideASmallFileIsWritten) {
   for (uintptr_t pc : pcs) LookupFrameRule(pc);
   const uintptr_t fresh = reinterpret_cast<uintptr_t>(&strtoul);
   const FrameRule rule = LookupFrameRule(fresh);
-  EXPECT_EQ(SaveFrameRuleStore(), 1) << "libc's file, with the one rule more";
+  EXPECT_EQ(SaveFrameRuleStore(), 1) << "strtoul's object's file (libc's, or a sanitizer runtime's), with the one rule more";
 
   NewProcess();
   const uint64_t computed = FrameRulesComputed();

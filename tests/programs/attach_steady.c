@@ -92,15 +92,17 @@ static void* Run(void* arg) {
   }
   if (w->until_attached || w->stop_file != NULL) {
     const double give_up = Now() + 60;
-    double seen = w->until_attached ? 0 : -1;
+    double seen = 0;  /* when libpoolscope.so was first seen in the process */
     for (unsigned long n = w->ops;; ++n) {
       int i;
       Step(n, w->seed, win, sizes, &i, &created);
       if (n % kBatch != 0) continue;
       const double t = Now();
       if (t > give_up) break;
-      if (seen == 0 && PoolscopeLoaded()) seen = t;
-      if (seen == 0 || (seen > 0 && t - seen <= 1.5)) continue;
+      if (w->until_attached) {
+        if (seen == 0 && PoolscopeLoaded()) seen = t;
+        if (seen == 0 || t - seen <= 1.5) continue;
+      }
       if (w->stop_file == NULL || access(w->stop_file, F_OK) == 0) break;
     }
   }
@@ -110,6 +112,17 @@ static void* Run(void* arg) {
   w->sum = sum;
   w->created = created;
   return NULL;
+}
+
+/* Writes `text` to the file the environment variable `var` names, when it is set. */
+static void WriteToFileNamedBy(const char* var, const char* text) {
+  const char* path = getenv(var);
+  if (path == NULL) return;
+  FILE* f = fopen(path, "w");
+  if (f != NULL) {
+    fputs(text, f);
+    fclose(f);
+  }
 }
 
 int main(int argc, char** argv) {
@@ -131,21 +144,10 @@ int main(int argc, char** argv) {
     created += work[t].created;
   }
   printf("threads %d ops %lu checksum %lu\n", threads, ops, total % 1000000007);
-  const char* gap = getenv("STEADY_GAP_FILE");
-  if (gap != NULL) {
-    FILE* f = fopen(gap, "w");
-    if (f != NULL) {
-      fprintf(f, "%.1f\n", work[0].max_gap * 1e3);
-      fclose(f);
-    }
-  }
-  const char* calls = getenv("STEADY_CALLS_FILE");
-  if (calls != NULL) {
-    FILE* f = fopen(calls, "w");
-    if (f != NULL) {
-      fprintf(f, "%lu\n", created);
-      fclose(f);
-    }
-  }
+  char text[32];
+  snprintf(text, sizeof text, "%.1f\n", work[0].max_gap * 1e3);
+  WriteToFileNamedBy("STEADY_GAP_FILE", text);
+  snprintf(text, sizeof text, "%lu\n", created);
+  WriteToFileNamedBy("STEADY_CALLS_FILE", text);
   return 3;
 }
