@@ -58,6 +58,7 @@ class FakeBackend : public Backend {
   static constexpr size_t kTail = 64;
   static constexpr unsigned char kTailByte = 0xE7;
   std::atomic<long> tail_overwrites{0};
+  std::atomic<long> unknown_pool_frees{0};  // FreePool of anything but a live AllocPool block
 
   // What a test leaves behind (pools of caches it never shut down, orphaned pools) is freed here.
   ~FakeBackend() override {
@@ -89,8 +90,13 @@ class FakeBackend : public Backend {
     void* raw;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      raw = raw_[p];
-      raw_.erase(p);
+      auto it = raw_.find(p);
+      if (it == raw_.end()) {  // not a real block AllocPool returned (or one freed already)
+        ++unknown_pool_frees;
+        return;
+      }
+      raw = it->second;
+      raw_.erase(it);
     }
     Untrack(p);
     Untrack(raw);

@@ -220,7 +220,7 @@ PoolHeader* Domain::CreatePool(PoolStats* stats) {
   // zeroed (an implicit pool, owned by no one, nothing live, nothing in flight).
   ZeroSmall(reinterpret_cast<void*>(base), pool_bytes_);
   ZeroSmall(h, meta_bytes_);
-  h->info_before = info_before;
+  h->place = static_cast<uint8_t>((base - real) << 1 | (info_before ? 1 : 0));
   if (info_bytes_ != 0) ZeroSmall(InfoBaseOf(h), info_bytes_);
   uint32_t index;
   if (!TakeEntry(real, &index)) {  // no list chunk could be reserved
@@ -264,7 +264,7 @@ void Domain::ZeroPool(PoolHeader* h, char* used_end) {
 void Domain::ReleasePool(PoolHeader* h, PoolStats* stats) {
   char* const base = BaseOf(h);
   const uint32_t index = h->slot;
-  void* const real = reinterpret_cast<void*>(Entry(index).load(std::memory_order_relaxed));
+  void* const real = base - h->real_offset();
   // Off the list first: once it is, no walk reads the pool, which can then go.
   GiveBackEntry(index);
   map_.Erase(base);

@@ -143,7 +143,7 @@ class Domain {
   // Where the BlockInfo words of the pool of `h` start (InfoBefore): below the pool (and below its
   // header, marks and remote bits when those are there too), or right after the pool, or after its
   // header, marks and remote bits when those follow the pool. The header says which side.
-  char* InfoBaseOf(const PoolHeader* h) const { return InfoBase(h, h->info_before != 0); }
+  char* InfoBaseOf(const PoolHeader* h) const { return InfoBase(h, h->info_before()); }
   // The same for the pool whose real allocation starts at `real`, without reading its header.
   char* InfoBaseOfReal(const PoolHeader* h, uintptr_t real) const {
     return InfoBase(h, InfoBefore(reinterpret_cast<uintptr_t>(BaseOf(h)) - real));

@@ -135,7 +135,13 @@ struct PoolHeader {
   uint32_t slot;                 // the pool's entry in the domain's pool list
   std::atomic<uint16_t> state;   // kRetiredBit | remote frees between their check of it and their bit
   std::atomic<uint8_t> kind;     // PoolKind: kExplicit while an explicit arena holds it
-  uint8_t info_before;           // the BlockInfo words lie before the pool (set once, at creation)
+  // Set once, at creation: bit 0, the BlockInfo words lie before the pool; bits 1-6, how far the pool's
+  // base lies past the start of its real allocation (0-63 bytes), so that releasing the pool needs no
+  // look at its list entry.
+  uint8_t place;
+
+  bool info_before() const { return (place & 1) != 0; }
+  uintptr_t real_offset() const { return place >> 1; }
 
   static constexpr uint16_t kRetiredBit = 0x8000;
   static constexpr uint16_t kInFlightMask = 0x7fff;
@@ -147,7 +153,7 @@ struct PoolHeader {
   std::atomic<uint8_t>& mark(size_t g) const { return marks()[g]; }
 };
 constexpr size_t kHeaderBytes = 20;  // the fields above; the struct's tail padding holds marks
-static_assert(offsetof(PoolHeader, info_before) + 1 == kHeaderBytes, "marks start right after the header");
+static_assert(offsetof(PoolHeader, place) + 1 == kHeaderBytes, "marks start right after the header");
 static_assert(alignof(PoolHeader) == 8, "a header is 8-byte aligned");
 
 // A pool's granule count fits the 32-bit counts (kMaxPoolSize / kGranule blocks at most).

@@ -3,6 +3,10 @@
 // Leaf reservation and range marking for PoolMap; see pool_map.h.
 #include "pool/pool_map.h"
 
+#include <algorithm>
+
+#include "track/populate.h"
+
 namespace poolscope {
 namespace pool {
 
@@ -16,6 +20,21 @@ PoolMap::Leaf* PoolMap::LeafFor(uintptr_t a, bool create) {
   // Another thread installed one first. The reservation is not returned: leaves are few (one per GiB
   // of address space that holds pools) and never freed.
   return leaf;
+}
+
+void PoolMap::PopulateAhead(uintptr_t begin, uintptr_t at, size_t bytes) {
+  const uintptr_t done = populated_.load(std::memory_order_relaxed);
+  const uintptr_t end = at + bytes;
+  if (done == 0 || end > done + kMapPage) {
+    populated_.store((end - 1 + kMapPage) & ~(kMapPage - 1), std::memory_order_relaxed);
+    return;
+  }
+  // Nothing past the leaf's reservation is the map's (Insert's fast path: the pool's entries lie in
+  // one leaf, which exists).
+  const uintptr_t leaf = reinterpret_cast<uintptr_t>(root_[begin >> kLeafShift].load(std::memory_order_relaxed));
+  const uintptr_t to = std::min(done + kPopulateAhead, leaf + sizeof(Leaf));
+  if (to > done) track::PopulateRange(done, to, to);
+  populated_.store(done + kPopulateAhead, std::memory_order_relaxed);
 }
 
 bool PoolMap::InsertSlow(const void* begin, bool meta_after) {

@@ -45,6 +45,10 @@ class PoolMap {
   static constexpr size_t kPagesPerLeaf = size_t{1} << (kLeafShift - kPageShift);
   static constexpr size_t kLinesPerPage = size_t{1} << (kPageShift - kLineShift);
 
+  // Map pages are faulted in this far ahead of a heap of pools that grows upwards (Insert): one call
+  // instead of a page fault for every 128 KiB of pools.
+  static constexpr size_t kPopulateAhead = size_t{8} << 10;
+
   // (line index in its pool + 1) << 1 | metadata after the pool; 0: no pool.
   struct Page {
     std::atomic<uint16_t> line[kLinesPerPage];
@@ -88,6 +92,10 @@ class PoolMap {
     std::atomic<uint16_t>* const e = Entries(reinterpret_cast<uintptr_t>(begin));
     if (__builtin_expect(e == nullptr, 0)) return InsertSlow(begin, meta_after);
     const size_t lines = pool_bytes_ >> kLineShift;
+    const uintptr_t at = reinterpret_cast<uintptr_t>(e);
+    if (__builtin_expect(at + lines * sizeof(uint16_t) + kMapPage > populated_.load(std::memory_order_relaxed), 0)) {
+      PopulateAhead(reinterpret_cast<uintptr_t>(begin), at, lines * sizeof(uint16_t));
+    }
     for (size_t i = 0; i < lines; ++i) {
       e[i].store(static_cast<uint16_t>((i + 1) << 1 | (meta_after ? 1 : 0)), std::memory_order_relaxed);
     }
@@ -111,6 +119,14 @@ class PoolMap {
     if (leaf == nullptr) return nullptr;
     return &leaf->page[0].line[0] + ((a >> kLineShift) & (kPagesPerLeaf * kLinesPerPage - 1));
   }
+  // A heap that grows by pools one after another reaches a new page of map entries every 128 KiB.
+  // Called when the entries [at, at + bytes) of the pool at `begin` reach the last page faulted in
+  // (the one ending at populated_): the next kPopulateAhead bytes of the map (within the leaf) are
+  // faulted in with one call (track::PopulateRange), so that whenever entries reach a page in order,
+  // the page after it is in already. Entries past that page (the first pool, or another heap higher
+  // up) fault in their own page as they are written, and the next pool there goes on from it.
+  void PopulateAhead(uintptr_t begin, uintptr_t at, size_t bytes);
+  static constexpr uintptr_t kMapPage = 4096;
   bool InsertSlow(const void* begin, bool meta_after);
   void EraseSlow(const void* begin);
   Leaf* LeafFor(uintptr_t a, bool create);
@@ -119,6 +135,9 @@ class PoolMap {
   LeafSource* source_;
   size_t pool_bytes_ = 0;
   size_t meta_bytes_ = 0;
+  // How far the map's entries are known to be faulted in (PopulateAhead). Shared by the threads that
+  // make pools; a lost update costs a page fault or a call, nothing else.
+  std::atomic<uintptr_t> populated_{0};
 };
 
 }  // namespace pool

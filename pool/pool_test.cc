@@ -12,6 +12,7 @@
 
 #include "gtest/gtest.h"
 #include "pool/fake_backend.h"
+#include "track/populate.h"
 
 namespace poolscope {
 namespace pool {
@@ -94,6 +95,23 @@ TEST(PoolTest, CacheFullReleases) {
   EXPECT_EQ(tc.cached(), 1);
   EXPECT_EQ(t.backend.pool_frees, 3);
   EXPECT_EQ(tc.stats().pools_released, 3u);
+}
+
+// A released pool goes back to the allocator as the very block AllocPool gave, wherever the
+// allocator's alignment put the pool in it (the fake's blocks start 0, 16, 32 and 48 bytes past a
+// line in turn), with tracking's words in it or without.
+TEST(PoolTest, ReleasedPoolsGoBackAsTheBlocksTheAllocatorGave) {
+  for (const Config& config : {Cfg(64, 0), TrackedCfg(64, 0)}) {
+    TestDomain t(config);  // no cache: every emptied pool is released
+    ThreadCache tc(&t.domain);
+    std::vector<void*> blocks;
+    for (int i = 0; i < 8; ++i) blocks.push_back(tc.Carve(64));  // each fills a pool of its own
+    for (void* b : blocks) EXPECT_EQ(tc.Free(t.domain.Find(b), b), Domain::FreeResult::kFreed);
+    tc.Shutdown();
+    EXPECT_EQ(t.backend.pool_frees, 8);
+    EXPECT_EQ(t.backend.unknown_pool_frees, 0);
+    EXPECT_EQ(t.backend.live_pools(), 0);
+  }
 }
 
 // A released pool's entry in the pool list keeps no pointer into it (a detector below that scans the
@@ -492,14 +510,53 @@ TEST(PoolTest, OwnResidentMemoryIsAListEntryAndMapLines) {
     // The list: 8 bytes a pool, and pages faulted in ahead by at most Domain::kListPopulate.
     EXPECT_GE(list, kPools * 8);
     EXPECT_LE(list, kPools * 8 + Domain::kListPopulate + 4096);
-    // The map: 2 bytes a 64-byte line of the pools' memory (and at most a page more at each end).
-    EXPECT_LE(map, backend.used() / 32 + 2 * 4096);
+    // The map: 2 bytes a 64-byte line of the pools' memory (and at most a page more at each end, and
+    // what is faulted in ahead).
+    EXPECT_LE(map, backend.used() / 32 + 2 * 4096 + PoolMap::kPopulateAhead);
     for (void* b : blocks) EXPECT_EQ(tc.Free(domain.Find(b), b), Domain::FreeResult::kFreed);
     tc.Shutdown();
     return static_cast<double>(list + map) / kPools;
   };
   EXPECT_LE(own_per_pool(Cfg()), 16.0);
   EXPECT_LE(own_per_pool(TrackedCfg()), 16.0);
+}
+
+// A heap of pools that grows upwards finds the map's next page faulted in before its first entry is
+// written (one call ahead instead of a fault there), and no further than PoolMap::kPopulateAhead.
+TEST(PoolTest, TheMapsNextPageIsFaultedInAheadOfAGrowingHeap) {
+  void* probe = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(probe, MAP_FAILED);
+  const bool populate = madvise(probe, 4096, MADV_POPULATE_WRITE) == 0;
+  munmap(probe, 4096);
+  if (!populate) GTEST_SKIP() << "no MADV_POPULATE_WRITE (Linux before 5.14)";
+  auto root = std::make_unique<std::atomic<PoolMap::Leaf*>[]>(PoolMap::kRootSize);
+  DenseBackend backend;
+  Domain domain(Cfg(), &backend, root.get());
+  ThreadCache tc(&domain);
+  auto resident = [](uintptr_t page) {
+    unsigned char v = 0;
+    return mincore(reinterpret_cast<void*>(page), 4096, &v) == 0 && (v & 1) != 0;
+  };
+  const uintptr_t entries = sizeof(PoolMap::Page) * PoolMap::kPagesPerLeaf / sizeof(uint16_t);
+  auto entry_page = [&](void* block) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(block);
+    const uintptr_t leaf = reinterpret_cast<uintptr_t>(root[a >> PoolMap::kLeafShift].load());
+    return (leaf + ((a >> PoolMap::kLineShift) & (entries - 1)) * sizeof(uint16_t)) & ~uintptr_t{4095};
+  };
+  // 128-byte pools: a map page describes 1,024 of them; 6,000 reach five pages past the first.
+  std::vector<void*> blocks{tc.Carve(64)};
+  int pages = 0;
+  for (int i = 1; i < 6000; ++i) {
+    blocks.push_back(tc.Carve(64));  // each fills a pool of its own
+    const uintptr_t page = entry_page(blocks.back());
+    if (page == entry_page(blocks[blocks.size() - 2])) continue;
+    ++pages;
+    EXPECT_TRUE(resident(page + 4096)) << "pool " << i << ": the map's next page was not faulted in ahead";
+    EXPECT_FALSE(resident(page + 4096 + PoolMap::kPopulateAhead)) << "pool " << i << ": faulted in too far";
+  }
+  EXPECT_EQ(pages, 5);
+  for (void* b : blocks) EXPECT_EQ(tc.Free(domain.Find(b), b), Domain::FreeResult::kFreed);
+  tc.Shutdown();
 }
 
 // The default pool's header, marks and remote bits lie on one line beside the pool, on whichever side
