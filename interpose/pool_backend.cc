@@ -148,23 +148,23 @@ namespace {
 std::atomic<uintptr_t> g_heap_populated{0};
 constexpr uintptr_t kHeapPopulate = uintptr_t{64} << 10;
 
+}  // namespace
+
 // Pools made one after another grow the main heap a block at a time, each new page faulting on its
-// first store: a pool whose block ends past the pages faulted in so far has the next 64 KiB, up to the
-// heap's end (the program break), faulted in with one call (track::PopulateAhead). Nothing for a block
-// outside the main heap (a thread's arena, a mapping).
-void PopulateHeapAhead(uintptr_t end) {
+// first store: a block [begin, end) that ends past the pages faulted in so far has its own pages past
+// them and the next 64 KiB, up to the heap's end (the program break), faulted in with one call
+// (track::PopulateAhead). Nothing for a block outside the main heap (a thread's arena, a mapping).
+void PopulateHeapAhead(uintptr_t begin, uintptr_t end) {
   const uintptr_t done = g_heap_populated.load(std::memory_order_relaxed);
   if (end <= done || g_valgrind) return;
   const uintptr_t brk = reinterpret_cast<uintptr_t>(sbrk(0));
   if (end > brk) return;  // not in the main heap (a thread's arena or a mapping lies above it)
-  g_heap_populated.store(track::PopulateAhead(done, end - 1, end, brk, kHeapPopulate), std::memory_order_relaxed);
+  g_heap_populated.store(track::PopulateAhead(done, begin, end, brk, kHeapPopulate), std::memory_order_relaxed);
 }
-
-}  // namespace
 
 void* PoolFromMalloc(size_t bytes) {
   void* raw = g_real.malloc(bytes);
-  if (raw != nullptr) PopulateHeapAhead(reinterpret_cast<uintptr_t>(raw) + bytes);
+  if (raw != nullptr) PopulateHeapAhead(reinterpret_cast<uintptr_t>(raw), reinterpret_cast<uintptr_t>(raw) + bytes);
   return raw;
 }
 

@@ -16,6 +16,7 @@
 #include "interpose/shim_internal.h"
 #include "interpose/snapshot.h"
 #include "interpose/tracking.h"
+#include "track/populate.h"
 
 namespace poolscope {
 
@@ -200,13 +201,33 @@ void RealDelete(Api api, void* p, size_t size, size_t align, bool nothrow) {
 
 // ---- malloc family ------------------------------------------------------------------------------------
 
+namespace {
+// A block the next allocator made for a call that passed through. poolscope's own (the guard is up:
+// its code's operator new, the libraries it calls) are made in numbers at exit, for the scan and the
+// report, and written at once, each page they take that was never touched a fault: a large one has its
+// pages faulted in with one call wherever it lies (in the heap's free space, or mapped), and a small one
+// that grows the main heap the heap's next pages (PopulateHeapAhead). The program's own calls are left
+// as they are.
+constexpr size_t kPopulateOwnBlock = size_t{16} << 10;
+inline void* PassedThrough(const ThreadState& ts, void* p, size_t n) {
+  if (ts.guard == 0 || p == nullptr) return p;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p);
+  if (n >= kPopulateOwnBlock) {
+    track::PopulateRange(begin, begin + n, begin + n);
+  } else {
+    PopulateHeapAhead(begin, begin + n);
+  }
+  return p;
+}
+}  // namespace
+
 void* AllocSlow(Api api, size_t n, void* ra) {
   ThreadState& ts = t_state;
   switch (Enter(ts)) {
     case Mode::kBootstrap: return Bootstrap(n, 16);
     case Mode::kPassthrough:
       g_passthrough_allocs.fetch_add(1, std::memory_order_relaxed);
-      return g_real.malloc(n);
+      return PassedThrough(ts, g_real.malloc(n), n);
     case Mode::kCounted: break;
   }
   Scope scope(ts);
@@ -391,7 +412,7 @@ __attribute__((noinline)) void* CallocSlow(size_t n, size_t m, void* ra) {
     case Mode::kBootstrap: return overflow ? nullptr : Bootstrap(total, 16);  // static: zero
     case Mode::kPassthrough:
       g_passthrough_allocs.fetch_add(1, std::memory_order_relaxed);
-      return g_real.calloc(n, m);
+      return PassedThrough(ts, g_real.calloc(n, m), overflow ? 0 : total);
     case Mode::kCounted: break;
   }
   Scope scope(ts);
@@ -426,7 +447,7 @@ void* Realloc(Api api, void* p, size_t n, size_t m, void* ra) {
   }
   if (mode == Mode::kPassthrough && h == nullptr) {
     g_passthrough_allocs.fetch_add(1, std::memory_order_relaxed);
-    return api == kRealloc ? g_real.realloc(p, n) : g_real.reallocarray(p, n, m);
+    return PassedThrough(ts, api == kRealloc ? g_real.realloc(p, n) : g_real.reallocarray(p, n, m), overflow ? 0 : total);
   }
   Scope scope(ts);
   track::StartFrame frame;
@@ -666,7 +687,7 @@ void* NewForm(Api api, size_t n, size_t align, bool nothrow, void* ra) {
     }
     case Mode::kPassthrough:
       g_passthrough_allocs.fetch_add(1, std::memory_order_relaxed);
-      return real_call();
+      return PassedThrough(ts, real_call(), n);
     case Mode::kCounted: break;
   }
   Scope scope(ts);

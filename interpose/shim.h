@@ -177,6 +177,9 @@ namespace poolscope {
 // boundary or after the pool (pool/pool_layout.h).
 extern bool g_pool_by_malloc;
 void* PoolFromMalloc(size_t bytes);
+// A block [begin, end) of the main heap that ends past the pages faulted in so far has its own pages
+// and the next ones faulted in with one call (pool_backend.cc).
+void PopulateHeapAhead(uintptr_t begin, uintptr_t end);
 // The bytes the allocator below holds for one pool: what its real allocation asked for
 // (Domain::real_bytes: the pool, its metadata and the alignment's slack).
 uint64_t PoolRealBytes();

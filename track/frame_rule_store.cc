@@ -26,7 +26,7 @@ namespace track {
 
 namespace {
 
-constexpr uint64_t kMagic = 0x31454c5552465350ull;  // "PSFRULE1"
+constexpr uint64_t kMagic = 0x32454c5552465350ull;  // "PSFRULE2"
 constexpr uint64_t kTop = uint64_t{1} << 63;
 constexpr uint32_t kMinBits = 8;
 constexpr uint32_t kMaxBits = 20;  // 16 MiB of slots: a million rules
@@ -75,16 +75,19 @@ inline size_t Home(uint64_t key, uint32_t bits) {
   return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> (64 - bits));
 }
 
+// FNV-1a's step over 64-bit words, in four lanes (slot i in lane i % 4) that the CPU multiplies side
+// by side: one chain of multiplies over a large program's file (cc1: 16,384 slots) took 0.3 ms of every
+// start. 2^bits is a multiple of four (bits >= kMinBits).
 uint64_t Checksum(uint32_t bits, uint32_t count, const FileSlot* slots) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  auto mix = [&h](uint64_t w) { h = (h ^ w) * 0x100000001b3ull; };
-  mix(bits);
-  mix(count);
+  constexpr uint64_t kPrime = 0x100000001b3ull;
+  constexpr uint64_t kBasis = 0xcbf29ce484222325ull;
+  uint64_t lane[4] = {kBasis ^ bits, kBasis ^ count, kBasis + 1, kBasis + 2};
   const size_t n = size_t{1} << bits;
-  for (size_t i = 0; i < n; ++i) {
-    mix(slots[i].key);
-    mix(slots[i].rule);
+  for (size_t i = 0; i < n; i += 4) {
+    for (size_t k = 0; k < 4; ++k) lane[k] = ((lane[k] ^ slots[i + k].key) * kPrime ^ slots[i + k].rule) * kPrime;
   }
+  uint64_t h = lane[0];
+  for (size_t k = 1; k < 4; ++k) h = (h ^ lane[k]) * kPrime;
   return h;
 }
 
