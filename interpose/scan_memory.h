@@ -456,7 +456,9 @@ class ScanDeadline {
 // took from calloc (a mapping of its own) and mostly never wrote would otherwise be faulted in a page
 // at a time by the scan's reads (the zero page mapped for each: a fault a page, 10-20 us each in some
 // virtual machines). For a scan while no other thread runs (a page touched meanwhile would be missed).
-// Keeps no state: both views' threads may share one.
+// Keeps pagemap's answers for the ranges asked about last (a large block is asked about by InPlace,
+// then Read, in each view: cc1's exit read the same entries six times, 211 reads), behind a lock of
+// its own: both views' threads may share one.
 class TouchedPagesReader : public track::MemoryReader {
  public:
   // Ranges shorter than this are read as `base` reads them: a pagemap read costs about what reading
@@ -468,7 +470,7 @@ class TouchedPagesReader : public track::MemoryReader {
     char* const out = static_cast<char*>(buf);
     uintptr_t at = addr;  // bytes before `at` are in buf
     bool whole = true;
-    track::ForEachTouchedRun(pagemap_fd_, addr, addr + n, [&](uintptr_t b, uintptr_t e) {
+    ForEachRun(addr, n, [&](uintptr_t b, uintptr_t e) {
       if (!whole) return;
       memset(out + (at - addr), 0, b - at);
       const size_t got = base_.Read(b, out + (b - addr), e - b);
@@ -486,9 +488,7 @@ class TouchedPagesReader : public track::MemoryReader {
     if (n < kSparse || pagemap_fd_ < 0) return base_.InPlace(addr, n);
     int runs = 0;
     bool whole = false;
-    track::ForEachTouchedRun(pagemap_fd_, addr, addr + n, [&](uintptr_t b, uintptr_t e) {
-      whole = ++runs == 1 && b == addr && e == addr + n;
-    });
+    ForEachRun(addr, n, [&](uintptr_t b, uintptr_t e) { whole = ++runs == 1 && b == addr && e == addr + n; });
     return whole ? base_.InPlace(addr, n) : nullptr;
   }
   // A large range among them is read as Read reads it (the classifier groups blocks of up to 64 KiB).
@@ -500,8 +500,50 @@ class TouchedPagesReader : public track::MemoryReader {
   }
 
  private:
+  // The touched runs of [addr, addr + n) (track::ForEachTouchedRun), from the kept answer for that
+  // range when there is one; an answer of at most kRuns runs is kept, in the slot the range's start
+  // picks (replacing the one there).
+  template <typename Emit>
+  void ForEachRun(uintptr_t addr, size_t n, Emit&& emit) {
+    Answer& slot = answers_[(addr * 0x9E3779B97F4A7C15ull) >> (64 - kAnswerBits)];
+    Answer kept;
+    Lock();
+    const bool hit = slot.addr == addr && slot.n == n;
+    if (hit) kept = slot;
+    Unlock();
+    if (hit) {
+      for (uint32_t i = 0; i < kept.count; ++i) emit(kept.runs[i].begin, kept.runs[i].end);
+      return;
+    }
+    Answer fresh{addr, n, 0, {}};
+    track::ForEachTouchedRun(pagemap_fd_, addr, addr + n, [&](uintptr_t b, uintptr_t e) {
+      if (fresh.count < kRuns) fresh.runs[fresh.count] = RootRange{b, e};
+      ++fresh.count;
+      emit(b, e);
+    });
+    if (fresh.count > kRuns) return;
+    Lock();
+    slot = fresh;
+    Unlock();
+  }
+  void Lock() {
+    while (lock_.exchange(true, std::memory_order_acquire)) {
+    }
+  }
+  void Unlock() { lock_.store(false, std::memory_order_release); }
+
+  static constexpr int kAnswerBits = 6;
+  static constexpr uint32_t kRuns = 8;
+  struct Answer {
+    uintptr_t addr;
+    size_t n;
+    uint32_t count;
+    RootRange runs[kRuns];
+  };
   track::MemoryReader& base_;
   const int pagemap_fd_;
+  std::atomic<bool> lock_{false};
+  Answer answers_[size_t{1} << kAnswerBits] = {};
 };
 
 // Reads through `base` until `deadline` passes, then nothing (the classifier then ends soon, its

@@ -336,6 +336,35 @@ TEST(TouchedPagesReaderTest, UntouchedPagesReadAsZerosWithoutAFault) {
   munmap(block, kPages * 4096);
 }
 
+// pagemap's answer for a large range is kept for that range's next question (InPlace and then Read,
+// in each view): asked again after the pagemap stopped answering (/dev/null in its place: every page
+// then counts as touched), the range reads as it did; a range not asked about before sees the change.
+TEST(TouchedPagesReaderTest, APagemapAnswerIsKeptForTheRangesNextQuestion) {
+  constexpr size_t kPages = 16;
+  char* const block = static_cast<char*>(mmap(nullptr, kPages * 4096, PROT_READ | PROT_WRITE,
+                                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(block, MAP_FAILED);
+  block[3 * 4096] = 1;
+  const int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  track::DirectMemoryReader direct;
+  TouchedPagesReader reader(direct, fd);
+  const uintptr_t b = reinterpret_cast<uintptr_t>(block);
+  EXPECT_EQ(reader.InPlace(b, kPages * 4096), nullptr) << "page 3 alone is touched";
+  const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(null_fd, 0);
+  ASSERT_EQ(dup2(null_fd, fd), fd);
+  close(null_fd);
+  EXPECT_EQ(reader.InPlace(b, kPages * 4096), nullptr) << "the range's answer was asked for again";
+  std::vector<uint64_t> words(kPages * 512, ~uint64_t{0});
+  ASSERT_EQ(reader.Read(b, words.data(), kPages * 4096), kPages * 4096);
+  EXPECT_EQ(words[3 * 512], 1u);
+  EXPECT_FALSE(Present(block + 10 * 4096)) << "an untouched page was read";
+  EXPECT_NE(reader.InPlace(b, (kPages - 1) * 4096), nullptr) << "another range: every page counts as touched now";
+  close(fd);
+  munmap(block, kPages * 4096);
+}
+
 // A large range every page of which was touched (a block the program filled) is read where it lies:
 // each view copied each large block before.
 TEST(TouchedPagesReaderTest, ALargeRangeTouchedThroughoutIsReadInPlace) {
