@@ -207,10 +207,10 @@ namespace {
 // report, and written at once, each page they take that was never touched a fault: a large one has its
 // pages faulted in with one call wherever it lies (in the heap's free space, or mapped), and a small one
 // that grows the main heap the heap's next pages (PopulateHeapAhead). The program's own calls are left
-// as they are.
+// as they are, and so is everything under valgrind (whose memory is its own to manage).
 constexpr size_t kPopulateOwnBlock = size_t{16} << 10;
 inline void* PassedThrough(const ThreadState& ts, void* p, size_t n) {
-  if (ts.guard == 0 || p == nullptr) return p;
+  if (ts.guard == 0 || p == nullptr || g_valgrind) return p;
   const uintptr_t begin = reinterpret_cast<uintptr_t>(p);
   if (n >= kPopulateOwnBlock) {
     track::PopulateRange(begin, begin + n, begin + n);
