@@ -205,15 +205,18 @@ namespace {
 // A block the next allocator made for a call that passed through. poolscope's own (the guard is up:
 // its code's operator new, the libraries it calls) are made in numbers at exit, for the scan and the
 // report, and written at once, each page they take that was never touched a fault: a large one has its
-// pages faulted in with one call wherever it lies (in the heap's free space, or mapped), and a small one
-// that grows the main heap the heap's next pages (PopulateHeapAhead). The program's own calls are left
-// as they are, and so is everything under valgrind (whose memory is its own to manage).
+// pages faulted in with one call wherever it lies (in the heap's free space, or mapped), its first 256
+// KiB at most (a library's sparse table, libdw's, would cost more faulted in whole than touched), and a
+// small one that grows the main heap the heap's next pages (PopulateHeapAhead). The program's own calls
+// are left as they are, and so is everything under valgrind (whose memory is its own to manage).
 constexpr size_t kPopulateOwnBlock = size_t{16} << 10;
+constexpr size_t kPopulateOwnAtMost = size_t{256} << 10;
 inline void* PassedThrough(const ThreadState& ts, void* p, size_t n) {
   if (ts.guard == 0 || p == nullptr || g_valgrind) return p;
   const uintptr_t begin = reinterpret_cast<uintptr_t>(p);
   if (n >= kPopulateOwnBlock) {
-    track::PopulateRange(begin, begin + n, begin + n);
+    const uintptr_t end = begin + (n < kPopulateOwnAtMost ? n : kPopulateOwnAtMost);
+    track::PopulateRange(begin, end, end);
   } else {
     PopulateHeapAhead(begin, begin + n);
   }
