@@ -126,7 +126,7 @@ class PoolMap {
   // the page after it is in already. Entries past that page (the first pool, or another heap higher
   // up) fault in their own page as they are written, and the next pool there goes on from it.
   void PopulateAhead(uintptr_t begin, uintptr_t at, size_t bytes);
-  static constexpr uintptr_t kMapPage = 4096;
+  static constexpr uintptr_t kMapPage = uintptr_t{1} << kPageShift;  // a page of the map itself
   bool InsertSlow(const void* begin, bool meta_after);
   void EraseSlow(const void* begin);
   Leaf* LeafFor(uintptr_t a, bool create);

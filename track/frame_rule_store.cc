@@ -77,7 +77,8 @@ inline size_t Home(uint64_t key, uint32_t bits) {
 
 // FNV-1a's step over 64-bit words, in four lanes (slot i in lane i % 4) that the CPU multiplies side
 // by side: one chain of multiplies over a large program's file (cc1: 16,384 slots) took 0.3 ms of every
-// start. 2^bits is a multiple of four (bits >= kMinBits).
+// start.
+static_assert(kMinBits >= 2, "a file's slots come in fours");
 uint64_t Checksum(uint32_t bits, uint32_t count, const FileSlot* slots) {
   constexpr uint64_t kPrime = 0x100000001b3ull;
   constexpr uint64_t kBasis = 0xcbf29ce484222325ull;
