@@ -37,6 +37,7 @@
 #include "interpose/shim_internal.h"
 #include "interpose/snapshot.h"
 #include "interpose/tracking.h"
+#include "track/populate.h"
 
 namespace poolscope {
 
@@ -388,7 +389,7 @@ struct PatchRun {
 
 // The objects with an entry rewritten (both passes, and later dlopens), each counted once.
 constexpr int kMaxObjects = 4096;
-uintptr_t g_object_bases[kMaxObjects];
+POOLSCOPE_LARGE_BSS uintptr_t g_object_bases[kMaxObjects];
 
 void NoteObject(uintptr_t base) {
   for (uint64_t i = 0; i < g_objects_patched && i < kMaxObjects; ++i) {

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "interpose/internal.h"
+#include "track/populate.h"
 
 namespace poolscope {
 namespace {
@@ -23,10 +24,10 @@ struct Range {
   bool match;
 };
 
-char g_globs[kMaxGlobs][256];
+POOLSCOPE_LARGE_BSS char g_globs[kMaxGlobs][256];
 int g_nglobs = 0;
 SpinLock g_lock;
-Range g_ranges[kMaxRanges];
+POOLSCOPE_LARGE_BSS Range g_ranges[kMaxRanges];
 std::atomic<int> g_nranges{0};
 std::atomic<uint64_t> g_loads{0};  // dlpi_adds + dlpi_subs when the ranges were built
 std::atomic<uint64_t> g_checks{0};

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "interpose/counters.h"
+#include "track/populate.h"
 
 namespace poolscope {
 namespace {
@@ -78,7 +79,7 @@ void RemoveRange(void* p) {
 // Resident bytes of the mappings in the registry: mincore, a batch of pages at a time, into a buffer
 // kept here (g_ranges_lock is held): a report may be written on a small thread stack, and a batch of
 // 64 MiB makes one call of each of poolscope's reservations.
-unsigned char g_resident_vec[16384];
+POOLSCOPE_LARGE_BSS unsigned char g_resident_vec[16384];
 uint64_t ResidentLocked() {
   constexpr size_t kBatch = sizeof g_resident_vec;
   unsigned char* const vec = g_resident_vec;

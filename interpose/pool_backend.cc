@@ -21,7 +21,7 @@
 
 namespace poolscope {
 
-std::atomic<pool::PoolMap::Leaf*> g_map_root[pool::PoolMap::kRootSize];
+POOLSCOPE_LARGE_BSS std::atomic<pool::PoolMap::Leaf*> g_map_root[pool::PoolMap::kRootSize];
 
 // Under valgrind (valgrind=1), pools and pooled blocks are described to memcheck: one meta mempool
 // whose first-level chunks are the pools and whose second-level (malloc-like) blocks are the blocks
@@ -54,7 +54,7 @@ __attribute__((noinline)) void WipeStackBelow() {
   for (size_t i = 0; i < sizeof pad; ++i) pad[i] = 0;
 }
 
-alignas(pool::Domain) char g_domain_storage[sizeof(pool::Domain)];
+alignas(pool::Domain) POOLSCOPE_LARGE_BSS char g_domain_storage[sizeof(pool::Domain)];
 pool::Domain* g_domain = nullptr;
 
 void ValgrindDescribeFree(const pool::PoolHeader*, void* p) { VALGRIND_FREELIKE_BLOCK(p, 0); }

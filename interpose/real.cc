@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "interpose/internal.h"
+#include "track/populate.h"
 
 void (*poolscope_real_exit)(int) = nullptr;
 uintptr_t poolscope_exit_registers[7] = {};
@@ -16,7 +17,7 @@ uintptr_t poolscope_exit_registers[7] = {};
 namespace poolscope {
 
 RealFns g_real;
-alignas(64) char g_bootstrap[kBootstrapBytes];
+alignas(64) POOLSCOPE_LARGE_BSS char g_bootstrap[kBootstrapBytes];
 
 namespace {
 

@@ -24,6 +24,7 @@
 #include "interpose/tracking.h"
 #include "track/frame_rule_store.h"
 #include "track/frame_rules.h"
+#include "track/populate.h"
 #include "track/symbolizer.h"
 
 namespace poolscope {
@@ -36,7 +37,7 @@ namespace {
 // counts as the last point. `pooled_bytes`: the live pooled blocks' bytes the report counted (-1: read
 // them).
 void WriteTimeline(report::JsonWriter& w, const Snapshot& s, int64_t pooled_bytes) {
-  static TimelinePoint points[kTimelinePoints + 1];  // the report is written by one thread at a time
+  POOLSCOPE_LARGE_BSS static TimelinePoint points[kTimelinePoints + 1];  // the report is written by one thread at a time
   uint64_t interval_ns = 0;
   size_t n = TimelineRead(points, &interval_ns);
   points[n++] = TimelinePointOf(s, TimelineNowNs(), pooled_bytes);

@@ -19,6 +19,7 @@
 #include "interpose/shim_internal.h"
 #include "interpose/timeline_peak.h"
 #include "interpose/tracking.h"
+#include "track/populate.h"
 
 namespace poolscope {
 namespace {
@@ -28,7 +29,7 @@ uint64_t g_start_ns = 0;
 // When the next sample is due, for the ticks' quick test (the series decides under g_busy).
 std::atomic<uint64_t> g_next_ns{0};
 std::atomic<bool> g_busy{false};  // one sampler (or reader) at a time; other samplers skip
-TimelineSeries g_series;
+POOLSCOPE_LARGE_BSS TimelineSeries g_series;
 // How long the last sample's read of the pools took, and when it began (under g_busy; WalkAffordable).
 uint64_t g_walk_ns = 0;
 uint64_t g_walk_at_ns = 0;

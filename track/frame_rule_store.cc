@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "track/build_id.h"
+#include "track/populate.h"
 
 namespace poolscope {
 namespace track {
@@ -64,7 +65,7 @@ struct Object {
   size_t map_bytes;
 };
 
-Object g_objects[kMaxObjects];
+POOLSCOPE_LARGE_BSS Object g_objects[kMaxObjects];
 int g_nobjects = 0;
 char g_dir[512];
 std::atomic<bool> g_open{false};

@@ -23,7 +23,7 @@ constexpr uintptr_t kClaiming = 1;  // a slot being claimed: its pc is not writt
 }  // namespace
 
 namespace frame_rules_internal {
-Slot g_table[kTableSize];
+POOLSCOPE_LARGE_BSS Slot g_table[kTableSize];
 std::atomic<int> g_bits{kFirstTableBits};
 std::atomic<uint32_t> g_generation{0};
 }  // namespace frame_rules_internal

@@ -105,14 +105,14 @@ struct FunctionRecord {
   // nrows offsets (uint16_t or uint32_t) in increasing order, then nrows uint16_t rule indices.
 };
 
-alignas(64) uint8_t g_arena[kArenaBytes];
+alignas(64) POOLSCOPE_LARGE_BSS uint8_t g_arena[kArenaBytes];
 // A slot: the arena offset + 1 of a record in its low kOffsetBits, and above them bits of the FDE's hash
 // that the slot's home does not say (a probe passes other functions' slots without reading their
 // records); 0 when empty.
 constexpr int kOffsetBits = 21;
 static_assert(kArenaBytes < (size_t{1} << kOffsetBits), "arena offsets fit a slot");
 constexpr uint32_t kOffsetMask = (uint32_t{1} << kOffsetBits) - 1;
-uint32_t g_functions[size_t{1} << kMaxFunctionBits];
+POOLSCOPE_LARGE_BSS uint32_t g_functions[size_t{1} << kMaxFunctionBits];
 int g_function_bits = kFirstFunctionBits;
 size_t g_arena_used = 0;
 size_t g_arena_populated = 0;  // the arena's bytes faulted in
@@ -121,10 +121,10 @@ size_t g_arena_populated = 0;  // the arena's bytes faulted in
 // writes (16 pages at some 11 us each on first write here).
 constexpr size_t kArenaAhead = size_t{64} << 10;
 size_t g_nfunctions = 0;
-FrameRule g_rules[kRuleSlots];           // the distinct rules, by index
-uint16_t g_rule_slots[kRuleSlots];       // index + 1 of a rule, by hash of the rule, or 0
+POOLSCOPE_LARGE_BSS FrameRule g_rules[kRuleSlots];      // the distinct rules, by index
+POOLSCOPE_LARGE_BSS uint16_t g_rule_slots[kRuleSlots];  // index + 1 of a rule, by hash of the rule, or 0
 uint32_t g_nrules = 0;
-uint16_t g_scratch[kMaxRows];  // the rule indices of the function being read
+POOLSCOPE_LARGE_BSS uint16_t g_scratch[kMaxRows];  // the rule indices of the function being read
 Row g_remembered[kMaxRemembered];  // its interpretation's DW_CFA_remember_state rows
 SpinLock g_functions_lock;
 std::atomic<uint64_t> g_functions_read{0};
