@@ -1,7 +1,8 @@
 // File: track/frame_rule_table_test.cc
 //
 // The frame rules' cache in a process of its own, from its first table: every pc looked up is cached
-// through the table's doublings, so looking the same pcs up again computes nothing.
+// through the table's doublings, so looking the same pcs up again computes nothing; then (no function
+// read before it) the functions' arena faulted in only as far as its first records need.
 #include <sys/mman.h>
 
 #include <cstdint>
