@@ -491,6 +491,19 @@ class TouchedPagesReader : public track::MemoryReader {
     ForEachRun(addr, n, [&](uintptr_t b, uintptr_t e) { whole = ++runs == 1 && b == addr && e == addr + n; });
     return whole ? base_.InPlace(addr, n) : nullptr;
   }
+  // A large range's touched runs, each where the base reads it in place (the classifier scans them
+  // there, and no zeros: cc1's exit copied 3 MB of partly touched blocks, zero-filled).
+  int InPlaceRuns(uintptr_t addr, size_t n, Range* runs, int cap) override {
+    if (n < kSparse || pagemap_fd_ < 0) return -1;
+    int count = 0;
+    bool ok = true;
+    ForEachRun(addr, n, [&](uintptr_t b, uintptr_t e) {
+      const uint64_t* at = ok && count < cap ? base_.InPlace(b, e - b) : nullptr;
+      ok = at != nullptr;
+      if (ok) runs[count++] = Range{reinterpret_cast<uintptr_t>(at), e - b};
+    });
+    return ok ? count : -1;
+  }
   // A large range among them is read as Read reads it (the classifier groups blocks of up to 64 KiB).
   size_t ReadMany(const Range* ranges, size_t k, void* buf) override {
     for (size_t i = 0; i < k; ++i) {
@@ -559,6 +572,9 @@ class DeadlineReader : public track::MemoryReader {
   }
   size_t ReadMany(const Range* ranges, size_t k, void* buf) override {
     return deadline_.Passed(&asked_) ? 0 : base_.ReadMany(ranges, k, buf);
+  }
+  int InPlaceRuns(uintptr_t addr, size_t n, Range* runs, int cap) override {
+    return deadline_.Passed(&asked_) ? -1 : base_.InPlaceRuns(addr, n, runs, cap);
   }
 
  private:

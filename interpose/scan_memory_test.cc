@@ -399,6 +399,35 @@ TEST(TouchedPagesReaderTest, ALargeRangeTouchedThroughoutIsReadInPlace) {
   munmap(block, kPages * 4096);
 }
 
+// A large range's touched runs are given where they lie, for the classifier to scan in place (each
+// view copied them, the untouched pages zero-filled, before); untouched pages stay unmapped. More runs
+// than the caller has room for, or a small range, must go through Read.
+TEST(TouchedPagesReaderTest, ALargeRangesTouchedRunsAreGivenInPlace) {
+  constexpr size_t kPages = 64;
+  char* const block = static_cast<char*>(mmap(nullptr, kPages * 4096, PROT_READ | PROT_WRITE,
+                                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(block, MAP_FAILED);
+  block[3 * 4096] = 1;
+  block[40 * 4096] = 1;
+  block[41 * 4096 + 100] = 1;
+  const int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  track::DirectMemoryReader direct;
+  TouchedPagesReader reader(direct, fd);
+  const uintptr_t b = reinterpret_cast<uintptr_t>(block);
+  track::MemoryReader::Range runs[4];
+  ASSERT_EQ(reader.InPlaceRuns(b + 8, kPages * 4096 - 16, runs, 4), 2);
+  EXPECT_EQ(runs[0].addr, b + 3 * 4096);
+  EXPECT_EQ(runs[0].n, 4096u);
+  EXPECT_EQ(runs[1].addr, b + 40 * 4096);
+  EXPECT_EQ(runs[1].n, 2 * 4096u);
+  EXPECT_FALSE(Present(block + 10 * 4096));
+  EXPECT_EQ(reader.InPlaceRuns(b, kPages * 4096, runs, 1), -1) << "two runs, room for one";
+  EXPECT_EQ(reader.InPlaceRuns(b + 3 * 4096, 4096, runs, 4), -1) << "a small range";
+  close(fd);
+  munmap(block, kPages * 4096);
+}
+
 }  // namespace
 }  // namespace scan
 }  // namespace poolscope

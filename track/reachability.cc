@@ -63,6 +63,8 @@ constexpr size_t kQueue = 1024;
 constexpr uint32_t kFewBlocks = 2048;
 constexpr size_t kAheadWords = 1024;  // 8 KiB
 constexpr uint32_t kBatch = 16;
+// Parts of a large block scanned in place (ScanRuns); a block in more is read through the reader.
+constexpr int kMaxRuns = 32;
 
 class Classifier {
  public:
@@ -227,6 +229,12 @@ class Classifier {
           result_->heap_bytes_scanned += end - a;
           continue;
         }
+        if (end - a >= MemoryReader::kRunsMin) {
+          if (!reached) finger_ = static_cast<uint32_t>(&e - blocks_);
+          if (ScanRuns(reader, a, end, reached || cliques_ || StateOf(e) != kPossible, &result_->heap_bytes_scanned)) {
+            continue;
+          }
+        }
         if (end - a <= kReadBuffer - bytes) {
           ranges[ngrouped] = MemoryReader::Range{a, end - a};
           grouped[ngrouped++] = &e;
@@ -294,6 +302,7 @@ class Classifier {
       *scanned += (e - a) / 8 * 8;
       return;
     }
+    if (ScanRuns(reader, a, e, definite, scanned)) return;
     while (a < e) {
       size_t want = e - a < kReadBuffer ? e - a : kReadBuffer;
       size_t got = reader.Read(a, buffer_, want);
@@ -310,6 +319,19 @@ class Classifier {
       *unreadable += next - (a + words * 8);
       a = next;
     }
+  }
+
+  // Scans [a, e) (8-byte aligned) part by part where the reader gives the parts that can hold a
+  // pointer in place (a large block the program touched a few pages of, which a copy would zero-fill
+  // and scan whole); counts it scanned whole. False when the reader cannot.
+  bool ScanRuns(MemoryReader& reader, uintptr_t a, uintptr_t e, bool definite, uint64_t* scanned) {
+    if (e - a < MemoryReader::kRunsMin) return false;
+    MemoryReader::Range runs[kMaxRuns];
+    const int n = reader.InPlaceRuns(a, e - a, runs, kMaxRuns);
+    if (n < 0) return false;
+    for (int i = 0; i < n; ++i) ScanWords(reinterpret_cast<const uint64_t*>(runs[i].addr), runs[i].n / 8, definite);
+    *scanned += e - a;
+    return true;
   }
 
   inline void Queue(uint64_t v, bool definite) {

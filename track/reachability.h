@@ -94,6 +94,19 @@ class MemoryReader {
     }
     return done;
   }
+  // For a large range a reader would copy with parts of it zero-filled (pages never touched, which
+  // hold nothing): the parts that can hold a nonzero word, each readable where it lies, into
+  // runs[0..), in address order; returns how many, or -1 (the default) when the range must go through
+  // Read (more than `cap` parts, or one the reader cannot give in place). Asked only of ranges of
+  // kRunsMin bytes or more.
+  static constexpr size_t kRunsMin = size_t{32} << 10;
+  virtual int InPlaceRuns(uintptr_t addr, size_t n, Range* runs, int cap) {
+    (void)addr;
+    (void)n;
+    (void)runs;
+    (void)cap;
+    return -1;
+  }
 };
 
 // Reads with memcpy: for memory known to be mapped and readable (live heap blocks while every other

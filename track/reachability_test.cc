@@ -411,6 +411,50 @@ TEST(ReachabilityTest, ABlockThatCannotBeReadPointsNowhere) {
   EXPECT_EQ(r.heap_bytes_scanned, 16u);  // b, as a clique leader
 }
 
+// A reader that gives a large range as two parts read in place (as one that knows which pages were
+// never touched does) and would read the rest as well through Read, which it counts.
+class RunsReader : public MemoryReader {
+ public:
+  RunsReader(uintptr_t block, Range first, Range second) : block_(block), runs_{first, second} {}
+  size_t Read(uintptr_t addr, void* buf, size_t n) override {
+    large_reads += n >= kRunsMin;
+    memcpy(buf, reinterpret_cast<const void*>(addr), n);
+    return n;
+  }
+  int InPlaceRuns(uintptr_t addr, size_t n, Range* runs, int cap) override {
+    if (addr != block_ || n < kRunsMin || cap < 2) return -1;
+    runs[0] = runs_[0];
+    runs[1] = runs_[1];
+    return 2;
+  }
+  int large_reads = 0;
+
+ private:
+  uintptr_t block_;
+  Range runs_[2];
+};
+
+// A large block the reader gives in parts is scanned in those parts alone, in place: a pointer in the
+// rest (which such a reader reads as zeros) keeps nothing, and the block counts as scanned whole.
+TEST(ReachabilityTest, ALargeBlockGivenInPartsIsScannedInThoseParts) {
+  constexpr size_t kLarge = 64 << 10;
+  Heap h(kLarge + 4096);
+  const uintptr_t big = h.Add(0, kLarge);
+  const uintptr_t b = h.Add(kLarge + 64, 16), c = h.Add(kLarge + 128, 16), d = h.Add(kLarge + 192, 16);
+  h.Put(big + 4096 + 8, b);
+  h.Put(big + 20000, c);  // outside both parts
+  h.Put(big + 40960 + 4088, d);
+  RunsReader reader(big, MemoryReader::Range{big + 4096, 4096}, MemoryReader::Range{big + 40960, 4096});
+  Roots roots;
+  roots.words[0] = big;
+  ReachabilityResult r = h.Classify(roots.Range(), nullptr, &reader);
+  EXPECT_EQ(h.Kind(b), LeakKind::kStillReachable);
+  EXPECT_EQ(h.Kind(d), LeakKind::kStillReachable);
+  EXPECT_EQ(h.Kind(c), LeakKind::kDefinitelyLost) << "a pointer outside the parts was read";
+  EXPECT_EQ(reader.large_reads, 0);
+  EXPECT_EQ(r.heap_bytes_scanned, kLarge + 3 * 16) << "the large block whole, then b, d and (a leader) c";
+}
+
 TEST(ReachabilityTest, NoBlocksAndNoRoots) {
   Heap h(64);
   ReachabilityResult r = h.Classify({});
