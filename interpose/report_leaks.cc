@@ -9,7 +9,6 @@
 #include <cstring>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -286,43 +285,71 @@ void GatherLeaks(ReportLeaks* r) {
     }
   }
   // Each distinct return address gets the number of its frame as the source names it (function, file,
-  // line): addresses the source cannot tell apart get the same number, and a group's key is the
-  // numbers of its frames.
+  // line): the index of the first distinct address with that frame, found by the frame's hash (frames
+  // whose hashes collide are told apart by their text, the second under the next key, and so on).
+  // A group's key is the numbers of its frames.
   std::vector<uint32_t> frame_id(distinct.size());
   std::vector<uint8_t> client_entry(distinct.size());
   {
-    std::unordered_map<SourceFrame, uint32_t, SourceFrameHash> ids;
-    ids.reserve(distinct.size());
+    std::vector<const track::SymbolizedFrame*> frames(distinct.size());
+    track::KeyIndex by_hash;
+    by_hash.Reserve(distinct.size());
     for (size_t i = 0; i < distinct.size(); ++i) {
       const track::SymbolizedFrame& f = sym->ReturnAddressFrame(distinct[i]);
+      frames[i] = &f;
       client_entry[i] = IsClientEntry(f);
-      frame_id[i] = ids.emplace(SourceFrame{f.function, f.file, f.line}, static_cast<uint32_t>(ids.size())).first->second;
+      const SourceFrame source{f.function, f.file, f.line};
+      for (uint64_t h = SourceFrameHash()(source);; ++h) {
+        const uint32_t at = by_hash.Get(h);
+        if (at == track::KeyIndex::kNone) {
+          by_hash.Put(h, static_cast<uint32_t>(i));
+          frame_id[i] = static_cast<uint32_t>(i);
+          break;
+        }
+        if (SourceFrame{frames[at]->function, frames[at]->file, frames[at]->line} == source) {
+          frame_id[i] = frame_id[at];
+          break;
+        }
+      }
     }
   }
-  // The groups in the order their first stack comes in `raw`; a key's group through `group_of`.
+  // The groups in the order their first stack comes in `raw`; a key's group through the key's hash
+  // (`group_of`, colliding keys as above), the keys one after another in `keys`.
   std::vector<LeakGroup> groups;
-  std::unordered_map<std::string, size_t> group_of;
-  std::string key;
+  std::vector<uint32_t> keys, key;
+  std::vector<std::pair<size_t, size_t>> key_at;  // per group: where its key starts in `keys`, its length
+  track::KeyIndex group_of;
   for (const LeakGroup& g : raw) {
     const uintptr_t* pcs = nullptr;
     const int n = StackFrames(g.stack_id, &pcs);
     int first = 0;
     while (first < n && client_entry[index.Get(pcs[first])]) ++first;  // as ProgramFrames
-    auto put = [&key](uint32_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
     key.clear();
-    put(g.kind);
-    // A stack of the client library's entry points alone is a group of its own.
-    if (first == n) put(g.stack_id);
-    for (int i = first; i < n; ++i) put(frame_id[index.Get(pcs[i])]);
-    if (first == n) key.push_back('#');  // no other key has this length modulo 4
-    const auto ins = group_of.emplace(key, groups.size());
-    if (ins.second) {
-      groups.push_back(g);
-    } else {
-      LeakGroup& m = groups[ins.first->second];
-      m.blocks += g.blocks;
-      m.bytes += g.bytes;
-      m.pooled_blocks += g.pooled_blocks;
+    key.push_back(g.kind);
+    // A stack of the client library's entry points alone is a group of its own (no frame's number is
+    // kClientOnly).
+    constexpr uint32_t kClientOnly = UINT32_MAX;
+    if (first == n) key.insert(key.end(), {kClientOnly, g.stack_id});
+    for (int i = first; i < n; ++i) key.push_back(frame_id[index.Get(pcs[i])]);
+    uint64_t hash = 0;
+    for (uint32_t v : key) hash = (hash ^ v) * 0x9E3779B97F4A7C15ull + (hash >> 29);
+    for (;; ++hash) {
+      const uint32_t at = group_of.Get(hash);
+      if (at == track::KeyIndex::kNone) {
+        group_of.Put(hash, static_cast<uint32_t>(groups.size()));
+        key_at.emplace_back(keys.size(), key.size());
+        keys.insert(keys.end(), key.begin(), key.end());
+        groups.push_back(g);
+        break;
+      }
+      const auto [start, len] = key_at[at];
+      if (len == key.size() && std::equal(key.begin(), key.end(), keys.begin() + static_cast<ptrdiff_t>(start))) {
+        LeakGroup& m = groups[at];
+        m.blocks += g.blocks;
+        m.bytes += g.bytes;
+        m.pooled_blocks += g.pooled_blocks;
+        break;
+      }
     }
   }
   // Definitely lost first, then indirectly and possibly lost, then still reachable; largest first

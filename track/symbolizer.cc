@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <link.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,12 +24,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <iterator>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -163,45 +165,60 @@ size_t IndexSymbolTable(const char* text, size_t size, std::vector<std::pair<uin
 // so that the next process that loads the same object needs neither libdwfl nor the object's tables
 // for them. One line per address: offset from the object's start, has_symbol, line, object_offset,
 // function, file, tab-separated. Processes append their new answers with one write(2) each; a line
-// that does not parse, or a last line without its newline, is skipped. The file is read whole and
-// indexed by offset; a line becomes a frame only when its address is asked for.
+// that does not parse, or a last line without its newline, is skipped. The file is mapped (its pages
+// are the page cache's: a copy into fresh heap pages cost a short process's report more than the
+// rest of reading it) and indexed by offset; a line becomes a frame only when its address is asked
+// for, its strings views of the mapping. Processes only append to the file, so the part mapped stays
+// as it was while this one reads it.
 struct SymbolTable {
   std::string path;
-  std::string text;                               // the file's complete lines, then the lines added since
-  KeyIndex lines;                                 // offset -> start of its line in text
+  const char* file = nullptr;  // the file's complete lines, mapped (nullptr: none)
+  size_t file_bytes = 0;       // of complete lines
+  size_t map_bytes = 0;
+  std::string added;           // the lines this process added (their frames' strings are kept elsewhere)
+  KeyIndex lines;              // offset -> start of its line: in `file`, or kAdded + its start in `added`
   std::string pending;
   bool cut = false;  // the file ends inside a line: the next append starts with a newline
+
+  static constexpr uint32_t kAdded = uint32_t{1} << 31;
+
+  SymbolTable() = default;
+  SymbolTable(const SymbolTable&) = delete;
+  SymbolTable& operator=(const SymbolTable&) = delete;
+  ~SymbolTable() {
+    if (map_bytes != 0) munmap(const_cast<char*>(file), map_bytes);
+  }
 
   void Load() {
     const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return;
     struct stat st;
-    if (fstat(fd, &st) == 0 && st.st_size > 0) {
-      text.resize(static_cast<size_t>(st.st_size));
-      size_t got = 0;
-      while (got < text.size()) {
-        const ssize_t n = read(fd, &text[got], text.size() - got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        got += static_cast<size_t>(n);
-      }
-      text.resize(got);
+    void* map = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && st.st_size > 0 && st.st_size < static_cast<off_t>(kAdded)) {
+      map = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     }
     close(fd);
+    if (map == MAP_FAILED) return;
+    file = static_cast<const char*>(map);
+    map_bytes = static_cast<size_t>(st.st_size);
     std::vector<std::pair<uintptr_t, uint32_t>> found;
-    found.reserve(text.size() / 48);  // a line of libc's table is about 60 bytes
-    const size_t complete = IndexSymbolTable(text.data(), text.size(), &found);
+    found.reserve(map_bytes / 48);  // a line of libc's table is about 60 bytes
+    file_bytes = IndexSymbolTable(file, map_bytes, &found);
     lines.Reserve(found.size());
     for (const auto& entry : found) lines.Put(entry.first, entry.second);
-    cut = complete != text.size();
-    text.resize(complete);
+    cut = file_bytes != map_bytes;
   }
 
-  bool Find(uintptr_t off, SymbolizedFrame* f) const {
+  // *from_file: the frame's strings are views of the mapped file, which lives as long as this table.
+  bool Find(uintptr_t off, SymbolizedFrame* f, bool* from_file) const {
     const uint32_t at = lines.Get(off);
     if (at == KeyIndex::kNone) return false;
-    const char* line = text.data() + at;
-    const char* nl = static_cast<const char*>(memchr(line, '\n', text.size() - at));
+    *from_file = (at & kAdded) == 0;
+    const char* const text = *from_file ? file : added.data();
+    const size_t size = *from_file ? file_bytes : added.size();
+    const size_t start = at & ~kAdded;
+    const char* line = text + start;
+    const char* nl = static_cast<const char*>(memchr(line, '\n', size - start));
     uintptr_t parsed = 0;
     return nl != nullptr && ParseSymbolLine(line, static_cast<size_t>(nl - line), &parsed, f);
   }
@@ -215,9 +232,9 @@ struct SymbolTable {
              f.object_offset);
     const size_t start = pending.size();
     pending.append(head).append(f.function).append(1, '\t').append(f.file).append(1, '\n');
-    if (text.size() <= UINT32_MAX) {
-      lines.Put(off, static_cast<uint32_t>(text.size()));
-      text.append(pending, start, std::string::npos);
+    if (added.size() < kAdded) {
+      lines.Put(off, kAdded | static_cast<uint32_t>(added.size()));
+      added.append(pending, start, std::string::npos);
     }
   }
 
@@ -368,6 +385,32 @@ class Strings {
   std::unordered_set<std::string_view> interned_;
 };
 
+// The frames a Symbolizer answered, each where it was put for the Symbolizer's life: in chunks of
+// kFrames, filled in turn (a deque's chunks held seven frames, an allocation each).
+class FrameStore {
+ public:
+  FrameStore() = default;
+  FrameStore(const FrameStore&) = delete;
+  FrameStore& operator=(const FrameStore&) = delete;
+
+  const SymbolizedFrame& operator[](uint32_t i) const { return At(i); }
+  // Where `f` now lies, and its number.
+  uint32_t Add(const SymbolizedFrame& f) {
+    if (size_ % kFrames == 0) chunks_.emplace_back(new char[kFrames * sizeof(SymbolizedFrame)]);
+    new (chunks_.back().get() + size_ % kFrames * sizeof(SymbolizedFrame)) SymbolizedFrame(f);
+    return size_++;
+  }
+
+ private:
+  static_assert(std::is_trivially_destructible<SymbolizedFrame>::value, "frames are never destroyed");
+  static constexpr uint32_t kFrames = 256;
+  const SymbolizedFrame& At(uint32_t i) const {
+    return *reinterpret_cast<const SymbolizedFrame*>(chunks_[i / kFrames].get() + i % kFrames * sizeof(SymbolizedFrame));
+  }
+  std::vector<std::unique_ptr<char[]>> chunks_;
+  uint32_t size_ = 0;
+};
+
 // The last part of a path.
 std::string_view BaseName(std::string_view path) {
   const size_t slash = path.rfind('/');
@@ -383,10 +426,10 @@ struct Symbolizer::Impl {
   Dwfl* dwfl = nullptr;
   Strings strings;
   KeyIndex cache_index;                 // pc -> its frame in `cache`
-  std::deque<SymbolizedFrame> cache;    // (a deque: a frame stays where it is as others are added)
+  FrameStore cache;
   std::unordered_set<uintptr_t> reported_for;  // load addresses that made us read the maps again
   std::unordered_map<uintptr_t, SymbolTable*> table_of_base;  // nullptr: no table for that object
-  std::unordered_map<std::string, SymbolTable> tables;        // by file
+  std::unordered_map<std::string, SymbolTable> tables;        // by file (made in place: never moved)
   std::vector<FileMapping> maps;  // sorted by address, as /proc/self/maps lists them
   LoadedObjects objects;
   struct ModuleNames {
@@ -452,7 +495,7 @@ struct Symbolizer::Impl {
     }
     if (!name.empty() && !symbols_dir.empty()) {
       const std::string file = symbols_dir + "/" + name + ".sym";
-      auto ins = tables.emplace(file, SymbolTable());
+      auto ins = tables.try_emplace(file);
       t = &ins.first->second;
       if (ins.second) {
         t->path = file;
@@ -472,11 +515,14 @@ struct Symbolizer::Impl {
       t = TableFor(base, pc);
       if (t != nullptr) {
         SymbolizedFrame f;
-        if (t->Find(off, &f)) {
+        bool from_file = false;
+        if (t->Find(off, &f, &from_file)) {
           f.object = MappedPath(pc);
           if (!f.object.empty()) {
-            f.function = strings.Keep(f.function);
-            f.file = strings.Intern(f.file);
+            if (!from_file) {
+              f.function = strings.Keep(f.function);
+              f.file = strings.Intern(f.file);
+            }
             return f;
           }
         }
@@ -621,9 +667,9 @@ const SymbolizedFrame& Symbolizer::AddressFrame(uintptr_t pc) {
   std::lock_guard<std::mutex> l(impl_->mu);
   const uint32_t at = impl_->cache_index.Get(pc);
   if (at != KeyIndex::kNone) return impl_->cache[at];
-  impl_->cache.push_back(impl_->Lookup(pc));
-  impl_->cache_index.Put(pc, static_cast<uint32_t>(impl_->cache.size() - 1));
-  return impl_->cache.back();
+  const uint32_t added = impl_->cache.Add(impl_->Lookup(pc));
+  impl_->cache_index.Put(pc, added);
+  return impl_->cache[added];
 }
 
 SymbolizedFrame Symbolizer::SymbolizeAddress(uintptr_t pc) { return AddressFrame(pc); }

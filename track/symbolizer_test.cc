@@ -273,6 +273,36 @@ TEST(SymbolizerTest, AnswersAreKeptOnDiskByBuildIdAndGiveTheSameFrames) {
   unsetenv("XDG_CACHE_HOME");
 }
 
+// A frame stays where it was answered, its strings with it, while the same Symbolizer answers more:
+// one read from the table on disk (its strings views of the file), and those answered since (whose
+// lines the table adds, and which fill more than one of the frames' chunks).
+TEST(SymbolizerTest, FramesStayAsTheyWereWhileMoreAreAnswered) {
+  UseFreshCacheHome("xdg-stay");
+  Callee callee;
+  ASSERT_NE(callee.handle, nullptr);
+  const uintptr_t known = reinterpret_cast<uintptr_t>(callee.known);
+  {
+    Symbolizer sym;
+    ASSERT_EQ(sym.AddressFrame(known).function, "poolscope_callee_known");
+  }
+  Symbolizer sym;
+  const SymbolizedFrame& from_table = sym.AddressFrame(known);
+  const KeptFrame kept = Kept(from_table);
+  std::vector<const SymbolizedFrame*> answered;
+  std::vector<KeptFrame> answered_kept;
+  for (uintptr_t i = 1; i <= 1000; ++i) {
+    const SymbolizedFrame& f = sym.AddressFrame(known + i);
+    if (i <= 4) {
+      answered.push_back(&f);
+      answered_kept.push_back(Kept(f));
+    }
+  }
+  ExpectSameFrame(from_table, kept, "the table's answer");
+  EXPECT_EQ(from_table.function, "poolscope_callee_known");
+  for (size_t i = 0; i < answered.size(); ++i) ExpectSameFrame(*answered[i], answered_kept[i], "an answer of libdwfl's");
+  unsetenv("XDG_CACHE_HOME");
+}
+
 // A table's last line cut short by a short write is not an answer, even when it has its six fields
 // (cut inside the file name), and the next process's answers start on a line of their own.
 TEST(SymbolizerTest, ALastLineCutShortIsNotReadAndTheNextAnswersStartANewLine) {
