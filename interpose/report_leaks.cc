@@ -72,8 +72,8 @@ LoadedByPoolscope CountLoadedByPoolscope(const std::vector<LeakGroup>& groups, t
   std::vector<uint8_t> scratch(n);
   track::MarkLoadedOnlyFor(static_cast<size_t>(self - objs.data()), objs.data(), n, scratch.data());
   for (const LeakGroup& g : groups) {
-    const uintptr_t* pcs = nullptr;
-    if (ProgramFrames(sym, g.stack_id, &pcs) == 0) continue;
+    uintptr_t pcs[track::kMaxStackDepth];
+    if (ProgramFrames(sym, g.stack_id, pcs) == 0) continue;
     const track::LoadedObject* o = track::ObjectContaining(objs.data(), n, pcs[0] - 1);
     if (o == nullptr || !o->only_for_poolscope) continue;
     out.total.blocks += g.blocks;
@@ -149,11 +149,11 @@ bool IsClientEntry(const track::SymbolizedFrame& f) { return f.function.rfind("p
 // (//interpose:client) is linked into the program, so its entry points are not among the frames left
 // out at capture (those are libpoolscope.so's): a stack that starts in one (poolscope_arena_alloc,
 // when the compiler did not make its forwarding a tail call) starts at its caller.
-int ProgramFrames(track::Symbolizer* sym, uint32_t stack_id, const uintptr_t** pcs) {
-  int n = StackFrames(stack_id, pcs);
+int ProgramFrames(track::Symbolizer* sym, uint32_t stack_id, uintptr_t* pcs) {
+  const int n = StackFrames(stack_id, pcs);
   int first = 0;
-  while (first < n && IsClientEntry(sym->ReturnAddressFrame((*pcs)[first]))) ++first;
-  *pcs += first;
+  while (first < n && IsClientEntry(sym->ReturnAddressFrame(pcs[first]))) ++first;
+  if (first > 0) std::copy(pcs + first, pcs + n, pcs);
   return n - first;
 }
 
@@ -198,8 +198,8 @@ const std::string& FrameTexts::Of(track::Symbolizer* sym, uintptr_t ra) {
 void WriteStack(report::JsonWriter& w, track::Symbolizer* sym, FrameTexts* frames, uint32_t stack_id) {
   w.Key("stack");
   w.BeginArray();
-  const uintptr_t* pcs = nullptr;
-  int n = sym != nullptr ? ProgramFrames(sym, stack_id, &pcs) : 0;
+  uintptr_t pcs[track::kMaxStackDepth];
+  const int n = sym != nullptr ? ProgramFrames(sym, stack_id, pcs) : 0;
   for (int i = 0; i < n; ++i) {
     const std::string& text = frames->Of(sym, pcs[i]);
     w.Verbatim(text.data(), text.size());
@@ -276,8 +276,8 @@ void GatherLeaks(ReportLeaks* r) {
   std::vector<uintptr_t> distinct;
   track::KeyIndex index;
   for (const LeakGroup& g : raw) {
-    const uintptr_t* pcs = nullptr;
-    const int n = StackFrames(g.stack_id, &pcs);
+    uintptr_t pcs[track::kMaxStackDepth];
+    const int n = StackFrames(g.stack_id, pcs);
     for (int i = 0; i < n; ++i) {
       if (index.Get(pcs[i]) != track::KeyIndex::kNone) continue;
       index.Put(pcs[i], static_cast<uint32_t>(distinct.size()));
@@ -320,8 +320,8 @@ void GatherLeaks(ReportLeaks* r) {
   std::vector<std::pair<size_t, size_t>> key_at;  // per group: where its key starts in `keys`, its length
   track::KeyIndex group_of;
   for (const LeakGroup& g : raw) {
-    const uintptr_t* pcs = nullptr;
-    const int n = StackFrames(g.stack_id, &pcs);
+    uintptr_t pcs[track::kMaxStackDepth];
+    const int n = StackFrames(g.stack_id, pcs);
     int first = 0;
     while (first < n && client_entry[index.Get(pcs[first])]) ++first;  // as ProgramFrames
     key.clear();

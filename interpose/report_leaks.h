@@ -64,8 +64,8 @@ struct ReportLeaks {
 // Aggregates the live blocks and the sites, and symbolizes the leaks' stacks.
 void GatherLeaks(ReportLeaks* r);
 
-// The frames of a captured stack from the program's first one.
-int ProgramFrames(track::Symbolizer* sym, uint32_t stack_id, const uintptr_t** pcs);
+// The frames of a captured stack from the program's first one, copied into pcs[0..track::kMaxStackDepth).
+int ProgramFrames(track::Symbolizer* sym, uint32_t stack_id, uintptr_t* pcs);
 // Frames of a captured stack, innermost first, symbolized now (or found in `frames`), each an object on
 // a line of its own.
 void WriteStack(report::JsonWriter& w, track::Symbolizer* sym, FrameTexts* frames, uint32_t stack_id);

@@ -163,8 +163,8 @@ void Render(report::JsonWriter& w, const char* reason, const Options& o, const P
     for (const SiteCounters& site : leaks.sites) shown.push_back(site.stack_id);
     for (int i = 0; i < nbad && i < kMaxBadFrees; ++i) shown.push_back(g_bad_frees[i].stack_id);
     for (uint32_t id : shown) {
-      const uintptr_t* pcs = nullptr;
-      const int n = ProgramFrames(sym, id, &pcs);
+      uintptr_t pcs[track::kMaxStackDepth];
+      const int n = ProgramFrames(sym, id, pcs);
       for (int k = 0; k < n; ++k) sym->ReturnAddressFrame(pcs[k]);
     }
   }

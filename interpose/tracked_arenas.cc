@@ -82,8 +82,8 @@ bool ReadArena(const ArenaTrack& t, ArenaCopy* c) {
 // The stack of a block allocated by the call returning to `ra` in an arena opened with `open_stack`.
 uint32_t ArenaBlockStack(uint32_t open_stack, uintptr_t ra) {
   if (ra == 0 || g_depth <= 0) return open_stack;
-  const uintptr_t* opcs = nullptr;
-  const int n = g_depot->Get(open_stack, &opcs);
+  uintptr_t opcs[track::kMaxStackDepth];
+  const int n = g_depot->Get(open_stack, opcs);
   uintptr_t pcs[track::kMaxStackDepth];
   int depth = 0;
   pcs[depth++] = ra;
@@ -172,8 +172,8 @@ namespace {
 uint32_t StackFromReturnAddress(TrackThread& tt, uint32_t id, uintptr_t ra) {
   if (ra == 0 || g_depth <= 0) return id;
   if (id == tt.last_open_raw && ra == tt.last_open_ra) return tt.last_open_id;
-  const uintptr_t* pcs = nullptr;
-  const int n = g_depot->Get(id, &pcs);
+  uintptr_t pcs[track::kMaxStackDepth];
+  const int n = g_depot->Get(id, pcs);
   uint32_t trimmed = id;
   for (int k = 1; k < n && k < 4; ++k) {
     if (pcs[0] == ra) break;

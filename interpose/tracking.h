@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "track/stack_capture.h"
+#include "track/stack_depot.h"
 
 namespace poolscope {
 
@@ -129,8 +130,8 @@ size_t AggregateLeaks(std::vector<LeakGroup>* groups, size_t max, LiveTotals* to
 size_t TopSites(SiteCounters* sites, size_t max);
 // One site's counters (those of an open arena's blocks not yet charged to it aside).
 SiteCounters SiteOf(uint32_t stack_id);
-// The frames of a stack; 0 when unknown.
-int StackFrames(uint32_t stack_id, const uintptr_t** pcs);
+// The frames of a stack, copied into pcs[0..track::kMaxStackDepth); 0 when unknown.
+int StackFrames(uint32_t stack_id, uintptr_t* pcs);
 
 // For leak_exitcode (interpose/leak_exit.h). Calls fn(ptr, arg) for every live block that has an
 // address (arena blocks have none), with a lock of the table held: fn must not call into tracking.

@@ -206,7 +206,7 @@ size_t TopSites(SiteCounters* sites, size_t max) {
   return k;
 }
 
-int StackFrames(uint32_t stack_id, const uintptr_t** pcs) {
+int StackFrames(uint32_t stack_id, uintptr_t* pcs) {
   if (!g_on) return 0;
   return g_depot->Get(stack_id, pcs);
 }

@@ -93,19 +93,24 @@ inline uint32_t StackDepot::HashOf(uint32_t id) const {
   return directory_[id >> kLeafBits].load(std::memory_order_acquire)->hashes[id & (kLeafSize - 1)];
 }
 
-StackDepot::Record* StackDepot::NewRecord(uint32_t id, int depth) {
-  const size_t bytes = (sizeof(Record) + sizeof(uintptr_t) * depth + 15) & ~size_t{15};
+StackDepot::Record* StackDepot::NewRecord(uint32_t id, int depth, bool wide) {
+  const size_t bytes = wide ? sizeof(uintptr_t) * (depth + 1) : sizeof(uint32_t) * (depth + 1);
   std::atomic<Leaf*>* slot = &directory_[id >> kLeafBits];
   if (slot->load(std::memory_order_relaxed) == nullptr) {
     auto* leaf = static_cast<Leaf*>(AllocCounted(sizeof(Leaf)));
     if (leaf == nullptr) return nullptr;
     slot->store(leaf, std::memory_order_release);
   }
-  if (chunk_left_ < bytes) {
+  // (A wide record's frames 8-byte aligned: the chunk's next 4 bytes skipped when they are not.)
+  const size_t skip = wide ? reinterpret_cast<uintptr_t>(chunk_) & 4 : 0;
+  if (chunk_left_ < skip + bytes) {
     char* c = static_cast<char*>(AllocCounted(kChunkBytes));
     if (c == nullptr) return nullptr;
     chunk_ = c;
     chunk_left_ = kChunkBytes;
+  } else {
+    chunk_ += skip;
+    chunk_left_ -= skip;
   }
   Record* r = reinterpret_cast<Record*>(chunk_);
   chunk_ += bytes;
@@ -113,12 +118,35 @@ StackDepot::Record* StackDepot::NewRecord(uint32_t id, int depth) {
   return r;
 }
 
+bool StackDepot::Encode(const uintptr_t* pcs, int depth, uint32_t* codes) {
+  for (int i = 0; i < depth; ++i) {
+    const uintptr_t base = pcs[i] >> kRegionBits;
+    uint32_t k = 0;
+    while (k < nregions_ && regions_[k] != base) ++k;
+    if (k == nregions_) {
+      if (nregions_ == kRegions) return false;
+      regions_[nregions_++] = base;
+    }
+    codes[i] = (k << kRegionBits) | static_cast<uint32_t>(pcs[i] & kOffsetMask);
+  }
+  return true;
+}
+
+inline bool StackDepot::Holds(const Record* r, const uintptr_t* pcs, int depth) const {
+  if ((r->depth & ~kWide) != static_cast<uint32_t>(depth)) return false;
+  if ((r->depth & kWide) != 0) return memcmp(r->pcs(), pcs, sizeof(uintptr_t) * depth) == 0;
+  for (int i = 0; i < depth; ++i) {
+    const uint32_t c = r->codes[i];
+    if (((regions_[c >> kRegionBits] << kRegionBits) | (c & kOffsetMask)) != pcs[i]) return false;
+  }
+  return true;
+}
+
 uint32_t StackDepot::Hash(const uintptr_t* pcs, int depth) {
   return HashStack(pcs, depth > kMaxStackDepth ? kMaxStackDepth : depth);
 }
 
 uint32_t StackDepot::Find(const Table* t, const uintptr_t* pcs, int depth, uint32_t hash, uint32_t* empty) const {
-  const size_t pcs_bytes = sizeof(uintptr_t) * depth;
   for (uint32_t i = hash & t->mask;; i = (i + 1) & t->mask) {
     const uint32_t id = t->slots[i].load(std::memory_order_acquire);
     if (id == 0) {
@@ -126,8 +154,7 @@ uint32_t StackDepot::Find(const Table* t, const uintptr_t* pcs, int depth, uint3
       return 0;
     }
     if (HashOf(id) != hash) continue;
-    const Record* r = RecordOf(id);
-    if (r->depth == static_cast<uint32_t>(depth) && memcmp(r->pcs, pcs, pcs_bytes) == 0) return id;
+    if (Holds(RecordOf(id), pcs, depth)) return id;
   }
 }
 
@@ -157,14 +184,19 @@ uint32_t StackDepot::AddLocked(const uintptr_t* pcs, int depth, uint32_t hash) {
     noverflows_.fetch_add(1, std::memory_order_relaxed);
     return kOverflowStackId;
   }
-  Record* r = NewRecord(id, depth);
+  uint32_t codes[kMaxStackDepth];
+  const bool wide = !Encode(pcs, depth, codes);
+  Record* r = NewRecord(id, depth, wide);
   if (r == nullptr) {
     noverflows_.fetch_add(1, std::memory_order_relaxed);
     return kOverflowStackId;
   }
-  r->hash = hash;
-  r->depth = static_cast<uint32_t>(depth);
-  memcpy(r->pcs, pcs, sizeof(uintptr_t) * depth);
+  r->depth = static_cast<uint32_t>(depth) | (wide ? kWide : 0);
+  if (wide) {
+    memcpy(r->pcs(), pcs, sizeof(uintptr_t) * depth);
+  } else {
+    memcpy(r->codes, codes, sizeof(uint32_t) * depth);
+  }
   Leaf* leaf = directory_[id >> kLeafBits].load(std::memory_order_relaxed);
   leaf->hashes[id & (kLeafSize - 1)] = hash;
   leaf->records[id & (kLeafSize - 1)].store(r, std::memory_order_release);
@@ -190,14 +222,16 @@ uint32_t StackDepot::AddLocked(const uintptr_t* pcs, int depth, uint32_t hash) {
   return id;
 }
 
-int StackDepot::Get(uint32_t id, const uintptr_t** pcs) const {
+int StackDepot::Get(uint32_t id, uintptr_t* pcs) const {
   const Record* r = capacity_ == 0 ? nullptr : RecordOf(id);
-  if (r == nullptr) {
-    *pcs = nullptr;
-    return 0;
+  if (r == nullptr) return 0;
+  const int depth = static_cast<int>(r->depth & ~kWide);
+  if ((r->depth & kWide) != 0) {
+    memcpy(pcs, r->pcs(), sizeof(uintptr_t) * depth);
+  } else {
+    for (int i = 0; i < depth; ++i) pcs[i] = (regions_[r->codes[i] >> kRegionBits] << kRegionBits) | (r->codes[i] & kOffsetMask);
   }
-  *pcs = r->pcs;
-  return static_cast<int>(r->depth);
+  return depth;
 }
 
 }  // namespace track

@@ -19,7 +19,7 @@
 // outgrown table is kept (a lookup may still read it), its bytes counted.
 //
 // Cost: Insert of an already known 16-frame stack, 70 ns CPU (1,000 stacks in the depot; hash of 16
-// words, one probe, one 128-byte compare); see docs/tracking.md.
+// words, one probe, one compare of 16 frames); see docs/tracking.md.
 //
 // Thread-safety: every method may be called from any thread at once; pointers returned by Get stay
 // valid for the depot's life. No method calls malloc. ForkPrepare/ForkParent/ForkChild take and release
@@ -61,9 +61,9 @@ class StackDepot {
   // The hash the depot places a stack by (depth clamped as Insert clamps it).
   static uint32_t Hash(const uintptr_t* pcs, int depth);
 
-  // The frames of stack `id` in *pcs (valid forever) and their count; 0 (and *pcs = nullptr) for
-  // kNoStackId, kOverflowStackId and ids never handed out.
-  int Get(uint32_t id, const uintptr_t** pcs) const;
+  // The frames of stack `id`, copied into pcs[0..kMaxStackDepth), and their count; 0 for kNoStackId,
+  // kOverflowStackId and ids never handed out.
+  int Get(uint32_t id, uintptr_t* pcs) const;
 
   uint32_t capacity() const { return capacity_; }
   // Distinct stacks kept (ids taken, including the rare ids lost to insert races).
@@ -78,11 +78,26 @@ class StackDepot {
   void ForkChild() { lock_.Unlock(); }
 
  private:
+  // A stack's frames, each in 4 bytes where every frame lies in one of the regions (kRegionBits of
+  // address space each, at most kRegions of them, numbered as the depot first meets them: code is a
+  // few objects' text, mapped close together): its region's number above its offset in the region.
+  // Else (a process with code in more regions) its 8 bytes; `depth` then has kWide set, and the frames
+  // start 8 bytes in. A record of 17 frames was 144 bytes, a page of new memory for every 28 stacks.
   struct Record {
-    uint32_t hash;
-    uint32_t depth;
-    uintptr_t pcs[];  // depth entries
+    uint32_t depth;  // | kWide
+    uint32_t codes[];  // depth entries (compact)
+    const uintptr_t* pcs() const { return reinterpret_cast<const uintptr_t*>(this) + 1; }  // (kWide)
+    uintptr_t* pcs() { return reinterpret_cast<uintptr_t*>(this) + 1; }
   };
+  static constexpr uint32_t kWide = 1u << 31;
+  static constexpr int kRegionBits = 28;
+  static constexpr uint32_t kRegions = 16;  // 32 - kRegionBits bits of region number
+  static constexpr uintptr_t kOffsetMask = (uintptr_t{1} << kRegionBits) - 1;
+  // pcs[0..depth) as codes, adding their regions (lock_ held); false when a frame's region would be
+  // one too many.
+  bool Encode(const uintptr_t* pcs, int depth, uint32_t* codes);
+  // Whether record r holds the stack pcs[0..depth).
+  bool Holds(const Record* r, const uintptr_t* pcs, int depth) const;
   struct Table {
     uint32_t mask;                    // slots - 1
     std::atomic<uint32_t> slots[1];  // mask + 1 of them: an id (never below kFirstStackId) or 0
@@ -104,9 +119,9 @@ class StackDepot {
   const Record* RecordOf(uint32_t id) const;
   // The hash of stack `id`, an id found in a table slot.
   uint32_t HashOf(uint32_t id) const;
-  // Memory for a record of `depth` frames and the directory leaf of `id`; nullptr when out of memory.
-  // With lock_ held.
-  Record* NewRecord(uint32_t id, int depth);
+  // Memory for a record of `depth` frames (`wide` or compact) and the directory leaf of `id`; nullptr
+  // when out of memory. With lock_ held.
+  Record* NewRecord(uint32_t id, int depth, bool wide);
   void* AllocCounted(size_t bytes);
   Table* NewTable(uint32_t slots);
   // The id of the stack in `t`, or 0; *empty: the slot where it would go.
@@ -123,7 +138,11 @@ class StackDepot {
   std::atomic<uint32_t> next_id_{kFirstStackId};
   std::atomic<uint64_t> noverflows_{0};
   std::atomic<size_t> memory_bytes_{0};
-  SpinLock lock_;  // guards adding stacks: ids, records, chunk_, chunk_left_, leaves, the table's doubling
+  SpinLock lock_;  // guards adding stacks: ids, records, chunk_, chunk_left_, leaves, the table's doubling, regions
+  // The regions' bases (address >> kRegionBits), the first nregions_ of them; an entry is written once,
+  // before the first record that uses it is published (a reader that found that record sees it).
+  uintptr_t regions_[kRegions] = {};
+  uint32_t nregions_ = 0;
   char* chunk_ = nullptr;
   size_t chunk_left_ = 0;
 };

@@ -25,8 +25,8 @@ std::vector<uintptr_t> MakeStack(uint64_t seed, int depth) {
 }
 
 std::vector<uintptr_t> Frames(const StackDepot& d, uint32_t id) {
-  const uintptr_t* pcs;
-  int n = d.Get(id, &pcs);
+  uintptr_t pcs[kMaxStackDepth];
+  const int n = d.Get(id, pcs);
   return std::vector<uintptr_t>(pcs, pcs + n);
 }
 
@@ -56,12 +56,11 @@ TEST(StackDepotTest, ReservedIds) {
   uintptr_t pc = 1;
   EXPECT_EQ(d.Insert(&pc, 0), kNoStackId);
   EXPECT_EQ(d.Insert(nullptr, -1), kNoStackId);
-  const uintptr_t* pcs = &pc;
-  EXPECT_EQ(d.Get(kNoStackId, &pcs), 0);
-  EXPECT_EQ(pcs, nullptr);
-  EXPECT_EQ(d.Get(kOverflowStackId, &pcs), 0);
-  EXPECT_EQ(d.Get(12345, &pcs), 0);  // never handed out
-  EXPECT_EQ(d.Get(0xffffffffu, &pcs), 0);
+  uintptr_t pcs[kMaxStackDepth];
+  EXPECT_EQ(d.Get(kNoStackId, pcs), 0);
+  EXPECT_EQ(d.Get(kOverflowStackId, pcs), 0);
+  EXPECT_EQ(d.Get(12345, pcs), 0);  // never handed out
+  EXPECT_EQ(d.Get(0xffffffffu, pcs), 0);
 }
 
 TEST(StackDepotTest, DepthIsClampedTo64) {
@@ -136,10 +135,10 @@ TEST(StackDepotTest, MemoryIsWhatTheStacksNeed) {
     auto s = MakeStack(i, 16);
     d.Insert(s.data(), 16);
   }
-  // 10,000 records of 8 + 16 * 8 bytes (144 with 16-byte rounding) in 64 KiB chunks, plus directory
-  // leaves of 32 KiB, plus the tables it doubled through (2,048 to 16,384 slots: at most 10,000 ids
-  // in two-thirds of the last).
-  EXPECT_LE(mem.bytes() - after_ctor, 10000u * 144 + 64 * 1024 + 3 * 32 * 1024 + 2 * 16384 * 4 + 4 * 64);
+  // 10,000 records of 4 + 16 * 4 bytes (the frames lie in one region) in 64 KiB chunks, plus
+  // directory leaves of 48 KiB (4,096 record pointers and hashes), plus the tables it doubled through
+  // (2,048 to 16,384 slots: at most 10,000 ids in two-thirds of the last).
+  EXPECT_LE(mem.bytes() - after_ctor, 10000u * 68 + 64 * 1024 + 3 * 48 * 1024 + 2 * 16384 * 4 + 4 * 64);
   for (int i = 0; i < 10000; ++i) {
     auto s = MakeStack(i, 16);
     EXPECT_EQ(Frames(d, d.Insert(s.data(), 16)), s);
@@ -156,7 +155,32 @@ TEST(StackDepotTest, FewStacksFewPages) {
     auto s = MakeStack(i, 16);
     d.Insert(s.data(), 16);
   }
-  EXPECT_LE(mem.bytes(), 300u * 144 + 64 * 1024 + 32 * 1024 + 2048 * 4 + 2 * 1024 + 4 * 64);
+  EXPECT_LE(mem.bytes(), 300u * 68 + 64 * 1024 + 48 * 1024 + 2048 * 4 + 2 * 1024 + 4 * 64);
+}
+
+// Frames far apart (an executable's text low, the libraries' high, a stack across both) come back
+// exactly; so do stacks in regions past the sixteenth the compact records can number, kept with
+// their frames whole, and each is found again.
+TEST(StackDepotTest, FramesAnywhereComeBackExactly) {
+  FakeMemory mem;
+  StackDepot d(&mem, 1024);
+  std::vector<std::vector<uintptr_t>> stacks = {
+      {0x401234, 0x7f1234567890, 0x555555554abc, 0x7ffff7a3c1f0, 0x4000ff},
+      {0xfffffffffffffff0, 0x10, 0x0fffffff, 0x10000000},
+  };
+  for (uintptr_t r = 1; r <= 24; ++r) stacks.push_back({r << 40 | 0x123, 0x401234, (r << 40) + 0xfffffff});
+  std::vector<uint32_t> ids;
+  for (const auto& s : stacks) ids.push_back(d.Insert(s.data(), static_cast<int>(s.size())));
+  for (size_t i = 0; i < stacks.size(); ++i) {
+    ASSERT_GE(ids[i], kFirstStackId) << i;
+    EXPECT_EQ(Frames(d, ids[i]), stacks[i]) << "stack " << i;
+    EXPECT_EQ(d.Insert(stacks[i].data(), static_cast<int>(stacks[i].size())), ids[i]) << "stack " << i;
+  }
+  // A stack that differs from a kept one in a frame's region alone is another stack.
+  std::vector<uintptr_t> moved = stacks[0];
+  moved[1] += uintptr_t{1} << 28;
+  EXPECT_NE(d.Insert(moved.data(), static_cast<int>(moved.size())), ids[0]);
+  EXPECT_EQ(d.size(), stacks.size() + 1);
 }
 
 TEST(StackDepotTest, ManyThreadsAgreeOnIds) {
@@ -182,8 +206,8 @@ TEST(StackDepotTest, ManyThreadsAgreeOnIds) {
           if (rep == 1 && seen[t][i] != id) seen[t][i] = 0;  // unstable id
           if (rep == 0) seen[t][i] = id;
           // Readers see complete records at once.
-          const uintptr_t* pcs;
-          int n = d.Get(id, &pcs);
+          uintptr_t pcs[kMaxStackDepth];
+          int n = d.Get(id, pcs);
           if (n != static_cast<int>(s.size()) || !std::equal(s.begin(), s.end(), pcs)) seen[t][i] = 1;
         }
       }
