@@ -24,6 +24,9 @@
 #include "track/stack_capture.h"
 
 namespace poolscope {
+namespace track {
+class ProcMaps;
+}  // namespace track
 
 // A live thread of the registry: where its poolscope thread-local state lies, and its thread pointer.
 struct ScanThread {
@@ -103,6 +106,8 @@ const ScanOutcome& ScanAtExit(const ScanInputs& in);
 void ReleaseScan();
 // The outcome of the scan, or nullptr before it ran.
 const ScanOutcome* LastScan();
+// The mappings the scan read (/proc/self/maps), until ReleaseScan; nullptr when it read none.
+const track::ProcMaps* ScanMaps();
 // After ScanAtExit: the kind of the live block that starts at p (still reachable when the scan did not
 // see it, as for an arena's blocks, which have no address of their own).
 track::LeakKind ScannedKind(uintptr_t p);

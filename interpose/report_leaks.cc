@@ -18,6 +18,7 @@
 #include "interpose/tracking.h"
 #include "track/key_index.h"
 #include "track/loaded_objects.h"
+#include "track/proc_maps.h"
 #include "track/symbolizer.h"
 
 namespace poolscope {
@@ -269,6 +270,8 @@ void GatherLeaks(ReportLeaks* r) {
     }
   }
   track::Symbolizer* sym = tracked ? new track::Symbolizer() : nullptr;
+  // (The objects' paths from the maps the exit scan read, when it ran.)
+  if (sym != nullptr && ScanMaps() != nullptr) sym->UseMaps(*ScanMaps());
   // Stacks that differ only in return addresses the source cannot tell apart (an unrolled loop calls
   // the same line from two places) are one group: merged by their symbolized frames. Each distinct
   // return address (`distinct`, each one's index found through `index`) is symbolized once, into the

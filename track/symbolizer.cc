@@ -450,10 +450,13 @@ struct Symbolizer::Impl {
   // The file mappings, read by ProcMaps (a stream's locale and a scanf a line cost a short process's
   // report more than the rest of its symbolizing).
   void ReadMaps() {
-    maps.clear();
     MmapScratchMemory scratch;
     ProcMaps read(scratch);
-    if (!read.Read()) return;
+    maps.clear();
+    if (read.Read()) TakeMaps(read);
+  }
+  void TakeMaps(const ProcMaps& read) {
+    maps.clear();
     for (size_t i = 0; i < read.size(); ++i) {
       if (read[i].path[0] == '/') maps.push_back(FileMapping{read[i].start, read[i].end, strings.Intern(read[i].path)});
     }
@@ -670,6 +673,11 @@ const SymbolizedFrame& Symbolizer::AddressFrame(uintptr_t pc) {
   const uint32_t added = impl_->cache.Add(impl_->Lookup(pc));
   impl_->cache_index.Put(pc, added);
   return impl_->cache[added];
+}
+
+void Symbolizer::UseMaps(const ProcMaps& maps) {
+  std::lock_guard<std::mutex> l(impl_->mu);
+  impl_->TakeMaps(maps);
 }
 
 SymbolizedFrame Symbolizer::SymbolizeAddress(uintptr_t pc) { return AddressFrame(pc); }

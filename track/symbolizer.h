@@ -69,6 +69,8 @@ struct SymbolizedFrame {
   bool has_symbol = false;      // `function` came from a symbol table
 };
 
+class ProcMaps;
+
 class Symbolizer {
  public:
   Symbolizer();
@@ -85,6 +87,9 @@ class Symbolizer {
   // The same answers without a copy: the cached frame, valid as long as this Symbolizer.
   const SymbolizedFrame& ReturnAddressFrame(uintptr_t ra);
   const SymbolizedFrame& AddressFrame(uintptr_t pc);
+  // Takes the process's mappings as `maps` read them just now (the exit scan's), for the objects' paths,
+  // instead of reading /proc/self/maps again; an address in none of them has the maps read again.
+  void UseMaps(const ProcMaps& maps);
 
  private:
   struct Impl;

@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "track/proc_maps.h"
 #include "track/test_debug_info.h"
 
 namespace poolscope {
@@ -300,6 +301,50 @@ TEST(SymbolizerTest, FramesStayAsTheyWereWhileMoreAreAnswered) {
   ExpectSameFrame(from_table, kept, "the table's answer");
   EXPECT_EQ(from_table.function, "poolscope_callee_known");
   for (size_t i = 0; i < answered.size(); ++i) ExpectSameFrame(*answered[i], answered_kept[i], "an answer of libdwfl's");
+  unsetenv("XDG_CACHE_HOME");
+}
+
+// Maps handed over (the exit scan's) name the objects: the callee's frames take the path they give
+// it, without /proc/self/maps read again; an address in none of them (libc's, whose lines were left
+// out) has the maps read again, and its real path.
+TEST(SymbolizerTest, MapsHandedOverNameTheObjects) {
+  UseFreshCacheHome("xdg-maps");
+  Callee callee;
+  ASSERT_NE(callee.handle, nullptr);
+  void* qsort_r_fn = dlsym(RTLD_DEFAULT, "qsort_r");
+  ASSERT_NE(qsort_r_fn, nullptr);
+  std::string real_callee, real_libc;
+  {
+    Symbolizer sym;
+    real_callee = std::string(sym.AddressFrame(reinterpret_cast<uintptr_t>(callee.known)).object);
+    real_libc = std::string(sym.AddressFrame(reinterpret_cast<uintptr_t>(qsort_r_fn)).object);
+  }
+  ASSERT_FALSE(real_callee.empty());
+  ASSERT_FALSE(real_libc.empty());
+  // This process's maps, the callee's lines renamed and libc's left out.
+  const std::string text = ReadFile("/proc/self/maps");
+  std::string edited;
+  for (size_t at = 0; at < text.size();) {
+    size_t nl = text.find('\n', at);
+    if (nl == std::string::npos) nl = text.size();
+    std::string line = text.substr(at, nl - at);
+    at = nl + 1;
+    if (EndsWith(line, real_libc)) continue;
+    if (EndsWith(line, real_callee)) line.replace(line.size() - real_callee.size(), real_callee.size(), "/made/up/callee.so");
+    edited += line + "\n";
+  }
+  const std::string path = std::string(getenv("TEST_TMPDIR")) + "/edited_maps";
+  FILE* f = fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs(edited.c_str(), f);
+  fclose(f);
+  MmapScratchMemory scratch;
+  ProcMaps maps(scratch);
+  ASSERT_TRUE(maps.Read(path.c_str()));
+  Symbolizer sym;
+  sym.UseMaps(maps);
+  EXPECT_EQ(sym.AddressFrame(reinterpret_cast<uintptr_t>(callee.known)).object, "/made/up/callee.so");
+  EXPECT_EQ(sym.AddressFrame(reinterpret_cast<uintptr_t>(qsort_r_fn)).object, real_libc);
   unsetenv("XDG_CACHE_HOME");
 }
 
