@@ -21,8 +21,8 @@
 // Cost: Insert of an already known 16-frame stack, 70 ns CPU (1,000 stacks in the depot; hash of 16
 // words, one probe, one compare of 16 frames); see docs/tracking.md.
 //
-// Thread-safety: every method may be called from any thread at once; pointers returned by Get stay
-// valid for the depot's life. No method calls malloc. ForkPrepare/ForkParent/ForkChild take and release
+// Thread-safety: every method may be called from any thread at once; an id stays valid for the
+// depot's life. No method calls malloc. ForkPrepare/ForkParent/ForkChild take and release
 // the one internal lock around fork().
 #ifndef POOLSCOPE_TRACK_STACK_DEPOT_H_
 #define POOLSCOPE_TRACK_STACK_DEPOT_H_
