@@ -52,7 +52,6 @@ size_t g_blocks_bytes = 0;  // as mapped
 // cc1's exit) until ReleaseScan; made in place in g_maps_room.
 alignas(track::ProcMaps) unsigned char g_maps_room[sizeof(track::ProcMaps)];
 track::ProcMaps* g_maps = nullptr;
-bool g_maps_read = false;
 
 uint64_t NowMs() {
   timespec t;
@@ -189,8 +188,7 @@ void Classify(const ScanInputs& in, ScanOutcome* out) {
   ScratchMapping regs_mapping{regs, regs_room * sizeof(ThreadRegisters)};
   if (g_maps == nullptr) g_maps = new (g_maps_room) track::ProcMaps(g_scratch);
   track::ProcMaps& maps = *g_maps;
-  g_maps_read = maps.Read();
-  if (!g_maps_read) {
+  if (!maps.Read()) {
     out->not_scanned_why = "/proc/self/maps could not be read";
     return;
   }
@@ -761,22 +759,20 @@ void ReleaseScan() {
   if (g_maps != nullptr) {
     g_maps->~ProcMaps();
     g_maps = nullptr;
-    g_maps_read = false;
   }
-  if (g_blocks == nullptr) {
-    g_scratch.ReleaseIdle();
-    return;
+  if (g_blocks != nullptr) {
+    memset(g_blocks, 0, g_nblocks * sizeof(ScanBlock));
+    g_scratch.Unmap(g_blocks, g_blocks_bytes);
+    g_blocks = nullptr;
+    g_nblocks = 0;
   }
-  memset(g_blocks, 0, g_nblocks * sizeof(ScanBlock));
-  g_scratch.Unmap(g_blocks, g_blocks_bytes);
   g_scratch.ReleaseIdle();
-  g_blocks = nullptr;
-  g_nblocks = 0;
 }
 
 const ScanOutcome* LastScan() { return g_done ? &g_outcome : nullptr; }
 
-const track::ProcMaps* ScanMaps() { return g_maps_read ? g_maps : nullptr; }
+// (A read that failed left no mapping.)
+const track::ProcMaps* ScanMaps() { return g_maps != nullptr && g_maps->size() > 0 ? g_maps : nullptr; }
 
 LeakKind ScannedKind(uintptr_t p) {
   // The report asks while it walks the pools, nearly in address order: from where the last answer was.

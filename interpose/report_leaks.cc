@@ -141,6 +141,20 @@ struct SourceFrameHash {
   }
 };
 
+// The entry `same` accepts among those kept in `index` under `hash` and the keys after it (entries
+// whose hashes collide go under the next free key), else `fresh`, kept there now; the entry either way.
+template <typename Same>
+uint32_t FindOrPut(track::KeyIndex* index, uint64_t hash, uint32_t fresh, Same&& same) {
+  for (;; ++hash) {
+    const uint32_t at = index->Get(hash);
+    if (at == track::KeyIndex::kNone) {
+      index->Put(hash, fresh);
+      return fresh;
+    }
+    if (same(at)) return at;
+  }
+}
+
 // A frame in one of the client library's entry points (see ProgramFrames).
 bool IsClientEntry(const track::SymbolizedFrame& f) { return f.function.rfind("poolscope_", 0) == 0; }
 
@@ -289,8 +303,7 @@ void GatherLeaks(ReportLeaks* r) {
   }
   // Each distinct return address gets the number of its frame as the source names it (function, file,
   // line): the index of the first distinct address with that frame, found by the frame's hash (frames
-  // whose hashes collide are told apart by their text, the second under the next key, and so on).
-  // A group's key is the numbers of its frames.
+  // whose hashes collide told apart by their text). A group's key is the numbers of its frames.
   std::vector<uint32_t> frame_id(distinct.size());
   std::vector<uint8_t> client_entry(distinct.size());
   {
@@ -302,22 +315,13 @@ void GatherLeaks(ReportLeaks* r) {
       frames[i] = &f;
       client_entry[i] = IsClientEntry(f);
       const SourceFrame source{f.function, f.file, f.line};
-      for (uint64_t h = SourceFrameHash()(source);; ++h) {
-        const uint32_t at = by_hash.Get(h);
-        if (at == track::KeyIndex::kNone) {
-          by_hash.Put(h, static_cast<uint32_t>(i));
-          frame_id[i] = static_cast<uint32_t>(i);
-          break;
-        }
-        if (SourceFrame{frames[at]->function, frames[at]->file, frames[at]->line} == source) {
-          frame_id[i] = frame_id[at];
-          break;
-        }
-      }
+      frame_id[i] = FindOrPut(&by_hash, SourceFrameHash()(source), static_cast<uint32_t>(i), [&](uint32_t at) {
+        return SourceFrame{frames[at]->function, frames[at]->file, frames[at]->line} == source;
+      });
     }
   }
   // The groups in the order their first stack comes in `raw`; a key's group through the key's hash
-  // (`group_of`, colliding keys as above), the keys one after another in `keys`.
+  // (`group_of`, colliding keys told apart by their numbers), the keys one after another in `keys`.
   std::vector<LeakGroup> groups;
   std::vector<uint32_t> keys, key;
   std::vector<std::pair<size_t, size_t>> key_at;  // per group: where its key starts in `keys`, its length
@@ -336,23 +340,20 @@ void GatherLeaks(ReportLeaks* r) {
     for (int i = first; i < n; ++i) key.push_back(frame_id[index.Get(pcs[i])]);
     uint64_t hash = 0;
     for (uint32_t v : key) hash = (hash ^ v) * 0x9E3779B97F4A7C15ull + (hash >> 29);
-    for (;; ++hash) {
-      const uint32_t at = group_of.Get(hash);
-      if (at == track::KeyIndex::kNone) {
-        group_of.Put(hash, static_cast<uint32_t>(groups.size()));
-        key_at.emplace_back(keys.size(), key.size());
-        keys.insert(keys.end(), key.begin(), key.end());
-        groups.push_back(g);
-        break;
-      }
+    const uint32_t fresh = static_cast<uint32_t>(groups.size());
+    const uint32_t at = FindOrPut(&group_of, hash, fresh, [&](uint32_t at) {
       const auto [start, len] = key_at[at];
-      if (len == key.size() && std::equal(key.begin(), key.end(), keys.begin() + static_cast<ptrdiff_t>(start))) {
-        LeakGroup& m = groups[at];
-        m.blocks += g.blocks;
-        m.bytes += g.bytes;
-        m.pooled_blocks += g.pooled_blocks;
-        break;
-      }
+      return len == key.size() && std::equal(key.begin(), key.end(), keys.begin() + static_cast<ptrdiff_t>(start));
+    });
+    if (at == fresh) {
+      key_at.emplace_back(keys.size(), key.size());
+      keys.insert(keys.end(), key.begin(), key.end());
+      groups.push_back(g);
+    } else {
+      LeakGroup& m = groups[at];
+      m.blocks += g.blocks;
+      m.bytes += g.bytes;
+      m.pooled_blocks += g.pooled_blocks;
     }
   }
   // Definitely lost first, then indirectly and possibly lost, then still reachable; largest first

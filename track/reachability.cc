@@ -222,18 +222,18 @@ class Classifier {
       const uintptr_t a = (e.start + 7) & ~uintptr_t{7};
       const uintptr_t end = (e.start + e.size()) & ~uintptr_t{7};
       if (a < end) {
-        // Read in place (asked once: ScanOne would ask again), else grouped while the buffer has room.
-        if (const uint64_t* in_place = reader.InPlace(a, end - a)) {
+        // Read in place, whole or (a large block) in parts (asked once: ScanOne would ask again), else
+        // grouped while the buffer has room.
+        const uint64_t* in_place = reader.InPlace(a, end - a);
+        if (in_place != nullptr || end - a >= MemoryReader::kRunsMin) {
           if (!reached) finger_ = static_cast<uint32_t>(&e - blocks_);
-          ScanWords(in_place, (end - a) / 8, reached || cliques_ || StateOf(e) != kPossible);
-          result_->heap_bytes_scanned += end - a;
-          continue;
-        }
-        if (end - a >= MemoryReader::kRunsMin) {
-          if (!reached) finger_ = static_cast<uint32_t>(&e - blocks_);
-          if (ScanRuns(reader, a, end, reached || cliques_ || StateOf(e) != kPossible, &result_->heap_bytes_scanned)) {
+          const bool definite = reached || cliques_ || StateOf(e) != kPossible;
+          if (in_place != nullptr) {
+            ScanWords(in_place, (end - a) / 8, definite);
+            result_->heap_bytes_scanned += end - a;
             continue;
           }
+          if (ScanRuns(reader, a, end, definite, &result_->heap_bytes_scanned)) continue;
         }
         if (end - a <= kReadBuffer - bytes) {
           ranges[ngrouped] = MemoryReader::Range{a, end - a};

@@ -136,8 +136,7 @@ inline bool StackDepot::Holds(const Record* r, const uintptr_t* pcs, int depth) 
   if ((r->depth & ~kWide) != static_cast<uint32_t>(depth)) return false;
   if ((r->depth & kWide) != 0) return memcmp(r->pcs(), pcs, sizeof(uintptr_t) * depth) == 0;
   for (int i = 0; i < depth; ++i) {
-    const uint32_t c = r->codes[i];
-    if (((regions_[c >> kRegionBits] << kRegionBits) | (c & kOffsetMask)) != pcs[i]) return false;
+    if (Decode(r->codes[i]) != pcs[i]) return false;
   }
   return true;
 }
@@ -229,7 +228,7 @@ int StackDepot::Get(uint32_t id, uintptr_t* pcs) const {
   if ((r->depth & kWide) != 0) {
     memcpy(pcs, r->pcs(), sizeof(uintptr_t) * depth);
   } else {
-    for (int i = 0; i < depth; ++i) pcs[i] = (regions_[r->codes[i] >> kRegionBits] << kRegionBits) | (r->codes[i] & kOffsetMask);
+    for (int i = 0; i < depth; ++i) pcs[i] = Decode(r->codes[i]);
   }
   return depth;
 }

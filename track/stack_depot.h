@@ -96,6 +96,8 @@ class StackDepot {
   // pcs[0..depth) as codes, adding their regions (lock_ held); false when a frame's region would be
   // one too many.
   bool Encode(const uintptr_t* pcs, int depth, uint32_t* codes);
+  // The frame a compact record's code stands for.
+  uintptr_t Decode(uint32_t code) const { return (regions_[code >> kRegionBits] << kRegionBits) | (code & kOffsetMask); }
   // Whether record r holds the stack pcs[0..depth).
   bool Holds(const Record* r, const uintptr_t* pcs, int depth) const;
   struct Table {

@@ -452,8 +452,8 @@ struct Symbolizer::Impl {
   void ReadMaps() {
     MmapScratchMemory scratch;
     ProcMaps read(scratch);
-    maps.clear();
-    if (read.Read()) TakeMaps(read);
+    read.Read();  // (none when it fails)
+    TakeMaps(read);
   }
   void TakeMaps(const ProcMaps& read) {
     maps.clear();
