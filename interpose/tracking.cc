@@ -267,7 +267,7 @@ namespace {
 TrackBlock* BlockOf(TrackThread& tt) {
   if (__builtin_expect(tt.block != nullptr, 1)) return tt.block;
   if (tt.ended || tt.block_failed) return nullptr;
-  tt.block = static_cast<TrackBlock*>(InternalAlloc(sizeof(TrackBlock)));
+  tt.block = static_cast<TrackBlock*>(InternalMap(sizeof(TrackBlock), /*pointer_free=*/false));
   tt.block_failed = tt.block == nullptr;
   return tt.block;
 }
@@ -333,12 +333,11 @@ uint32_t CaptureStackId(int skip, const track::StartFrame* from) {
   uint32_t id = track::kNoStackId;
   if (depth > 0) {
     const uint32_t hash = track::StackDepot::Hash(pcs + first, depth);
-    track::StackIdCache* cache =
-        block != nullptr && depth <= track::StackIdCache::kMaxDepth ? &block->cache : nullptr;
-    if (cache != nullptr) id = cache->Find(hash, pcs + first, depth);
+    track::StackIdCache* cache = block != nullptr ? &block->cache : nullptr;
+    if (cache != nullptr) id = cache->Find(*g_depot, hash, pcs + first, depth);
     if (id == track::kNoStackId) {
       id = g_depot->Insert(pcs + first, depth, hash);
-      if (cache != nullptr) cache->Put(hash, pcs + first, depth, id);
+      if (cache != nullptr) cache->Put(*g_depot, hash, id);
     }
   }
   if (with_memo) {
@@ -442,7 +441,7 @@ void TrackingThreadExit() {
   if (tt.block != nullptr && tt.busy == 0) {
     TrackBlock* block = tt.block;
     tt.block = nullptr;
-    InternalFree(block, sizeof(TrackBlock));
+    InternalUnmap(block, sizeof(TrackBlock));
   }
   if (tt.young != nullptr && tt.young_busy == 0) {
     g_recent->Release(tt.young);

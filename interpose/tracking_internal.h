@@ -63,9 +63,9 @@ inline int FromDepth(int hook) {
 }
 
 // A thread's memo of its last capture (stack_capture.h, about 3 KiB) and the stacks it interned
-// lately (stack_id_cache.h, 72 KiB), in one mapping of its own made on its first capture (over
-// 64 KiB, so InternalAlloc maps it without taking its lock inside malloc) and unmapped when the
-// thread ends; the cache's pages are touched only as it fills. Not in TLS: glibc carves a thread's
+// lately (stack_id_cache.h, 8 KiB), in one mapping of its own made on its first capture (InternalMap:
+// not from InternalAlloc's lists, whose lock a capture inside malloc must not take) and unmapped when
+// the thread ends; the cache's pages are touched only as it fills. Not in TLS: glibc carves a thread's
 // static TLS out of its stack, and a thread made with PTHREAD_STACK_MIN has 16 KiB in all.
 constexpr int kArenaStackCacheBits = 6;
 struct TrackBlock {
@@ -78,7 +78,6 @@ struct TrackBlock {
     uint32_t id;
   } arena_stacks[1 << kArenaStackCacheBits];
 };
-static_assert(sizeof(TrackBlock) > (size_t{64} << 10), "mapped, not carved under a lock");
 
 // Per thread: the id of the last capture's stack and what the memo policy needs, so that the
 // common case, an allocation from the same stack as the one before, costs neither a walk of the

@@ -132,15 +132,6 @@ bool StackDepot::Encode(const uintptr_t* pcs, int depth, uint32_t* codes) {
   return true;
 }
 
-inline bool StackDepot::Holds(const Record* r, const uintptr_t* pcs, int depth) const {
-  if ((r->depth & ~kWide) != static_cast<uint32_t>(depth)) return false;
-  if ((r->depth & kWide) != 0) return memcmp(r->pcs(), pcs, sizeof(uintptr_t) * depth) == 0;
-  for (int i = 0; i < depth; ++i) {
-    if (Decode(r->codes[i]) != pcs[i]) return false;
-  }
-  return true;
-}
-
 uint32_t StackDepot::Hash(const uintptr_t* pcs, int depth) {
   return HashStack(pcs, depth > kMaxStackDepth ? kMaxStackDepth : depth);
 }

@@ -65,6 +65,17 @@ class StackDepot {
   // kOverflowStackId and ids never handed out.
   int Get(uint32_t id, uintptr_t* pcs) const;
 
+  // A stack's record, kept by a caller beside its id (StackIdCache) to compare a stack with it later
+  // without the table's and the directory's reads. Records never move nor change.
+  using RecordRef = const void*;
+  // The record of `id` (an id Insert returned); nullptr for kNoStackId, kOverflowStackId and ids never
+  // handed out.
+  RecordRef Ref(uint32_t id) const { return id >= kFirstStackId ? RecordOf(id) : nullptr; }
+  // Whether the record `ref` (from Ref, not nullptr) holds the stack pcs[0..depth).
+  bool Holds(RecordRef ref, const uintptr_t* pcs, int depth) const {
+    return Holds(static_cast<const Record*>(ref), pcs, depth);
+  }
+
   uint32_t capacity() const { return capacity_; }
   // Distinct stacks kept (ids taken, including the rare ids lost to insert races).
   uint32_t size() const;
@@ -99,7 +110,19 @@ class StackDepot {
   // The frame a compact record's code stands for.
   uintptr_t Decode(uint32_t code) const { return (regions_[code >> kRegionBits] << kRegionBits) | (code & kOffsetMask); }
   // Whether record r holds the stack pcs[0..depth).
-  bool Holds(const Record* r, const uintptr_t* pcs, int depth) const;
+  bool Holds(const Record* r, const uintptr_t* pcs, int depth) const {
+    if ((r->depth & ~kWide) != static_cast<uint32_t>(depth)) return false;
+    if ((r->depth & kWide) != 0) {
+      for (int i = 0; i < depth; ++i) {
+        if (r->pcs()[i] != pcs[i]) return false;
+      }
+      return true;
+    }
+    for (int i = 0; i < depth; ++i) {
+      if (Decode(r->codes[i]) != pcs[i]) return false;
+    }
+    return true;
+  }
   struct Table {
     uint32_t mask;                    // slots - 1
     std::atomic<uint32_t> slots[1];  // mask + 1 of them: an id (never below kFirstStackId) or 0

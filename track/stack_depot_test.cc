@@ -285,32 +285,55 @@ TEST(StackDepotTest, HashSeesEveryFrameAndTheirOrder) {
 // ---- the per-thread cache of stack ids ---------------------------------------------------------------
 
 TEST(StackIdCacheTest, AnswersOnlyTheVeryStackItKept) {
+  FakeMemory mem;
+  StackDepot d(&mem, 1 << 10);
   auto cache = std::make_unique<StackIdCache>();  // value-initialised: zeroed, as fresh mmap'd memory
   auto a = MakeStack(1, 16);
   const uint32_t ha = StackDepot::Hash(a.data(), 16);
-  EXPECT_EQ(cache->Find(ha, a.data(), 16), kNoStackId) << "an empty cache answered";
-  cache->Put(ha, a.data(), 16, 42);
-  EXPECT_EQ(cache->Find(ha, a.data(), 16), 42u);
+  EXPECT_EQ(cache->Find(d, ha, a.data(), 16), kNoStackId) << "an empty cache answered";
+  const uint32_t ida = d.Insert(a.data(), 16, ha);
+  cache->Put(d, ha, ida);
+  EXPECT_EQ(cache->Find(d, ha, a.data(), 16), ida);
   // The same hash with other frames (a collision, forced here), another depth, or another hash: no.
   auto b = a;
   b[9] += 16;
-  EXPECT_EQ(cache->Find(ha, b.data(), 16), kNoStackId);
-  EXPECT_EQ(cache->Find(ha, a.data(), 15), kNoStackId);
-  EXPECT_EQ(cache->Find(ha ^ 1, a.data(), 16), kNoStackId);
+  EXPECT_EQ(cache->Find(d, ha, b.data(), 16), kNoStackId);
+  EXPECT_EQ(cache->Find(d, ha, a.data(), 15), kNoStackId);
+  EXPECT_EQ(cache->Find(d, ha ^ 1, a.data(), 16), kNoStackId);
   // A stack that maps to the same slot replaces it.
   auto c = MakeStack(3, 16);
-  cache->Put(ha, c.data(), 16, 43);
-  EXPECT_EQ(cache->Find(ha, a.data(), 16), kNoStackId);
-  EXPECT_EQ(cache->Find(ha, c.data(), 16), 43u);
-  // Reserved ids and stacks deeper than it keeps are not kept.
-  auto d = MakeStack(4, 16);
-  const uint32_t hd = StackDepot::Hash(d.data(), 16);
-  cache->Put(hd, d.data(), 16, kOverflowStackId);
-  EXPECT_EQ(cache->Find(hd, d.data(), 16), kNoStackId);
-  auto deep = MakeStack(5, StackIdCache::kMaxDepth + 1);
-  const uint32_t hdeep = StackDepot::Hash(deep.data(), StackIdCache::kMaxDepth + 1);
-  cache->Put(hdeep, deep.data(), StackIdCache::kMaxDepth + 1, 44);
-  EXPECT_EQ(cache->Find(hdeep, deep.data(), StackIdCache::kMaxDepth + 1), kNoStackId);
+  const uint32_t idc = d.Insert(c.data(), 16);
+  cache->Put(d, ha, idc);
+  EXPECT_EQ(cache->Find(d, ha, a.data(), 16), kNoStackId);
+  EXPECT_EQ(cache->Find(d, ha, c.data(), 16), idc);
+  // Reserved ids and ids never handed out are not kept.
+  auto e = MakeStack(4, 16);
+  const uint32_t he = StackDepot::Hash(e.data(), 16);
+  for (uint32_t id : {kNoStackId, kOverflowStackId, idc + 100}) {
+    cache->Put(d, he, id);
+    EXPECT_EQ(cache->Find(d, he, e.data(), 16), kNoStackId) << "id " << id;
+  }
+  // Any depth the depot keeps, and a stack kept with 8-byte frames (code in more regions than the
+  // depot numbers) as well as a compact one.
+  auto deep = MakeStack(5, kMaxStackDepth);
+  const uint32_t hdeep = StackDepot::Hash(deep.data(), kMaxStackDepth);
+  const uint32_t iddeep = d.Insert(deep.data(), kMaxStackDepth, hdeep);
+  cache->Put(d, hdeep, iddeep);
+  EXPECT_EQ(cache->Find(d, hdeep, deep.data(), kMaxStackDepth), iddeep);
+  std::vector<uintptr_t> wide;
+  for (uintptr_t i = 0; i < 20; ++i) wide.push_back(((i + 40) << 28) + 0x40 * i + 8);
+  const uint32_t hwide = StackDepot::Hash(wide.data(), 20);
+  const uint32_t idwide = d.Insert(wide.data(), 20, hwide);
+  cache->Put(d, hwide, idwide);
+  EXPECT_EQ(cache->Find(d, hwide, wide.data(), 20), idwide);
+  wide[19] += 1;
+  EXPECT_EQ(cache->Find(d, hwide, wide.data(), 20), kNoStackId);
+}
+
+// The cache is read at random by every capture the memo cannot vouch for: small enough to stay near
+// the CPU (with 16 frames copied into each entry it would be 72 KiB a thread).
+TEST(StackIdCacheTest, IsSixteenBytesAnEntry) {
+  EXPECT_LE(sizeof(StackIdCache), size_t{16} * StackIdCache::kEntries);
 }
 
 // In front of a depot, as tracking uses it: every answer is the depot's own id for the stack.
@@ -328,12 +351,12 @@ TEST(StackIdCacheTest, InFrontOfTheDepotGivesTheDepotsIds) {
     const auto& s = stacks[k];
     const int depth = static_cast<int>(s.size());
     const uint32_t h = StackDepot::Hash(s.data(), depth);
-    uint32_t id = cache->Find(h, s.data(), depth);
+    uint32_t id = cache->Find(d, h, s.data(), depth);
     if (id != kNoStackId) {
       ++hits;
     } else {
       id = d.Insert(s.data(), depth, h);
-      cache->Put(h, s.data(), depth, id);
+      cache->Put(d, h, id);
     }
     ASSERT_EQ(id, d.Insert(s.data(), depth)) << "stack " << k;
   }
