@@ -30,6 +30,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "track/depot_memory.h"
 #include "track/spin_lock.h"
@@ -70,7 +71,7 @@ class StackDepot {
   using RecordRef = const void*;
   // The record of `id` (an id Insert returned); nullptr for kNoStackId, kOverflowStackId and ids never
   // handed out.
-  RecordRef Ref(uint32_t id) const { return id >= kFirstStackId ? RecordOf(id) : nullptr; }
+  RecordRef Ref(uint32_t id) const { return RecordOf(id); }
   // Whether the record `ref` (from Ref, not nullptr) holds the stack pcs[0..depth).
   bool Holds(RecordRef ref, const uintptr_t* pcs, int depth) const {
     return Holds(static_cast<const Record*>(ref), pcs, depth);
@@ -112,12 +113,7 @@ class StackDepot {
   // Whether record r holds the stack pcs[0..depth).
   bool Holds(const Record* r, const uintptr_t* pcs, int depth) const {
     if ((r->depth & ~kWide) != static_cast<uint32_t>(depth)) return false;
-    if ((r->depth & kWide) != 0) {
-      for (int i = 0; i < depth; ++i) {
-        if (r->pcs()[i] != pcs[i]) return false;
-      }
-      return true;
-    }
+    if ((r->depth & kWide) != 0) return memcmp(r->pcs(), pcs, sizeof(uintptr_t) * depth) == 0;
     for (int i = 0; i < depth; ++i) {
       if (Decode(r->codes[i]) != pcs[i]) return false;
     }
